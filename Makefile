@@ -1,0 +1,38 @@
+# Two entry points: `make demo` (the main job on the embedded engine) and `make test`.
+# Everything else is a step they depend on; each step is idempotent and cached.
+VENV ?= .venv
+PYTHON ?= python3
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.servebook-installed
+JOURNAL ?= journal
+
+.PHONY: setup engine demo test unit integration e2e bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+# Builds llama-server once (about 8 minutes on 2 cores) into ~/.cache/servebook; later calls return at once.
+engine: setup
+	$(BIN)/servebook engine install llamacpp
+	$(BIN)/servebook models tiny
+
+demo: engine
+	$(BIN)/servebook run data/candidates/tiny-llamacpp.yaml --plan data/plans/quick.yaml --journal $(JOURNAL)
+	$(BIN)/servebook journal ls --journal $(JOURNAL)
+
+test: engine
+	$(BIN)/python -m pytest -q tests
+
+unit: setup
+	$(BIN)/python -m pytest -q tests/unit
+
+bench: engine
+	$(BIN)/python benchmarks/decode_rate_vs_server.py
+
+clean:
+	rm -rf $(VENV) site .pytest_cache

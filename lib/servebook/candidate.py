@@ -1,0 +1,178 @@
+"""The candidate: one fully resolved serving configuration, and its identity.
+
+A candidate is what a study expands into and what a run measures. Its id is a short hash of
+the canonical JSON of everything that changes what the engine does; cosmetic fields (its
+display name, the port it happens to get, timeouts) are left out so that renaming a candidate
+or moving it to another port does not make it a different experiment.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+EngineKind = Literal["llamacpp"]
+DrafterKind = Literal["none", "draft_model", "eagle", "eagle3", "mtp", "dflash", "ngram"]
+DRAFTERS_WITH_MODEL = {"draft_model", "eagle", "eagle3", "dflash"}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelRef(_Strict):
+    """What the engine serves: a local file (or `tiny:NAME` for a built-in tiny model) or a hub id."""
+
+    path: str | None = None
+    id: str | None = None
+    revision: str | None = Field(None, description="hub revision (commit) pinned for reproducibility")
+    served_name: str | None = Field(None, description="name the API answers to; defaults per engine")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "ModelRef":
+        if (self.path is None) == (self.id is None):
+            raise ValueError("give exactly one of model.path (a local file or tiny:NAME) or model.id")
+        return self
+
+    @property
+    def label(self) -> str:
+        return self.path or f"{self.id}@{self.revision or 'unpinned'}"
+
+
+class Drafter(_Strict):
+    """Speculative decoding: which drafter, and how far it may look ahead."""
+
+    kind: DrafterKind = "none"
+    model: str | None = Field(None, description="draft model path (or tiny:NAME)")
+    max_draft_tokens: int | None = Field(None, ge=1, le=64)
+    synthetic_length: int | None = Field(
+        None, ge=1, description="llama.cpp benchmarking: accepted run length a random draft is given"
+    )
+    synthetic_rates: list[float] | None = Field(
+        None, description="llama.cpp benchmarking: acceptance probability per draft position"
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Drafter":
+        if self.kind in DRAFTERS_WITH_MODEL and not self.model:
+            raise ValueError(f"drafter.kind={self.kind} needs drafter.model (a draft model path)")
+        if self.kind not in DRAFTERS_WITH_MODEL and self.model:
+            raise ValueError(f"drafter.model is only meaningful for kinds {sorted(DRAFTERS_WITH_MODEL)}, not {self.kind}")
+        if self.kind == "none" and (
+            self.max_draft_tokens or self.synthetic_length or self.synthetic_rates
+        ):
+            raise ValueError("drafter.kind=none takes no other drafter settings")
+        for rate in self.synthetic_rates or []:
+            if not 0.0 <= rate <= 1.0:
+                raise ValueError(f"drafter.synthetic_rates must lie in [0, 1], got {rate}")
+        return self
+
+
+class Knobs(_Strict):
+    """The settings a qualification varies. None means: the engine's own default."""
+
+    chunk_size: int | None = Field(None, ge=16, description="prefill chunk (tokens per prompt batch)")
+    max_running_requests: int | None = Field(None, ge=1, description="concurrent sequences (slots)")
+    drafter: Drafter = Drafter()
+    kv_dtype: str | None = Field(None, description="KV cache element type, engine-specific names")
+    context_length: int | None = Field(None, ge=256)
+    tensor_parallel_size: int = Field(1, ge=1, le=64)
+
+
+class Launch(_Strict):
+    """How the engine is brought up. Not part of the candidate's identity."""
+
+    mode: Literal["local"] = "local"
+    host: Literal["127.0.0.1"] = "127.0.0.1"
+    port: int | None = Field(None, ge=1, le=65535, description="None picks a free port")
+    ready_timeout_s: float = Field(180.0, gt=0)
+    env: dict[str, str] = Field(default_factory=dict)
+
+
+class Pins(_Strict):
+    engine_version: str | None = None
+    image_digest: str | None = None
+
+
+class Candidate(_Strict):
+    name: str | None = Field(None, description="display label; not part of the identity")
+    engine: EngineKind = "llamacpp"
+    model: ModelRef
+    knobs: Knobs = Knobs()
+    extra_args: list[str] = Field(default_factory=list, description="engine flags servebook does not model")
+    launch: Launch = Launch()
+    pins: Pins = Pins()
+
+    @model_validator(mode="after")
+    def _engine_accepts(self) -> "Candidate":
+        from .engines import get_engine
+
+        get_engine(self.engine).check(self)
+        return self
+
+    def identity(self) -> dict:
+        data = self.model_dump(mode="json", exclude={"name", "launch"})
+        data["launch_mode"] = self.launch.mode
+        return data
+
+    def canonical_json(self) -> str:
+        return json.dumps(self.identity(), sort_keys=True, separators=(",", ":"))
+
+    @property
+    def id(self) -> str:
+        return hashlib.sha256(self.canonical_json().encode()).hexdigest()[:12]
+
+    @property
+    def label(self) -> str:
+        return self.name or f"{self.engine}-{self.id[:8]}"
+
+    def with_overrides(self, overrides: dict) -> "Candidate":
+        """A copy with dotted-path overrides applied, validated like a fresh file."""
+        data = self.model_dump(mode="json", exclude_unset=False)
+        for dotted, value in overrides.items():
+            target = data
+            *parents, leaf = dotted.split(".")
+            for key in parents:
+                if not isinstance(target.get(key), dict):
+                    target[key] = {} if target.get(key) is None else target[key]
+                target = target[key]
+            target[leaf] = value
+        return Candidate.model_validate(data)
+
+
+class InputError(ValueError):
+    """Bad user input; the message names the file, the field and the fix."""
+
+
+def format_validation_error(error: ValidationError, source: str) -> str:
+    lines = [f"{source}: {error.error_count()} problem(s)"]
+    for item in error.errors():
+        where = ".".join(str(p) for p in item["loc"]) or "(top level)"
+        message = item["msg"]
+        if item["type"] == "extra_forbidden":
+            message = "unknown field (check the spelling; extra fields are not ignored)"
+        lines.append(f"  {where}: {message}")
+    return "\n".join(lines)
+
+
+def load_yaml_model(path: str | Path, model_cls: type[BaseModel]):
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: file not found")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as error:
+        raise InputError(f"{path}: not valid YAML: {error}") from None
+    try:
+        return model_cls.model_validate(data)
+    except ValidationError as error:
+        raise InputError(format_validation_error(error, str(path))) from None
+
+
+def load_candidate(path: str | Path) -> Candidate:
+    return load_yaml_model(path, Candidate)

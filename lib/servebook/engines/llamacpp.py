@@ -1,0 +1,146 @@
+"""llama.cpp's llama-server: flags, counters and failure signatures.
+
+Counter semantics (engines.md): `prompt_tokens_total` excludes cached tokens, which have their
+own counter; generated tokens are added when a request finishes; the server's own warmup is
+not counted.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from . import register
+from ._base import EngineAdapter, FailureCause, ServerCounts
+
+if TYPE_CHECKING:
+    from ..candidate import Candidate
+    from ..metrics import Scrape
+
+KV_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
+SPEC_TYPES = {
+    "draft_model": "draft-simple",
+    "eagle3": "draft-eagle3",
+    "mtp": "draft-mtp",
+    "dflash": "draft-dflash",
+    "ngram": "ngram-simple",
+}
+
+# Each entry: all spellings of one flag. Used to refuse extra_args that fight a knob.
+_OWNED = {
+    "chunk_size": ("-b", "--batch-size", "-ub", "--ubatch-size"),
+    "max_running_requests": ("-np", "--parallel"),
+    "context_length": ("-c", "--ctx-size"),
+    "kv_dtype": ("-ctk", "--cache-type-k", "-ctv", "--cache-type-v"),
+    "drafter": ("--spec-type", "-md", "--model-draft", "--spec-draft-model", "--spec-draft-n-max", "--spec-synth-len", "--spec-synth-rates"),
+    "launch": ("--host", "--port", "-m", "--model", "--metrics"),
+}
+
+_FAILURE_PATTERNS: list[tuple[str, re.Pattern]] = [
+    ("port_in_use", re.compile(r"couldn't bind|address already in use|failed to bind", re.I)),
+    ("bad_flag", re.compile(r"invalid argument|unknown argument|error while handling argument|"
+                            r"has been removed|argument .* is not|unrecognized", re.I)),
+    ("out_of_memory", re.compile(r"out of memory|failed to allocate|cudaMalloc failed|"
+                                 r"unable to allocate|std::bad_alloc|insufficient memory", re.I)),
+    ("model_load", re.compile(r"failed to load model|error loading model|no such file|"
+                              r"failed to open|gguf_init_from_file", re.I)),
+]
+
+
+class LlamaCppAdapter(EngineAdapter):
+    kind = "llamacpp"
+    owned_flags = frozenset(flag for flags in _OWNED.values() for flag in flags)
+
+    def check(self, candidate: "Candidate") -> None:
+        knobs = candidate.knobs
+        if knobs.tensor_parallel_size != 1:
+            raise ValueError(
+                "knobs.tensor_parallel_size: llama.cpp has no tensor parallelism in servebook's "
+                "sense; keep it at 1 (split layers with extra_args ['--split-mode', 'layer'] instead)"
+            )
+        if knobs.kv_dtype is not None and knobs.kv_dtype not in KV_TYPES:
+            raise ValueError(f"knobs.kv_dtype: llama.cpp accepts {', '.join(KV_TYPES)}, not {knobs.kv_dtype!r}")
+        drafter = knobs.drafter
+        if drafter.kind == "eagle":
+            raise ValueError("knobs.drafter.kind: llama.cpp speaks eagle3, not eagle (use kind: eagle3)")
+        if drafter.kind == "none" or drafter.kind == "ngram":
+            if drafter.synthetic_length or drafter.synthetic_rates:
+                raise ValueError("knobs.drafter.synthetic_*: synthetic acceptance needs a draft model")
+        if (
+            knobs.context_length is not None
+            and knobs.max_running_requests is not None
+            and knobs.context_length // knobs.max_running_requests < 256
+        ):
+            raise ValueError(
+                f"knobs.context_length: {knobs.context_length} tokens shared by "
+                f"{knobs.max_running_requests} slots leaves under 256 tokens per request"
+            )
+        for arg in candidate.extra_args:
+            flag = arg.split("=", 1)[0]
+            for knob, flags in _OWNED.items():
+                if flag in flags:
+                    where = f"knobs.{knob}" if knob != "launch" else "launch/model (servebook sets it)"
+                    raise ValueError(f"extra_args: {flag} conflicts with {where}; set it there instead")
+
+    def argv(self, candidate: "Candidate", *, port: int, model_path: str, draft_path: str | None) -> list[str]:
+        from ..engine_install import find_llamacpp
+
+        install = find_llamacpp()
+        binary = str(install.server) if install else "llama-server"
+        knobs = candidate.knobs
+        args = [binary, "-m", model_path, "--host", candidate.launch.host, "--port", str(port), "--metrics"]
+        if knobs.context_length is not None:
+            args += ["-c", str(knobs.context_length)]
+        if knobs.max_running_requests is not None:
+            args += ["-np", str(knobs.max_running_requests)]
+        if knobs.chunk_size is not None:
+            # The logical batch must hold the physical one; one knob moves both.
+            args += ["-b", str(knobs.chunk_size), "-ub", str(knobs.chunk_size)]
+        if knobs.kv_dtype is not None:
+            args += ["-ctk", knobs.kv_dtype, "-ctv", knobs.kv_dtype]
+        drafter = knobs.drafter
+        if drafter.kind != "none":
+            args += ["--spec-type", SPEC_TYPES[drafter.kind]]
+            if draft_path:
+                args += ["-md", draft_path]
+            if drafter.max_draft_tokens is not None:
+                args += ["--spec-draft-n-max", str(drafter.max_draft_tokens)]
+            if drafter.synthetic_length is not None:
+                args += ["--spec-synth-len", str(drafter.synthetic_length)]
+            if drafter.synthetic_rates:
+                args += ["--spec-synth-rates", ",".join(f"{r:g}" for r in drafter.synthetic_rates)]
+        return args + list(candidate.extra_args)
+
+    def server_counts(self, before: "Scrape", after: "Scrape") -> ServerCounts | None:
+        if not after.available:
+            return None
+
+        def delta(name: str) -> float | None:
+            a, b = after.total(name), before.total(name)
+            return None if a is None or b is None else a - b
+
+        uncached = delta("llamacpp:prompt_tokens_total")
+        cached = delta("llamacpp:prompt_tokens_cached_total")
+        prompt = None if uncached is None else uncached + (cached or 0.0)
+        return ServerCounts(
+            prompt_tokens=prompt,
+            cached_tokens=cached,
+            generation_tokens=delta("llamacpp:tokens_predicted_total"),
+            draft_tokens=delta("llamacpp:spec_decode_num_draft_tokens_total"),
+            accepted_tokens=delta("llamacpp:spec_decode_num_accepted_tokens_total"),
+        )
+
+    def classify_failure(self, log_tail: str, exit_code: int | None) -> FailureCause:
+        for cause, pattern in _FAILURE_PATTERNS:
+            match = pattern.search(log_tail)
+            if match:
+                line = next((l for l in log_tail.splitlines() if pattern.search(l)), match.group(0))
+                return FailureCause(cause, line.strip())
+        if exit_code is not None and exit_code < 0:
+            return FailureCause("crash", f"engine killed by signal {-exit_code}")
+        if exit_code is not None:
+            return FailureCause("crash", f"engine exited with code {exit_code}")
+        return FailureCause("crash", "engine stopped answering")
+
+
+register(LlamaCppAdapter())

@@ -1,0 +1,163 @@
+"""Starting an engine as a local process and making sure it goes away again.
+
+The process gets its own process group (so stopping it stops its children too) and, on Linux,
+a parent-death signal (so a servebook killed with SIGKILL does not leave a server behind).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from .engines import EngineAdapter, FailureCause
+
+
+class EngineFailed(RuntimeError):
+    """The engine did not become ready, or died. Carries the classified cause and the log tail."""
+
+    def __init__(self, cause: FailureCause, log_tail: str, exit_code: int | None):
+        super().__init__(f"{cause.cause}: {cause.message}")
+        self.cause = cause
+        self.log_tail = log_tail
+        self.exit_code = exit_code
+
+
+class PortInUse(ValueError):
+    pass
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def ensure_port_free(host: str, port: int) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            raise PortInUse(
+                f"launch.port: {host}:{port} is already in use; pick another port or leave "
+                "launch.port empty to get a free one"
+            ) from None
+
+
+def tail_of(path: Path, lines: int = 40) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 64 * 1024))
+            text = f.read().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _die_with_parent() -> None:
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+@dataclass
+class EngineProcess:
+    argv: list[str]
+    adapter: EngineAdapter
+    base_url: str
+    log_path: Path
+    env: dict[str, str] | None = None
+    process: subprocess.Popen | None = None
+
+    def start(self) -> "EngineProcess":
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")
+        env = {**os.environ, **(self.env or {})}
+        try:
+            self.process = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+                preexec_fn=_die_with_parent if os.name == "posix" else None,
+            )
+        except FileNotFoundError:
+            log.close()
+            raise EngineFailed(
+                FailureCause("model_load", f"engine binary not found: {self.argv[0]} "
+                             "(run `servebook engine install llamacpp`)"), "", None
+            ) from None
+        log.close()
+        return self
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def exit_code(self) -> int | None:
+        return None if self.process is None else self.process.poll()
+
+    def failure(self, fallback: FailureCause | None = None) -> EngineFailed:
+        code = self.exit_code()
+        tail = tail_of(self.log_path)
+        cause = self.adapter.classify_failure(tail, code) if code is not None or fallback is None else fallback
+        return EngineFailed(cause, tail, code)
+
+    def check_alive(self) -> None:
+        if self.exit_code() is not None:
+            raise self.failure()
+
+    def wait_ready(self, timeout_s: float, on_poll=None) -> float:
+        """Block until the health endpoint answers 200; return the seconds it took."""
+        started = time.monotonic()
+        deadline = started + timeout_s
+        url = f"{self.base_url}{self.adapter.health_path()}"
+        with httpx.Client(timeout=2.0) as client:
+            while True:
+                self.check_alive()
+                try:
+                    if client.get(url).status_code == 200:
+                        return time.monotonic() - started
+                except httpx.HTTPError:
+                    pass  # listener not open yet, or closed while loading
+                if time.monotonic() > deadline:
+                    raise self.failure(
+                        FailureCause("timeout", f"not ready after {timeout_s:g}s ({url} never answered 200)")
+                    )
+                if on_poll:
+                    on_poll(time.monotonic() - started)
+                time.sleep(0.2)
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        try:
+            os.killpg(self.process.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        try:
+            self.process.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.process.wait()
+
+    def __enter__(self) -> "EngineProcess":
+        return self.start() if self.process is None else self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

@@ -1,0 +1,182 @@
+"""Measuring a ready engine: warm-up, then every cell of the plan with a scrape on each side.
+
+Scrapes are taken before a cell's first request is sent and after its last one has finished,
+because a mid-cell scrape is partial for every engine (generation counters move at request end
+on llama.cpp and SGLang).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import httpx
+from openai import AsyncOpenAI
+
+from .cells import CellSpec, summarize_cell
+from .client import RequestRecord, stream_request
+from .engines import EngineAdapter
+from .metrics import Scrape, scrape
+from .plan import Plan
+from .prompts import decode_prompt, exact_length_prompt, filler_text
+from .reconcile import ClientCounts, reconcile
+
+
+@dataclass
+class CellOutcome:
+    spec: CellSpec
+    records: list[RequestRecord]
+    before: Scrape
+    after: Scrape
+    summary: dict
+
+
+@dataclass
+class MeasurementLog:
+    """Everything measured so far; survives an engine death mid-plan so the raw rows are kept."""
+
+    outcomes: list[CellOutcome] = field(default_factory=list)
+    partial_records: list[RequestRecord] = field(default_factory=list)
+
+    def request_rows(self) -> list[dict]:
+        rows = [r.row() for o in self.outcomes for r in o.records]
+        return rows + [r.row() for r in self.partial_records]
+
+    def chunk_rows(self) -> list[dict]:
+        rows = []
+        for record in [r for o in self.outcomes for r in o.records] + self.partial_records:
+            previous = record.t_first
+            for i, t in enumerate(record.chunk_times):
+                rows.append({"request_id": record.request_id, "cell_id": record.cell_id, "index": i,
+                             "t": t, "gap_s": None if i == 0 else t - previous, "tokens": None})
+                previous = t
+        return rows
+
+    def scrape_rows(self) -> list[dict]:
+        rows = []
+        for o in self.outcomes:
+            for phase, s in (("before", o.before), ("after", o.after)):
+                for sample in s.samples:
+                    rows.append({"cell_id": o.spec.cell_id, "phase": phase, "t": s.t, "name": sample.name,
+                                 "labels": json.dumps(dict(sample.labels)), "value": sample.value})
+        return rows
+
+    def cell_rows(self) -> list[dict]:
+        return [o.summary for o in self.outcomes]
+
+
+class Measurement:
+    def __init__(
+        self,
+        base_url: str,
+        adapter: EngineAdapter,
+        plan: Plan,
+        *,
+        tag: str,
+        api_key: str = "servebook",
+        alive_check: Callable[[], None] | None = None,
+    ):
+        self.base_url = base_url.rstrip("/")
+        self.adapter = adapter
+        self.plan = plan
+        self.tag = tag
+        self.api_key = api_key
+        self.alive_check = alive_check or (lambda: None)
+        self.log = MeasurementLog()
+        self.model_name = "default"
+        self._filler: list[int] | None = None
+
+    async def __aenter__(self) -> "Measurement":
+        limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
+        self.http = httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(self.plan.request_timeout_s, connect=10))
+        self.openai = AsyncOpenAI(base_url=f"{self.base_url}/v1", api_key=self.api_key, http_client=self.http,
+                                  max_retries=0, timeout=self.plan.request_timeout_s)
+        models = await self.http.get(f"{self.base_url}/v1/models", headers=self._auth)
+        if models.status_code == 200 and models.json().get("data"):
+            self.model_name = models.json()["data"][0]["id"]
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.http.aclose()
+
+    @property
+    def _auth(self) -> dict:
+        return {"Authorization": f"Bearer {self.api_key}"}
+
+    async def tokenize(self, text: str) -> list[int]:
+        response = await self.http.post(f"{self.base_url}/tokenize", json={"content": text, "add_special": False},
+                                        headers=self._auth)
+        response.raise_for_status()
+        return response.json()["tokens"]
+
+    async def warmup(self) -> None:
+        """Unrecorded requests so first-use costs (page faults, thread pools) stay out of the cells."""
+        extras = self.adapter.request_extras()
+        for i in range(self.plan.warmup_requests):
+            record = RequestRecord(f"warmup-{i}", "warmup", 1, "prose", 8, t_send=0.0)
+            await stream_request(self.openai, record, model=self.model_name, max_tokens=8,
+                                 messages=decode_prompt("prose", i, f"{self.tag}:warmup:{i}"),
+                                 extra_body=extras, keep_chunk_times=False)
+            if record.error:
+                self.alive_check()
+                raise RuntimeError(f"warm-up request failed: {record.error}")
+
+    async def _scrape(self) -> Scrape:
+        return await scrape(self.http, self.base_url)
+
+    async def _decode_requests(self, spec: CellSpec, on_done) -> list[RequestRecord]:
+        gate = asyncio.Semaphore(spec.concurrency)
+        extras = self.adapter.request_extras()
+
+        async def one(i: int) -> RequestRecord:
+            record = RequestRecord(f"{spec.cell_id}-{i}", spec.cell_id, spec.concurrency, spec.category,
+                                   spec.output_tokens, t_send=0.0)
+            async with gate:
+                await stream_request(self.openai, record, model=self.model_name, max_tokens=spec.output_tokens,
+                                     messages=decode_prompt(spec.category, i, f"{self.tag}:{spec.cell_id}:{i}"),
+                                     extra_body=extras, keep_chunk_times=self.plan.record_chunks)
+            on_done()
+            return record
+
+        return list(await asyncio.gather(*(one(i) for i in range(spec.n_requests))))
+
+    async def _prefill_requests(self, spec: CellSpec, on_done) -> list[RequestRecord]:
+        if self._filler is None:
+            self._filler = await self.tokenize(filler_text())
+        extras = self.adapter.request_extras()
+        records = []
+        for i in range(spec.n_requests):
+            prefix = await self.tokenize(f"[{self.tag}:{spec.cell_id}:{i}:{time.time_ns()}]\n")
+            prompt = exact_length_prompt(self._filler, prefix, spec.prompt_tokens)
+            record = RequestRecord(f"{spec.cell_id}-{i}", spec.cell_id, 1, spec.category, 1, t_send=0.0)
+            await stream_request(self.openai, record, model=self.model_name, max_tokens=1, prompt=prompt,
+                                 extra_body=extras, keep_chunk_times=self.plan.record_chunks)
+            records.append(record)
+            on_done()
+        return records
+
+    async def run_cell(self, spec: CellSpec, on_done: Callable[[], None] = lambda: None) -> CellOutcome:
+        before = await self._scrape()
+        runner = self._decode_requests if spec.kind == "decode" else self._prefill_requests
+        records = await runner(spec, on_done)
+        if any(not r.ok for r in records):
+            # A dead engine explains failed requests better than the requests do.
+            try:
+                self.alive_check()
+            except BaseException:
+                self.log.partial_records.extend(records)
+                raise
+        after = await self._scrape()
+        ok = [r for r in records if r.ok]
+        client = ClientCounts(
+            prompt_tokens=sum(r.prompt_tokens or 0 for r in ok),
+            cached_tokens=sum(r.cached_tokens or 0 for r in ok),
+            completion_tokens=sum(r.completion_tokens or 0 for r in ok),
+        )
+        reconciliation = reconcile(client, self.adapter.server_counts(before, after))
+        outcome = CellOutcome(spec, records, before, after, summarize_cell(spec, records, reconciliation))
+        self.log.outcomes.append(outcome)
+        return outcome

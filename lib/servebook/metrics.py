@@ -1,0 +1,62 @@
+"""Scraping an engine's Prometheus endpoint into comparable snapshots."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+
+@dataclass(frozen=True)
+class Sample:
+    name: str
+    labels: tuple[tuple[str, str], ...]
+    value: float
+
+
+@dataclass
+class Scrape:
+    """One read of /metrics. `available` is False when the endpoint is off or unreachable."""
+
+    t: float
+    samples: list[Sample] = field(default_factory=list)
+    available: bool = True
+    error: str | None = None
+
+    def total(self, name: str, *aliases: str) -> float | None:
+        """Sum of a metric across labels, trying renamed spellings in order; None if absent."""
+        for candidate in (name, *aliases):
+            values = [s.value for s in self.samples if s.name == candidate]
+            if values:
+                return float(sum(values))
+        return None
+
+    def by_label(self, name: str, label: str) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for s in self.samples:
+            if s.name == name:
+                key = dict(s.labels).get(label, "")
+                out[key] = out.get(key, 0.0) + s.value
+        return out
+
+
+def parse_metrics(text: str, t: float | None = None) -> Scrape:
+    samples = [
+        Sample(s.name, tuple(sorted(s.labels.items())), float(s.value))
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    ]
+    return Scrape(t=time.monotonic() if t is None else t, samples=samples)
+
+
+async def scrape(client: httpx.AsyncClient, base_url: str) -> Scrape:
+    t = time.monotonic()
+    try:
+        response = await client.get(f"{base_url}/metrics", timeout=10.0)
+    except httpx.HTTPError as error:
+        return Scrape(t=t, available=False, error=f"{type(error).__name__}: {error}")
+    if response.status_code != 200:
+        return Scrape(t=t, available=False, error=f"/metrics answered {response.status_code}")
+    return parse_metrics(response.text, t)

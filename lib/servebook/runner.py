@@ -1,0 +1,158 @@
+"""One run: preflight, launch, wait ready, warm up, measure every cell, seal the run.
+
+A server that never becomes ready, or dies, yields a sealed `failed` run with its classified
+cause and log tail and no summary numbers. Ctrl-C stops the engine and leaves the run
+unsealed, so the journal shows it as incomplete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import time
+
+from .candidate import Candidate
+from .cells import plan_cells
+from .engines import get_engine
+from .environment import fingerprint
+from .journal import Journal, RunRecord, RunWriter, utc_now
+from .launcher import EngineFailed, EngineProcess, free_port
+from .measure import Measurement, MeasurementLog
+from .plan import Plan
+from .preflight import preflight
+from .progress import Reporter
+from .redaction import redact_argv, redact_env
+
+
+def _summary(cell_rows: list[dict]) -> dict:
+    valid = [c for c in cell_rows if c["valid"]]
+    return {
+        "cells": len(cell_rows),
+        "valid_cells": len(valid),
+        "invalid_cells": {c["cell_id"]: c["invalid_reasons"] for c in cell_rows if not c["valid"]},
+        "reconciled_cells": sum(1 for c in cell_rows if c["reconciliation"] == "ok"),
+        "decode_aggregate_tok_s": {c["cell_id"]: c["aggregate_tok_s"] for c in valid if c["kind"] == "decode"},
+        "prefill_tok_s": {c["cell_id"]: c["prefill_tok_s"] for c in valid if c["kind"] == "prefill"},
+    }
+
+
+def _write_raw(writer: RunWriter, log: MeasurementLog) -> None:
+    writer.write_table("requests", log.request_rows())
+    writer.write_table("chunks", log.chunk_rows())
+    writer.write_table("scrapes", log.scrape_rows())
+
+
+def run_candidate(
+    candidate: Candidate,
+    plan: Plan,
+    journal: Journal,
+    *,
+    reporter: Reporter | None = None,
+    extra_manifest: dict | None = None,
+) -> RunRecord:
+    reporter = reporter or Reporter()
+    adapter = get_engine(candidate.engine)
+    journal.ensure_writable()
+    paths = preflight(candidate, reporter)
+    port = candidate.launch.port or free_port(candidate.launch.host)
+    base_url = f"http://{candidate.launch.host}:{port}"
+    argv = adapter.argv(candidate, port=port, model_path=paths.model_path, draft_path=paths.draft_path)
+
+    writer = journal.start_run(candidate.id)
+    started_at = utc_now()
+    identity = {
+        "candidate_id": candidate.id,
+        "candidate_label": candidate.label,
+        "candidate": candidate.model_dump(mode="json"),
+        "plan_id": plan.id,
+        "plan": plan.model_dump(mode="json"),
+        **(extra_manifest or {}),
+    }
+    writer.write_json("launch.json", {
+        **identity,
+        "argv": redact_argv(argv),
+        "env": redact_env(candidate.launch.env),
+        "cwd": os.getcwd(),
+        "base_url": base_url,
+    })
+    environment = fingerprint(engine_binary=paths.engine_binary, model_path=paths.model_path)
+    engine = EngineProcess(argv, adapter, base_url, writer.engine_log, env=candidate.launch.env)
+    reporter.log(f"run {writer.run_id}: {candidate.label} ({candidate.id}) on {base_url}")
+    log = MeasurementLog()
+    engine_info: dict = {"argv": redact_argv(argv), "base_url": base_url}
+
+    def seal_failed(error: EngineFailed, stage: str) -> RunRecord:
+        _write_raw(writer, log)
+        reporter.log(f"run {writer.run_id} FAILED during {stage}: {error.cause.cause}: {error.cause.message}")
+        writer.seal({
+            **identity, "status": "failed", "environment": environment, "engine": engine_info,
+            "started_at": started_at, "finished_at": utc_now(),
+            "failure": {"stage": stage, "cause": error.cause.cause, "message": error.cause.message,
+                        "exit_code": error.exit_code, "log_tail": error.log_tail},
+            "summary": None,
+        })
+        return journal.run(writer.run_id)
+
+    def alive_check() -> None:
+        try:
+            engine.process.wait(timeout=2.0)  # a dying engine needs a moment to be reaped
+        except subprocess.TimeoutExpired:
+            return
+        engine.check_alive()
+
+    try:
+        engine.start()
+        engine_info["pid"] = engine.pid
+        with reporter.task(f"start {candidate.engine} and wait for readiness") as task:
+            try:
+                engine_info["ready_s"] = round(engine.wait_ready(candidate.launch.ready_timeout_s,
+                                                                 on_poll=lambda s: task.update(s)), 3)
+            except EngineFailed as error:
+                return seal_failed(error, "launch")
+        cells = plan_cells(plan)
+        total_requests = sum(c.n_requests for c in cells)
+
+        async def measure() -> None:
+            async with Measurement(base_url, adapter, plan, tag=writer.run_id, alive_check=alive_check) as m:
+                m.log = log
+                engine_info["served_model"] = m.model_name
+                with reporter.task("warm up", total=plan.warmup_requests) as task:
+                    await m.warmup()
+                    task.update(plan.warmup_requests)
+                with reporter.task(f"measure {len(cells)} cells", total=total_requests) as task:
+                    for spec in cells:
+                        task.update(task.completed, description=f"measure: {spec.label}")
+                        outcome = await m.run_cell(spec, on_done=task.advance)
+                        s = outcome.summary
+                        flag = "valid" if s["valid"] else f"INVALID ({s['invalid_reasons']})"
+                        figure = (f"{s['aggregate_tok_s']:.1f} tok/s aggregate" if spec.kind == "decode"
+                                  and s["aggregate_tok_s"] else
+                                  f"{s['prefill_tok_s']:.0f} tok/s prefill" if s.get("prefill_tok_s") else "no figure")
+                        reporter.log(f"  {spec.label}: {figure}; {s['reconciliation']}; {flag}")
+
+        t0 = time.monotonic()
+        try:
+            asyncio.run(measure())
+        except EngineFailed as error:
+            return seal_failed(error, "measure")
+        except RuntimeError as error:
+            if engine.exit_code() is not None:
+                return seal_failed(engine.failure(), "measure")
+            raise RuntimeError(f"run {writer.run_id}: {error}") from error
+        engine_info["measure_s"] = round(time.monotonic() - t0, 3)
+        if engine.exit_code() is not None:
+            return seal_failed(engine.failure(), "measure")
+    finally:
+        engine.stop()
+
+    _write_raw(writer, log)
+    writer.write_table("cells", log.cell_rows())
+    writer.seal({
+        **identity, "status": "completed", "environment": environment, "engine": engine_info,
+        "started_at": started_at, "finished_at": utc_now(), "failure": None,
+        "summary": _summary(log.cell_rows()),
+    })
+    record = journal.run(writer.run_id)
+    journal.index()
+    return record
