@@ -90,7 +90,9 @@ class Measurement:
         self._filler: list[int] | None = None
 
     async def __aenter__(self) -> "Measurement":
-        limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
+        # No keep-alive: llama-server closes idle and long-lived connections on its own schedule,
+        # and a request sent on a connection the server just closed fails spuriously.
+        limits = httpx.Limits(max_connections=256, max_keepalive_connections=0)
         self.http = httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(self.plan.request_timeout_s, connect=10))
         self.openai = AsyncOpenAI(base_url=f"{self.base_url}/v1", api_key=self.api_key, http_client=self.http,
                                   max_retries=0, timeout=self.plan.request_timeout_s)
