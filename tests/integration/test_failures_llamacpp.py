@@ -1,0 +1,101 @@
+"""Bad inputs and dying engines end as one clear message or a failed run, never as numbers."""
+
+import json
+import signal
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from servebook.candidate import InputError
+from servebook.journal import Journal
+from servebook.plan import DecodePlan, Plan
+from servebook.progress import Reporter
+from servebook.runner import run_candidate
+
+from .helpers import SMALL_PLAN, requests_processing, servers_on_port, tiny_candidate
+
+pytestmark = pytest.mark.integration
+QUIET = Reporter(quiet=True)
+
+
+@pytest.mark.parametrize("extra_args,expected", [
+    (["--definitely-not-a-flag"], "invalid argument: --definitely-not-a-flag"),
+    (["--draft-max", "4"], "has been removed"),
+])
+def test_flag_the_engine_rejects_is_a_failed_run(llama_install, tmp_path, extra_args, expected):
+    journal = Journal(tmp_path)
+    record = run_candidate(tiny_candidate(extra_args=extra_args), SMALL_PLAN, journal, reporter=QUIET)
+    assert record.status == "failed"
+    failure = record.manifest["failure"]
+    assert failure["cause"] == "bad_flag" and failure["stage"] == "launch"
+    assert expected in failure["message"]
+    assert expected in failure["log_tail"]
+    assert record.manifest["summary"] is None
+    assert record.table("cells") is None  # a failed run yields no numbers
+    assert [r.status for r in journal.runs()] == ["failed"]
+
+
+def test_missing_model_is_one_clear_error_and_no_run(llama_install, tmp_path):
+    journal = Journal(tmp_path)
+    with pytest.raises(InputError, match=r"model.path: model file not found: /no/such/model.gguf"):
+        run_candidate(tiny_candidate(model={"path": "/no/such/model.gguf"}), SMALL_PLAN, journal, reporter=QUIET)
+    assert journal.runs() == []
+
+
+def test_port_in_use_is_one_clear_error(llama_install, tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with pytest.raises(InputError, match=rf"launch.port: 127.0.0.1:{port} is already in use"):
+            run_candidate(tiny_candidate(launch={"port": port}), SMALL_PLAN, Journal(tmp_path), reporter=QUIET)
+
+
+def test_not_ready_in_time_is_a_timeout_and_the_server_is_stopped(llama_install, tmp_path):
+    candidate = tiny_candidate(launch={"ready_timeout_s": 0.05})
+    record = run_candidate(candidate, SMALL_PLAN, Journal(tmp_path), reporter=QUIET)
+    assert record.status == "failed"
+    assert record.manifest["failure"]["cause"] == "timeout"
+    port = int(json.loads((record.dir / "launch.json").read_text())["base_url"].rsplit(":", 1)[1])
+    assert servers_on_port(port) == []
+
+
+def test_engine_killed_in_the_middle_of_a_cell(llama_install, tmp_path):
+    journal = Journal(tmp_path)
+    long_plan = Plan(decode=DecodePlan(concurrency=[2], categories=["prose"], output_tokens=4000, rounds=2),
+                     prefill=None, warmup_requests=0)
+    candidate = tiny_candidate(knobs={"max_running_requests": 2, "context_length": 16384})
+    killed = {}
+
+    def killer():
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            launches = list(Path(tmp_path, "runs").glob("*/launch.json"))
+            if launches:
+                base_url = json.loads(launches[0].read_text())["base_url"]
+                if requests_processing(base_url) >= 1:
+                    port = int(base_url.rsplit(":", 1)[1])
+                    for pid in servers_on_port(port):
+                        import os
+
+                        os.kill(pid, signal.SIGKILL)
+                        killed["pid"] = pid
+                    return
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=killer, daemon=True)
+    thread.start()
+    record = run_candidate(candidate, long_plan, journal, reporter=QUIET)
+    thread.join(5)
+    assert killed, "the killer never saw a request in flight"
+    assert record.status == "failed"
+    failure = record.manifest["failure"]
+    assert failure["stage"] == "measure"
+    assert failure["cause"] == "crash" and "signal 9" in failure["message"]
+    requests = record.table("requests")  # the raw rows of the interrupted cell are kept
+    assert len(requests) >= 2 and requests["error"].notna().any()
+    assert record.table("cells") is None
+    assert [r.status for r in journal.runs()] == ["failed"]

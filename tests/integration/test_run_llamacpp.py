@@ -1,0 +1,72 @@
+"""Runs against the real llama-server on the tiny random-weight model."""
+
+import json
+
+import pytest
+
+from servebook.journal import Journal
+from servebook.progress import Reporter
+from servebook.runner import run_candidate
+
+from .helpers import SMALL_PLAN, servers_on_port, tiny_candidate
+
+pytestmark = pytest.mark.integration
+
+
+def test_clean_run_reconciles_every_cell(llama_install, tmp_path):
+    journal = Journal(tmp_path)
+    record = run_candidate(tiny_candidate(), SMALL_PLAN, journal, reporter=Reporter(quiet=True))
+    assert record.status == "completed", record.manifest.get("failure")
+
+    cells = record.table("cells")
+    assert list(cells["cell_id"]) == ["decode-prose-c1", "decode-prose-c2", "decode-code-c1", "decode-code-c2",
+                                      "prefill-256", "prefill-1024"]
+    assert cells["valid"].all(), cells[["cell_id", "invalid_reasons"]]
+    assert (cells["reconciliation"] == "ok").all(), cells["reconciliation_message"].tolist()
+    assert (cells.loc[cells.kind == "decode", "aggregate_tok_s"] > 0).all()
+
+    requests = record.table("requests")
+    decode = requests[requests.cell_id.str.startswith("decode")]
+    assert len(decode) == 1 + 2 + 1 + 2
+    assert (decode["completion_tokens"] == 16).all()
+    assert (decode["finish_reason"] == "length").all()
+    prefill = requests[requests.cell_id.str.startswith("prefill")]
+    assert sorted(prefill["prompt_tokens"]) == [256, 1024]
+    assert (prefill["cached_tokens"] == 0).all()
+
+    scrapes = record.table("scrapes")
+    assert {"before", "after"} == set(scrapes["phase"])
+    assert "llamacpp:tokens_predicted_total" in set(scrapes["name"])
+    assert record.table("chunks") is not None and len(record.table("chunks")) > 0
+
+    manifest = record.manifest
+    assert manifest["candidate_id"] == tiny_candidate().id
+    assert manifest["plan_id"] == SMALL_PLAN.id
+    assert "0c1e570" in (manifest["environment"]["engine_version"] or "")
+    assert manifest["environment"]["model_digest"].startswith("sha256:")
+    launch = json.loads((record.dir / "launch.json").read_text())
+    assert launch["argv"][0].endswith("llama-server") and "--metrics" in launch["argv"]
+    assert "listening" in (record.dir / "engine.log").read_text()
+
+    # the server is gone once the run is sealed
+    port = int(launch["base_url"].rsplit(":", 1)[1])
+    assert servers_on_port(port) == []
+    index = journal.index()
+    assert index.loc[0, "status"] == "completed" and index.loc[0, "valid_cells"] == 6
+
+
+def test_drafter_with_synthetic_acceptance_drafts_and_reconciles(llama_install, tmp_path):
+    candidate = tiny_candidate(knobs={"max_running_requests": 1, "context_length": 4096,
+                                      "drafter": {"kind": "draft_model", "model": "tiny:draft",
+                                                  "max_draft_tokens": 4, "synthetic_length": 3}})
+    plan = SMALL_PLAN.model_copy(update={"prefill": None})
+    record = run_candidate(candidate, plan, Journal(tmp_path), reporter=Reporter(quiet=True))
+    assert record.status == "completed", record.manifest.get("failure")
+    cells = record.table("cells")
+    assert cells["valid"].all(), cells["invalid_reasons"].tolist()
+    assert (cells["draft_acceptance"] > 0).all()
+    requests = record.table("requests")
+    assert (requests["server_draft_tokens"] > 0).all()
+    scrapes = record.table("scrapes")
+    drafted = scrapes[(scrapes.name == "llamacpp:spec_decode_num_draft_tokens_total") & (scrapes.phase == "after")]
+    assert drafted["value"].max() > 0
