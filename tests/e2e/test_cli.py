@@ -1,0 +1,100 @@
+"""The `servebook` command as a user types it."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from servebook.journal import Journal
+
+from ..integration.helpers import servers_on_port
+
+REPO = Path(__file__).resolve().parents[2]
+SERVEBOOK = [sys.executable, "-m", "servebook.cli"]
+ENV = {**os.environ, "SERVEBOOK_PLAIN_PROGRESS": "1", "COLUMNS": "160"}
+
+
+def servebook(*args, check=True, **kwargs):
+    result = subprocess.run([*SERVEBOOK, *map(str, args)], capture_output=True, text=True, env=ENV,
+                            cwd=REPO, timeout=300, **kwargs)
+    if check and result.returncode != 0:
+        raise AssertionError(f"servebook {args} exited {result.returncode}\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+@pytest.fixture
+def plan_file(tmp_path):
+    path = tmp_path / "plan.yaml"
+    path.write_text("decode: {concurrency: [1, 2, 4], categories: [prose, code], output_tokens: 16, rounds: 1}\n"
+                    "prefill: {prompt_tokens: [256, 1024], requests: 1}\nwarmup_requests: 1\n")
+    return path
+
+
+def test_run_prints_the_published_tables_and_records_the_run(llama_install, tmp_path, plan_file):
+    journal = tmp_path / "journal"
+    result = servebook("run", "data/candidates/tiny-llamacpp.yaml", "--plan", plan_file, "--journal", journal)
+    out = result.stdout
+    for header in ("Requests", "Aggregate tok/s", "Per request tok/s", "TTFT",
+                   "Prompt tokens", "Prefill tok/s", "First token"):
+        assert header in out
+    assert "Decode, prose prompts" in out and "Decode, code prompts" in out
+    assert "INVALID" not in out
+    [record] = Journal(journal).runs()
+    assert record.status == "completed"
+    assert record.manifest["summary"]["valid_cells"] == 8
+
+    listing = servebook("journal", "ls", "--journal", journal).stdout
+    assert record.run_id in listing and "completed" in listing
+    shown = servebook("journal", "show", record.run_id[-10:], "--journal", journal).stdout
+    assert "Cold prefill" in shown
+
+
+def test_unknown_knob_is_one_message_and_exit_2(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model: {path: tiny:target}\nknobs: {chunk_sise: 256}\n")
+    result = servebook("run", bad, "--journal", tmp_path / "j", check=False)
+    assert result.returncode == 2
+    assert "knobs.chunk_sise: unknown field" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "j" / "runs").exists() or not any((tmp_path / "j" / "runs").iterdir())
+
+
+def test_bad_set_override_names_the_field(tmp_path):
+    result = servebook("run", "data/candidates/tiny-llamacpp.yaml", "--set", "knobs.max_running_requests=zero",
+                       "--journal", tmp_path / "j", check=False)
+    assert result.returncode == 2 and "knobs.max_running_requests" in result.stderr
+
+
+def test_ctrl_c_stops_the_engine_and_leaves_an_incomplete_run(llama_install, tmp_path):
+    journal = tmp_path / "journal"
+    plan = tmp_path / "long.yaml"
+    plan.write_text("decode: {concurrency: [1], categories: [prose], output_tokens: 3000, rounds: 3}\n"
+                    "prefill: null\nwarmup_requests: 0\n")
+    proc = subprocess.Popen([*SERVEBOOK, "run", "data/candidates/tiny-llamacpp.yaml", "--plan", str(plan),
+                             "--journal", str(journal)], cwd=REPO, env=ENV,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    launch = None
+    while time.monotonic() < deadline and launch is None:
+        found = list((journal / "runs").glob("*/launch.json")) if (journal / "runs").exists() else []
+        launch = found[0] if found else None
+        time.sleep(0.1)
+    assert launch is not None
+    engine_log = launch.parent / "engine.log"
+    while time.monotonic() < deadline and "slot" not in (engine_log.read_text() if engine_log.exists() else ""):
+        time.sleep(0.1)
+    time.sleep(1.0)  # let the measurement start
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "interrupted" in stderr
+    port = int(__import__("json").loads(launch.read_text())["base_url"].rsplit(":", 1)[1])
+    assert servers_on_port(port) == []
+    [record] = Journal(journal).runs()
+    assert record.status == "incomplete"
+    listing = servebook("journal", "ls", "--journal", journal).stdout
+    assert "incomplete" in listing
