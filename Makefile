@@ -21,8 +21,10 @@ engine: setup
 	$(BIN)/servebook engine install llamacpp
 	$(BIN)/servebook models tiny
 
+# The demo study: 7 candidates through notebooks/qualify.ipynb (papermill), judged, then listed.
+# A second call skips the candidates already recorded.
 demo: engine
-	$(BIN)/servebook run data/candidates/tiny-llamacpp.yaml --plan data/plans/quick.yaml --journal $(JOURNAL)
+	$(BIN)/servebook sweep data/studies/tiny-demo.yaml --journal $(JOURNAL)
 	$(BIN)/servebook journal ls --journal $(JOURNAL)
 
 test: engine
@@ -33,6 +35,7 @@ unit: setup
 
 bench: engine
 	$(BIN)/python benchmarks/decode_rate_vs_server.py
+	$(BIN)/python benchmarks/sweep_overhead.py
 
 clean:
 	rm -rf $(VENV) site .pytest_cache

@@ -93,6 +93,18 @@ class Launch(_Strict):
     ready_timeout_s: float = Field(180.0, gt=0)
     env: dict[str, str] = Field(default_factory=dict)
 
+    @model_validator(mode="after")
+    def _no_secrets(self) -> "Launch":
+        from .redaction import looks_secret
+
+        secret = [k for k in self.env if looks_secret(k)]
+        if secret:
+            raise ValueError(
+                f"launch.env: {', '.join(secret)} look like secrets; candidates are recorded in the journal, "
+                "so export secrets in servebook's own environment instead (the engine inherits it)"
+            )
+        return self
+
 
 class Pins(_Strict):
     engine_version: str | None = None

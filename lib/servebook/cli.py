@@ -134,6 +134,66 @@ def run(
         raise typer.Exit(1)
 
 
+@app.command("sweep")
+@_friendly
+def sweep_cmd(
+    study_file: Path = typer.Argument(..., help="study YAML (data/studies/*.yaml)"),
+    journal: Optional[Path] = JournalOption,
+    dry_run: bool = typer.Option(False, "--dry-run", help="print every engine command line; touch nothing"),
+    retry_failed: bool = typer.Option(False, help="run again candidates whose recorded run failed"),
+    kernel: str = typer.Option("python3", help="Jupyter kernel name for papermill"),
+    execution_timeout: int = typer.Option(3600, help="seconds one notebook cell may run"),
+):
+    """Run notebooks/qualify.ipynb once per candidate of a study, then judge every run."""
+    from .study import load_study
+    from .sweep import dry_run_commands, judge_study, sweep
+
+    study = load_study(study_file)
+    if dry_run:
+        for entry, argv in dry_run_commands(study):
+            out.print(f"[bold]{entry.name}[/] ({entry.candidate.id})", highlight=False)
+            out.print("  " + " ".join(argv), markup=False, highlight=False, soft_wrap=True)
+        out.print(f"{len(study.expand())} candidates, plan {study.plan.id}; nothing was started (--dry-run)")
+        return
+    j = _journal(journal).ensure_writable()
+    results = sweep(study, j, reporter=Reporter(), retry_failed=retry_failed, kernel_name=kernel,
+                    execution_timeout=execution_timeout)
+    judged = judge_study(study, j)
+    _print_verdicts(judged)
+    ran = sum(1 for r in results if r.status != "skipped")
+    out.print(f"\n{ran} candidates run, {len(results) - ran} skipped (already recorded). "
+              f"Results: {j.root}/runs; compare them with `servebook journal ls --journal {j.root}` "
+              f"or notebooks/compare.ipynb (study_path={study_file}).")
+
+
+def _print_verdicts(judged) -> None:
+    table = Table(title="verdicts", title_justify="left", show_lines=True)
+    for column in ("candidate", "run", "verdict", "reasons"):
+        table.add_column(column)
+    style = {"accepted": "green", "rejected": "yellow", "failed": "red"}
+    for entry, record, verdict in judged:
+        if record is None:
+            table.add_row(entry.name, "-", "not run", "")
+            continue
+        table.add_row(entry.name, record.run_id, f"[{style[verdict.outcome]}]{verdict.outcome}[/]",
+                      "\n".join(verdict.reasons))
+    out.print(table)
+
+
+@app.command("judge")
+@_friendly
+def judge_cmd(
+    study_file: Path = typer.Argument(..., help="study YAML whose verdict rules to apply"),
+    journal: Optional[Path] = JournalOption,
+):
+    """Re-judge a study's recorded runs under its current rules, without running anything."""
+    from .study import load_study
+    from .sweep import judge_study
+
+    study = load_study(study_file)
+    _print_verdicts(judge_study(study, _journal(journal)))
+
+
 @journal_app.command("ls")
 @_friendly
 def journal_ls(journal: Optional[Path] = JournalOption):

@@ -130,6 +130,37 @@ class RunRecord:
         path = self.dir / f"{name}.parquet"
         return pd.read_parquet(path) if path.is_file() else None
 
+    def verdicts(self) -> list[dict]:
+        """Every verdict event of this run, oldest first."""
+        folder = self.dir / "verdicts"
+        if not folder.is_dir():
+            return []
+        events = []
+        for path in sorted(folder.glob("*.json")):
+            try:
+                events.append(json.loads(path.read_text()))
+            except json.JSONDecodeError:
+                continue
+        return events
+
+    @property
+    def latest_verdict(self) -> dict | None:
+        events = self.verdicts()
+        return events[-1] if events else None
+
+    def append_verdict(self, event: dict) -> Path:
+        """Verdicts are append-only events: a new file each time, never a rewrite."""
+        folder = self.dir / "verdicts"
+        folder.mkdir(exist_ok=True)
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+        path = folder / f"{stamp}.json"
+        n = 0
+        while path.exists():
+            n += 1
+            path = folder / f"{stamp}-{n}.json"
+        _atomic_write_bytes(path, _dumps({"judged_at": utc_now(), **event}))
+        return path
+
     def log_tail(self, lines: int = 40) -> str:
         from .launcher import tail_of
 
@@ -167,10 +198,14 @@ class Journal:
             ) from None
         return self
 
-    def start_run(self, candidate_id: str) -> RunWriter:
-        self.ensure_writable()
+    def new_run_id(self, candidate_id: str) -> str:
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        base = f"{stamp}-{candidate_id[:8]}"
+        return f"{stamp}-{candidate_id[:8]}"
+
+    def start_run(self, candidate_id: str, run_id: str | None = None) -> RunWriter:
+        """Create the run directory; `run_id` lets a sweep name the run before the notebook starts it."""
+        self.ensure_writable()
+        base = run_id or self.new_run_id(candidate_id)
         for attempt in range(100):
             run_id = base if attempt == 0 else f"{base}.{attempt}"
             try:
@@ -207,6 +242,14 @@ class Journal:
     def runs(self) -> list[RunRecord]:
         return [self.run(r) for r in self.run_ids()]
 
+    def find(self, candidate_id: str, plan_id: str, statuses=("completed", "failed")) -> RunRecord | None:
+        """The newest sealed run of this candidate under this plan, if any."""
+        for record in reversed(self.runs()):
+            m = record.manifest or {}
+            if m.get("candidate_id") == candidate_id and m.get("plan_id") == plan_id and record.status in statuses:
+                return record
+        return None
+
     def index(self, write: bool = True) -> pd.DataFrame:
         """One row per run, derived from the manifests (incomplete runs included)."""
         rows = []
@@ -224,9 +267,12 @@ class Journal:
                 "cells": summary.get("cells"),
                 "valid_cells": summary.get("valid_cells"),
                 "failure": (m.get("failure") or {}).get("cause"),
+                "study": m.get("study"),
+                "verdict": (record.latest_verdict or {}).get("outcome"),
             })
         frame = pd.DataFrame(rows, columns=["run_id", "status", "candidate", "candidate_id", "plan_id",
-                                            "engine", "started_at", "cells", "valid_cells", "failure"])
+                                            "engine", "started_at", "cells", "valid_cells", "failure",
+                                            "study", "verdict"])
         if write and self.runs_dir.is_dir():
             path = self.root / "index.parquet"
             fd, tmp = tempfile.mkstemp(prefix=".index.", dir=self.root)

@@ -88,6 +88,8 @@ class Measurement:
         self.log = MeasurementLog()
         self.model_name = "default"
         self._filler: list[int] | None = None
+        self._openers: list[int] = []
+        self._prefill_count = 0
 
     async def __aenter__(self) -> "Measurement":
         # No keep-alive: llama-server closes idle and long-lived connections on its own schedule,
@@ -148,10 +150,15 @@ class Measurement:
     async def _prefill_requests(self, spec: CellSpec, on_done) -> list[RequestRecord]:
         if self._filler is None:
             self._filler = await self.tokenize(filler_text())
+            # Engines reuse the longest cached common prefix, even a single token, so the
+            # first token of every cold prompt differs from the first token of every other.
+            self._openers = sorted(set(self._filler))
         extras = self.adapter.request_extras()
         records = []
         for i in range(spec.n_requests):
-            prefix = await self.tokenize(f"[{self.tag}:{spec.cell_id}:{i}:{time.time_ns()}]\n")
+            opener = self._openers[self._prefill_count % len(self._openers)]
+            self._prefill_count += 1
+            prefix = [opener] + await self.tokenize(f" [{self.tag}:{spec.cell_id}:{i}]\n")
             prompt = exact_length_prompt(self._filler, prefix, spec.prompt_tokens)
             record = RequestRecord(f"{spec.cell_id}-{i}", spec.cell_id, 1, spec.category, 1, t_send=0.0)
             await stream_request(self.openai, record, model=self.model_name, max_tokens=1, prompt=prompt,

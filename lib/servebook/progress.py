@@ -68,9 +68,9 @@ class Reporter:
         if self.quiet:
             return
         if self._progress is not None:
-            self._progress.console.print(message, markup=False, highlight=False)
+            self._progress.console.print(message, markup=False, highlight=False, soft_wrap=True)
         else:
-            self.console.print(message, markup=False, highlight=False)
+            self.console.print(message, markup=False, highlight=False, soft_wrap=True)
 
     @contextmanager
     def task(self, description: str, total: float | None = None) -> Iterator[Task]:

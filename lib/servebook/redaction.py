@@ -9,6 +9,10 @@ _SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)",
 _SECRET_FLAGS = {"--api-key", "--api-key-file", "--hf-token", "-hft", "--ssl-key-file"}
 
 
+def looks_secret(name: str) -> bool:
+    return bool(_SECRET_NAME.search(name))
+
+
 def redact_env(env: dict[str, str]) -> dict[str, str]:
     return {k: (REDACTED if _SECRET_NAME.search(k) else v) for k, v in env.items()}
 

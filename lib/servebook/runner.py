@@ -8,16 +8,17 @@ unsealed, so the journal shows it as incomplete.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import subprocess
 import time
 
 from .candidate import Candidate
 from .cells import plan_cells
-from .engines import get_engine
+from .engines import FailureCause, get_engine
 from .environment import fingerprint
 from .journal import Journal, RunRecord, RunWriter, utc_now
-from .launcher import EngineFailed, EngineProcess, free_port
+from .launcher import EngineFailed, EngineProcess, free_port, tail_of
 from .measure import Measurement, MeasurementLog
 from .plan import Plan
 from .preflight import preflight
@@ -37,6 +38,36 @@ def _summary(cell_rows: list[dict]) -> dict:
     }
 
 
+def _run_async(make_coroutine) -> None:
+    """asyncio.run, also from inside a Jupyter kernel, whose thread already runs an event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        asyncio.run(make_coroutine())
+        return
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="servebook-measure") as pool:
+        pool.submit(lambda: asyncio.run(make_coroutine())).result()
+
+
+def _inactive_drafter(candidate: Candidate, adapter, log: MeasurementLog, writer: RunWriter) -> EngineFailed | None:
+    """A configured drafter that never drafted means the engine did not run the candidate as stated
+    (llama.cpp, for one, logs a drafter it cannot load and serves on without it)."""
+    drafter = candidate.knobs.drafter.kind
+    # An n-gram drafter legitimately drafts nothing when the output never repeats itself.
+    if drafter in ("none", "ngram") or not log.outcomes:
+        return None
+    counts = adapter.server_counts(log.outcomes[0].before, log.outcomes[-1].after)
+    if counts is None or counts.draft_tokens is None or counts.draft_tokens > 0:
+        return None
+    tail = tail_of(writer.engine_log)
+    errors = adapter.error_lines(writer.engine_log.read_text(errors="replace")[-4_000_000:])
+    hint = next((line for line in errors if "spec" in line.lower() or "draft" in line.lower()), None)
+    requests = sum(len(o.records) for o in log.outcomes)
+    message = f"drafter {drafter} configured, but the engine drafted no tokens in {requests} requests"
+    return EngineFailed(FailureCause("drafter_inactive", message + (f"; engine log: {hint}" if hint else "")),
+                        tail, None)
+
+
 def _write_raw(writer: RunWriter, log: MeasurementLog) -> None:
     writer.write_table("requests", log.request_rows())
     writer.write_table("chunks", log.chunk_rows())
@@ -50,7 +81,13 @@ def run_candidate(
     *,
     reporter: Reporter | None = None,
     extra_manifest: dict | None = None,
+    run_id: str | None = None,
 ) -> RunRecord:
+    """Launch `candidate`, measure `plan`, seal the run in `journal` and return it as recorded.
+
+    `extra_manifest` adds context (the study and the name of the candidate in it);
+    `run_id` lets a sweep choose the run's directory name before the notebook starts.
+    """
     reporter = reporter or Reporter()
     adapter = get_engine(candidate.engine)
     journal.ensure_writable()
@@ -59,7 +96,7 @@ def run_candidate(
     base_url = f"http://{candidate.launch.host}:{port}"
     argv = adapter.argv(candidate, port=port, model_path=paths.model_path, draft_path=paths.draft_path)
 
-    writer = journal.start_run(candidate.id)
+    writer = journal.start_run(candidate.id, run_id)
     started_at = utc_now()
     identity = {
         "candidate_id": candidate.id,
@@ -133,7 +170,7 @@ def run_candidate(
 
         t0 = time.monotonic()
         try:
-            asyncio.run(measure())
+            _run_async(measure)
         except EngineFailed as error:
             return seal_failed(error, "measure")
         except RuntimeError as error:
@@ -143,6 +180,9 @@ def run_candidate(
         engine_info["measure_s"] = round(time.monotonic() - t0, 3)
         if engine.exit_code() is not None:
             return seal_failed(engine.failure(), "measure")
+        inactive = _inactive_drafter(candidate, adapter, log, writer)
+        if inactive is not None:
+            return seal_failed(inactive, "measure")
     finally:
         engine.stop()
 

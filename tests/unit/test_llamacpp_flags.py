@@ -44,8 +44,10 @@ def test_ngram_drafter_has_no_model():
     argv = get_engine("llamacpp").argv(
         Candidate.model_validate({"model": {"path": "m.gguf"}, "knobs": {"drafter": {"kind": "ngram", "max_draft_tokens": 8}}}),
         port=1, model_path="m.gguf", draft_path=None)
-    assert flag_value(argv, "--spec-type") == "ngram-simple"
-    assert "-md" not in argv
+    assert flag_value(argv, "--spec-type") == "ngram-mod"
+    assert flag_value(argv, "--spec-ngram-mod-n-max") == "8"
+    assert flag_value(argv, "--spec-ngram-mod-n-min") == "6"
+    assert "-md" not in argv and "--spec-draft-n-max" not in argv
 
 
 def test_extra_args_come_last_and_verbatim():

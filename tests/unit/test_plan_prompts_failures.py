@@ -56,3 +56,19 @@ def test_secrets_are_redacted():
     assert redact_argv(["--api-key=sk-1"]) == ["--api-key=***"]
     assert redact_env({"HF_TOKEN": "t", "OPENAI_API_KEY": "k", "OMP_NUM_THREADS": "2"}) == {
         "HF_TOKEN": "***", "OPENAI_API_KEY": "***", "OMP_NUM_THREADS": "2"}
+
+
+def test_drafter_the_engine_cannot_use_is_a_model_load_failure():
+    log = ("0.01.9 E srv    load_model: failed to initialize speculative decoding context: "
+           "draft model is not eagle3 (expected 3 extract layers, got 0)\n"
+           "0.01.9 E srv  llama_server: exiting due to model loading error")
+    result = get_engine("llamacpp").classify_failure(log, exit_code=1)
+    assert result.cause == "model_load" and "draft model is not eagle3" in result.message
+
+
+def test_llamacpp_error_lines_are_the_E_level_ones():
+    log = ("0.00.695.172 I common_speculative_init_result: loading draft model 'd.gguf'\n"
+           "0.00.916.810 E srv    load_model: failed to initialize speculative decoding context\n"
+           "0.00.917.000 W srv    something about errors in general\n")
+    assert get_engine("llamacpp").error_lines(log) == [
+        "0.00.916.810 E srv    load_model: failed to initialize speculative decoding context"]

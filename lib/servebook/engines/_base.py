@@ -57,5 +57,9 @@ class EngineAdapter(ABC):
     def classify_failure(self, log_tail: str, exit_code: int | None) -> FailureCause:
         """Why the engine did not come up or died, from its log."""
 
+    def error_lines(self, log_text: str) -> list[str]:
+        """The lines of an engine log that report errors."""
+        return [line.strip() for line in log_text.splitlines() if "error" in line.lower()]
+
     def health_path(self) -> str:
         return "/health"

@@ -23,7 +23,9 @@ SPEC_TYPES = {
     "eagle3": "draft-eagle3",
     "mtp": "draft-mtp",
     "dflash": "draft-dflash",
-    "ngram": "ngram-simple",
+    # ngram-mod, not ngram-simple: in this build ngram-simple drafted nothing even on a
+    # perfectly repetitive output, while ngram-mod drafted and was accepted (see engines.md).
+    "ngram": "ngram-mod",
 }
 
 # Each entry: all spellings of one flag. Used to refuse extra_args that fight a knob.
@@ -32,7 +34,8 @@ _OWNED = {
     "max_running_requests": ("-np", "--parallel"),
     "context_length": ("-c", "--ctx-size"),
     "kv_dtype": ("-ctk", "--cache-type-k", "-ctv", "--cache-type-v"),
-    "drafter": ("--spec-type", "-md", "--model-draft", "--spec-draft-model", "--spec-draft-n-max", "--spec-synth-len", "--spec-synth-rates"),
+    "drafter": ("--spec-type", "-md", "--model-draft", "--spec-draft-model", "--spec-draft-n-max", "--spec-synth-len", "--spec-synth-rates",
+                "--spec-ngram-mod-n-max", "--spec-ngram-mod-n-min"),
     "launch": ("--host", "--port", "-m", "--model", "--metrics"),
 }
 
@@ -43,8 +46,12 @@ _FAILURE_PATTERNS: list[tuple[str, re.Pattern]] = [
     ("out_of_memory", re.compile(r"out of memory|failed to allocate|cudaMalloc failed|"
                                  r"unable to allocate|std::bad_alloc|insufficient memory", re.I)),
     ("model_load", re.compile(r"failed to load model|error loading model|no such file|"
-                              r"failed to open|gguf_init_from_file", re.I)),
+                              r"failed to open|gguf_init_from_file|failed to initialize|"
+                              r"draft model is not", re.I)),
 ]
+
+
+_ERROR_LEVEL = re.compile(r"^\s*[\d.]+\s+E\s")
 
 
 class LlamaCppAdapter(EngineAdapter):
@@ -103,7 +110,10 @@ class LlamaCppAdapter(EngineAdapter):
             args += ["--spec-type", SPEC_TYPES[drafter.kind]]
             if draft_path:
                 args += ["-md", draft_path]
-            if drafter.max_draft_tokens is not None:
+            if drafter.max_draft_tokens is not None and drafter.kind == "ngram":
+                n = drafter.max_draft_tokens
+                args += ["--spec-ngram-mod-n-max", str(n), "--spec-ngram-mod-n-min", str(max(1, 3 * n // 4))]
+            elif drafter.max_draft_tokens is not None:
                 args += ["--spec-draft-n-max", str(drafter.max_draft_tokens)]
             if drafter.synthetic_length is not None:
                 args += ["--spec-synth-len", str(drafter.synthetic_length)]
@@ -129,6 +139,10 @@ class LlamaCppAdapter(EngineAdapter):
             draft_tokens=delta("llamacpp:spec_decode_num_draft_tokens_total"),
             accepted_tokens=delta("llamacpp:spec_decode_num_accepted_tokens_total"),
         )
+
+    def error_lines(self, log_text: str) -> list[str]:
+        # llama.cpp prefixes every log line with its level: "0.00.916.810 E srv ..."
+        return [line.strip() for line in log_text.splitlines() if _ERROR_LEVEL.match(line)]
 
     def classify_failure(self, log_tail: str, exit_code: int | None) -> FailureCause:
         for cause, pattern in _FAILURE_PATTERNS:

@@ -1,0 +1,78 @@
+"""What the notebooks call: each notebook cell is one line over these helpers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from .candidate import Candidate, InputError, format_validation_error, load_candidate
+from .comparison import RunComparison
+from .journal import Journal, RunRecord
+from .plan import Plan, load_plan
+from .progress import Reporter
+
+
+def resolve_candidate(candidate: dict | None = None, candidate_path: str | None = None,
+                      overrides: dict[str, Any] | None = None) -> Candidate:
+    """The notebook's parameters as a validated candidate; a bad parameter fails here, before launch."""
+    try:
+        if candidate is not None:
+            resolved = Candidate.model_validate(candidate)
+        elif candidate_path:
+            resolved = load_candidate(candidate_path)
+        else:
+            raise InputError("parameters: set candidate_path (a YAML file) or candidate (inline fields)")
+        return resolved.with_overrides(overrides) if overrides else resolved
+    except ValidationError as error:
+        raise InputError(format_validation_error(error, "notebook parameters")) from None
+
+
+def resolve_plan(plan: dict | None = None, plan_path: str | None = None) -> Plan:
+    try:
+        return Plan.model_validate(plan) if plan is not None else load_plan(plan_path)
+    except ValidationError as error:
+        raise InputError(format_validation_error(error, "notebook parameters (plan)")) from None
+
+
+def qualify(*, candidate: dict | None = None, candidate_path: str | None = None, plan: dict | None = None,
+            plan_path: str | None = None, overrides: dict[str, Any] | None = None, journal: str = "journal",
+            run_id: str | None = None, study: str | None = None, study_entry: str | None = None) -> RunRecord:
+    """Run one candidate and return its record (which renders its tables in a notebook)."""
+    from .runner import run_candidate
+
+    resolved = resolve_candidate(candidate, candidate_path, overrides)
+    resolved_plan = resolve_plan(plan, plan_path)
+    context = {k: v for k, v in {"study": study, "study_entry": study_entry}.items() if v}
+    return run_candidate(resolved, resolved_plan, Journal(journal), reporter=Reporter(),
+                         extra_manifest=context, run_id=run_id)
+
+
+def show(*objects) -> None:
+    """Display reports and plotly figures inline (falls back to rich in a terminal)."""
+    try:
+        from IPython.display import display
+    except ImportError:  # pragma: no cover - plain python
+        from rich import print as display
+    for obj in objects:
+        display(obj)
+
+
+def compare(*, study_path: str | None = None, run_ids: list[str] | None = None,
+            journal: str = "journal") -> RunComparison:
+    """Runs side by side: a study's latest run per candidate, or the given run ids."""
+    j = Journal(journal)
+    if run_ids:
+        return RunComparison([j.run(r) for r in run_ids])
+    if study_path:
+        from .sweep import study_runs
+        from .study import load_study
+
+        study = load_study(study_path)
+        runs = [record for _, record in study_runs(study, j) if record is not None]
+        if not runs:
+            raise InputError(f"{study_path}: no runs of study {study.name} in {Path(journal).resolve()}; "
+                             f"run `servebook sweep {study_path}` first")
+        return RunComparison(runs)
+    raise InputError("parameters: set study_path or run_ids")

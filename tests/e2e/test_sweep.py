@@ -1,0 +1,135 @@
+"""Studies through papermill: `servebook sweep`, `servebook judge`, and the notebook run directly."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+from servebook.journal import Journal
+
+REPO = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "SERVEBOOK_PLAIN_PROGRESS": "1", "COLUMNS": "200"}
+
+STUDY = """
+name: e2e-study
+base:
+  model: {path: "tiny:target"}
+  knobs: {chunk_size: 256, max_running_requests: 2, context_length: 8192}
+variants:
+  - name: one-slot
+    set: {knobs.max_running_requests: 1}
+  - name: eagle3-wrong-draft
+    set: {knobs.drafter: {kind: eagle3, model: "tiny:draft"}}
+plan:
+  decode: {concurrency: [1, 2], categories: [prose], output_tokens: 32, rounds: 2}
+  prefill: {prompt_tokens: [256], requests: 1}
+  warmup_requests: 1
+verdict:
+  rules:
+    - {metric: aggregate_tok_s, concurrency: [2], max_regression_pct: LIMIT}
+"""
+
+
+def servebook(*args, check=True):
+    result = subprocess.run([sys.executable, "-m", "servebook.cli", *map(str, args)], capture_output=True,
+                            text=True, env=ENV, cwd=REPO, timeout=900)
+    if check and result.returncode != 0:
+        raise AssertionError(f"servebook {args} exited {result.returncode}\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+def study_file(tmp_path, limit):
+    path = tmp_path / "study.yaml"
+    path.write_text(STUDY.replace("LIMIT", str(limit)))
+    return path
+
+
+def outcomes(journal: Journal) -> dict[str, str]:
+    return {r.manifest.get("study_entry"): (r.latest_verdict or {}).get("outcome") for r in journal.runs()}
+
+
+def test_sweep_judges_resumes_and_rejudges(llama_install, tmp_path):
+    journal_dir = tmp_path / "journal"
+    study = study_file(tmp_path, 7)
+    first = servebook("sweep", study, "--journal", journal_dir)
+    journal = Journal(journal_dir)
+    assert outcomes(journal) == {"baseline": "accepted", "one-slot": "rejected", "eagle3-wrong-draft": "failed"}
+    assert "aggregate decode" in first.stdout and "drafter_inactive" in first.stdout
+    assert "Results:" in first.stdout
+    for record in journal.runs():
+        notebook = nbformat.read(record.dir / "notebook.ipynb", as_version=4)
+        assert any("injected-parameters" in c.metadata.get("tags", []) for c in notebook.cells)
+        assert record.manifest["study"] == "e2e-study"
+    failed = next(r for r in journal.runs() if r.status == "failed")
+    assert failed.manifest["failure"]["cause"] == "drafter_inactive"
+    assert "draft model is not eagle3" in failed.manifest["failure"]["message"]
+
+    run_ids = journal.run_ids()
+    second = servebook("sweep", study, "--journal", journal_dir)
+    assert journal.run_ids() == run_ids, "a second sweep must not run recorded candidates again"
+    assert "0 candidates run, 3 skipped" in second.stdout
+
+    events_before = {r.run_id: len(r.verdicts()) for r in journal.runs()}
+    servebook("judge", study_file(tmp_path, 90), "--journal", journal_dir)
+    assert journal.run_ids() == run_ids
+    assert outcomes(journal)["one-slot"] == "accepted"
+    after = {r.run_id: len(r.verdicts()) for r in journal.runs()}
+    assert all(after[k] > events_before[k] for k in after), "verdicts are appended, not rewritten"
+
+
+def test_papermill_runs_the_qualify_notebook_directly(llama_install, tmp_path):
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump({
+        "candidate_path": "data/candidates/tiny-llamacpp.yaml",
+        "overrides": {"knobs.max_running_requests": 2},
+        "plan": {"decode": {"concurrency": [1, 2], "categories": ["code"], "output_tokens": 16, "rounds": 1},
+                 "prefill": {"prompt_tokens": [256], "requests": 1}, "warmup_requests": 1},
+        "journal": str(tmp_path / "journal"),
+    }))
+    out = tmp_path / "out.ipynb"
+    subprocess.run([str(Path(sys.executable).parent / "papermill"), "notebooks/qualify.ipynb", str(out),
+                    "-f", str(params), "-k", "python3"], cwd=REPO, env=ENV, check=True, capture_output=True,
+                   timeout=600)
+    [record] = Journal(tmp_path / "journal").runs()
+    assert record.status == "completed"
+    assert record.manifest["candidate"]["knobs"]["max_running_requests"] == 2
+    executed = nbformat.read(out, as_version=4)
+    html = "".join(o.get("data", {}).get("text/html", "") for c in executed.cells if c.cell_type == "code"
+                   for o in c.get("outputs", []))
+    assert "Aggregate tok/s" in html and "Cold prefill" in html
+    plotly = [o for c in executed.cells if c.cell_type == "code" for o in c.get("outputs", [])
+              if "application/vnd.plotly.v1+json" in o.get("data", {})]
+    assert len(plotly) >= 4
+
+
+def test_bad_studies_fail_before_any_engine_starts(tmp_path):
+    bad_axis = tmp_path / "bad-axis.yaml"
+    bad_axis.write_text(STUDY.replace("LIMIT", "7") + "axes: {grid: {knobs.chunk_sise: [128]}}\n")
+    result = servebook("sweep", bad_axis, "--journal", tmp_path / "j", check=False)
+    assert result.returncode == 2 and "axes.grid.knobs.chunk_sise: unknown field" in result.stderr
+    bad_type = tmp_path / "bad-type.yaml"
+    bad_type.write_text(STUDY.replace("LIMIT", "7") + "axes: {grid: {knobs.chunk_size: [128, big]}}\n")
+    result = servebook("sweep", bad_type, "--journal", tmp_path / "j", check=False)
+    assert result.returncode == 2 and "knobs.chunk_size" in result.stderr
+    assert not (tmp_path / "j").exists()
+
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    result = servebook("sweep", study_file(tmp_path, 7), "--journal", blocker / "journal", check=False)
+    assert result.returncode == 2 and "journal: cannot write to" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_dry_run_prints_every_command_and_touches_nothing(tmp_path):
+    result = servebook("sweep", "data/studies/tiny-demo.yaml", "--dry-run", "--journal", tmp_path / "j")
+    lines = [l for l in result.stdout.splitlines() if "llama-server" in l]
+    assert len(lines) == 7
+    assert any("--spec-type ngram-mod" in l for l in lines)
+    assert any("-b 64 -ub 64" in l for l in lines)
+    assert not (tmp_path / "j").exists()
