@@ -115,16 +115,22 @@ class RunRecord:
         return self.manifest.get("status", "unknown") if self.manifest else "incomplete"
 
     @property
-    def candidate_label(self) -> str:
-        if self.manifest:
-            return self.manifest.get("candidate_label") or self.manifest.get("candidate_id", "?")
+    def identity(self) -> dict:
+        """Who this run is: the manifest, or for an unsealed run the launch record written at start."""
+        if self.manifest and "candidate" in self.manifest:
+            return self.manifest
         launch = self.dir / "launch.json"
         if launch.is_file():
             try:
-                return json.loads(launch.read_text()).get("candidate_label", "?")
+                return json.loads(launch.read_text())
             except json.JSONDecodeError:
                 pass
-        return "?"
+        return self.manifest or {}
+
+    @property
+    def candidate_label(self) -> str:
+        identity = self.identity
+        return identity.get("study_entry") or identity.get("candidate_label") or identity.get("candidate_id", "?")
 
     def table(self, name: str) -> pd.DataFrame | None:
         path = self.dir / f"{name}.parquet"
@@ -254,7 +260,7 @@ class Journal:
         """One row per run, derived from the manifests (incomplete runs included)."""
         rows = []
         for record in self.runs():
-            m = record.manifest or {}
+            m = record.identity
             summary = m.get("summary") or {}
             rows.append({
                 "run_id": record.run_id,

@@ -70,7 +70,10 @@ class Reporter:
         if self._progress is not None:
             self._progress.console.print(message, markup=False, highlight=False, soft_wrap=True)
         else:
-            self.console.print(message, markup=False, highlight=False, soft_wrap=True)
+            # Plain lines on the current sys.stderr: in a CI log they read as a log, and inside a
+            # Jupyter kernel they stay a text stream (rich would turn them into HTML displays).
+            sys.stderr.write(message + "\n")
+            sys.stderr.flush()
 
     @contextmanager
     def task(self, description: str, total: float | None = None) -> Iterator[Task]:
@@ -91,22 +94,27 @@ class Reporter:
             task._rich_id = self._progress.add_task(description, total=total)
         else:
             self.log(f"[start] {description}" + (f" ({total:g})" if total else ""))
+        outcome = "done"
         try:
             yield task
+        except BaseException:
+            outcome = "stopped"
+            raise
         finally:
             elapsed = time.monotonic() - task._started
             if self.live and self._progress is not None:
                 self._progress.update(task._rich_id, completed=task.total or task.completed)
                 self._progress.remove_task(task._rich_id)
+                color = "green" if outcome == "done" else "red"
                 self._progress.console.print(
-                    f"[green]done[/] {task.description} [dim]({elapsed:.1f}s)[/]"
+                    f"[{color}]{outcome}[/] {task.description} [dim]({elapsed:.1f}s)[/]"
                 )
                 self._depth -= 1
                 if self._depth == 0:
                     self._progress.stop()
                     self._progress = None
             else:
-                self.log(f"[done] {task.description} ({elapsed:.1f}s)")
+                self.log(f"[{outcome}] {task.description} ({elapsed:.1f}s)")
 
     def _refresh(self, task: Task) -> None:
         if self.quiet:

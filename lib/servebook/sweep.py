@@ -7,7 +7,6 @@ judges every run of the study at the end. The executed notebook is stored in its
 
 from __future__ import annotations
 
-import logging
 import shutil
 import time
 from dataclasses import dataclass
@@ -93,23 +92,24 @@ def judge_study(study: Study, journal: Journal, *, append: bool = True) -> list[
     return out
 
 
-_PAPERMILL_CHATTER = ("Executing", "Input Notebook", "Output Notebook", "Black is not", "Ending Cell",
-                      "Working directory", "Kernel")
-
-
-class _LineForwarder(logging.Handler):
-    """Papermill logs the notebook's output line by line; pass it on as progress lines."""
+class _ProgressStream:
+    """The kernel's stderr (where the run's progress lines go), passed on line by line."""
 
     def __init__(self, reporter: Reporter, prefix: str):
-        super().__init__(logging.INFO)
-        self.reporter, self.prefix = reporter, prefix
+        self.reporter, self.prefix, self._pending = reporter, prefix, ""
 
-    def emit(self, record: logging.LogRecord) -> None:
-        message = record.getMessage()
-        if record.name == "papermill" and not message.startswith(_PAPERMILL_CHATTER):
-            for line in message.splitlines():
-                if line.strip():
-                    self.reporter.log(f"{self.prefix}{line.rstrip()}")
+    def write(self, text: str) -> int:
+        self._pending += text
+        *lines, self._pending = self._pending.split("\n")
+        for line in lines:
+            if line.strip():
+                self.reporter.log(f"{self.prefix}{line.rstrip()}")
+        return len(text)
+
+    def flush(self) -> None:
+        if self._pending.strip():
+            self.reporter.log(f"{self.prefix}{self._pending.rstrip()}")
+        self._pending = ""
 
 
 def sweep(
@@ -131,7 +131,6 @@ def sweep(
     work = journal.root / ".sweeps" / study.name
     work.mkdir(parents=True, exist_ok=True)
     results: list[SweepResult] = []
-    logger = logging.getLogger("papermill")
     statuses = ("completed", "failed") if not retry_failed else ("completed",)
 
     with reporter.task(f"sweep {study.name}: {len(entries)} candidates", total=len(entries)) as task:
@@ -155,21 +154,20 @@ def sweep(
                 "study_entry": entry.name,
             }
             reporter.log(f"candidate {entry.name} ({entry.candidate.id}) -> run {run_id}")
-            forwarder = _LineForwarder(reporter, f"  [{entry.name}] ")
-            logger.addHandler(forwarder)
-            logger.setLevel(logging.INFO)
-            logger.propagate = False
+            progress = _ProgressStream(reporter, f"  [{entry.name}] ")
             message = ""
             try:
                 papermill.execute_notebook(
                     str(notebook), str(output), parameters=parameters, kernel_name=kernel_name,
                     start_timeout=start_timeout, execution_timeout=execution_timeout,
-                    progress_bar=False, log_output=True, cwd=str(Path.cwd()),
+                    progress_bar=False, log_output=False, stderr_file=progress, cwd=str(Path.cwd()),
+                    # The kernel only listens on loopback; its warning about TCP transport is noise in CI logs.
+                    extra_arguments=["--IPKernelApp.log_level=ERROR"],
                 )
             except papermill.PapermillExecutionError as error:
                 message = f"notebook failed in cell {error.exec_count}: {error.ename}: {error.evalue}"[:600]
             finally:
-                logger.removeHandler(forwarder)
+                progress.flush()
             record = _run_for(journal, run_id)
             if record is not None and output.is_file():
                 shutil.copyfile(output, record.dir / "notebook.ipynb")

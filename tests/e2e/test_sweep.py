@@ -82,6 +82,18 @@ def test_sweep_judges_resumes_and_rejudges(llama_install, tmp_path):
     after = {r.run_id: len(r.verdicts()) for r in journal.runs()}
     assert all(after[k] > events_before[k] for k in after), "verdicts are appended, not rewritten"
 
+    # the comparison notebook, parameterized by the study
+    out = tmp_path / "compare.ipynb"
+    subprocess.run([str(Path(sys.executable).parent / "papermill"), "notebooks/compare.ipynb", str(out),
+                    "-p", "study_path", str(study), "-p", "journal", str(journal_dir), "-k", "python3"],
+                   cwd=REPO, env=ENV, check=True, capture_output=True, timeout=600)
+    executed = nbformat.read(out, as_version=4)
+    html = "".join(o.get("data", {}).get("text/html", "") for c in executed.cells if c.cell_type == "code"
+                   for o in c.get("outputs", []))
+    assert "Knobs that differ" in html and "knobs.max_running_requests" in html
+    assert "knobs.chunk_size" not in html  # equal in every candidate, so not part of the diff
+    assert "one-slot" in html and "drafter_inactive" in html
+
 
 def test_papermill_runs_the_qualify_notebook_directly(llama_install, tmp_path):
     params = tmp_path / "params.yaml"
@@ -133,3 +145,41 @@ def test_dry_run_prints_every_command_and_touches_nothing(tmp_path):
     assert any("--spec-type ngram-mod" in l for l in lines)
     assert any("-b 64 -ub 64" in l for l in lines)
     assert not (tmp_path / "j").exists()
+
+
+def test_ctrl_c_during_a_sweep_keeps_sealed_runs_and_stops_the_engine(llama_install, tmp_path):
+    import signal
+    import time
+
+    from ..integration.helpers import servers_on_port
+
+    journal_dir = tmp_path / "journal"
+    study = tmp_path / "long.yaml"
+    study.write_text(STUDY.replace("LIMIT", "7") + "axes: {grid: {knobs.chunk_size: [128]}}\n")
+    proc = subprocess.Popen([sys.executable, "-m", "servebook.cli", "sweep", str(study), "--journal", str(journal_dir)],
+                            cwd=REPO, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        sealed = list(journal_dir.glob("runs/*/manifest.json"))
+        logs = list(journal_dir.glob("runs/*/engine.log"))
+        if sealed and len(logs) >= 2 and any("listening" in p.read_text() for p in logs if not (p.parent / "manifest.json").exists()):
+            break
+        time.sleep(0.1)
+    else:
+        proc.kill()
+        raise AssertionError("the sweep never reached its second candidate")
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole foreground group
+    output, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, output
+    assert "interrupted" in output
+    journal = Journal(journal_dir)
+    statuses = sorted(r.status for r in journal.runs())
+    assert statuses == ["completed", "incomplete"], statuses
+    for record in journal.runs():
+        port = int(json.loads((record.dir / "launch.json").read_text())["base_url"].rsplit(":", 1)[1])
+        for _ in range(50):
+            if not servers_on_port(port):
+                break
+            time.sleep(0.1)
+        assert servers_on_port(port) == []

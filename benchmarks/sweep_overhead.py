@@ -1,0 +1,55 @@
+"""What does the sweep harness cost per candidate, with the measuring taken out?
+
+Sweeps a study of N tiny candidates with a minimal plan and, for each, subtracts the engine's
+launch-to-ready time and the measurement time (both recorded in the manifest) from the wall
+time of the candidate. What remains is papermill, kernel start, imports, preflight, the
+environment fingerprint and the journal writes. Target: at most 5 s per candidate.
+
+    .venv/bin/python benchmarks/sweep_overhead.py [--candidates 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+from pathlib import Path
+
+from servebook import Journal
+from servebook.progress import Reporter
+from servebook.study import Study
+from servebook.sweep import sweep
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--candidates", type=int, default=4)
+    args = parser.parse_args()
+    chunk_sizes = [64 * 2 ** i for i in range(args.candidates)]
+    study = Study.model_validate({
+        "name": "overhead",
+        "base": {"model": {"path": "tiny:target"}, "knobs": {"max_running_requests": 1, "context_length": 4096}},
+        "include_base": False,
+        "axes": {"grid": {"knobs.chunk_size": chunk_sizes}},
+        "plan": {"decode": {"concurrency": [1], "categories": ["prose"], "output_tokens": 2, "rounds": 1},
+                 "prefill": None, "warmup_requests": 0},
+    })
+    with tempfile.TemporaryDirectory() as tmp:
+        journal = Journal(Path(tmp) / "journal")
+        results = sweep(study, journal, reporter=Reporter(quiet=True))
+        rows = []
+        for result in results:
+            engine = journal.run(result.run_id).manifest["engine"]
+            measured = engine.get("ready_s", 0) + engine.get("measure_s", 0)
+            rows.append((result.name, result.seconds, measured, result.seconds - measured))
+    print(f"{'candidate':<18} {'wall s':>8} {'engine+measure s':>17} {'harness s':>10}")
+    for name, wall, measured, overhead in rows:
+        print(f"{name:<18} {wall:8.2f} {measured:17.2f} {overhead:10.2f}")
+    overheads = [r[3] for r in rows]
+    median = statistics.median(overheads)
+    print(f"\nharness overhead per candidate: median {median:.2f} s, max {max(overheads):.2f} s "
+          f"over {len(rows)} candidates (target <= 5 s): {'met' if max(overheads) <= 5 else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    main()
