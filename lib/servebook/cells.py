@@ -101,7 +101,7 @@ def summarize_cell(spec: CellSpec, records: list[RequestRecord], reconciliation:
         "cached_tokens": sum(r.cached_tokens or 0 for r in ok),
         "completion_tokens": completion,
         "wall_s": wall,
-        "aggregate_tok_s": completion / wall if wall else None,
+        "aggregate_tok_s": completion / wall if wall and spec.kind == "decode" else None,
         "per_request_tok_s": _median(rates),
         "ttft_s": _median(ttfts),
         "ttft_p90_s": _p90(ttfts),

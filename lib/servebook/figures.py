@@ -81,22 +81,34 @@ def prefill_vs_prompt_size(cells: pd.DataFrame):
                         "prompt tokens", "tok/s", "prefill", split_category=False)
 
 
-def chunk_gap_distribution(runs: Iterable[RunRecord]):
-    """Gaps between content chunks of decode requests. A gap is not a per-token figure when a
-    drafter sends several tokens in one chunk."""
+def decode_chunk_gaps_ms(run: RunRecord) -> list[float]:
+    chunks = run.table("chunks") if run.status == "completed" else None
+    if chunks is None or chunks.empty:
+        return []
+    gaps = chunks[chunks["cell_id"].str.startswith("decode") & chunks["gap_s"].notna()]["gap_s"] * 1000
+    return gaps.round(3).tolist()
+
+
+def chunk_gap_histogram(gaps_ms: dict[str, list[float]]):
+    """Gaps between content chunks of decode requests, per candidate. A gap is not a per-token
+    figure when a drafter sends several tokens in one chunk."""
     import plotly.graph_objects as go
 
     figure = go.Figure()
-    for i, run in enumerate(runs):
-        chunks = run.table("chunks") if run.status == "completed" else None
-        if chunks is None or chunks.empty:
-            continue
-        gaps = chunks[chunks["cell_id"].str.startswith("decode") & chunks["gap_s"].notna()]["gap_s"] * 1000
-        figure.add_trace(go.Histogram(x=gaps, name=(run.manifest or {}).get("study_entry") or run.candidate_label,
-                                      opacity=0.6, nbinsx=60, marker_color=PALETTE[i % len(PALETTE)]))
+    for i, (name, gaps) in enumerate(gaps_ms.items()):
+        if gaps:
+            figure.add_trace(go.Histogram(x=gaps, name=name, opacity=0.6, nbinsx=60,
+                                          marker_color=PALETTE[i % len(PALETTE)]))
+    if not any(gaps_ms.values()):
+        figure.add_annotation(text="no chunk timings recorded", showarrow=False)
     figure.update_layout(title="Chunk gaps in decode cells", xaxis_title="gap between chunks (ms)",
                          yaxis_title="chunks", barmode="overlay", template="plotly_white", height=380)
     return figure
+
+
+def chunk_gap_distribution(runs: Iterable[RunRecord]):
+    return chunk_gap_histogram({(run.manifest or {}).get("study_entry") or run.candidate_label:
+                                decode_chunk_gaps_ms(run) for run in runs})
 
 
 def run_figures(runs: list[RunRecord]) -> list:

@@ -20,19 +20,20 @@ STUDY = """
 name: e2e-study
 base:
   model: {path: "tiny:target"}
-  knobs: {chunk_size: 256, max_running_requests: 2, context_length: 8192}
+  knobs: {chunk_size: 256, max_running_requests: 4, context_length: 8192}
 variants:
   - name: one-slot
     set: {knobs.max_running_requests: 1}
   - name: eagle3-wrong-draft
     set: {knobs.drafter: {kind: eagle3, model: "tiny:draft"}}
 plan:
-  decode: {concurrency: [1, 2], categories: [prose], output_tokens: 32, rounds: 2}
+  decode: {concurrency: [1, 4], categories: [prose], output_tokens: 32, rounds: 2}
   prefill: {prompt_tokens: [256], requests: 1}
   warmup_requests: 1
 verdict:
   rules:
-    - {metric: aggregate_tok_s, concurrency: [2], max_regression_pct: LIMIT}
+    # one slot against four at 4 concurrent requests: about -45% on a 2-core CPU, far from any noise
+    - {metric: aggregate_tok_s, concurrency: [4], max_regression_pct: LIMIT}
 """
 
 
