@@ -194,6 +194,22 @@ def judge_cmd(
     _print_verdicts(judge_study(study, _journal(journal)))
 
 
+@app.command("site")
+@_friendly
+def site_cmd(
+    journal: Optional[Path] = JournalOption,
+    out_dir: Path = typer.Option(Path("site"), "--out", "-o", help="output directory"),
+):
+    """Render the journal as a static site (works from file://, no network; incremental)."""
+    from .site import build_site
+
+    j = _journal(journal)
+    if not j.runs_dir.is_dir():
+        raise InputError(f"journal: no runs in {j.root} (run `servebook sweep` or `servebook run` first)")
+    report = build_site(j, out_dir, reporter=Reporter())
+    out.print(f"{report}\nopen file://{out_dir.resolve() / 'index.html'}", highlight=False, soft_wrap=True)
+
+
 @journal_app.command("ls")
 @_friendly
 def journal_ls(journal: Optional[Path] = JournalOption):
