@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.servebook-installed
 JOURNAL ?= journal
 
-.PHONY: setup engine demo test unit integration e2e bench clean
+.PHONY: setup engine browser demo site test unit bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,13 +21,23 @@ engine: setup
 	$(BIN)/servebook engine install llamacpp
 	$(BIN)/servebook models tiny
 
-# The demo study: 7 candidates through notebooks/qualify.ipynb (papermill), judged, then listed.
+# The demo study: 7 candidates through notebooks/qualify.ipynb (papermill), judged, then published
+# as a static site.
 # A second call skips the candidates already recorded.
 demo: engine
 	$(BIN)/servebook sweep data/studies/tiny-demo.yaml --journal $(JOURNAL)
-	$(BIN)/servebook journal ls --journal $(JOURNAL)
+	$(BIN)/servebook site --journal $(JOURNAL) --out site
 
-test: engine
+# Debian's Chromium for the browser tests; Playwright drives it (it never downloads a browser).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -q && apt-get install -y -q chromium; \
+	  else sudo apt-get update -q && sudo apt-get install -y -q chromium; fi; }
+
+site: setup
+	$(BIN)/servebook site --journal $(JOURNAL) --out site
+
+test: engine browser
 	$(BIN)/python -m pytest -q tests
 
 unit: setup
@@ -36,6 +46,7 @@ unit: setup
 bench: engine
 	$(BIN)/python benchmarks/decode_rate_vs_server.py
 	$(BIN)/python benchmarks/sweep_overhead.py
+	$(BIN)/python benchmarks/site_build.py
 
 clean:
 	rm -rf $(VENV) site .pytest_cache

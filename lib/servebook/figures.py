@@ -1,18 +1,32 @@
-"""Plotly figures of runs. The notebooks and the site draw with these same functions."""
+"""Plotly figures of runs. The notebooks and the site draw with these same functions.
+
+Each chart is built as a plain figure dict (`*_spec`), which is what the site embeds: plotly's
+graph objects validate every property on construction, which costs tens of milliseconds per
+chart and would dominate a site build of a thousand runs. Notebooks get `plotly.graph_objects`
+figures wrapped around the same dicts.
+"""
 
 from __future__ import annotations
 
 from typing import Iterable
 
+import numpy as np
 import pandas as pd
 
 from .journal import RunRecord
 
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"]
+_LAYOUT = {
+    "paper_bgcolor": "white", "plot_bgcolor": "white", "height": 380,
+    "margin": {"t": 50, "b": 45, "l": 60, "r": 20},
+    "font": {"family": "system-ui, sans-serif", "size": 12},
+    "legend": {"title": {"text": "candidate / prompts"}},
+}
+_AXIS = {"gridcolor": "#e5e7eb", "zerolinecolor": "#d1d5db", "linecolor": "#9ca3af"}
 
 
 def cells_frame(runs: Iterable[RunRecord]) -> pd.DataFrame:
-    """Valid and invalid cells of completed runs, one row per (run, cell), labelled by candidate."""
+    """Cells of completed runs, one row per (run, cell), labelled by candidate."""
     frames = []
     for run in runs:
         if run.status != "completed":
@@ -22,96 +36,108 @@ def cells_frame(runs: Iterable[RunRecord]) -> pd.DataFrame:
             continue
         cells = cells.copy()
         cells["run_id"] = run.run_id
-        cells["candidate"] = (run.manifest or {}).get("study_entry") or run.candidate_label
+        cells["candidate"] = run.candidate_label
         frames.append(cells)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def _line_figure(cells: pd.DataFrame, x: str, y: str, title: str, x_title: str, y_title: str,
-                 kind: str, split_category: bool = True):
-    import plotly.graph_objects as go
+def _clean(values) -> list:
+    return [None if v is None or (isinstance(v, float) and np.isnan(v)) else float(v) for v in values]
 
-    figure = go.Figure()
-    subset = cells[cells["kind"] == kind] if not cells.empty else cells
-    if subset.empty:
-        figure.add_annotation(text="no measured cells", showarrow=False)
-    groups = ["candidate", "category"] if split_category and kind == "decode" else ["candidate"]
-    colors = {}
-    for keys, group in (subset.groupby(groups, sort=False) if not subset.empty else []):
-        keys = keys if isinstance(keys, tuple) else (keys,)
-        candidate = keys[0]
-        color = colors.setdefault(candidate, PALETTE[len(colors) % len(PALETTE)])
-        group = group.sort_values(x)
-        invalid = ~group["valid"].astype(bool)
-        figure.add_trace(go.Scatter(
-            x=group[x], y=group[y], mode="lines+markers", name=" / ".join(str(k) for k in keys),
-            line={"color": color, "dash": "dot" if len(keys) > 1 and keys[1] == "code" else "solid"},
-            marker={"symbol": ["x" if bad else "circle" for bad in invalid], "size": 9},
-            hovertemplate=f"%{{x}}: %{{y:.1f}} {y_title}<extra>%{{fullData.name}}</extra>",
-        ))
-    figure.update_layout(title=title, xaxis_title=x_title, yaxis_title=y_title, template="plotly_white",
-                         legend_title_text="candidate / prompts", height=380, margin={"t": 50, "b": 40})
+
+def _line_spec(cells: pd.DataFrame, x: str, y: str, title: str, x_title: str, y_title: str, kind: str,
+               scale: float = 1.0, split_category: bool = True) -> dict:
+    traces = []
+    subset = cells[cells["kind"] == kind] if not cells.empty and "kind" in cells else pd.DataFrame()
+    colors: dict[str, str] = {}
+    if not subset.empty:
+        groups = ["candidate", "category"] if split_category and kind == "decode" else ["candidate"]
+        for keys, group in subset.groupby(groups, sort=False):
+            keys = keys if isinstance(keys, tuple) else (keys,)
+            color = colors.setdefault(keys[0], PALETTE[len(colors) % len(PALETTE)])
+            group = group.sort_values(x)
+            invalid = ~group["valid"].astype(bool)
+            traces.append({
+                "type": "scatter", "mode": "lines+markers", "name": " / ".join(str(k) for k in keys),
+                "x": _clean(group[x]), "y": [None if v is None else v * scale for v in _clean(group[y])],
+                "line": {"color": color, "dash": "dot" if len(keys) > 1 and keys[1] == "code" else "solid"},
+                "marker": {"symbol": ["x" if bad else "circle" for bad in invalid], "size": 9},
+                "hovertemplate": f"%{{x}}: %{{y:.1f}} {y_title}<extra>%{{fullData.name}}</extra>",
+            })
+    layout = {**_LAYOUT, "title": {"text": title},
+              "xaxis": {**_AXIS, "title": {"text": x_title}, "type": "log"},
+              "yaxis": {**_AXIS, "title": {"text": y_title}, "rangemode": "tozero"}}
     if kind == "decode":
-        figure.update_xaxes(type="log", dtick=0.30103)  # 1, 2, 4, 8 evenly spaced
-    else:
-        figure.update_xaxes(type="log")
-    return figure
+        layout["xaxis"]["dtick"] = 0.30103  # log2 steps: 1, 2, 4, 8 evenly spaced
+    if not traces:
+        layout["annotations"] = [{"text": "no measured cells", "showarrow": False, "xref": "paper", "yref": "paper",
+                                  "x": 0.5, "y": 0.5}]
+    return {"data": traces, "layout": layout}
 
 
-def aggregate_vs_concurrency(cells: pd.DataFrame):
-    return _line_figure(cells, "concurrency", "aggregate_tok_s", "Aggregate decode rate vs concurrency",
-                        "concurrent requests", "tok/s", "decode")
+def aggregate_vs_concurrency_spec(cells: pd.DataFrame) -> dict:
+    return _line_spec(cells, "concurrency", "aggregate_tok_s", "Aggregate decode rate vs concurrency",
+                      "concurrent requests", "tok/s", "decode")
 
 
-def per_request_vs_concurrency(cells: pd.DataFrame):
-    return _line_figure(cells, "concurrency", "per_request_tok_s", "Per-request decode rate vs concurrency",
-                        "concurrent requests", "tok/s per request", "decode")
+def per_request_vs_concurrency_spec(cells: pd.DataFrame) -> dict:
+    return _line_spec(cells, "concurrency", "per_request_tok_s", "Per-request decode rate vs concurrency",
+                      "concurrent requests", "tok/s per request", "decode")
 
 
-def ttft_vs_concurrency(cells: pd.DataFrame):
-    frame = cells.copy()
-    if not frame.empty:
-        frame["ttft_ms"] = frame["ttft_s"] * 1000
-    return _line_figure(frame, "concurrency", "ttft_ms", "Median TTFT vs concurrency",
-                        "concurrent requests", "ms", "decode")
+def ttft_vs_concurrency_spec(cells: pd.DataFrame) -> dict:
+    return _line_spec(cells, "concurrency", "ttft_s", "Median TTFT vs concurrency", "concurrent requests", "ms",
+                      "decode", scale=1000.0)
 
 
-def prefill_vs_prompt_size(cells: pd.DataFrame):
-    return _line_figure(cells, "target_prompt_tokens", "prefill_tok_s", "Cold prefill rate vs prompt size",
-                        "prompt tokens", "tok/s", "prefill", split_category=False)
+def prefill_vs_prompt_size_spec(cells: pd.DataFrame) -> dict:
+    return _line_spec(cells, "target_prompt_tokens", "prefill_tok_s", "Cold prefill rate vs prompt size",
+                      "prompt tokens", "tok/s", "prefill", split_category=False)
 
 
-def decode_chunk_gaps_ms(run: RunRecord) -> list[float]:
+def chunk_gap_histogram_data(run: RunRecord, bins: int = 50) -> dict:
+    """Binned gaps between content chunks of a run's decode requests (ms)."""
     chunks = run.table("chunks") if run.status == "completed" else None
     if chunks is None or chunks.empty:
-        return []
-    gaps = chunks[chunks["cell_id"].str.startswith("decode") & chunks["gap_s"].notna()]["gap_s"] * 1000
-    return gaps.round(3).tolist()
+        return {"centers": [], "counts": [], "width": 0.0}
+    gaps = (chunks[chunks["cell_id"].str.startswith("decode") & chunks["gap_s"].notna()]["gap_s"] * 1000).to_numpy()
+    if gaps.size == 0:
+        return {"centers": [], "counts": [], "width": 0.0}
+    top = float(np.percentile(gaps, 99.5)) or float(gaps.max()) or 1.0
+    counts, edges = np.histogram(np.clip(gaps, 0, top), bins=bins, range=(0, top))
+    return {"centers": ((edges[:-1] + edges[1:]) / 2).round(4).tolist(), "counts": counts.tolist(),
+            "width": float(edges[1] - edges[0])}
 
 
-def chunk_gap_histogram(gaps_ms: dict[str, list[float]]):
-    """Gaps between content chunks of decode requests, per candidate. A gap is not a per-token
-    figure when a drafter sends several tokens in one chunk."""
+def chunk_gap_spec(histograms: dict[str, dict]) -> dict:
+    """Gaps between content chunks in decode cells, per candidate. A gap is not a per-token figure
+    when a drafter sends several tokens in one chunk."""
+    traces = [{"type": "bar", "name": name, "x": h["centers"], "y": h["counts"], "width": h["width"],
+               "opacity": 0.6, "marker": {"color": PALETTE[i % len(PALETTE)]}}
+              for i, (name, h) in enumerate(histograms.items()) if h["counts"]]
+    layout = {**_LAYOUT, "title": {"text": "Chunk gaps in decode cells (the last 0.5% folded into the top bin)"},
+              "barmode": "overlay", "legend": {"title": {"text": "candidate"}},
+              "xaxis": {**_AXIS, "title": {"text": "gap between chunks (ms)"}},
+              "yaxis": {**_AXIS, "title": {"text": "chunks"}}}
+    if not traces:
+        layout["annotations"] = [{"text": "no chunk timings recorded", "showarrow": False, "xref": "paper",
+                                  "yref": "paper", "x": 0.5, "y": 0.5}]
+    return {"data": traces, "layout": layout}
+
+
+def figure_specs(cells: pd.DataFrame, gap_histograms: dict[str, dict]) -> list[dict]:
+    """Every chart of a set of runs, as figure dicts (what the site embeds)."""
+    return [aggregate_vs_concurrency_spec(cells), per_request_vs_concurrency_spec(cells),
+            ttft_vs_concurrency_spec(cells), prefill_vs_prompt_size_spec(cells), chunk_gap_spec(gap_histograms)]
+
+
+def as_figure(spec: dict):
     import plotly.graph_objects as go
 
-    figure = go.Figure()
-    for i, (name, gaps) in enumerate(gaps_ms.items()):
-        if gaps:
-            figure.add_trace(go.Histogram(x=gaps, name=name, opacity=0.6, nbinsx=60,
-                                          marker_color=PALETTE[i % len(PALETTE)]))
-    if not any(gaps_ms.values()):
-        figure.add_annotation(text="no chunk timings recorded", showarrow=False)
-    figure.update_layout(title="Chunk gaps in decode cells", xaxis_title="gap between chunks (ms)",
-                         yaxis_title="chunks", barmode="overlay", template="plotly_white", height=380)
-    return figure
-
-
-def chunk_gap_distribution(runs: Iterable[RunRecord]):
-    return chunk_gap_histogram({(run.manifest or {}).get("study_entry") or run.candidate_label:
-                                decode_chunk_gaps_ms(run) for run in runs})
+    return go.Figure(spec)
 
 
 def run_figures(runs: list[RunRecord]) -> list:
-    cells = cells_frame(runs)
-    return [aggregate_vs_concurrency(cells), per_request_vs_concurrency(cells), ttft_vs_concurrency(cells),
-            prefill_vs_prompt_size(cells), chunk_gap_distribution(runs)]
+    """The same charts as plotly figures, for notebooks."""
+    specs = figure_specs(cells_frame(runs), {run.candidate_label: chunk_gap_histogram_data(run) for run in runs})
+    return [as_figure(spec) for spec in specs]

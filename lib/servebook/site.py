@@ -126,7 +126,7 @@ def summarize_run(record: RunRecord) -> dict:
     top_p = max((int(c["target_prompt_tokens"]) for c in prefill), default=None)
     decode_value = _mean([c["aggregate_tok_s"] for c in decode if c["concurrency"] == top_c])
     prefill_value = _mean([c["prefill_tok_s"] for c in prefill if c["target_prompt_tokens"] == top_p])
-    from .figures import decode_chunk_gaps_ms
+    from .figures import chunk_gap_histogram_data
 
     launch = {}
     if (record.dir / "launch.json").is_file():
@@ -160,7 +160,7 @@ def summarize_run(record: RunRecord) -> dict:
         "decode_at": top_c,
         "prefill_value": prefill_value,
         "prefill_at": top_p,
-        "chunk_gaps_ms": decode_chunk_gaps_ms(record)[:20000],
+        "chunk_gaps": chunk_gap_histogram_data(record),
         "log_tail": record.log_tail(LOG_LINES),
         "files": sorted(p.name for p in record.dir.iterdir() if p.is_file() and not p.name.startswith(".")),
     }
@@ -178,15 +178,13 @@ def _cells_frame(summaries: Iterable[dict]) -> pd.DataFrame:
 
 
 def _charts(summaries: list[dict], prefix: str) -> list[dict]:
-    from . import figures
+    from .figures import figure_specs
 
     cells = _cells_frame(summaries)
     if cells.empty:
         return []
-    built = [figures.aggregate_vs_concurrency(cells), figures.per_request_vs_concurrency(cells),
-             figures.ttft_vs_concurrency(cells), figures.prefill_vs_prompt_size(cells),
-             figures.chunk_gap_histogram({s["label"]: s["chunk_gaps_ms"] for s in summaries})]
-    return [{"id": f"{prefix}-chart-{i}", "figure": json.loads(fig.to_json())} for i, fig in enumerate(built)]
+    specs = figure_specs(cells, {s["label"]: s["chunk_gaps"] for s in summaries})
+    return [{"id": f"{prefix}-chart-{i}", "figure": spec} for i, spec in enumerate(specs)]
 
 
 def _decode_sections(summaries: list[dict]) -> list[dict]:

@@ -1,0 +1,123 @@
+"""The published site in real headless Chromium, from file://, on a journal of real runs."""
+
+import shutil
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import pytest
+
+from servebook.journal import Journal
+from servebook.progress import Reporter
+from servebook.runner import run_candidate
+from servebook.site import build_site
+from servebook.testing import write_synthetic_run
+
+from ..integration.helpers import SMALL_PLAN, tiny_candidate
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+EVIL = '<script>window.__pwned = 1</script>'
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="module")
+def site(llama_install, tmp_path_factory):
+    root = tmp_path_factory.mktemp("site")
+    journal = Journal(root / "journal")
+    quiet = Reporter(quiet=True)
+    for name, knobs in (("baseline", {}), ("two-slots", {"max_running_requests": 2})):
+        candidate = tiny_candidate(name=name, knobs={"chunk_size": 256, "context_length": 8192, **knobs})
+        run_candidate(candidate, SMALL_PLAN, journal, reporter=quiet,
+                      extra_manifest={"study": "browser", "study_entry": name})
+    run_candidate(tiny_candidate(name="bad-flag", extra_args=["--no-such-flag"]), SMALL_PLAN, journal,
+                  reporter=quiet, extra_manifest={"study": "browser", "study_entry": "bad-flag"})
+    write_synthetic_run(journal, index=7, study="browser", label="killed", status="incomplete", requests=20)
+    write_synthetic_run(journal, index=8, study="browser", label=f"evil{EVIL}", invalid=f"reason {EVIL}",
+                        verdict="rejected", reasons=[EVIL], log_line=EVIL, requests=20)
+    build_site(journal, root / "site")
+    return root / "site"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    if CHROMIUM is None:
+        pytest.fail("Chromium is missing: `make browser` installs Debian's chromium package")
+    with sync_playwright() as p:
+        instance = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield instance
+        instance.close()
+
+
+def visit(browser, url):
+    page = browser.new_page()
+    problems, requests = [], []
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(url)
+    page.wait_for_load_state("load")
+    return page, problems, requests
+
+
+def test_every_page_loads_offline_without_errors_and_every_link_resolves(site, browser):
+    pages = sorted(site.rglob("*.html"))
+    assert len(pages) >= 8
+    for path in pages:
+        page, problems, requests = visit(browser, path.as_uri())
+        assert problems == [], f"{path}: {problems}"
+        outside = [u for u in requests if not u.startswith("file://")]
+        assert outside == [], f"{path} asked the network for {outside}"
+        for href in page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)"):
+            target = urlparse(href)
+            assert target.scheme == "file", f"{path}: external link {href}"
+            assert Path(unquote(target.path)).exists(), f"{path}: broken link {href}"
+        assert page.evaluate("window.__pwned") is None, f"{path}: injected script ran"
+        page.close()
+
+
+def test_charts_draw_on_study_and_run_pages(site, browser):
+    page, problems, _ = visit(browser, (site / "studies" / "browser.html").as_uri())
+    page.wait_for_selector(".chart .main-svg")
+    assert page.locator(".chart").count() == 5
+    assert page.locator(".chart .main-svg").count() >= 5
+    assert page.locator("tr.accepted").count() == 0  # nobody judged these runs
+    assert problems == []
+    page.close()
+
+
+def test_escaped_script_shows_as_text(site, browser):
+    run_page = next(p for p in (site / "runs").glob("*.html") if "evil" in p.read_text())
+    page, _, _ = visit(browser, run_page.as_uri())
+    assert EVIL in page.inner_text("body")
+    assert page.evaluate("window.__pwned") is None
+    page.close()
+
+
+def test_index_sorts_and_filters_and_compare_shows_deltas(site, browser):
+    page, problems, _ = visit(browser, (site / "index.html").as_uri())
+    rows = page.locator("#runs tbody tr")
+    assert rows.count() == 5
+    page.fill("#filter", "bad-flag")
+    assert page.locator("#runs tbody tr:visible").count() == 1
+    page.fill("#filter", "")
+    page.select_option("#status-filter", "incomplete")
+    assert page.locator("#runs tbody tr:visible").count() == 1
+    page.select_option("#status-filter", "")
+    page.click("th:has-text('decode tok/s')")
+    page.click("th:has-text('decode tok/s')")
+    first = page.locator("#runs tbody tr").first.inner_text()
+    assert "completed" in first
+    page.close()
+
+    real = [r.run_id for r in Journal(site.parent / "journal").runs()
+            if r.status == "completed" and not r.manifest.get("synthetic")]
+    assert len(real) == 2
+    completed = real
+    page, problems, _ = visit(browser, (site / "compare.html").as_uri() + f"#a={completed[0]}&b={completed[1]}")
+    body = page.locator("#delta tbody tr")
+    assert body.count() > 0
+    assert "%" in page.inner_text("#delta")
+    assert problems == []
+    page.close()
