@@ -16,7 +16,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-EngineKind = Literal["llamacpp"]
+EngineKind = Literal["llamacpp", "sglang", "vllm", "openai"]
 DrafterKind = Literal["none", "draft_model", "eagle", "eagle3", "mtp", "dflash", "ngram"]
 DRAFTERS_WITH_MODEL = {"draft_model", "eagle", "eagle3", "dflash"}
 
@@ -49,7 +49,9 @@ class Drafter(_Strict):
 
     kind: DrafterKind = "none"
     model: str | None = Field(None, description="draft model path (or tiny:NAME)")
-    max_draft_tokens: int | None = Field(None, ge=1, le=64)
+    max_draft_tokens: int | None = Field(None, ge=1, le=64, description="tokens drafted per step")
+    num_steps: int | None = Field(None, ge=1, le=16, description="SGLang: speculative steps (EAGLE tree depth)")
+    topk: int | None = Field(None, ge=1, le=16, description="SGLang: EAGLE top-k branching")
     synthetic_length: int | None = Field(
         None, ge=1, description="llama.cpp benchmarking: accepted run length a random draft is given"
     )
@@ -84,14 +86,33 @@ class Knobs(_Strict):
     tensor_parallel_size: int = Field(1, ge=1, le=64)
 
 
-class Launch(_Strict):
-    """How the engine is brought up. Not part of the candidate's identity."""
+class Resources(_Strict):
+    """What the candidate needs from the host, for preflight. Never changes anything on the host."""
 
-    mode: Literal["local"] = "local"
-    host: Literal["127.0.0.1"] = "127.0.0.1"
+    gpu_memory_gib: float | None = Field(None, gt=0, description="free memory needed on every selected GPU")
+    power_limit_w: float | None = Field(None, gt=0, description="the power limit the figures assume (warned on)")
+    disk_gib: float | None = Field(None, gt=0, description="free disk needed where the model and caches live")
+
+
+class Launch(_Strict):
+    """How the engine is brought up. Only `mode` and `simulator` belong to the candidate's identity."""
+
+    mode: Literal["local", "compose", "attach"] = "local"
+    host: str = "127.0.0.1"
     port: int | None = Field(None, ge=1, le=65535, description="None picks a free port")
     ready_timeout_s: float = Field(180.0, gt=0)
     env: dict[str, str] = Field(default_factory=dict)
+    url: str | None = Field(None, description="attach: the base URL of a server already running")
+    command: list[str] | None = Field(
+        None, description="openai engine: launch template, with {host}, {port} and {model} placeholders")
+    image: str | None = Field(None, description="compose: container image (pinned by pins.image_digest)")
+    gpus: list[int] | None = Field(None, description="GPU indices to use; replicas take consecutive groups")
+    replicas: int = Field(1, ge=1, le=64, description="compose: independent engine replicas")
+    volumes: list[str] = Field(default_factory=list, description="compose: host:container volume mounts")
+    compile_cache: str | None = Field(None, description="compose: host directory; each replica gets its own subfolder")
+    resources: Resources = Resources()
+    simulator: bool = Field(False, description="run servebook's simulator in place of the engine (tests only)")
+    sim_faults: list[str] = Field(default_factory=list, description="simulator faults to inject")
 
     @model_validator(mode="after")
     def _no_secrets(self) -> "Launch":
@@ -103,6 +124,22 @@ class Launch(_Strict):
                 f"launch.env: {', '.join(secret)} look like secrets; candidates are recorded in the journal, "
                 "so export secrets in servebook's own environment instead (the engine inherits it)"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _mode_fields(self) -> "Launch":
+        if self.mode == "attach" and not self.url:
+            raise ValueError("launch.url: attach mode needs the URL of the running server")
+        if self.mode != "attach" and self.url:
+            raise ValueError("launch.url is only for mode: attach")
+        if self.mode == "compose" and not self.image:
+            raise ValueError("launch.image: compose mode needs a container image")
+        if self.mode != "compose" and (self.image or self.replicas != 1 or self.volumes or self.compile_cache):
+            raise ValueError("launch.image/replicas/volumes/compile_cache are only for mode: compose")
+        if self.sim_faults and not self.simulator:
+            raise ValueError("launch.sim_faults needs launch.simulator: true")
+        if self.host != "127.0.0.1" and self.mode == "local":
+            raise ValueError("launch.host: local engines listen on 127.0.0.1 only")
         return self
 
 
@@ -130,6 +167,9 @@ class Candidate(_Strict):
     def identity(self) -> dict:
         data = self.model_dump(mode="json", exclude={"name", "launch"})
         data["launch_mode"] = self.launch.mode
+        if self.launch.simulator:
+            # A simulated run must never pass for a measurement of the real engine.
+            data["simulator"] = {"faults": sorted(self.launch.sim_faults)}
         return data
 
     def canonical_json(self) -> str:

@@ -57,10 +57,11 @@ def _p90(values: list[float]) -> float | None:
     return ordered[min(len(ordered) - 1, int(round(0.9 * (len(ordered) - 1))))]
 
 
-def summarize_cell(spec: CellSpec, records: list[RequestRecord], reconciliation: Reconciliation) -> dict:
+def summarize_cell(spec: CellSpec, records: list[RequestRecord], reconciliation: Reconciliation,
+                   extra_reasons: list[str] | None = None) -> dict:
     ok = [r for r in records if r.ok]
     errors = [r for r in records if not r.ok]
-    reasons: list[str] = []
+    reasons: list[str] = list(extra_reasons or [])
     if errors:
         reasons.append(f"{len(errors)} of {len(records)} requests failed ({errors[0].error})")
     wrong_length = [r for r in ok if r.completion_tokens != spec.output_tokens]

@@ -119,6 +119,16 @@ class EngineProcess:
         if self.exit_code() is not None:
             raise self.failure()
 
+    def wait_exit(self, timeout: float) -> bool:
+        """True if the process ended within `timeout` (a dying engine needs a moment to be reaped)."""
+        if self.process is None:
+            return False
+        try:
+            self.process.wait(timeout=timeout)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+
     def wait_ready(self, timeout_s: float, on_poll=None) -> float:
         """Block until the health endpoint answers 200; return the seconds it took."""
         started = time.monotonic()
@@ -161,3 +171,36 @@ class EngineProcess:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+@dataclass
+class AttachedEngine:
+    """A server servebook did not start (launch.mode: attach): nothing to start, stop or reap."""
+
+    base_url: str
+    adapter: EngineAdapter
+    log_path: Path
+    pid: int | None = None
+
+    def start(self) -> "AttachedEngine":
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.log_path.write_text(f"attached to {self.base_url}; servebook did not start this server and has "
+                                 "no access to its log\n")
+        return self
+
+    def exit_code(self) -> int | None:
+        return None
+
+    def wait_exit(self, timeout: float) -> bool:
+        return False
+
+    def check_alive(self) -> None:
+        return None
+
+    def failure(self, fallback: FailureCause | None = None) -> EngineFailed:
+        return EngineFailed(fallback or FailureCause("crash", f"{self.base_url} stopped answering"), "", None)
+
+    wait_ready = EngineProcess.wait_ready
+
+    def stop(self, grace_s: float = 0.0) -> None:
+        return None

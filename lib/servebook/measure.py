@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 import httpx
@@ -23,6 +23,10 @@ from .metrics import Scrape, scrape
 from .plan import Plan
 from .prompts import decode_prompt, exact_length_prompt, filler_text
 from .reconcile import ClientCounts, reconcile
+
+
+class WarmupFailed(RuntimeError):
+    """The engine is up but cannot serve a first request: the candidate fails, it is not measured."""
 
 
 @dataclass
@@ -78,6 +82,7 @@ class Measurement:
         tag: str,
         api_key: str = "servebook",
         alive_check: Callable[[], None] | None = None,
+        engine_log: Path | None = None,
     ):
         self.base_url = base_url.rstrip("/")
         self.adapter = adapter
@@ -85,6 +90,7 @@ class Measurement:
         self.tag = tag
         self.api_key = api_key
         self.alive_check = alive_check or (lambda: None)
+        self.engine_log = engine_log
         self.log = MeasurementLog()
         self.model_name = "default"
         self._filler: list[int] | None = None
@@ -111,14 +117,15 @@ class Measurement:
         return {"Authorization": f"Bearer {self.api_key}"}
 
     async def tokenize(self, text: str) -> list[int]:
-        response = await self.http.post(f"{self.base_url}/tokenize", json={"content": text, "add_special": False},
-                                        headers=self._auth)
-        response.raise_for_status()
-        return response.json()["tokens"]
+        tokens = await self.adapter.tokenize(self.http, self.base_url, text, self.model_name, self._auth)
+        if tokens is None:
+            raise RuntimeError(f"engine {self.adapter.kind} exposes no tokenizer endpoint, so prompts of exact "
+                               "token length cannot be built; drop the prefill cells from the plan")
+        return tokens
 
     async def warmup(self) -> None:
         """Unrecorded requests so first-use costs (page faults, thread pools) stay out of the cells."""
-        extras = self.adapter.request_extras()
+        extras = self.adapter.request_extras(8)
         for i in range(self.plan.warmup_requests):
             record = RequestRecord(f"warmup-{i}", "warmup", 1, "prose", 8, t_send=0.0)
             await stream_request(self.openai, record, model=self.model_name, max_tokens=8,
@@ -126,14 +133,14 @@ class Measurement:
                                  extra_body=extras, keep_chunk_times=False)
             if record.error:
                 self.alive_check()
-                raise RuntimeError(f"warm-up request failed: {record.error}")
+                raise WarmupFailed(record.error)
 
     async def _scrape(self) -> Scrape:
         return await scrape(self.http, self.base_url)
 
     async def _decode_requests(self, spec: CellSpec, on_done) -> list[RequestRecord]:
         gate = asyncio.Semaphore(spec.concurrency)
-        extras = self.adapter.request_extras()
+        extras = self.adapter.request_extras(spec.output_tokens)
 
         async def one(i: int) -> RequestRecord:
             record = RequestRecord(f"{spec.cell_id}-{i}", spec.cell_id, spec.concurrency, spec.category,
@@ -153,7 +160,7 @@ class Measurement:
             # Engines reuse the longest cached common prefix, even a single token, so the
             # first token of every cold prompt differs from the first token of every other.
             self._openers = sorted(set(self._filler))
-        extras = self.adapter.request_extras()
+        extras = self.adapter.request_extras(1)
         records = []
         for i in range(spec.n_requests):
             opener = self._openers[self._prefill_count % len(self._openers)]
@@ -167,7 +174,27 @@ class Measurement:
             on_done()
         return records
 
+    def _log_size(self) -> int:
+        try:
+            return self.engine_log.stat().st_size if self.engine_log else 0
+        except OSError:
+            return 0
+
+    def _compilations_since(self, offset: int) -> list[str]:
+        """Compile lines the engine logged inside the measured interval (they make a cell invalid)."""
+        pattern = self.adapter.compile_pattern
+        if pattern is None or self.engine_log is None:
+            return []
+        try:
+            with open(self.engine_log, "rb") as log:
+                log.seek(offset)
+                text = log.read().decode("utf-8", "replace")
+        except OSError:
+            return []
+        return [line.strip() for line in text.splitlines() if pattern.search(line)]
+
     async def run_cell(self, spec: CellSpec, on_done: Callable[[], None] = lambda: None) -> CellOutcome:
+        log_offset = self._log_size()
         before = await self._scrape()
         runner = self._decode_requests if spec.kind == "decode" else self._prefill_requests
         records = await runner(spec, on_done)
@@ -185,7 +212,10 @@ class Measurement:
             cached_tokens=sum(r.cached_tokens or 0 for r in ok),
             completion_tokens=sum(r.completion_tokens or 0 for r in ok),
         )
-        reconciliation = reconcile(client, self.adapter.server_counts(before, after))
-        outcome = CellOutcome(spec, records, before, after, summarize_cell(spec, records, reconciliation))
+        counts = self.adapter.server_counts(before, after) if self.adapter.reconciles else None
+        reconciliation = reconcile(client, counts)
+        compiled = self._compilations_since(log_offset)
+        extra = [f"compilation inside the measured interval: {compiled[0]}"] if compiled else []
+        outcome = CellOutcome(spec, records, before, after, summarize_cell(spec, records, reconciliation, extra))
         self.log.outcomes.append(outcome)
         return outcome

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import os
-import subprocess
+import sys
 import time
 
 from .candidate import Candidate
@@ -18,8 +18,8 @@ from .cells import plan_cells
 from .engines import FailureCause, get_engine
 from .environment import fingerprint
 from .journal import Journal, RunRecord, RunWriter, utc_now
-from .launcher import EngineFailed, EngineProcess, free_port, tail_of
-from .measure import Measurement, MeasurementLog
+from .launcher import AttachedEngine, EngineFailed, EngineProcess, free_port, tail_of
+from .measure import Measurement, MeasurementLog, WarmupFailed
 from .plan import Plan
 from .preflight import preflight
 from .progress import Reporter
@@ -92,9 +92,24 @@ def run_candidate(
     adapter = get_engine(candidate.engine)
     journal.ensure_writable()
     paths = preflight(candidate, reporter)
-    port = candidate.launch.port or free_port(candidate.launch.host)
-    base_url = f"http://{candidate.launch.host}:{port}"
-    argv = adapter.argv(candidate, port=port, model_path=paths.model_path, draft_path=paths.draft_path)
+    launch = candidate.launch
+    port = launch.port or free_port(launch.host if launch.mode == "local" else "127.0.0.1")
+    if launch.mode == "attach":
+        argv: list[str] = []
+        base_url = launch.url.rstrip("/")
+    elif launch.mode == "compose":
+        from .compose import render
+
+        compose_plan = render(candidate, adapter, model_path=paths.model_path, draft_path=paths.draft_path,
+                              first_port=port)
+        argv = ["docker", "compose", "-p", compose_plan.project, "up"]
+        base_url = f"http://127.0.0.1:{compose_plan.host_ports[0]}"
+    else:
+        argv = adapter.argv(candidate, port=port, model_path=paths.model_path, draft_path=paths.draft_path)
+        if launch.simulator:
+            argv = [sys.executable, "-m", "servebook.simulator", "--flavor", candidate.engine,
+                    *[f"--fault={fault}" for fault in launch.sim_faults], "--", *argv]
+        base_url = f"http://{launch.host}:{port}"
 
     writer = journal.start_run(candidate.id, run_id)
     started_at = utc_now()
@@ -113,8 +128,21 @@ def run_candidate(
         "cwd": os.getcwd(),
         "base_url": base_url,
     })
-    environment = fingerprint(engine_binary=paths.engine_binary, model_path=paths.model_path)
-    engine = EngineProcess(argv, adapter, base_url, writer.engine_log, env=candidate.launch.env)
+    environment = fingerprint(engine_binary=paths.engine_binary if candidate.engine == "llamacpp" else None,
+                              model_path=paths.model_path if candidate.engine == "llamacpp" else None)
+    environment.update(paths.gpu_fingerprint)
+    environment.update({"image": launch.image, "image_digest": candidate.pins.image_digest,
+                        "model_revision": candidate.model.revision, "simulated": launch.simulator,
+                        "preflight": paths.findings_json()})
+    if launch.mode == "attach":
+        engine = AttachedEngine(base_url, adapter, writer.engine_log)
+    elif launch.mode == "compose":
+        from .compose import ComposeEngine
+
+        writer.write_json("compose.json", compose_plan.document)
+        engine = ComposeEngine(compose_plan, adapter, writer.dir / "compose.yaml", writer.engine_log)
+    else:
+        engine = EngineProcess(argv, adapter, base_url, writer.engine_log, env=launch.env)
     reporter.log(f"run {writer.run_id}: {candidate.label} ({candidate.id}) on {base_url}")
     log = MeasurementLog()
     engine_info: dict = {"argv": redact_argv(argv), "base_url": base_url}
@@ -132,11 +160,8 @@ def run_candidate(
         return journal.run(writer.run_id)
 
     def alive_check() -> None:
-        try:
-            engine.process.wait(timeout=2.0)  # a dying engine needs a moment to be reaped
-        except subprocess.TimeoutExpired:
-            return
-        engine.check_alive()
+        if engine.wait_exit(2.0):  # a dying engine needs a moment to be reaped
+            engine.check_alive()
 
     try:
         engine.start()
@@ -151,7 +176,8 @@ def run_candidate(
         total_requests = sum(c.n_requests for c in cells)
 
         async def measure() -> None:
-            async with Measurement(base_url, adapter, plan, tag=writer.run_id, alive_check=alive_check) as m:
+            async with Measurement(base_url, adapter, plan, tag=writer.run_id, alive_check=alive_check,
+                                   engine_log=writer.engine_log) as m:
                 m.log = log
                 engine_info["served_model"] = m.model_name
                 with reporter.task("warm up", total=plan.warmup_requests) as task:
@@ -173,6 +199,9 @@ def run_candidate(
             _run_async(measure)
         except EngineFailed as error:
             return seal_failed(error, "measure")
+        except WarmupFailed as error:
+            return seal_failed(EngineFailed(FailureCause("warmup_failed", f"the first request failed: {error}"),
+                                            tail_of(writer.engine_log), None), "warmup")
         except RuntimeError as error:
             if engine.exit_code() is not None:
                 return seal_failed(engine.failure(), "measure")

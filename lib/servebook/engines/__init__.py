@@ -14,7 +14,7 @@ def register(adapter: EngineAdapter) -> EngineAdapter:
 
 def get_engine(kind: str) -> EngineAdapter:
     if not _REGISTRY:
-        from . import llamacpp  # noqa: F401  (registers itself)
+        from . import llamacpp, openai, sglang, vllm  # noqa: F401  (each registers itself)
     try:
         return _REGISTRY[kind]
     except KeyError:

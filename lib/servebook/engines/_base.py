@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -34,8 +35,26 @@ class FailureCause:
 
 class EngineAdapter(ABC):
     kind: str
-    #: the flags the adapter itself sets from knobs, to refuse the same flag in extra_args
-    owned_flags: frozenset[str] = frozenset()
+    #: knob name -> every spelling of the flags that knob sets; the same flag in extra_args is refused
+    owned: dict[str, tuple[str, ...]] = {}
+    #: log lines that mean the engine compiled something (a measured interval must not contain one)
+    compile_pattern: re.Pattern | None = None
+    #: where the engine describes itself (version, server args), for the environment fingerprint
+    info_paths: tuple[str, ...] = ()
+    #: what the reconciliation can rely on
+    reconciles: bool = True
+
+    def check_extra_args(self, candidate: "Candidate") -> None:
+        for arg in candidate.extra_args:
+            flag = arg.split("=", 1)[0]
+            for knob, flags in self.owned.items():
+                if flag in flags:
+                    where = f"knobs.{knob}" if knob != "launch" else "launch/model (servebook sets it)"
+                    raise ValueError(f"extra_args: {flag} conflicts with {where}; set it there instead")
+
+    async def tokenize(self, http, base_url: str, text: str, model: str, headers: dict) -> list[int] | None:
+        """Token ids of `text` without special tokens, through the engine's own tokenizer; None if it has none."""
+        return None
 
     @abstractmethod
     def check(self, candidate: "Candidate") -> None:
@@ -49,9 +68,9 @@ class EngineAdapter(ABC):
     def server_counts(self, before: "Scrape", after: "Scrape") -> ServerCounts | None:
         """Counter deltas over an interval in client-comparable terms; None when /metrics is off."""
 
-    def request_extras(self) -> dict:
-        """Fields sent through the SDK's extra_body to force output length."""
-        return {"ignore_eos": True}
+    def request_extras(self, output_tokens: int) -> dict:
+        """Fields sent through the SDK's extra_body to force the output length."""
+        return {"ignore_eos": True, "min_tokens": output_tokens}
 
     @abstractmethod
     def classify_failure(self, log_tail: str, exit_code: int | None) -> FailureCause:

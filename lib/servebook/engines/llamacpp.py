@@ -56,7 +56,8 @@ _ERROR_LEVEL = re.compile(r"^\s*[\d.]+\s+E\s")
 
 class LlamaCppAdapter(EngineAdapter):
     kind = "llamacpp"
-    owned_flags = frozenset(flag for flags in _OWNED.values() for flag in flags)
+    owned = _OWNED
+    info_paths = ("/props",)
 
     def check(self, candidate: "Candidate") -> None:
         knobs = candidate.knobs
@@ -82,12 +83,9 @@ class LlamaCppAdapter(EngineAdapter):
                 f"knobs.context_length: {knobs.context_length} tokens shared by "
                 f"{knobs.max_running_requests} slots leaves under 256 tokens per request"
             )
-        for arg in candidate.extra_args:
-            flag = arg.split("=", 1)[0]
-            for knob, flags in _OWNED.items():
-                if flag in flags:
-                    where = f"knobs.{knob}" if knob != "launch" else "launch/model (servebook sets it)"
-                    raise ValueError(f"extra_args: {flag} conflicts with {where}; set it there instead")
+        if drafter.num_steps or drafter.topk:
+            raise ValueError("knobs.drafter.num_steps/topk are SGLang settings; llama.cpp takes max_draft_tokens")
+        self.check_extra_args(candidate)
 
     def argv(self, candidate: "Candidate", *, port: int, model_path: str, draft_path: str | None) -> list[str]:
         from ..engine_install import find_llamacpp
@@ -139,6 +137,16 @@ class LlamaCppAdapter(EngineAdapter):
             draft_tokens=delta("llamacpp:spec_decode_num_draft_tokens_total"),
             accepted_tokens=delta("llamacpp:spec_decode_num_accepted_tokens_total"),
         )
+
+    def request_extras(self, output_tokens: int) -> dict:
+        # llama-server silently ignores min_tokens; ignore_eos + max_tokens is what forces the length.
+        return {"ignore_eos": True}
+
+    async def tokenize(self, http, base_url: str, text: str, model: str, headers: dict) -> list[int] | None:
+        response = await http.post(f"{base_url}/tokenize", json={"content": text, "add_special": False},
+                                   headers=headers)
+        response.raise_for_status()
+        return response.json()["tokens"]
 
     def error_lines(self, log_text: str) -> list[str]:
         # llama.cpp prefixes every log line with its level: "0.00.916.810 E srv ..."

@@ -1,0 +1,44 @@
+"""What SGLang and vLLM share: failure signatures of Python GPU servers, and their tokenizer call."""
+
+from __future__ import annotations
+
+import re
+
+from ._base import FailureCause
+
+FAILURE_PATTERNS: list[tuple[str, re.Pattern]] = [
+    ("port_in_use", re.compile(r"address already in use|errno 98", re.I)),
+    ("bad_flag", re.compile(r"unrecognized arguments|error: argument|invalid choice|"
+                            r"the following arguments are required", re.I)),
+    ("out_of_memory", re.compile(r"CUDA out of memory|OutOfMemoryError|not enough memory|"
+                                 r"insufficient memory|cudaErrorMemoryAllocation|No available memory", re.I)),
+    ("warmup_failed", re.compile(r"warm ?up .*(fail|error)|(fail|error).*warm ?up", re.I)),
+    ("model_load", re.compile(r"(Repository|Model) not found|No such file|failed to load|"
+                              r"does not appear to have a file|Cannot find model", re.I)),
+]
+
+
+def classify(log_tail: str, exit_code: int | None) -> FailureCause:
+    for cause, pattern in FAILURE_PATTERNS:
+        for line in log_tail.splitlines():
+            if pattern.search(line):
+                return FailureCause(cause, line.strip())
+    if exit_code is not None and exit_code < 0:
+        return FailureCause("crash", f"engine killed by signal {-exit_code}")
+    if exit_code is not None:
+        return FailureCause("crash", f"engine exited with code {exit_code}")
+    return FailureCause("crash", "engine stopped answering")
+
+
+def error_lines(log_text: str) -> list[str]:
+    return [line.strip() for line in log_text.splitlines()
+            if re.search(r"\b(ERROR|Traceback|Exception|error:)", line)]
+
+
+async def tokenize_via(http, url: str, payload: dict, headers: dict) -> list[int] | None:
+    response = await http.post(url, json=payload, headers=headers)
+    if response.status_code == 404:
+        return None
+    response.raise_for_status()
+    body = response.json()
+    return body.get("tokens") or body.get("input_ids")

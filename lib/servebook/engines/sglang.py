@@ -1,0 +1,109 @@
+"""SGLang: flags, counters and readiness (engines.md, SGLang 0.5.x).
+
+Counter semantics: `prompt_tokens_total` INCLUDES cached tokens and, like the generation counter,
+is added when a request finishes; the server's own warmup request is counted, so the baseline
+scrape must come after readiness (servebook scrapes before every cell, long after it).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from . import _gpu, register
+from ._base import EngineAdapter, FailureCause, ServerCounts
+
+if TYPE_CHECKING:
+    from ..candidate import Candidate
+    from ..metrics import Scrape
+
+KV_TYPES = ("auto", "fp8_e4m3", "fp8_e5m2", "bf16", "fp16", "fp4_e2m1")
+ALGORITHMS = {"eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "NEXTN", "draft_model": "STANDALONE",
+              "ngram": "NGRAM", "dflash": "DFLASH"}
+
+
+class SGLangAdapter(EngineAdapter):
+    kind = "sglang"
+    owned = {
+        "chunk_size": ("--chunked-prefill-size",),
+        "max_running_requests": ("--max-running-requests",),
+        "context_length": ("--context-length",),
+        "kv_dtype": ("--kv-cache-dtype",),
+        "tensor_parallel_size": ("--tp-size", "--tp", "--tensor-parallel-size"),
+        "drafter": ("--speculative-algorithm", "--speculative-draft-model-path", "--speculative-num-steps",
+                    "--speculative-eagle-topk", "--speculative-num-draft-tokens"),
+        "launch": ("--host", "--port", "--model-path", "--enable-metrics", "--revision"),
+    }
+    compile_pattern = re.compile(r"Capture cuda graph|torch\.compile|Compiling|compile_fx|autotun", re.I)
+    info_paths = ("/server_info", "/get_server_info")
+
+    def check(self, candidate: "Candidate") -> None:
+        knobs = candidate.knobs
+        if knobs.kv_dtype is not None and knobs.kv_dtype not in KV_TYPES:
+            raise ValueError(f"knobs.kv_dtype: SGLang accepts {', '.join(KV_TYPES)}, not {knobs.kv_dtype!r}")
+        drafter = knobs.drafter
+        if drafter.synthetic_length or drafter.synthetic_rates:
+            raise ValueError("knobs.drafter.synthetic_*: synthetic acceptance is a llama.cpp benchmarking feature")
+        tree = [drafter.num_steps, drafter.topk, drafter.max_draft_tokens]
+        if drafter.kind in ("eagle", "eagle3", "mtp", "dflash", "draft_model") and any(tree) and not all(tree):
+            raise ValueError("knobs.drafter: SGLang takes num_steps, topk and max_draft_tokens all three or none")
+        if candidate.model.path is None and candidate.model.id is None:
+            raise ValueError("model: SGLang needs model.path or model.id")
+        self.check_extra_args(candidate)
+
+    def argv(self, candidate: "Candidate", *, port: int, model_path: str, draft_path: str | None) -> list[str]:
+        knobs = candidate.knobs
+        args = ["python3", "-m", "sglang.launch_server", "--model-path", model_path,
+                "--host", candidate.launch.host if candidate.launch.mode != "compose" else "0.0.0.0",
+                "--port", str(port), "--enable-metrics", "--enable-cache-report"]
+        if candidate.model.revision:
+            args += ["--revision", candidate.model.revision]
+        if knobs.tensor_parallel_size != 1:
+            args += ["--tp-size", str(knobs.tensor_parallel_size)]
+        if knobs.chunk_size is not None:
+            args += ["--chunked-prefill-size", str(knobs.chunk_size)]
+        if knobs.max_running_requests is not None:
+            args += ["--max-running-requests", str(knobs.max_running_requests)]
+        if knobs.context_length is not None:
+            args += ["--context-length", str(knobs.context_length)]
+        if knobs.kv_dtype is not None:
+            args += ["--kv-cache-dtype", knobs.kv_dtype]
+        drafter = knobs.drafter
+        if drafter.kind != "none":
+            args += ["--speculative-algorithm", ALGORITHMS[drafter.kind]]
+            if draft_path:
+                args += ["--speculative-draft-model-path", draft_path]
+            if drafter.num_steps is not None:
+                args += ["--speculative-num-steps", str(drafter.num_steps),
+                         "--speculative-eagle-topk", str(drafter.topk),
+                         "--speculative-num-draft-tokens", str(drafter.max_draft_tokens)]
+            elif drafter.max_draft_tokens is not None:
+                args += ["--speculative-num-draft-tokens", str(drafter.max_draft_tokens)]
+        return args + list(candidate.extra_args)
+
+    def server_counts(self, before: "Scrape", after: "Scrape") -> ServerCounts | None:
+        if not after.available:
+            return None
+
+        def delta(*names: str) -> float | None:
+            a, b = after.total(*names), before.total(*names)
+            return None if a is None or b is None else a - b
+
+        return ServerCounts(
+            prompt_tokens=delta("sglang:prompt_tokens_total"),
+            cached_tokens=delta("sglang:cached_tokens_total"),
+            generation_tokens=delta("sglang:generation_tokens_total"),
+        )
+
+    async def tokenize(self, http, base_url: str, text: str, model: str, headers: dict) -> list[int] | None:
+        return await _gpu.tokenize_via(http, f"{base_url}/tokenize",
+                                       {"prompt": text, "model": model, "add_special_tokens": False}, headers)
+
+    def classify_failure(self, log_tail: str, exit_code: int | None) -> FailureCause:
+        return _gpu.classify(log_tail, exit_code)
+
+    def error_lines(self, log_text: str) -> list[str]:
+        return _gpu.error_lines(log_text)
+
+
+register(SGLangAdapter())

@@ -1,0 +1,117 @@
+"""vLLM: flags, counters and readiness (engines.md, vLLM 0.33).
+
+Counter semantics: `prompt_tokens_total` INCLUDES cached tokens and is counted at a request's
+first token; generation tokens are counted every engine step. Connections are refused until the
+engine is ready. Metric names changed over versions; every lookup tries the old spelling too.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import TYPE_CHECKING
+
+from . import _gpu, register
+from ._base import EngineAdapter, FailureCause, ServerCounts
+
+if TYPE_CHECKING:
+    from ..candidate import Candidate
+    from ..metrics import Scrape
+
+KV_TYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "bfloat16", "nvfp4")
+METHODS = {"eagle": "eagle", "eagle3": "eagle3", "mtp": "mtp", "ngram": "ngram", "draft_model": "draft_model",
+           "dflash": "dflash"}
+RENAMES = {
+    "vllm:kv_cache_usage_perc": ("vllm:gpu_cache_usage_perc",),
+    "vllm:prefix_cache_queries_total": ("vllm:gpu_prefix_cache_queries_total",),
+    "vllm:prefix_cache_hits_total": ("vllm:gpu_prefix_cache_hits_total",),
+    "vllm:inter_token_latency_seconds_sum": ("vllm:time_per_output_token_seconds_sum",),
+}
+
+
+def metric(scrape: "Scrape", name: str) -> float | None:
+    """A vLLM metric under its current name or any name it had before."""
+    return scrape.total(name, *RENAMES.get(name, ()))
+
+
+class VLLMAdapter(EngineAdapter):
+    kind = "vllm"
+    owned = {
+        "chunk_size": ("--max-num-batched-tokens", "--enable-chunked-prefill", "--no-enable-chunked-prefill"),
+        "max_running_requests": ("--max-num-seqs",),
+        "context_length": ("--max-model-len",),
+        "kv_dtype": ("--kv-cache-dtype",),
+        "tensor_parallel_size": ("-tp", "--tensor-parallel-size"),
+        "drafter": ("--speculative-config", "--speculative_config"),
+        "launch": ("--host", "--port", "--revision", "--enable-prompt-tokens-details"),
+    }
+    compile_pattern = re.compile(r"Compiling a graph|torch\.compile|Capturing CUDA graph|compile range|"
+                                 r"Dynamo bytecode transform", re.I)
+    info_paths = ("/version",)
+
+    def check(self, candidate: "Candidate") -> None:
+        knobs = candidate.knobs
+        if knobs.kv_dtype is not None and knobs.kv_dtype not in KV_TYPES:
+            raise ValueError(f"knobs.kv_dtype: vLLM accepts {', '.join(KV_TYPES)}, not {knobs.kv_dtype!r}")
+        drafter = knobs.drafter
+        if drafter.synthetic_length or drafter.synthetic_rates:
+            raise ValueError("knobs.drafter.synthetic_*: synthetic acceptance is a llama.cpp benchmarking feature")
+        if drafter.num_steps or drafter.topk:
+            raise ValueError("knobs.drafter.num_steps/topk are SGLang settings; vLLM takes max_draft_tokens")
+        self.check_extra_args(candidate)
+
+    def argv(self, candidate: "Candidate", *, port: int, model_path: str, draft_path: str | None) -> list[str]:
+        knobs = candidate.knobs
+        args = ["vllm", "serve", model_path,
+                "--host", candidate.launch.host if candidate.launch.mode != "compose" else "0.0.0.0",
+                "--port", str(port), "--enable-prompt-tokens-details"]
+        if candidate.model.revision:
+            args += ["--revision", candidate.model.revision]
+        if knobs.tensor_parallel_size != 1:
+            args += ["-tp", str(knobs.tensor_parallel_size)]
+        if knobs.chunk_size is not None:
+            args += ["--enable-chunked-prefill", "--max-num-batched-tokens", str(knobs.chunk_size)]
+        if knobs.max_running_requests is not None:
+            args += ["--max-num-seqs", str(knobs.max_running_requests)]
+        if knobs.context_length is not None:
+            args += ["--max-model-len", str(knobs.context_length)]
+        if knobs.kv_dtype is not None:
+            args += ["--kv-cache-dtype", knobs.kv_dtype]
+        drafter = knobs.drafter
+        if drafter.kind != "none":
+            config: dict = {"method": METHODS[drafter.kind]}
+            if draft_path:
+                config["model"] = draft_path
+            if drafter.max_draft_tokens is not None:
+                config["num_speculative_tokens"] = drafter.max_draft_tokens
+            args += ["--speculative-config", json.dumps(config, sort_keys=True, separators=(",", ":"))]
+        return args + list(candidate.extra_args)
+
+    def server_counts(self, before: "Scrape", after: "Scrape") -> ServerCounts | None:
+        if not after.available:
+            return None
+
+        def delta(name: str) -> float | None:
+            a, b = metric(after, name), metric(before, name)
+            return None if a is None or b is None else a - b
+
+        return ServerCounts(
+            prompt_tokens=delta("vllm:prompt_tokens_total"),
+            cached_tokens=delta("vllm:prompt_tokens_cached_total"),
+            generation_tokens=delta("vllm:generation_tokens_total"),
+            draft_tokens=delta("vllm:spec_decode_num_draft_tokens_total"),
+            accepted_tokens=delta("vllm:spec_decode_num_accepted_tokens_total"),
+        )
+
+    async def tokenize(self, http, base_url: str, text: str, model: str, headers: dict) -> list[int] | None:
+        return await _gpu.tokenize_via(http, f"{base_url}/tokenize",
+                                       {"prompt": text, "model": model, "add_special_tokens": False}, headers)
+
+    def classify_failure(self, log_tail: str, exit_code: int | None) -> FailureCause:
+        return _gpu.classify(log_tail, exit_code)
+
+    def error_lines(self, log_text: str) -> list[str]:
+        return _gpu.error_lines(log_text)
+
+
+register(VLLMAdapter())
