@@ -146,14 +146,28 @@ def sweep_cmd(
 ):
     """Run notebooks/qualify.ipynb once per candidate of a study, then judge every run."""
     from .study import load_study
-    from .sweep import dry_run_commands, judge_study, sweep
+    from .sweep import dry_run, judge_study, sweep
 
     study = load_study(study_file)
     if dry_run:
-        for entry, argv in dry_run_commands(study):
-            out.print(f"[bold]{entry.name}[/] ({entry.candidate.id})", highlight=False)
-            out.print("  " + " ".join(argv), markup=False, highlight=False, soft_wrap=True)
-        out.print(f"{len(study.expand())} candidates, plan {study.plan.id}; nothing was started (--dry-run)")
+        import shlex
+
+        entries = dry_run(study)
+        for item in entries:
+            out.print(f"[bold]{item.entry.name}[/] ({item.entry.candidate.id})", highlight=False)
+            for step in item.preflight:
+                out.print(f"  preflight: {step}", markup=False, highlight=False, soft_wrap=True)
+            if item.compose_yaml is not None:
+                out.print("  compose.yaml:", highlight=False)
+                out.print("    " + item.compose_yaml.rstrip().replace("\n", "\n    "), markup=False,
+                          highlight=False, soft_wrap=True)
+                for command in item.compose_commands:
+                    line = f"  # then wait until {command[1]} is healthy" if command[0].startswith("<") \
+                        else "  $ " + shlex.join(command)
+                    out.print(line, markup=False, highlight=False, soft_wrap=True)
+            else:
+                out.print("  $ " + shlex.join(item.argv), markup=False, highlight=False, soft_wrap=True)
+        out.print(f"{len(entries)} candidates, plan {study.plan.id}; nothing was started (--dry-run)")
         return
     j = _journal(journal).ensure_writable()
     results = sweep(study, j, reporter=Reporter(), retry_failed=retry_failed, kernel_name=kernel,

@@ -38,7 +38,7 @@ class ComposePlan:
     host_ports: list[int]
 
     def yaml(self) -> str:
-        return yaml.safe_dump(self.document, sort_keys=False, width=200)
+        return yaml.safe_dump(self.document, sort_keys=False, width=200, default_flow_style=None)
 
     def commands(self, compose_file: str) -> list[list[str]]:
         """The command sequence: pull, then each replica up and healthy before the next, then down."""

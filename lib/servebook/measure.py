@@ -44,6 +44,7 @@ class MeasurementLog:
 
     outcomes: list[CellOutcome] = field(default_factory=list)
     partial_records: list[RequestRecord] = field(default_factory=list)
+    gate_results: list = field(default_factory=list)
 
     def request_rows(self) -> list[dict]:
         rows = [r.row() for o in self.outcomes for r in o.records]
@@ -173,6 +174,12 @@ class Measurement:
             records.append(record)
             on_done()
         return records
+
+    async def run_gates(self) -> None:
+        from .gates import run_gate
+
+        for gate in self.plan.gates:
+            self.log.gate_results.extend(await run_gate(self.openai, self.model_name, gate, self.plan.gate_cases))
 
     def _log_size(self) -> int:
         try:

@@ -59,6 +59,9 @@ class Plan(_Strict):
     decode: DecodePlan | None = DecodePlan()
     prefill: PrefillPlan | None = PrefillPlan()
     warmup_requests: int = Field(2, ge=0, description="unrecorded requests before the first cell")
+    gates: list[Literal["json_schema", "nullable_argument"]] = Field(
+        default_factory=list, description="protocol checks run after the cells, each scored k/n")
+    gate_cases: int = Field(3, ge=1, le=50)
     record_chunks: bool = True
     request_timeout_s: float = Field(300.0, gt=0)
 

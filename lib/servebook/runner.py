@@ -193,6 +193,9 @@ def run_candidate(
                                   and s["aggregate_tok_s"] else
                                   f"{s['prefill_tok_s']:.0f} tok/s prefill" if s.get("prefill_tok_s") else "no figure")
                         reporter.log(f"  {spec.label}: {figure}; {s['reconciliation']}; {flag}")
+                if plan.gates:
+                    with reporter.task(f"gates: {', '.join(plan.gates)}"):
+                        await m.run_gates()
 
         t0 = time.monotonic()
         try:
@@ -217,10 +220,15 @@ def run_candidate(
 
     _write_raw(writer, log)
     writer.write_table("cells", log.cell_rows())
+    summary = _summary(log.cell_rows())
+    if log.gate_results:
+        from .gates import gate_summary
+
+        writer.write_table("gates", [r.row() for r in log.gate_results])
+        summary["gates"] = gate_summary(log.gate_results)
     writer.seal({
         **identity, "status": "completed", "environment": environment, "engine": engine_info,
-        "started_at": started_at, "finished_at": utc_now(), "failure": None,
-        "summary": _summary(log.cell_rows()),
+        "started_at": started_at, "finished_at": utc_now(), "failure": None, "summary": summary,
     })
     record = journal.run(writer.run_id)
     journal.index()

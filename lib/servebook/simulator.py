@@ -335,6 +335,15 @@ def build_app(engine: Engine):
 
         if tools:
             return JSONResponse(tool_call_response(body, tools, request_id, created))
+        response_format = body.get("response_format") or {}
+        if response_format.get("type") in ("json_schema", "json_object"):
+            schema = (response_format.get("json_schema") or {}).get("schema") or {"type": "object"}
+            content = json.dumps(value_for(schema))
+            return JSONResponse({"id": request_id, "object": "chat.completion", "created": created, "model": config.model,
+                                 "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                                              "finish_reason": "stop"}],
+                                 "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(tokenize(content)),
+                                           "total_tokens": len(prompt) + len(tokenize(content))}})
 
         async def stream():
             produced, cached, index = 0, 0, 0
@@ -390,6 +399,16 @@ def build_app(engine: Engine):
                     "sglang": "Capture cuda graph begin. This can take up to several minutes.",
                     "llamacpp": "graph_reserve: compiling graph"}[config.flavor]
             log(line)
+
+    def value_for(schema: dict):
+        """The simplest value a grammar-constrained engine could return for this JSON schema."""
+        if "enum" in schema:
+            return schema["enum"][0]
+        kind = schema.get("type", "object")
+        kind = kind[0] if isinstance(kind, list) else kind
+        if kind == "object":
+            return {name: value_for(sub) for name, sub in (schema.get("properties") or {}).items()}
+        return {"string": "Oslo", "integer": 1, "number": 1.0, "boolean": True, "array": [], "null": None}.get(kind)
 
     def tool_call_response(body, tools, request_id, created):
         function = tools[0]["function"]

@@ -34,16 +34,41 @@ class SweepResult:
     message: str = ""
 
 
-def dry_run_commands(study: Study) -> list[tuple[StudyEntry, list[str]]]:
-    """Every engine command line of the study, without building, generating or launching anything."""
+@dataclass
+class DryRunEntry:
+    entry: StudyEntry
+    preflight: list[str]
+    argv: list[str]
+    compose_yaml: str | None = None
+    compose_commands: list[list[str]] | None = None
+
+
+def dry_run(study: Study) -> list[DryRunEntry]:
+    """Every step and command of the study, without building, generating, probing or launching anything."""
+    from .compose import render
+    from .preflight import describe
+
     out = []
     for entry in study.expand():
-        adapter = get_engine(entry.candidate.engine)
-        model = _display_path(entry.candidate.model.path or entry.candidate.model.id)
-        draft = _display_path(entry.candidate.knobs.drafter.model)
-        argv = adapter.argv(entry.candidate, port=entry.candidate.launch.port or 0, model_path=model, draft_path=draft)
-        out.append((entry, redact_argv(["<port: free>" if a == "0" and i and argv[i - 1] == "--port" else a
-                                        for i, a in enumerate(argv)])))
+        candidate = entry.candidate
+        adapter = get_engine(candidate.engine)
+        model = _display_path(candidate.model.path or candidate.model.id)
+        draft = _display_path(candidate.knobs.drafter.model)
+        steps = describe(candidate)
+        if candidate.launch.mode == "compose":
+            plan = render(candidate, adapter, model_path=model, draft_path=draft,
+                          first_port=candidate.launch.port or 30000)
+            if not candidate.pins.image_digest:
+                steps.append("W_UNPINNED: the image is not pinned by digest (set pins.image_digest)")
+            out.append(DryRunEntry(entry, steps, plan.commands("compose.yaml")[1], plan.yaml(),
+                                   plan.commands("compose.yaml")))
+            continue
+        if candidate.launch.mode == "attach":
+            out.append(DryRunEntry(entry, steps, [f"(attach to {candidate.launch.url}; nothing is launched)"]))
+            continue
+        argv = adapter.argv(candidate, port=candidate.launch.port or 0, model_path=model, draft_path=draft)
+        argv = ["<port: free>" if a == "0" and i and argv[i - 1] == "--port" else a for i, a in enumerate(argv)]
+        out.append(DryRunEntry(entry, steps, redact_argv(argv)))
     return out
 
 

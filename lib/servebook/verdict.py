@@ -162,6 +162,9 @@ def judge(manifest: dict | None, cells: pd.DataFrame | None, baseline_cells: pd.
     if rules.require_valid:
         for row in cells[~cells["valid"].astype(bool)].itertuples():
             reasons.append(f"{row.cell_id} invalid: {row.invalid_reasons}")
+    for gate, score in ((manifest.get("summary") or {}).get("gates") or {}).items():
+        if score["passed"] < score["cases"]:
+            reasons.append(f"gate {gate} {score['passed']}/{score['cases']}: {score['first_failure']}")
     if rules.require_reconciled:
         for row in cells[cells["reconciliation"] != "ok"].itertuples():
             if row.reconciliation == "not_available":
