@@ -224,6 +224,25 @@ def site_cmd(
     out.print(f"{report}\nopen file://{out_dir.resolve() / 'index.html'}", highlight=False, soft_wrap=True)
 
 
+@app.command("sim", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def sim_cmd(
+    ctx: typer.Context,
+    flavor: str = typer.Option(..., help="llamacpp, sglang or vllm: whose API, readiness and counters to mimic"),
+    fault: list[str] = typer.Option([], help="inject a fault: never_ready, crash_mid_stream, oom_warmup, "
+                                             "wrong_usage, null_string_argument, compile_in_cell"),
+    port: Optional[int] = typer.Option(None, help="port, when no engine argv follows --"),
+):
+    """Serve a simulated engine (a test double: timing model, no model). Engine flags may follow --."""
+    from .simulator import main as simulator_main
+
+    argv = ["--flavor", flavor, *[f"--fault={f}" for f in fault]]
+    if port is not None:
+        argv += ["--port", str(port)]
+    if ctx.args:
+        argv += ["--", *ctx.args]
+    simulator_main(argv)
+
+
 @journal_app.command("ls")
 @_friendly
 def journal_ls(journal: Optional[Path] = JournalOption):

@@ -88,7 +88,9 @@ def render(candidate: Candidate, adapter: EngineAdapter, *, model_path: str, dra
         services[name] = {
             "image": image,
             "container_name": f"{project}-r{i}",
-            "command": command,
+            # The whole argv as the entrypoint: images differ in theirs (vllm/vllm-openai already
+            # starts `vllm serve`), and a command appended to an unknown entrypoint is a guess.
+            "entrypoint": command,
             "ports": [f"127.0.0.1:{host_port}:{container_port}"],
             "volumes": volumes,
             "environment": environment,

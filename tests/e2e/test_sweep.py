@@ -184,3 +184,23 @@ def test_ctrl_c_during_a_sweep_keeps_sealed_runs_and_stops_the_engine(llama_inst
                 break
             time.sleep(0.1)
         assert servers_on_port(port) == []
+
+
+@pytest.mark.parametrize("study,expected", [
+    ("glm-5.3-flash-sglang-tp2", ["--tp-size 2", "--chunked-prefill-size 4096", "--chunked-prefill-size 6144",
+                                  "--max-running-requests 4", "--context-length 524288", "--kv-cache-dtype fp8_e4m3",
+                                  "--speculative-algorithm EAGLE", "--speculative-algorithm DFLASH",
+                                  "--max-mamba-cache-size", "device_ids: ['0', '1']", "E_P2P", "E_GPU_MEMORY"]),
+    ("vllm-nvfp4-tp2", ["-tp 2", "--max-num-batched-tokens 16384", "--max-num-seqs 8", "--kv-cache-dtype fp8",
+                        '--speculative-config \'{"method":"mtp","num_speculative_tokens":1}\'', "vllm/vllm-openai"]),
+])
+def test_dry_run_of_the_gpu_recipes_needs_no_gpu_and_no_docker(study, expected, tmp_path):
+    result = servebook("sweep", f"data/studies/{study}.yaml", "--dry-run", "--journal", tmp_path / "j")
+
+    def normal(text: str) -> str:  # compose files print argv as YAML flow lists: drop quotes and commas
+        return " ".join(text.replace("'", "").replace(",", "").replace('"', "").split())
+
+    for needle in expected:
+        assert normal(needle) in normal(result.stdout), needle
+    assert "docker compose -f compose.yaml" in result.stdout and "nothing was started" in result.stdout
+    assert not (tmp_path / "j").exists()

@@ -1,0 +1,135 @@
+"""GPU-engine paths through servebook's simulator: clean runs reconcile under each engine's
+counter semantics, and every injected fault ends as a failed run, an invalid cell or a rejected
+verdict with the right cause, never as a published number."""
+
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from servebook.candidate import Candidate
+from servebook.journal import Journal
+from servebook.launcher import free_port
+from servebook.plan import Plan
+from servebook.progress import Reporter
+from servebook.runner import run_candidate
+from servebook.verdict import VerdictRules, judge
+
+pytestmark = pytest.mark.integration
+QUIET = Reporter(quiet=True)
+PLAN = Plan.model_validate({"decode": {"concurrency": [1, 4], "categories": ["prose"], "output_tokens": 24,
+                                       "rounds": 2},
+                            "prefill": {"prompt_tokens": [512], "requests": 2}, "warmup_requests": 1})
+
+
+def simulated(engine, *faults, **knobs):
+    model = {"path": "tiny:target"} if engine == "llamacpp" else {"id": "org/model"}
+    return Candidate.model_validate({"name": f"sim-{engine}", "engine": engine, "model": model,
+                                     "knobs": {"max_running_requests": 4, **knobs},
+                                     "launch": {"simulator": True, "sim_faults": list(faults), "ready_timeout_s": 4}})
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm", "llamacpp"])
+def test_clean_run_reconciles_for_every_flavor(engine, tmp_path):
+    record = run_candidate(simulated(engine, chunk_size=2048), PLAN, Journal(tmp_path), reporter=QUIET)
+    assert record.status == "completed", record.manifest.get("failure")
+    cells = record.table("cells")
+    assert cells["valid"].all(), cells["invalid_reasons"].tolist()
+    assert (cells["reconciliation"] == "ok").all(), cells["reconciliation_message"].tolist()
+    assert record.manifest["environment"]["simulated"] is True
+    assert record.manifest["candidate"]["launch"]["simulator"] is True
+    # the baseline scrape of SGLang comes after readiness, so its counted warmup stays out of every cell
+    scrapes = record.table("scrapes")
+    assert not scrapes.empty
+
+
+@pytest.mark.parametrize("engine,fault,cause", [
+    ("sglang", "never_ready", "timeout"),
+    ("vllm", "never_ready", "timeout"),
+    ("llamacpp", "never_ready", "timeout"),
+    ("sglang", "oom_warmup", "out_of_memory"),
+    ("vllm", "oom_warmup", "out_of_memory"),
+    ("vllm", "crash_mid_stream", "crash"),
+    ("sglang", "crash_mid_stream", "crash"),
+])
+def test_faults_end_as_failed_runs_with_their_cause(engine, fault, cause, tmp_path):
+    record = run_candidate(simulated(engine, fault), PLAN, Journal(tmp_path), reporter=QUIET)
+    assert record.status == "failed"
+    assert record.manifest["failure"]["cause"] == cause, record.manifest["failure"]
+    assert record.table("cells") is None and record.manifest["summary"] is None
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm", "llamacpp"])
+def test_wrong_usage_counts_make_cells_invalid(engine, tmp_path):
+    record = run_candidate(simulated(engine, "wrong_usage"), PLAN, Journal(tmp_path), reporter=QUIET)
+    cells = record.table("cells")
+    assert not cells["valid"].any()
+    assert (cells["reconciliation"] == "mismatch").all()
+    assert cells["invalid_reasons"].str.contains("counters disagree").all()
+    verdict = judge(record.manifest, cells, None, VerdictRules(), is_baseline=True)
+    assert verdict.outcome == "rejected"
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_compilation_inside_a_cell_invalidates_that_cell(engine, tmp_path):
+    record = run_candidate(simulated(engine, "compile_in_cell"), PLAN, Journal(tmp_path), reporter=QUIET)
+    cells = record.table("cells").set_index("cell_id")
+    reasons = cells["invalid_reasons"]
+    compiled = reasons[reasons.str.contains("compilation inside the measured interval")]
+    assert len(compiled) == 1, reasons.to_dict()
+    assert cells.loc[compiled.index[0], "valid"] == False  # noqa: E712
+    assert cells["valid"].sum() == len(cells) - 1
+
+
+def test_nullable_argument_as_string_is_a_rejected_run(tmp_path):
+    plan = PLAN.model_copy(update={"gates": ["nullable_argument", "json_schema"], "prefill": None})
+    clean = run_candidate(simulated("sglang"), plan, Journal(tmp_path / "a"), reporter=QUIET)
+    assert clean.manifest["summary"]["gates"]["nullable_argument"] == {"passed": 3, "cases": 3, "first_failure": None}
+    broken = run_candidate(simulated("sglang", "null_string_argument"), plan, Journal(tmp_path / "b"), reporter=QUIET)
+    gates = broken.table("gates")
+    assert not gates[gates.gate == "nullable_argument"]["passed"].any()
+    verdict = judge(broken.manifest, broken.table("cells"), None, VerdictRules(), is_baseline=True)
+    assert verdict.outcome == "rejected"
+    assert 'gate nullable_argument 0/3: the nullable argument came back as the string "null"' in verdict.reasons
+
+
+def test_openai_engine_attaches_and_does_not_fake_reconciliation(tmp_path):
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "servebook.simulator", "--flavor", "vllm", "--port", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        candidate = Candidate.model_validate({"name": "attached", "engine": "openai", "model": {"id": "model"},
+                                              "launch": {"mode": "attach", "url": f"http://127.0.0.1:{port}"}})
+        record = run_candidate(candidate, PLAN, Journal(tmp_path), reporter=QUIET)
+    finally:
+        server.terminate()
+        server.wait(10)
+    assert record.status == "completed", record.manifest.get("failure")
+    cells = record.table("cells")
+    assert (cells["reconciliation"] == "not_available").all()
+    assert not record.table("scrapes").empty, "whatever /metrics exposes is still recorded"
+    verdict = judge(record.manifest, cells, None, VerdictRules(), is_baseline=True)
+    assert verdict.outcome == "rejected"
+    assert any("counters not available, so not reconciled" in r for r in verdict.reasons)
+    # servebook cannot know how an unknown server forces the output length, so it sends nothing
+    # engine-specific; the length is then checked against usage, and here the server stopped early.
+    assert any("tokens instead of 24" in r for r in verdict.reasons)
+
+
+def test_openai_engine_launches_a_command_template(tmp_path):
+    candidate = Candidate.model_validate({
+        "name": "templated", "engine": "openai", "model": {"id": "model"},
+        "launch": {"command": [sys.executable, "-m", "servebook.simulator", "--flavor", "vllm", "--port", "{port}"],
+                   "ready_timeout_s": 20}})
+    record = run_candidate(candidate, PLAN.model_copy(update={"prefill": None}), Journal(tmp_path), reporter=QUIET)
+    assert record.status == "completed", record.manifest.get("failure")
+    assert record.manifest["engine"]["argv"][:3] == [sys.executable, "-m", "servebook.simulator"]
