@@ -146,13 +146,14 @@ def sweep_cmd(
 ):
     """Run notebooks/qualify.ipynb once per candidate of a study, then judge every run."""
     from .study import load_study
-    from .sweep import dry_run, judge_study, sweep
+    from .sweep import dry_run as plan_dry_run
+    from .sweep import judge_study, sweep
 
     study = load_study(study_file)
     if dry_run:
         import shlex
 
-        entries = dry_run(study)
+        entries = plan_dry_run(study)
         for item in entries:
             out.print(f"[bold]{item.entry.name}[/] ({item.entry.candidate.id})", highlight=False)
             for step in item.preflight:
