@@ -165,7 +165,8 @@ class Candidate(_Strict):
         return self
 
     def identity(self) -> dict:
-        data = self.model_dump(mode="json", exclude={"name", "launch"})
+        # Unset optional fields are left out, so adding one to the model later keeps every id stable.
+        data = self.model_dump(mode="json", exclude={"name", "launch"}, exclude_none=True)
         data["launch_mode"] = self.launch.mode
         if self.launch.simulator:
             # A simulated run must never pass for a measurement of the real engine.

@@ -19,7 +19,7 @@ import yaml
 
 from .candidate import Candidate, InputError
 from .engines import EngineAdapter, FailureCause
-from .launcher import EngineFailed, tail_of
+from .launcher import EngineFailed, NoLocalProcess, tail_of
 
 COMPILE_CACHE_ENV = {
     "sglang": ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"),
@@ -120,7 +120,7 @@ def docker_available() -> bool:
 
 
 @dataclass
-class ComposeEngine:
+class ComposeEngine(NoLocalProcess):
     """Runs a rendered compose plan: replicas up one by one with health waits, logs kept, then down."""
 
     plan: ComposePlan
@@ -128,7 +128,6 @@ class ComposeEngine:
     compose_file: Path
     log_path: Path
     host: str = "127.0.0.1"
-    pid: int | None = None
     _started: list[str] = field(default_factory=list)
 
     @property
@@ -172,15 +171,6 @@ class ComposeEngine:
                     on_poll(time.monotonic() - started)
                 time.sleep(1.0)
         return time.monotonic() - started
-
-    def exit_code(self) -> int | None:
-        return None
-
-    def wait_exit(self, timeout: float) -> bool:
-        return False
-
-    def check_alive(self) -> None:
-        return None
 
     def failure(self, fallback: FailureCause | None = None) -> EngineFailed:
         tail = tail_of(self.log_path)

@@ -173,20 +173,10 @@ class EngineProcess:
         self.stop()
 
 
-@dataclass
-class AttachedEngine:
-    """A server servebook did not start (launch.mode: attach): nothing to start, stop or reap."""
+class NoLocalProcess:
+    """For engines servebook does not run as a child process: there is nothing to reap or poll."""
 
-    base_url: str
-    adapter: EngineAdapter
-    log_path: Path
     pid: int | None = None
-
-    def start(self) -> "AttachedEngine":
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self.log_path.write_text(f"attached to {self.base_url}; servebook did not start this server and has "
-                                 "no access to its log\n")
-        return self
 
     def exit_code(self) -> int | None:
         return None
@@ -196,6 +186,21 @@ class AttachedEngine:
 
     def check_alive(self) -> None:
         return None
+
+
+@dataclass
+class AttachedEngine(NoLocalProcess):
+    """A server servebook did not start (launch.mode: attach): nothing to start, stop or reap."""
+
+    base_url: str
+    adapter: EngineAdapter
+    log_path: Path
+
+    def start(self) -> "AttachedEngine":
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.log_path.write_text(f"attached to {self.base_url}; servebook did not start this server and has "
+                                 "no access to its log\n")
+        return self
 
     def failure(self, fallback: FailureCause | None = None) -> EngineFailed:
         return EngineFailed(fallback or FailureCause("crash", f"{self.base_url} stopped answering"), "", None)

@@ -42,6 +42,12 @@ class Scrape:
         return out
 
 
+def counter_delta(before: Scrape, after: Scrape, name: str, *aliases: str) -> float | None:
+    """How much a counter moved between two scrapes; None when either scrape lacks it."""
+    a, b = after.total(name, *aliases), before.total(name, *aliases)
+    return None if a is None or b is None else a - b
+
+
 def parse_metrics(text: str, t: float | None = None) -> Scrape:
     samples = [
         Sample(s.name, tuple(sorted(s.labels.items())), float(s.value))

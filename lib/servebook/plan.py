@@ -66,7 +66,8 @@ class Plan(_Strict):
     request_timeout_s: float = Field(300.0, gt=0)
 
     def canonical_json(self) -> str:
-        return json.dumps(self.model_dump(mode="json", exclude={"name"}), sort_keys=True, separators=(",", ":"))
+        data = self.model_dump(mode="json", exclude={"name"}, exclude_none=True)
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
     @property
     def id(self) -> str:

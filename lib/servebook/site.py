@@ -143,6 +143,8 @@ def summarize_run(record: RunRecord) -> dict:
         "plan_id": identity.get("plan_id"),
         "study": identity.get("study"),
         "engine": (identity.get("candidate") or {}).get("engine"),
+        "simulated": bool(((identity.get("candidate") or {}).get("launch") or {}).get("simulator")),
+        "gates": ((manifest.get("summary") or {}).get("gates")) or {},
         "started_at": manifest.get("started_at") or identity.get("started_at"),
         "sealed_at": manifest.get("sealed_at"),
         "failure": manifest.get("failure"),
@@ -335,7 +337,8 @@ class SiteBuilder:
         with self.reporter.task(f"site: read {len(run_ids)} runs", total=len(run_ids)) as task:
             for run_id in run_ids:
                 directory = self.journal.runs_dir / run_id
-                fingerprint = run_fingerprint(directory)
+                # The summary's shape follows this code, so a new servebook re-reads every run once.
+                fingerprint = _hash([run_fingerprint(directory), self.template_version])
                 cached = cache / f"{run_id}.json"
                 if self.state["runs"].get(run_id) == fingerprint and cached.is_file():
                     summary = json.loads(cached.read_text())
@@ -458,7 +461,8 @@ class SiteBuilder:
             summary = s["summary"] or {}
             rows.append({
                 "run_id": s["run_id"], "status": s["status"], "verdict": s["verdict"], "study": s["study"],
-                "study_slug": s["study_slug"], "label": s["label"], "engine": s["engine"],
+                "study_slug": s["study_slug"], "label": s["label"],
+                "engine": f"{s['engine']} (simulated)" if s.get("simulated") else s["engine"],
                 "decode_value": s["decode_value"], "prefill_value": s["prefill_value"],
                 "decode_text": "" if s["decode_value"] is None else f"{s['decode_value']:.1f} at {s['decode_at']}",
                 "prefill_text": "" if s["prefill_value"] is None else f"{s['prefill_value']:.0f} at {s['prefill_at']}",

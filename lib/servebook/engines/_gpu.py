@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from ._base import FailureCause
+from ._base import EngineAdapter, FailureCause
 
 FAILURE_PATTERNS: list[tuple[str, re.Pattern]] = [
     ("port_in_use", re.compile(r"address already in use|errno 98", re.I)),
@@ -42,3 +42,17 @@ async def tokenize_via(http, url: str, payload: dict, headers: dict) -> list[int
     response.raise_for_status()
     body = response.json()
     return body.get("tokens") or body.get("input_ids")
+
+
+class PythonServerAdapter(EngineAdapter):
+    """What SGLang and vLLM servers have in common: a /tokenize endpoint and Python failure logs."""
+
+    async def tokenize(self, http, base_url: str, text: str, model: str, headers: dict) -> list[int] | None:
+        return await tokenize_via(http, f"{base_url}/tokenize",
+                                  {"prompt": text, "model": model, "add_special_tokens": False}, headers)
+
+    def classify_failure(self, log_tail: str, exit_code: int | None) -> FailureCause:
+        return classify(log_tail, exit_code)
+
+    def error_lines(self, log_text: str) -> list[str]:
+        return error_lines(log_text)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from ..metrics import counter_delta
 from . import register
 from ._base import EngineAdapter, FailureCause, ServerCounts
 
@@ -124,8 +125,7 @@ class LlamaCppAdapter(EngineAdapter):
             return None
 
         def delta(name: str) -> float | None:
-            a, b = after.total(name), before.total(name)
-            return None if a is None or b is None else a - b
+            return counter_delta(before, after, name)
 
         uncached = delta("llamacpp:prompt_tokens_total")
         cached = delta("llamacpp:prompt_tokens_cached_total")

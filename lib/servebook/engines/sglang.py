@@ -10,8 +10,9 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from ..metrics import counter_delta
 from . import _gpu, register
-from ._base import EngineAdapter, FailureCause, ServerCounts
+from ._base import ServerCounts
 
 if TYPE_CHECKING:
     from ..candidate import Candidate
@@ -22,7 +23,7 @@ ALGORITHMS = {"eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "NEXTN", "draft_model
               "ngram": "NGRAM", "dflash": "DFLASH"}
 
 
-class SGLangAdapter(EngineAdapter):
+class SGLangAdapter(_gpu.PythonServerAdapter):
     kind = "sglang"
     owned = {
         "chunk_size": ("--chunked-prefill-size",),
@@ -85,25 +86,11 @@ class SGLangAdapter(EngineAdapter):
         if not after.available:
             return None
 
-        def delta(*names: str) -> float | None:
-            a, b = after.total(*names), before.total(*names)
-            return None if a is None or b is None else a - b
-
         return ServerCounts(
-            prompt_tokens=delta("sglang:prompt_tokens_total"),
-            cached_tokens=delta("sglang:cached_tokens_total"),
-            generation_tokens=delta("sglang:generation_tokens_total"),
+            prompt_tokens=counter_delta(before, after, "sglang:prompt_tokens_total"),
+            cached_tokens=counter_delta(before, after, "sglang:cached_tokens_total"),
+            generation_tokens=counter_delta(before, after, "sglang:generation_tokens_total"),
         )
-
-    async def tokenize(self, http, base_url: str, text: str, model: str, headers: dict) -> list[int] | None:
-        return await _gpu.tokenize_via(http, f"{base_url}/tokenize",
-                                       {"prompt": text, "model": model, "add_special_tokens": False}, headers)
-
-    def classify_failure(self, log_tail: str, exit_code: int | None) -> FailureCause:
-        return _gpu.classify(log_tail, exit_code)
-
-    def error_lines(self, log_text: str) -> list[str]:
-        return _gpu.error_lines(log_text)
 
 
 register(SGLangAdapter())

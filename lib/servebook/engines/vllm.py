@@ -11,8 +11,9 @@ import json
 import re
 from typing import TYPE_CHECKING
 
+from ..metrics import counter_delta
 from . import _gpu, register
-from ._base import EngineAdapter, FailureCause, ServerCounts
+from ._base import ServerCounts
 
 if TYPE_CHECKING:
     from ..candidate import Candidate
@@ -34,7 +35,7 @@ def metric(scrape: "Scrape", name: str) -> float | None:
     return scrape.total(name, *RENAMES.get(name, ()))
 
 
-class VLLMAdapter(EngineAdapter):
+class VLLMAdapter(_gpu.PythonServerAdapter):
     kind = "vllm"
     owned = {
         "chunk_size": ("--max-num-batched-tokens", "--enable-chunked-prefill", "--no-enable-chunked-prefill"),
@@ -92,8 +93,7 @@ class VLLMAdapter(EngineAdapter):
             return None
 
         def delta(name: str) -> float | None:
-            a, b = metric(after, name), metric(before, name)
-            return None if a is None or b is None else a - b
+            return counter_delta(before, after, name, *RENAMES.get(name, ()))
 
         return ServerCounts(
             prompt_tokens=delta("vllm:prompt_tokens_total"),
@@ -102,16 +102,6 @@ class VLLMAdapter(EngineAdapter):
             draft_tokens=delta("vllm:spec_decode_num_draft_tokens_total"),
             accepted_tokens=delta("vllm:spec_decode_num_accepted_tokens_total"),
         )
-
-    async def tokenize(self, http, base_url: str, text: str, model: str, headers: dict) -> list[int] | None:
-        return await _gpu.tokenize_via(http, f"{base_url}/tokenize",
-                                       {"prompt": text, "model": model, "add_special_tokens": False}, headers)
-
-    def classify_failure(self, log_tail: str, exit_code: int | None) -> FailureCause:
-        return _gpu.classify(log_tail, exit_code)
-
-    def error_lines(self, log_text: str) -> list[str]:
-        return _gpu.error_lines(log_text)
 
 
 register(VLLMAdapter())
