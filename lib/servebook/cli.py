@@ -249,25 +249,11 @@ def sim_cmd(
 def journal_ls(journal: Optional[Path] = JournalOption):
     """Every run in the journal, incomplete ones included."""
     j = _journal(journal)
-    frame = j.index(write=j.runs_dir.is_dir())
-    if frame.empty:
+    if not j.run_ids():
         out.print(f"no runs in {j.root}")
         return
-    table = Table(title=f"journal {j.root}", title_justify="left")
-    for column in ("run_id", "status", "candidate", "engine", "cells", "valid_cells", "failure"):
-        table.add_column(column)
-    style = {"completed": "green", "failed": "red", "incomplete": "yellow"}
-    for row in frame.itertuples():
-        table.add_row(row.run_id, f"[{style.get(row.status, 'white')}]{row.status}[/]", str(row.candidate),
-                      str(row.engine or "-"), _int(row.cells), _int(row.valid_cells), str(row.failure or "-"))
-    out.print(table)
-
-
-def _int(value) -> str:
-    try:
-        return str(int(value))
-    except (TypeError, ValueError):
-        return "-"
+    j.index()  # keep index.parquet in step with the manifests
+    out.print(j)
 
 
 @journal_app.command("show")

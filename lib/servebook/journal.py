@@ -256,6 +256,31 @@ class Journal:
                 return record
         return None
 
+    def _repr_html_(self) -> str:
+        import html
+
+        frame = self._display_frame()
+        return (f"<h4>journal {html.escape(str(self.root))}: {len(frame)} runs</h4>"
+                + frame.to_html(index=False, escape=True, na_rep="-"))
+
+    def __rich__(self):
+        from rich.table import Table
+
+        frame = self._display_frame()
+        table = Table(title=f"journal {self.root}: {len(frame)} runs", title_justify="left")
+        for column in frame.columns:
+            table.add_column(column, overflow="fold")
+        style = {"completed": "green", "failed": "red", "incomplete": "yellow", "accepted": "green",
+                 "rejected": "yellow"}
+        for row in frame.itertuples(index=False):
+            cells = ["-" if pd.isna(v) else str(v) for v in row]
+            table.add_row(*[f"[{style[c]}]{c}[/]" if c in style else c.replace("[", "\\[") for c in cells])
+        return table
+
+    def _display_frame(self) -> pd.DataFrame:
+        frame = self.index(write=False)
+        return frame[["run_id", "status", "verdict", "study", "candidate", "engine", "valid_cells", "cells", "failure"]]
+
     def index(self, write: bool = True) -> pd.DataFrame:
         """One row per run, derived from the manifests (incomplete runs included)."""
         rows = []
@@ -279,6 +304,7 @@ class Journal:
         frame = pd.DataFrame(rows, columns=["run_id", "status", "candidate", "candidate_id", "plan_id",
                                             "engine", "started_at", "cells", "valid_cells", "failure",
                                             "study", "verdict"])
+        frame[["cells", "valid_cells"]] = frame[["cells", "valid_cells"]].astype("Int64")
         if write and self.runs_dir.is_dir():
             path = self.root / "index.parquet"
             fd, tmp = tempfile.mkstemp(prefix=".index.", dir=self.root)
@@ -286,3 +312,4 @@ class Journal:
             frame.to_parquet(tmp, index=False)
             os.replace(tmp, path)
         return frame
+

@@ -14,6 +14,17 @@ from .plan import Plan, load_plan
 from .progress import Reporter
 
 
+def project_path(path: str | None) -> str | None:
+    """A relative path as the user meant it: from the current directory if it exists there, else from
+    the servebook project root. JupyterLab starts kernels in notebooks/, papermill and the CLI
+    usually in the project root; the same parameters must work in both."""
+    if path is None or Path(path).is_absolute() or Path(path).exists():
+        return path
+    from .paths import repo_data_dir
+
+    return str(repo_data_dir().parent / path)
+
+
 def resolve_candidate(candidate: dict | None = None, candidate_path: str | None = None,
                       overrides: dict[str, Any] | None = None) -> Candidate:
     """The notebook's parameters as a validated candidate; a bad parameter fails here, before launch."""
@@ -21,7 +32,7 @@ def resolve_candidate(candidate: dict | None = None, candidate_path: str | None 
         if candidate is not None:
             resolved = Candidate.model_validate(candidate)
         elif candidate_path:
-            resolved = load_candidate(candidate_path)
+            resolved = load_candidate(project_path(candidate_path))
         else:
             raise InputError("parameters: set candidate_path (a YAML file) or candidate (inline fields)")
         return resolved.with_overrides(overrides) if overrides else resolved
@@ -31,7 +42,7 @@ def resolve_candidate(candidate: dict | None = None, candidate_path: str | None 
 
 def resolve_plan(plan: dict | None = None, plan_path: str | None = None) -> Plan:
     try:
-        return Plan.model_validate(plan) if plan is not None else load_plan(plan_path)
+        return Plan.model_validate(plan) if plan is not None else load_plan(project_path(plan_path))
     except ValidationError as error:
         raise InputError(format_validation_error(error, "notebook parameters (plan)")) from None
 
@@ -45,7 +56,7 @@ def qualify(*, candidate: dict | None = None, candidate_path: str | None = None,
     resolved = resolve_candidate(candidate, candidate_path, overrides)
     resolved_plan = resolve_plan(plan, plan_path)
     context = {k: v for k, v in {"study": study, "study_entry": study_entry}.items() if v}
-    return run_candidate(resolved, resolved_plan, Journal(journal), reporter=Reporter(),
+    return run_candidate(resolved, resolved_plan, Journal(project_path(journal)), reporter=Reporter(),
                          extra_manifest=context, run_id=run_id)
 
 
@@ -62,14 +73,14 @@ def show(*objects) -> None:
 def compare(*, study_path: str | None = None, run_ids: list[str] | None = None,
             journal: str = "journal") -> RunComparison:
     """Runs side by side: a study's latest run per candidate, or the given run ids."""
-    j = Journal(journal)
+    j = Journal(project_path(journal))
     if run_ids:
         return RunComparison([j.run(r) for r in run_ids])
     if study_path:
         from .sweep import study_runs
         from .study import load_study
 
-        study = load_study(study_path)
+        study = load_study(project_path(study_path))
         runs = [record for _, record in study_runs(study, j) if record is not None]
         if not runs:
             raise InputError(f"{study_path}: no runs of study {study.name} in {Path(journal).resolve()}; "

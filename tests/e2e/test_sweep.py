@@ -204,3 +204,17 @@ def test_dry_run_of_the_gpu_recipes_needs_no_gpu_and_no_docker(study, expected, 
         assert normal(needle) in normal(result.stdout), needle
     assert "docker compose -f compose.yaml" in result.stdout and "nothing was started" in result.stdout
     assert not (tmp_path / "j").exists()
+
+
+def test_the_notebook_runs_as_jupyterlab_starts_it_from_notebooks(llama_install, tmp_path):
+    """JupyterLab starts the kernel in notebooks/; the default parameters must still find the data."""
+    out = tmp_path / "lab.ipynb"
+    journal = tmp_path / "journal"
+    subprocess.run([str(Path(sys.executable).parent / "papermill"), "qualify.ipynb", str(out), "--cwd", ".",
+                    "-p", "journal", str(journal), "-k", "python3",
+                    "-y", "plan: {decode: {concurrency: [1], categories: [prose], output_tokens: 8, rounds: 1}, "
+                          "prefill: null, warmup_requests: 0}\nplan_path: null"],
+                   cwd=REPO / "notebooks", env=ENV, check=True, capture_output=True, timeout=600)
+    [record] = Journal(journal).runs()
+    assert record.status == "completed"
+    assert record.manifest["candidate_label"] == "tiny-baseline"  # from data/candidates, found from notebooks/
