@@ -68,6 +68,24 @@ def _inactive_drafter(candidate: Candidate, adapter, log: MeasurementLog, writer
                         tail, None)
 
 
+def _server_info(adapter, base_url: str) -> dict | None:
+    """What the engine says about itself (version, server args), from the first info path that answers."""
+    import httpx
+
+    for path in adapter.info_paths:
+        try:
+            response = httpx.get(f"{base_url}{path}", timeout=5)
+        except httpx.HTTPError:
+            continue
+        if response.status_code == 200:
+            try:
+                body = response.json()
+            except ValueError:
+                continue
+            return {"path": path, **body} if isinstance(body, dict) else {"path": path, "body": body}
+    return None
+
+
 def _write_raw(writer: RunWriter, log: MeasurementLog) -> None:
     writer.write_table("requests", log.request_rows())
     writer.write_table("chunks", log.chunk_rows())
@@ -172,6 +190,12 @@ def run_candidate(
                                                                  on_poll=lambda s: task.update(s)), 3)
             except EngineFailed as error:
                 return seal_failed(error, "launch")
+        info = _server_info(adapter, base_url)
+        if info:
+            writer.write_json("server_info.json", info)
+            version = info.get("version") or (info.get("build_info") if isinstance(info.get("build_info"), str) else None)
+            if version and not environment.get("engine_version"):
+                environment["engine_version"] = str(version)
         cells = plan_cells(plan)
         total_requests = sum(c.n_requests for c in cells)
 
