@@ -112,6 +112,36 @@ def gpu_checks(candidate: Candidate, inventory, disk_path: Path | None = None) -
     return findings
 
 
+ENGINE_PROCESS_MARKERS = (b"llama-server", b"sglang.launch_server", b"vllm")
+
+
+def other_engine_processes(proc: Path = Path("/proc")) -> list[tuple[int, str]]:
+    """Engines already running on this host (pid, command): on a CPU host they share the cores with the
+    candidate, and two spinning ggml thread pools on two cores made decode about 30x slower here."""
+    found = []
+    me = os.getpid()
+    for entry in proc.iterdir() if proc.is_dir() else []:
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().split(")")[-1].split()[0]
+        except OSError:
+            continue
+        if state == "Z" or not argv or not argv[0]:
+            continue
+        head = b" ".join(argv[:4])
+        if any(marker in head for marker in ENGINE_PROCESS_MARKERS) and b"servebook.simulator" not in head:
+            found.append((int(entry.name), b" ".join(argv).decode(errors="replace")[:160]))
+    return found
+
+
+def host_checks() -> list[Finding]:
+    return [Finding("W_HOST_BUSY", "warning", f"another engine is running on this host (pid {pid}: {command}); "
+                                              "its load distorts every figure of this run")
+            for pid, command in other_engine_processes()]
+
+
 def _engine_available(candidate: Candidate) -> str:
     if candidate.engine == "vllm":
         path = shutil.which("vllm")
@@ -148,6 +178,8 @@ def preflight(candidate: Candidate, reporter: Reporter, *, inventory=None) -> Re
     disk = Path(candidate.model.path).expanduser().parent if candidate.model.path and not \
         candidate.model.path.startswith(TINY_PREFIX) else Path(os.environ.get("HF_HOME", Path.home()))
     findings = gpu_checks(candidate, inventory, disk if disk.exists() else None)
+    if launch.mode == "local":
+        findings += host_checks()
     if any(f.level == "error" for f in findings):
         raise PreflightFailed(findings)
     for finding in findings:

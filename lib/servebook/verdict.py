@@ -162,6 +162,9 @@ def judge(manifest: dict | None, cells: pd.DataFrame | None, baseline_cells: pd.
     if rules.require_valid:
         for row in cells[~cells["valid"].astype(bool)].itertuples():
             reasons.append(f"{row.cell_id} invalid: {row.invalid_reasons}")
+    for finding in (manifest.get("environment") or {}).get("preflight") or []:
+        if finding.get("code") == "W_HOST_BUSY":
+            reasons.append(f"measured on a busy host: {finding['message']}")
     for gate, score in ((manifest.get("summary") or {}).get("gates") or {}).items():
         if score["passed"] < score["cases"]:
             reasons.append(f"gate {gate} {score['passed']}/{score['cases']}: {score['first_failure']}")

@@ -3,6 +3,7 @@
 import json
 import signal
 import socket
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -99,3 +100,28 @@ def test_engine_killed_in_the_middle_of_a_cell(llama_install, tmp_path):
     assert len(requests) >= 2 and requests["error"].notna().any()
     assert record.table("cells") is None
     assert [r.status for r in journal.runs()] == ["failed"]
+
+
+def test_a_run_next_to_another_engine_is_flagged_and_rejected(llama_install, tmp_path):
+    from servebook.verdict import VerdictRules, judge
+
+    from .helpers import SMALL_PLAN as plan
+
+    # A second real server, as another user's engine would be.
+    from servebook.launcher import free_port
+    from servebook.tiny_models import tiny_model_path
+
+    other = subprocess.Popen([str(llama_install.server), "-m", str(tiny_model_path("draft")), "--port",
+                              str(free_port()), "--host", "127.0.0.1"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        small = plan.model_copy(update={"prefill": None})
+        record = run_candidate(tiny_candidate(), small, Journal(tmp_path), reporter=QUIET)
+    finally:
+        other.terminate()
+        other.wait(10)
+    findings = record.manifest["environment"]["preflight"]
+    assert [f["code"] for f in findings] == ["W_HOST_BUSY"]
+    assert str(other.pid) in findings[0]["message"]
+    verdict = judge(record.manifest, record.table("cells"), None, VerdictRules(), is_baseline=True)
+    assert verdict.outcome == "rejected" and verdict.reasons[0].startswith("measured on a busy host")
