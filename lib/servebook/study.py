@@ -87,6 +87,29 @@ class Study(_Strict):
     def rules_hash(self) -> str:
         return hashlib.sha256(self.verdict.model_dump_json().encode()).hexdigest()[:12]
 
+    def _rows(self) -> list[tuple[str, str, str]]:
+        return [(e.name, e.candidate.id, ", ".join(f"{k}={v}" for k, v in e.overrides.items()) or "(base)")
+                for e in self.expand()]
+
+    def _repr_html_(self) -> str:
+        import html
+
+        rows = "".join(f"<tr><td>{html.escape(n)}</td><td><code>{i}</code></td><td>{html.escape(o)}</td></tr>"
+                       for n, i, o in self._rows())
+        return (f"<h4>study {html.escape(self.name)}: {len(self._rows())} candidates, plan {self.plan.id}, "
+                f"rules {self.verdict.hash}</h4><table><tr><th>candidate</th><th>id</th><th>overrides</th></tr>"
+                f"{rows}</table>")
+
+    def __rich__(self):
+        from rich.table import Table
+
+        table = Table(title=f"study {self.name}: plan {self.plan.id}, rules {self.verdict.hash}", title_justify="left")
+        for column in ("candidate", "id", "overrides"):
+            table.add_column(column, overflow="fold")
+        for row in self._rows():
+            table.add_row(*row)
+        return table
+
     def expand(self) -> list["StudyEntry"]:
         """Named candidates in a stable order; a combination equal to an earlier one is dropped."""
         entries: list[StudyEntry] = []

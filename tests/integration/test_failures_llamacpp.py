@@ -111,10 +111,15 @@ def test_a_run_next_to_another_engine_is_flagged_and_rejected(llama_install, tmp
     from servebook.launcher import free_port
     from servebook.tiny_models import tiny_model_path
 
+    port = free_port()
     other = subprocess.Popen([str(llama_install.server), "-m", str(tiny_model_path("draft")), "--port",
-                              str(free_port()), "--host", "127.0.0.1"],
+                              str(port), "--host", "127.0.0.1"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
+        # wait until it is really running (right after fork its command line is still pytest's)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not servers_on_port(port):
+            time.sleep(0.05)
         small = plan.model_copy(update={"prefill": None})
         record = run_candidate(tiny_candidate(), small, Journal(tmp_path), reporter=QUIET)
     finally:
