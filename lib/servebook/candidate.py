@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -154,6 +154,9 @@ class Candidate(_Strict):
     model: ModelRef
     knobs: Knobs = Knobs()
     extra_args: list[str] = Field(default_factory=list, description="engine flags servebook does not model")
+    request_extras: dict[str, Any] = Field(
+        default_factory=dict,
+        description="fields added to every request body (e.g. {ignore_eos: true} for a server servebook does not know)")
     launch: Launch = Launch()
     pins: Pins = Pins()
 
@@ -167,6 +170,8 @@ class Candidate(_Strict):
     def identity(self) -> dict:
         # Unset optional fields are left out, so adding one to the model later keeps every id stable.
         data = self.model_dump(mode="json", exclude={"name", "launch"}, exclude_none=True)
+        if not data.get("request_extras"):
+            data.pop("request_extras", None)
         data["launch_mode"] = self.launch.mode
         if self.launch.simulator:
             # A simulated run must never pass for a measurement of the real engine.

@@ -84,6 +84,7 @@ class Measurement:
         api_key: str = "servebook",
         alive_check: Callable[[], None] | None = None,
         engine_log: Path | None = None,
+        request_extras: dict | None = None,
     ):
         self.base_url = base_url.rstrip("/")
         self.adapter = adapter
@@ -92,6 +93,7 @@ class Measurement:
         self.api_key = api_key
         self.alive_check = alive_check or (lambda: None)
         self.engine_log = engine_log
+        self.user_extras = dict(request_extras or {})
         self.log = MeasurementLog()
         self.model_name = "default"
         self._filler: list[int] | None = None
@@ -117,6 +119,10 @@ class Measurement:
     def _auth(self) -> dict:
         return {"Authorization": f"Bearer {self.api_key}"}
 
+    def _extras(self, output_tokens: int) -> dict:
+        """The engine's way of forcing the length, then the candidate's own request fields on top."""
+        return {**self.adapter.request_extras(output_tokens), **self.user_extras}
+
     async def tokenize(self, text: str) -> list[int]:
         tokens = await self.adapter.tokenize(self.http, self.base_url, text, self.model_name, self._auth)
         if tokens is None:
@@ -126,7 +132,7 @@ class Measurement:
 
     async def warmup(self) -> None:
         """Unrecorded requests so first-use costs (page faults, thread pools) stay out of the cells."""
-        extras = self.adapter.request_extras(8)
+        extras = self._extras(8)
         for i in range(self.plan.warmup_requests):
             record = RequestRecord(f"warmup-{i}", "warmup", 1, "prose", 8, t_send=0.0)
             await stream_request(self.openai, record, model=self.model_name, max_tokens=8,
@@ -141,7 +147,7 @@ class Measurement:
 
     async def _decode_requests(self, spec: CellSpec, on_done) -> list[RequestRecord]:
         gate = asyncio.Semaphore(spec.concurrency)
-        extras = self.adapter.request_extras(spec.output_tokens)
+        extras = self._extras(spec.output_tokens)
 
         async def one(i: int) -> RequestRecord:
             record = RequestRecord(f"{spec.cell_id}-{i}", spec.cell_id, spec.concurrency, spec.category,
@@ -161,7 +167,7 @@ class Measurement:
             # Engines reuse the longest cached common prefix, even a single token, so the
             # first token of every cold prompt differs from the first token of every other.
             self._openers = sorted(set(self._filler))
-        extras = self.adapter.request_extras(1)
+        extras = self._extras(1)
         records = []
         for i in range(spec.n_requests):
             opener = self._openers[self._prefill_count % len(self._openers)]

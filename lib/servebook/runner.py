@@ -201,7 +201,7 @@ def run_candidate(
 
         async def measure() -> None:
             async with Measurement(base_url, adapter, plan, tag=writer.run_id, alive_check=alive_check,
-                                   engine_log=writer.engine_log) as m:
+                                   engine_log=writer.engine_log, request_extras=candidate.request_extras) as m:
                 m.log = log
                 engine_info["served_model"] = m.model_name
                 with reporter.task("warm up", total=plan.warmup_requests) as task:

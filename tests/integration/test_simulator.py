@@ -125,6 +125,17 @@ def test_openai_engine_attaches_and_does_not_fake_reconciliation(tmp_path):
     assert any("tokens instead of 24" in r for r in verdict.reasons)
 
 
+def test_request_extras_let_an_unknown_server_force_the_length(tmp_path):
+    candidate = Candidate.model_validate({
+        "name": "templated", "engine": "openai", "model": {"id": "model"}, "request_extras": {"ignore_eos": True},
+        "launch": {"command": [sys.executable, "-m", "servebook.simulator", "--flavor", "vllm", "--port", "{port}"],
+                   "ready_timeout_s": 20}})
+    record = run_candidate(candidate, PLAN, Journal(tmp_path), reporter=QUIET)
+    cells = record.table("cells")
+    assert cells["valid"].all(), cells["invalid_reasons"].tolist()  # lengths forced and checked
+    assert (cells["reconciliation"] == "not_available").all()
+
+
 def test_openai_engine_launches_a_command_template(tmp_path):
     candidate = Candidate.model_validate({
         "name": "templated", "engine": "openai", "model": {"id": "model"},
