@@ -95,7 +95,8 @@ class RunComparison:
             if not table.empty:
                 if metric == "ttft_s":
                     table = table * 1000
-                out[title] = table.map(lambda v: _fmt(v, ".0f" if metric != "aggregate_tok_s" else ".1f"))
+                spec = ".1f" if metric == "aggregate_tok_s" else ".0f"
+                out[title] = table.map(lambda v, spec=spec: _fmt(v, spec))
         return out
 
     def figures(self) -> list:

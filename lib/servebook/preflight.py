@@ -7,7 +7,6 @@ are skipped with a note that goes into the run's manifest.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import subprocess

@@ -59,7 +59,7 @@ def prefill_table(cells: pd.DataFrame) -> pd.DataFrame:
 
 def _rich_table(frame: pd.DataFrame, title: str) -> Table:
     table = Table(title=title, title_justify="left")
-    for i, column in enumerate(frame.columns):
+    for column in frame.columns:
         table.add_column(str(column), justify="left" if column == "Check" else "right")
     for row in frame.itertuples(index=False):
         cells = []
@@ -77,7 +77,6 @@ class RunReport:
     run: RunRecord
 
     def _header(self) -> str:
-        m = self.run.manifest or {}
         return f"run {self.run.run_id}  {self.run.candidate_label}  status: {self.run.status}"
 
     def _failure_text(self) -> str | None:

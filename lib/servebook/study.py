@@ -40,7 +40,7 @@ class Axes(_Strict):
                     raise ValueError(f"axes.{kind}.{name}: give at least one value")
         lengths = {len(v) for v in self.zip.values()}
         if len(lengths) > 1:
-            raise ValueError(f"axes.zip: every zipped axis needs the same number of values, got "
+            raise ValueError("axes.zip: every zipped axis needs the same number of values, got "
                              + ", ".join(f"{k}={len(v)}" for k, v in self.zip.items()))
         overlap = set(self.grid) & set(self.zip)
         if overlap:
@@ -152,14 +152,14 @@ def _combo_name(combo: dict[str, Any]) -> str:
 
 
 def _check_axis_paths(data: dict, source: str) -> None:
-    """Try each axis and variant key alone on the base, so the error names the axis, not a candidate."""
+    """Walk each axis and variant key through the candidate model, so an unknown field is reported
+    under the axis that names it rather than under some expanded candidate."""
     axes = data.get("axes") or {}
-    keys = [(f"axes.{kind}.{k}", k, values[0] if isinstance(values, list) and values else None)
-            for kind in ("grid", "zip") for k, values in (axes.get(kind) or {}).items()]
+    keys = [(f"axes.{kind}.{k}", k) for kind in ("grid", "zip") for k in (axes.get(kind) or {})]
     for i, variant in enumerate(data.get("variants") or []):
-        for k, v in ((variant or {}).get("set") or {}).items():
-            keys.append((f"variants[{i}].set.{k}", k, v))
-    for where, dotted, sample in keys:
+        for k in ((variant or {}).get("set") or {}):
+            keys.append((f"variants[{i}].set.{k}", k))
+    for where, dotted in keys:
         parts = dotted.split(".")
         model: Any = Candidate
         for depth, part in enumerate(parts):

@@ -7,7 +7,6 @@ any time; each computation is appended to the run as a new event, never overwrit
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
