@@ -34,6 +34,7 @@ class RequestRecord:
     server_draft_tokens: int | None = None
     server_draft_accepted: int | None = None
     chunk_times: list[float] = field(default_factory=list, repr=False)
+    chunk_tokens: list[int | None] = field(default_factory=list, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -54,6 +55,7 @@ class RequestRecord:
     def row(self) -> dict[str, Any]:
         data = asdict(self)
         data.pop("chunk_times")
+        data.pop("chunk_tokens")
         return data
 
 
@@ -85,16 +87,18 @@ async def stream_request(
     prompt: list[int] | str | None = None,
     extra_body: dict | None = None,
     keep_chunk_times: bool = True,
+    stream_options: dict | None = None,
 ) -> RequestRecord:
     """Send one streaming request (chat when `messages`, completion when `prompt`) and fill `record`."""
     common = dict(
         model=model,
         max_tokens=max_tokens,
         stream=True,
-        stream_options={"include_usage": True},
+        stream_options=stream_options or {"include_usage": True},
         temperature=0.0,
         extra_body=extra_body or None,
     )
+    counted = 0  # completion tokens accounted for by earlier content chunks (continuous usage only)
     record.t_send = time.monotonic()
     try:
         if messages is not None:
@@ -122,6 +126,13 @@ async def stream_request(
                     record.t_first = now
                 if keep_chunk_times:
                     record.chunk_times.append(now)
+                    # Engines that report usage on every chunk tell how many tokens a chunk carried;
+                    # a drafter's accepted run arrives as one chunk of several tokens.
+                    if chunk.usage is not None:
+                        record.chunk_tokens.append(chunk.usage.completion_tokens - counted)
+                        counted = chunk.usage.completion_tokens
+                    else:
+                        record.chunk_tokens.append(None)
             if has_content or choice.finish_reason:
                 record.t_last = now
             if choice.finish_reason:

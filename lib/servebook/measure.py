@@ -54,9 +54,10 @@ class MeasurementLog:
         rows = []
         for record in [r for o in self.outcomes for r in o.records] + self.partial_records:
             previous = record.t_first
-            for i, t in enumerate(record.chunk_times):
+            tokens = record.chunk_tokens or [None] * len(record.chunk_times)
+            for i, (t, n) in enumerate(zip(record.chunk_times, tokens)):
                 rows.append({"request_id": record.request_id, "cell_id": record.cell_id, "index": i,
-                             "t": t, "gap_s": None if i == 0 else t - previous, "tokens": None})
+                             "t": t, "gap_s": None if i == 0 else t - previous, "tokens": n})
                 previous = t
         return rows
 
@@ -155,7 +156,8 @@ class Measurement:
             async with gate:
                 await stream_request(self.openai, record, model=self.model_name, max_tokens=spec.output_tokens,
                                      messages=decode_prompt(spec.category, i, f"{self.tag}:{spec.cell_id}:{i}"),
-                                     extra_body=extras, keep_chunk_times=self.plan.record_chunks)
+                                     extra_body=extras, keep_chunk_times=self.plan.record_chunks,
+                                     stream_options=self.adapter.stream_options())
             on_done()
             return record
 
@@ -176,7 +178,8 @@ class Measurement:
             prompt = exact_length_prompt(self._filler, prefix, spec.prompt_tokens)
             record = RequestRecord(f"{spec.cell_id}-{i}", spec.cell_id, 1, spec.category, 1, t_send=0.0)
             await stream_request(self.openai, record, model=self.model_name, max_tokens=1, prompt=prompt,
-                                 extra_body=extras, keep_chunk_times=self.plan.record_chunks)
+                                 extra_body=extras, keep_chunk_times=self.plan.record_chunks,
+                                     stream_options=self.adapter.stream_options())
             records.append(record)
             on_done()
         return records

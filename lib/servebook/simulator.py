@@ -324,6 +324,7 @@ def build_app(engine: Engine):
         obj = "chat.completion.chunk" if chat else "text_completion"
         tools = body.get("tools") or []
         measured = "warmup" not in json.dumps(body.get("messages", ""))[:200]
+        continuous = config.flavor == "vllm" and bool((body.get("stream_options") or {}).get("continuous_usage_stats"))
 
         def chunk(choice=None, usage=None, extra=None) -> str:
             data = {"id": request_id, "object": obj, "created": created, "model": config.model,
@@ -354,7 +355,9 @@ def build_app(engine: Engine):
                 text = "".join(words[(index + i) % len(words)] for i in range(n))
                 index += n
                 piece = {"index": 0, "delta": {"content": text}} if chat else {"index": 0, "text": text}
-                yield chunk({**piece, "finish_reason": None})
+                running_usage = {"prompt_tokens": len(prompt), "completion_tokens": produced,
+                                 "total_tokens": len(prompt) + produced} if continuous else None
+                yield chunk({**piece, "finish_reason": None}, usage=running_usage)
                 if measured:
                     engine.measured_tokens += n
                     maybe_fault_mid_stream()

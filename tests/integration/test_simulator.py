@@ -144,3 +144,16 @@ def test_openai_engine_launches_a_command_template(tmp_path):
     record = run_candidate(candidate, PLAN.model_copy(update={"prefill": None}), Journal(tmp_path), reporter=QUIET)
     assert record.status == "completed", record.manifest.get("failure")
     assert record.manifest["engine"]["argv"][:3] == [sys.executable, "-m", "servebook.simulator"]
+
+
+def test_multi_token_chunks_are_counted_where_the_engine_reports_usage_per_chunk(tmp_path):
+    candidate = Candidate.model_validate({
+        "name": "drafting", "engine": "vllm", "model": {"id": "org/model"},
+        "knobs": {"max_running_requests": 4, "drafter": {"kind": "ngram", "max_draft_tokens": 4}},
+        "launch": {"simulator": True}})
+    record = run_candidate(candidate, PLAN.model_copy(update={"prefill": None}), Journal(tmp_path), reporter=QUIET)
+    chunks, requests = record.table("chunks"), record.table("requests")
+    assert chunks["tokens"].notna().all()
+    assert (chunks["tokens"] > 1).any(), "an accepted draft run arrives as one chunk of several tokens"
+    per_request = chunks.groupby("request_id")["tokens"].sum()
+    assert (per_request == requests.set_index("request_id").loc[per_request.index, "completion_tokens"]).all()

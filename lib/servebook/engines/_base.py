@@ -68,6 +68,10 @@ class EngineAdapter(ABC):
     def server_counts(self, before: "Scrape", after: "Scrape") -> ServerCounts | None:
         """Counter deltas over an interval in client-comparable terms; None when /metrics is off."""
 
+    def stream_options(self) -> dict:
+        """What to ask of the stream: usage at the end at least, per chunk where the engine can."""
+        return {"include_usage": True}
+
     def request_extras(self, output_tokens: int) -> dict:
         """Fields sent through the SDK's extra_body to force the output length."""
         return {"ignore_eos": True, "min_tokens": output_tokens}

@@ -50,6 +50,10 @@ class VLLMAdapter(_gpu.PythonServerAdapter):
                                  r"Dynamo bytecode transform", re.I)
     info_paths = ("/version",)
 
+    def stream_options(self) -> dict:
+        # Usage on every chunk gives the tokens each chunk carried (several, with a drafter).
+        return {"include_usage": True, "continuous_usage_stats": True}
+
     def check(self, candidate: "Candidate") -> None:
         knobs = candidate.knobs
         if knobs.kv_dtype is not None and knobs.kv_dtype not in KV_TYPES:
