@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-# Builds llama-server once (about 8 minutes on 2 cores) into ~/.cache/servebook; later calls return at once.
+# Builds llama-server once (4 to 8 minutes on 2 cores) into ~/.cache/servebook; later calls return at once.
 engine: setup
 	$(BIN)/servebook engine install llamacpp
 	$(BIN)/servebook models tiny
