@@ -218,14 +218,19 @@ def format_validation_error(error: ValidationError, source: str) -> str:
     return "\n".join(lines)
 
 
-def load_yaml_model(path: str | Path, model_cls: type[BaseModel]):
+def read_yaml(path: str | Path, what: str = "file"):
+    """The parsed YAML of a user's file, or one InputError that names the file."""
     path = Path(path)
     if not path.is_file():
-        raise InputError(f"{path}: file not found")
+        raise InputError(f"{path}: {what} not found")
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        return yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as error:
         raise InputError(f"{path}: not valid YAML: {error}") from None
+
+
+def load_yaml_model(path: str | Path, model_cls: type[BaseModel]):
+    data = read_yaml(path)
     try:
         return model_cls.model_validate(data)
     except ValidationError as error:

@@ -14,10 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .candidate import Candidate, InputError, format_validation_error
+from .candidate import Candidate, InputError, format_validation_error, read_yaml
 from .plan import Plan
 from .verdict import VerdictRules
 
@@ -179,12 +178,7 @@ def _check_axis_paths(data: dict, source: str) -> None:
 
 def load_study(path: str | Path) -> Study:
     path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{path}: study file not found")
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as error:
-        raise InputError(f"{path}: not valid YAML: {error}") from None
+    data = read_yaml(path, "study file")
     if not isinstance(data, dict):
         raise InputError(f"{path}: a study is a mapping with name, base, axes, variants, plan, verdict")
     _check_axis_paths(data, str(path))

@@ -33,6 +33,20 @@ class FailureCause:
     message: str
 
 
+def classify_by_patterns(patterns: list[tuple[str, re.Pattern]], log_tail: str,
+                         exit_code: int | None) -> FailureCause:
+    """The first cause whose pattern matches a log line (in the order given), else how the process ended."""
+    for cause, pattern in patterns:
+        for line in log_tail.splitlines():
+            if pattern.search(line):
+                return FailureCause(cause, line.strip())
+    if exit_code is not None and exit_code < 0:
+        return FailureCause("crash", f"engine killed by signal {-exit_code}")
+    if exit_code is not None:
+        return FailureCause("crash", f"engine exited with code {exit_code}")
+    return FailureCause("crash", "engine stopped answering")
+
+
 class EngineAdapter(ABC):
     kind: str
     #: knob name -> every spelling of the flags that knob sets; the same flag in extra_args is refused

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from ._base import EngineAdapter, FailureCause
+from ._base import EngineAdapter, FailureCause, classify_by_patterns
 
 FAILURE_PATTERNS: list[tuple[str, re.Pattern]] = [
     ("port_in_use", re.compile(r"address already in use|errno 98", re.I)),
@@ -19,15 +19,7 @@ FAILURE_PATTERNS: list[tuple[str, re.Pattern]] = [
 
 
 def classify(log_tail: str, exit_code: int | None) -> FailureCause:
-    for cause, pattern in FAILURE_PATTERNS:
-        for line in log_tail.splitlines():
-            if pattern.search(line):
-                return FailureCause(cause, line.strip())
-    if exit_code is not None and exit_code < 0:
-        return FailureCause("crash", f"engine killed by signal {-exit_code}")
-    if exit_code is not None:
-        return FailureCause("crash", f"engine exited with code {exit_code}")
-    return FailureCause("crash", "engine stopped answering")
+    return classify_by_patterns(FAILURE_PATTERNS, log_tail, exit_code)
 
 
 def error_lines(log_text: str) -> list[str]:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from ..metrics import counter_delta
 from . import register
-from ._base import EngineAdapter, FailureCause, ServerCounts
+from ._base import EngineAdapter, FailureCause, ServerCounts, classify_by_patterns
 
 if TYPE_CHECKING:
     from ..candidate import Candidate
@@ -153,16 +153,7 @@ class LlamaCppAdapter(EngineAdapter):
         return [line.strip() for line in log_text.splitlines() if _ERROR_LEVEL.match(line)]
 
     def classify_failure(self, log_tail: str, exit_code: int | None) -> FailureCause:
-        for cause, pattern in _FAILURE_PATTERNS:
-            match = pattern.search(log_tail)
-            if match:
-                line = next((l for l in log_tail.splitlines() if pattern.search(l)), match.group(0))
-                return FailureCause(cause, line.strip())
-        if exit_code is not None and exit_code < 0:
-            return FailureCause("crash", f"engine killed by signal {-exit_code}")
-        if exit_code is not None:
-            return FailureCause("crash", f"engine exited with code {exit_code}")
-        return FailureCause("crash", "engine stopped answering")
+        return classify_by_patterns(_FAILURE_PATTERNS, log_tail, exit_code)
 
 
 register(LlamaCppAdapter())
