@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 from servebook.journal import Journal
-from servebook.site import build_site
-from servebook.testing import write_synthetic_run
+from servebook.present import build_site
+from servebook.journal.synthetic import write_synthetic_run
 
 
 def main() -> None:

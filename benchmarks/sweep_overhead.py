@@ -16,8 +16,8 @@ import tempfile
 from pathlib import Path
 
 from servebook import Journal
-from servebook.progress import Reporter
-from servebook.study import Study
+from servebook.util.progress import Reporter
+from servebook.config import Study
 from servebook.sweep import sweep
 
 

@@ -1,10 +1,60 @@
-"""servebook: qualify LLM serving configurations and keep every run in a journal."""
+"""servebook: qualify LLM serving configurations and keep every run in a journal.
 
-__version__ = "0.1.0"
+The notebook user's public face::
 
-from .candidate import Candidate, InputError, load_candidate  # noqa: E402
-from .journal import Journal, RunRecord  # noqa: E402
-from .plan import Plan, load_plan  # noqa: E402
-from .runner import run_candidate  # noqa: E402
+    import servebook as sb
+    candidate = sb.load_candidate("data/candidates/tiny-llamacpp.yaml")
+    record = sb.qualify(candidate_path="data/candidates/tiny-llamacpp.yaml")
+    sb.report(record)                       # the run's tables
+    study = sb.load_study("data/studies/tiny-demo.yaml")
+    sb.sweep(study, sb.Journal("journal"))  # one papermill execution per candidate
+    sb.judge(study, sb.Journal("journal"))  # verdicts with reasons
+    sb.compare(study_path="data/studies/tiny-demo.yaml")
 
-__all__ = ["Candidate", "InputError", "Journal", "Plan", "RunRecord", "load_candidate", "load_plan", "run_candidate", "__version__"]
+Names are imported on first use, so `import servebook` stays light.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING
+
+from . import engines as _engines  # noqa: F401  (registers every built-in engine's candidate checks)
+from ._version import __version__
+
+_PUBLIC = {
+    "Candidate": "config", "Plan": "config", "Study": "config", "VerdictRules": "config", "InputError": "config",
+    "load_candidate": "config", "load_plan": "config", "load_study": "config",
+    "Journal": "journal", "RunRecord": "journal", "Manifest": "journal",
+    "run_candidate": "run",
+    "judge": "verdicts", "Verdict": "verdicts",
+    "sweep": "sweep", "dry_run": "sweep",
+    "build_site": "present", "report": "present", "RunReport": "present", "RunComparison": "present",
+    "StudyView": "present", "VerdictsView": "present", "figures": "present",
+    "qualify": "notebook", "compare": "notebook", "show": "notebook",
+}
+
+__all__ = sorted(_PUBLIC) + ["__version__"]
+
+
+def __getattr__(name: str):
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'servebook' has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
+
+
+if TYPE_CHECKING:  # what static tools and editors see
+    from .config import Candidate, InputError, Plan, Study, VerdictRules, load_candidate, load_plan, load_study
+    from .journal import Journal, Manifest, RunRecord
+    from .notebook import compare, qualify, show
+    from .present import RunComparison, RunReport, StudyView, VerdictsView, build_site, figures, report
+    from .run import run_candidate
+    from .sweep import dry_run, sweep
+    from .verdicts import Verdict, judge

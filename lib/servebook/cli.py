@@ -10,13 +10,11 @@ from typing import Optional
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
-from .candidate import InputError, load_candidate
-from .engine_install import EngineInstallError, find_llamacpp, install_llamacpp
+from .config import InputError, load_candidate, load_plan, load_study, parse_overrides, with_overrides
+from .engines.llamacpp_build import EngineInstallError, find_llamacpp, install_llamacpp
 from .journal import Journal
-from .plan import load_plan
-from .progress import Reporter
+from .util.progress import Reporter
 
 app = typer.Typer(help="Qualify LLM serving configurations; keep every run in a journal.",
                   no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
@@ -87,22 +85,10 @@ def engine_info():
 @_friendly
 def models_tiny():
     """Write the deterministic random-weight tiny target and draft models (if missing)."""
-    from .tiny_models import ensure_tiny_models
+    from .engines.tiny_models import ensure_tiny_models
 
     for name, path in ensure_tiny_models(reporter=Reporter()).items():
         out.print(f"tiny:{name}  {path}  ({path.stat().st_size / 1e6:.0f} MB)")
-
-
-def _parse_sets(values: list[str]) -> dict:
-    import yaml
-
-    overrides = {}
-    for item in values:
-        key, eq, raw = item.partition("=")
-        if not eq:
-            raise InputError(f"--set {item!r}: expected KEY=VALUE, for example knobs.chunk_size=256")
-        overrides[key.strip()] = yaml.safe_load(raw)
-    return overrides
 
 
 @app.command("run")
@@ -114,21 +100,15 @@ def run(
     set_: list[str] = typer.Option([], "--set", help="override a candidate field, e.g. knobs.chunk_size=256"),
 ):
     """Launch one candidate, measure it, reconcile, and record the run in the journal."""
-    from pydantic import ValidationError
-
-    from .candidate import format_validation_error
-    from .report import RunReport
-    from .runner import run_candidate
+    from .present import report
+    from .run import run_candidate
 
     candidate = load_candidate(candidate_file)
     if set_:
-        try:
-            candidate = candidate.with_overrides(_parse_sets(set_))
-        except ValidationError as error:
-            raise InputError(format_validation_error(error, "--set")) from None
+        candidate = with_overrides(candidate, parse_overrides(set_))
     plan = load_plan(plan_file)
     record = run_candidate(candidate, plan, _journal(journal), reporter=Reporter())
-    out.print(RunReport(record))
+    out.print(report(record))
     out.print(f"\nrecorded in {record.dir}")
     if record.status != "completed":
         raise typer.Exit(1)
@@ -145,54 +125,23 @@ def sweep_cmd(
     execution_timeout: int = typer.Option(3600, help="seconds one notebook cell may run"),
 ):
     """Run notebooks/qualify.ipynb once per candidate of a study, then judge every run."""
-    from .study import load_study
+    from .present import DryRunView, VerdictsView
     from .sweep import dry_run as plan_dry_run
-    from .sweep import judge_study, sweep
+    from .sweep import sweep
+    from .verdicts import judge
 
     study = load_study(study_file)
     if dry_run:
-        import shlex
-
-        entries = plan_dry_run(study)
-        for item in entries:
-            out.print(f"[bold]{item.entry.name}[/] ({item.entry.candidate.id})", highlight=False)
-            for step in item.preflight:
-                out.print(f"  preflight: {step}", markup=False, highlight=False, soft_wrap=True)
-            if item.compose_yaml is not None:
-                out.print("  compose.yaml:", highlight=False)
-                out.print("    " + item.compose_yaml.rstrip().replace("\n", "\n    "), markup=False,
-                          highlight=False, soft_wrap=True)
-                for command in item.compose_commands:
-                    line = f"  # then wait until {command[1]} is healthy" if command[0].startswith("<") \
-                        else "  $ " + shlex.join(command)
-                    out.print(line, markup=False, highlight=False, soft_wrap=True)
-            else:
-                out.print("  $ " + shlex.join(item.argv), markup=False, highlight=False, soft_wrap=True)
-        out.print(f"{len(entries)} candidates, plan {study.plan.id}; nothing was started (--dry-run)")
+        out.print(DryRunView(plan_dry_run(study), study.plan.id), soft_wrap=True)
         return
     j = _journal(journal).ensure_writable()
     results = sweep(study, j, reporter=Reporter(), retry_failed=retry_failed, kernel_name=kernel,
                     execution_timeout=execution_timeout)
-    judged = judge_study(study, j)
-    _print_verdicts(judged)
+    out.print(VerdictsView(judge(study, j)))
     ran = sum(1 for r in results if r.status != "skipped")
     out.print(f"\n{ran} candidates run, {len(results) - ran} skipped (already recorded). "
               f"Results: {j.root}/runs; compare them with `servebook journal ls --journal {j.root}` "
               f"or notebooks/compare.ipynb (study_path={study_file}).")
-
-
-def _print_verdicts(judged) -> None:
-    table = Table(title="verdicts", title_justify="left", show_lines=True)
-    for column in ("candidate", "run", "verdict", "reasons"):
-        table.add_column(column)
-    style = {"accepted": "green", "rejected": "yellow", "failed": "red"}
-    for entry, record, verdict in judged:
-        if record is None:
-            table.add_row(entry.name, "-", "not run", "")
-            continue
-        table.add_row(entry.name, record.run_id, f"[{style[verdict.outcome]}]{verdict.outcome}[/]",
-                      "\n".join(verdict.reasons))
-    out.print(table)
 
 
 @app.command("judge")
@@ -202,11 +151,10 @@ def judge_cmd(
     journal: Optional[Path] = JournalOption,
 ):
     """Re-judge a study's recorded runs under its current rules, without running anything."""
-    from .study import load_study
-    from .sweep import judge_study
+    from .present import VerdictsView
+    from .verdicts import judge
 
-    study = load_study(study_file)
-    _print_verdicts(judge_study(study, _journal(journal)))
+    out.print(VerdictsView(judge(load_study(study_file), _journal(journal))))
 
 
 @app.command("site")
@@ -216,7 +164,7 @@ def site_cmd(
     out_dir: Path = typer.Option(Path("site"), "--out", "-o", help="output directory"),
 ):
     """Render the journal as a static site (works from file://, no network; incremental)."""
-    from .site import build_site
+    from .present import build_site
 
     j = _journal(journal)
     if not j.runs_dir.is_dir():
@@ -234,7 +182,7 @@ def sim_cmd(
     port: Optional[int] = typer.Option(None, help="port, when no engine argv follows --"),
 ):
     """Serve a simulated engine (a test double: timing model, no model). Engine flags may follow --."""
-    from .simulator import main as simulator_main
+    from .engines.simulator import main as simulator_main
 
     argv = ["--flavor", flavor, *[f"--fault={f}" for f in fault]]
     if port is not None:
@@ -261,10 +209,10 @@ def journal_ls(journal: Optional[Path] = JournalOption):
 def journal_show(run_id: str = typer.Argument(..., help="run id (a unique prefix or fragment is enough)"),
                  journal: Optional[Path] = JournalOption):
     """One run's tables, or its failure cause and log tail."""
-    from .report import RunReport
+    from .present import report
 
     record = _journal(journal).run(run_id)
-    out.print(RunReport(record))
+    out.print(report(record))
     out.print(f"\n{record.dir}")
 
 

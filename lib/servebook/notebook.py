@@ -5,13 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
-from .candidate import Candidate, InputError, format_validation_error, load_candidate
-from .comparison import RunComparison
+from .config import Candidate, InputError, Plan, load_candidate, load_plan, load_study, validate, with_overrides
 from .journal import Journal, RunRecord
-from .plan import Plan, load_plan
-from .progress import Reporter
+from .present import RunComparison
+from .util.paths import repo_data_dir
+from .util.progress import Reporter
+from .verdicts import study_runs
 
 
 def project_path(path: str | None) -> str | None:
@@ -20,38 +19,33 @@ def project_path(path: str | None) -> str | None:
     usually in the project root; the same parameters must work in both."""
     if path is None or Path(path).is_absolute() or Path(path).exists():
         return path
-    from .paths import repo_data_dir
-
     return str(repo_data_dir().parent / path)
 
 
 def resolve_candidate(candidate: dict | None = None, candidate_path: str | None = None,
                       overrides: dict[str, Any] | None = None) -> Candidate:
     """The notebook's parameters as a validated candidate; a bad parameter fails here, before launch."""
-    try:
-        if candidate is not None:
-            resolved = Candidate.model_validate(candidate)
-        elif candidate_path:
-            resolved = load_candidate(project_path(candidate_path))
-        else:
-            raise InputError("parameters: set candidate_path (a YAML file) or candidate (inline fields)")
-        return resolved.with_overrides(overrides) if overrides else resolved
-    except ValidationError as error:
-        raise InputError(format_validation_error(error, "notebook parameters")) from None
+    if candidate is not None:
+        resolved = validate(Candidate, candidate, "notebook parameters")
+    elif candidate_path:
+        resolved = load_candidate(project_path(candidate_path))
+    else:
+        raise InputError("parameters: set candidate_path (a YAML file) or candidate (inline fields)")
+    return with_overrides(resolved, overrides, "notebook parameters (overrides)") if overrides else resolved
 
 
 def resolve_plan(plan: dict | None = None, plan_path: str | None = None) -> Plan:
-    try:
-        return Plan.model_validate(plan) if plan is not None else load_plan(project_path(plan_path))
-    except ValidationError as error:
-        raise InputError(format_validation_error(error, "notebook parameters (plan)")) from None
+    if plan is not None:
+        return validate(Plan, plan, "notebook parameters (plan)")
+    return load_plan(project_path(plan_path))
 
 
 def qualify(*, candidate: dict | None = None, candidate_path: str | None = None, plan: dict | None = None,
             plan_path: str | None = None, overrides: dict[str, Any] | None = None, journal: str = "journal",
             run_id: str | None = None, study: str | None = None, study_entry: str | None = None) -> RunRecord:
-    """Run one candidate and return its record (which renders its tables in a notebook)."""
-    from .runner import run_candidate
+    """Run one candidate and return its record (a one-line summary when displayed; `report(record)` has
+    the tables)."""
+    from .run import run_candidate
 
     resolved = resolve_candidate(candidate, candidate_path, overrides)
     resolved_plan = resolve_plan(plan, plan_path)
@@ -77,9 +71,6 @@ def compare(*, study_path: str | None = None, run_ids: list[str] | None = None,
     if run_ids:
         return RunComparison([j.run(r) for r in run_ids])
     if study_path:
-        from .sweep import study_runs
-        from .study import load_study
-
         study = load_study(project_path(study_path))
         runs = [record for _, record in study_runs(study, j) if record is not None]
         if not runs:

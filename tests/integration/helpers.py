@@ -2,8 +2,8 @@ from pathlib import Path
 
 import httpx
 
-from servebook.candidate import Candidate
-from servebook.plan import DecodePlan, Plan, PrefillPlan
+from servebook.config import Candidate
+from servebook.config import DecodePlan, Plan, PrefillPlan
 
 SMALL_PLAN = Plan(
     name="small",

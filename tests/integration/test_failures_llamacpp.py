@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from servebook.candidate import InputError
+from servebook.config import InputError
 from servebook.journal import Journal
-from servebook.plan import DecodePlan, Plan
-from servebook.progress import Reporter
-from servebook.runner import run_candidate
+from servebook.config import DecodePlan, Plan
+from servebook.util.progress import Reporter
+from servebook.run import run_candidate
 
 from .helpers import SMALL_PLAN, requests_processing, servers_on_port, tiny_candidate
 
@@ -103,13 +103,14 @@ def test_engine_killed_in_the_middle_of_a_cell(llama_install, tmp_path):
 
 
 def test_a_run_next_to_another_engine_is_flagged_and_rejected(llama_install, tmp_path):
-    from servebook.verdict import VerdictRules, judge
+    from servebook.config import VerdictRules
+from servebook.verdicts import judge_run
 
     from .helpers import SMALL_PLAN as plan
 
     # A second real server, as another user's engine would be.
-    from servebook.launcher import free_port
-    from servebook.tiny_models import tiny_model_path
+    from servebook.launch.process import free_port
+    from servebook.engines.tiny_models import tiny_model_path
 
     port = free_port()
     other = subprocess.Popen([str(llama_install.server), "-m", str(tiny_model_path("draft")), "--port",
@@ -128,5 +129,5 @@ def test_a_run_next_to_another_engine_is_flagged_and_rejected(llama_install, tmp
     findings = record.manifest["environment"]["preflight"]
     assert [f["code"] for f in findings] == ["W_HOST_BUSY"]
     assert str(other.pid) in findings[0]["message"]
-    verdict = judge(record.manifest, record.table("cells"), None, VerdictRules(), is_baseline=True)
+    verdict = judge_run(record.manifest, record.table("cells"), None, VerdictRules(), is_baseline=True)
     assert verdict.outcome == "rejected" and verdict.reasons[0].startswith("measured on a busy host")

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from servebook.journal import Journal
-from servebook.progress import Reporter
-from servebook.runner import run_candidate
+from servebook.util.progress import Reporter
+from servebook.run import run_candidate
 
 from .helpers import SMALL_PLAN, servers_on_port, tiny_candidate
 

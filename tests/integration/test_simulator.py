@@ -9,13 +9,14 @@ import time
 import httpx
 import pytest
 
-from servebook.candidate import Candidate
+from servebook.config import Candidate
 from servebook.journal import Journal
-from servebook.launcher import free_port
-from servebook.plan import Plan
-from servebook.progress import Reporter
-from servebook.runner import run_candidate
-from servebook.verdict import VerdictRules, judge
+from servebook.launch.process import free_port
+from servebook.config import Plan
+from servebook.util.progress import Reporter
+from servebook.run import run_candidate
+from servebook.config import VerdictRules
+from servebook.verdicts import judge_run
 
 pytestmark = pytest.mark.integration
 QUIET = Reporter(quiet=True)
@@ -68,7 +69,7 @@ def test_wrong_usage_counts_make_cells_invalid(engine, tmp_path):
     assert not cells["valid"].any()
     assert (cells["reconciliation"] == "mismatch").all()
     assert cells["invalid_reasons"].str.contains("counters disagree").all()
-    verdict = judge(record.manifest, cells, None, VerdictRules(), is_baseline=True)
+    verdict = judge_run(record.manifest, cells, None, VerdictRules(), is_baseline=True)
     assert verdict.outcome == "rejected"
 
 
@@ -90,7 +91,7 @@ def test_nullable_argument_as_string_is_a_rejected_run(tmp_path):
     broken = run_candidate(simulated("sglang", "null_string_argument"), plan, Journal(tmp_path / "b"), reporter=QUIET)
     gates = broken.table("gates")
     assert not gates[gates.gate == "nullable_argument"]["passed"].any()
-    verdict = judge(broken.manifest, broken.table("cells"), None, VerdictRules(), is_baseline=True)
+    verdict = judge_run(broken.manifest, broken.table("cells"), None, VerdictRules(), is_baseline=True)
     assert verdict.outcome == "rejected"
     assert 'gate nullable_argument 0/3: the nullable argument came back as the string "null"' in verdict.reasons
 
@@ -117,7 +118,7 @@ def test_openai_engine_attaches_and_does_not_fake_reconciliation(tmp_path):
     cells = record.table("cells")
     assert (cells["reconciliation"] == "not_available").all()
     assert not record.table("scrapes").empty, "whatever /metrics exposes is still recorded"
-    verdict = judge(record.manifest, cells, None, VerdictRules(), is_baseline=True)
+    verdict = judge_run(record.manifest, cells, None, VerdictRules(), is_baseline=True)
     assert verdict.outcome == "rejected"
     assert any("counters not available, so not reconciled" in r for r in verdict.reasons)
     # servebook cannot know how an unknown server forces the output length, so it sends nothing

@@ -6,9 +6,9 @@ import httpx
 import pytest
 
 from servebook.engines import get_engine
-from servebook.launcher import EngineProcess, free_port
-from servebook.preflight import preflight
-from servebook.progress import Reporter
+from servebook.launch.process import EngineProcess, free_port
+from servebook.launch.preflight import preflight
+from servebook.util.progress import Reporter
 
 from .helpers import tiny_candidate
 

@@ -1,24 +1,34 @@
-"""Engine adapters behind one registry: `get_engine("llamacpp")`."""
+"""Engine adapters: each owns all of its engine's facts (flags, counters, readiness, failures).
+
+Adapters register themselves on import, in the engine registry here and with their candidate
+check in `config.ENGINE_CHECKS`, so a candidate naming an engine is validated by that engine.
+"""
 
 from __future__ import annotations
 
-from ._base import EngineAdapter, FailureCause, ServerCounts
+from ..config.candidate import ENGINE_CHECKS
+from ._base import EngineAdapter, EngineFailed, FailureCause, ServerCounts
 
 _REGISTRY: dict[str, EngineAdapter] = {}
 
 
 def register(adapter: EngineAdapter) -> EngineAdapter:
     _REGISTRY[adapter.kind] = adapter
+    ENGINE_CHECKS[adapter.kind] = adapter.check
     return adapter
 
 
 def get_engine(kind: str) -> EngineAdapter:
-    if not _REGISTRY:
-        from . import llamacpp, openai, sglang, vllm  # noqa: F401  (each registers itself)
     try:
         return _REGISTRY[kind]
     except KeyError:
         raise ValueError(f"engine {kind!r} is not known; known engines: {', '.join(sorted(_REGISTRY))}") from None
 
 
-__all__ = ["EngineAdapter", "FailureCause", "ServerCounts", "get_engine", "register"]
+def known_engines() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+from . import llamacpp, openai, sglang, vllm  # noqa: E402,F401  (each registers itself)
+
+__all__ = ["EngineAdapter", "EngineFailed", "FailureCause", "ServerCounts", "get_engine", "known_engines", "register"]

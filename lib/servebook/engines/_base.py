@@ -7,9 +7,11 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..config.errors import InputError
+
 if TYPE_CHECKING:
-    from ..candidate import Candidate
-    from ..metrics import Scrape
+    from ..config.candidate import Candidate
+    from .counters import Scrape
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,17 @@ class ServerCounts:
 class FailureCause:
     cause: str  # bad_flag | out_of_memory | model_load | port_in_use | timeout | crash
     message: str
+
+
+class EngineFailed(RuntimeError):
+    """The engine did not become ready, or died. Carries the classified cause and the log tail."""
+
+    def __init__(self, cause: FailureCause, log_tail: str, exit_code: int | None):
+        super().__init__(f"{cause.cause}: {cause.message}")
+        self.cause = cause
+        self.log_tail = log_tail
+        self.exit_code = exit_code
+
 
 
 def classify_by_patterns(patterns: list[tuple[str, re.Pattern]], log_tail: str,
@@ -57,6 +70,22 @@ class EngineAdapter(ABC):
     info_paths: tuple[str, ...] = ()
     #: what the reconciliation can rely on
     reconciles: bool = True
+    #: the port the engine listens on inside its container (compose launches)
+    container_port: int = 8000
+    #: environment variables that point the engine's compile caches somewhere (one folder per replica)
+    compile_cache_env: tuple[str, ...] = ()
+    #: bytes in a process's command line that mark it as this engine (another engine busy on the host)
+    process_markers: tuple[bytes, ...] = ()
+    #: whether the engine is a local binary whose --version and model file go into the fingerprint
+    fingerprints_binary: bool = False
+
+    def local_binary(self, candidate: "Candidate", reporter) -> str:
+        """The program that launches this engine on this host; InputError when it is not installed."""
+        if candidate.launch.command:
+            return candidate.launch.command[0]
+        raise InputError(f"engine: {self.kind} is not installed on this host; use launch.mode: compose with an "
+                         "image, launch.mode: attach with the URL of a running server, or launch.simulator: true "
+                         "to exercise the path against servebook's simulator")
 
     def check_extra_args(self, candidate: "Candidate") -> None:
         for arg in candidate.extra_args:

@@ -10,13 +10,13 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from ..metrics import counter_delta
+from .counters import counter_delta
 from . import register
 from ._base import EngineAdapter, FailureCause, ServerCounts, classify_by_patterns
 
 if TYPE_CHECKING:
-    from ..candidate import Candidate
-    from ..metrics import Scrape
+    from ..config.candidate import Candidate
+    from .counters import Scrape
 
 KV_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 SPEC_TYPES = {
@@ -59,6 +59,25 @@ class LlamaCppAdapter(EngineAdapter):
     kind = "llamacpp"
     owned = _OWNED
     info_paths = ("/props",)
+    container_port = 8080
+    process_markers = (b"llama-server",)
+    fingerprints_binary = True
+
+    def local_binary(self, candidate: "Candidate", reporter) -> str:
+        import os
+
+        from ..config.errors import InputError
+        from .llamacpp_build import find_llamacpp, install_llamacpp
+
+        install = find_llamacpp()
+        if install is None:
+            reporter.log("llama-server is not built yet: building it once (cached for later runs)")
+            install = install_llamacpp(reporter=reporter)
+        if not os.access(install.server, os.X_OK):
+            raise InputError(f"{install.server} is not executable; run `servebook engine install llamacpp --force`")
+        if candidate.model.path is None:
+            raise InputError("model.path: llama.cpp serves a local GGUF file; model.id alone cannot be launched")
+        return str(install.server)
 
     def check(self, candidate: "Candidate") -> None:
         knobs = candidate.knobs
@@ -89,7 +108,7 @@ class LlamaCppAdapter(EngineAdapter):
         self.check_extra_args(candidate)
 
     def argv(self, candidate: "Candidate", *, port: int, model_path: str, draft_path: str | None) -> list[str]:
-        from ..engine_install import find_llamacpp
+        from .llamacpp_build import find_llamacpp
 
         install = find_llamacpp()
         binary = str(install.server) if install else "llama-server"

@@ -12,8 +12,8 @@ from . import _gpu, register
 from ._base import EngineAdapter, FailureCause, ServerCounts
 
 if TYPE_CHECKING:
-    from ..candidate import Candidate
-    from ..metrics import Scrape
+    from ..config.candidate import Candidate
+    from .counters import Scrape
 
 PLACEHOLDERS = ("{host}", "{port}", "{model}")
 

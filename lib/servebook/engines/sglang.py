@@ -10,13 +10,13 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from ..metrics import counter_delta
+from .counters import counter_delta
 from . import _gpu, register
 from ._base import ServerCounts
 
 if TYPE_CHECKING:
-    from ..candidate import Candidate
-    from ..metrics import Scrape
+    from ..config.candidate import Candidate
+    from .counters import Scrape
 
 KV_TYPES = ("auto", "fp8_e4m3", "fp8_e5m2", "bf16", "fp16", "fp4_e2m1")
 ALGORITHMS = {"eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "NEXTN", "draft_model": "STANDALONE",
@@ -24,6 +24,20 @@ ALGORITHMS = {"eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "NEXTN", "draft_model
 
 
 class SGLangAdapter(_gpu.PythonServerAdapter):
+    container_port = 30000
+    compile_cache_env = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+    process_markers = (b"sglang.launch_server",)
+
+    def local_binary(self, candidate: "Candidate", reporter) -> str:
+        import shutil
+        import subprocess
+        import sys
+
+        python = shutil.which("python3") or sys.executable
+        found = subprocess.run([python, "-c", "import importlib.util, sys; "
+                                "sys.exit(importlib.util.find_spec('sglang') is None)"], capture_output=True)
+        return python if found.returncode == 0 else super().local_binary(candidate, reporter)
+
     kind = "sglang"
     owned = {
         "chunk_size": ("--chunked-prefill-size",),

@@ -11,13 +11,13 @@ import json
 import re
 from typing import TYPE_CHECKING
 
-from ..metrics import counter_delta
+from .counters import counter_delta
 from . import _gpu, register
 from ._base import ServerCounts
 
 if TYPE_CHECKING:
-    from ..candidate import Candidate
-    from ..metrics import Scrape
+    from ..config.candidate import Candidate
+    from .counters import Scrape
 
 KV_TYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "bfloat16", "nvfp4")
 METHODS = {"eagle": "eagle", "eagle3": "eagle3", "mtp": "mtp", "ngram": "ngram", "draft_model": "draft_model",
@@ -36,6 +36,15 @@ def metric(scrape: "Scrape", name: str) -> float | None:
 
 
 class VLLMAdapter(_gpu.PythonServerAdapter):
+    container_port = 8000
+    compile_cache_env = ("VLLM_CACHE_ROOT", "TRITON_CACHE_DIR")
+    process_markers = (b"vllm",)
+
+    def local_binary(self, candidate: "Candidate", reporter) -> str:
+        import shutil
+
+        return shutil.which("vllm") or super().local_binary(candidate, reporter)
+
     kind = "vllm"
     owned = {
         "chunk_size": ("--max-num-batched-tokens", "--enable-chunked-prefill", "--no-enable-chunked-prefill"),

@@ -1,0 +1,210 @@
+"""The candidate: one fully resolved serving configuration, and its identity.
+
+A candidate is what a study expands into and what a run measures. Its id is a short hash of
+the canonical JSON of everything that changes what the engine does; cosmetic fields (its
+display name, the port it happens to get, timeouts) are left out so that renaming a candidate
+or moving it to another port does not make it a different experiment.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Literal
+
+from typing import Callable
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from .secrets import looks_secret
+
+DrafterKind = Literal["none", "draft_model", "eagle", "eagle3", "mtp", "dflash", "ngram"]
+DRAFTERS_WITH_MODEL = {"draft_model", "eagle", "eagle3", "dflash"}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelRef(_Strict):
+    """What the engine serves: a local file (or `tiny:NAME` for a built-in tiny model) or a hub id."""
+
+    path: str | None = None
+    id: str | None = None
+    revision: str | None = Field(None, description="hub revision (commit) pinned for reproducibility")
+    served_name: str | None = Field(None, description="name the API answers to; defaults per engine")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "ModelRef":
+        if (self.path is None) == (self.id is None):
+            raise ValueError("give exactly one of model.path (a local file or tiny:NAME) or model.id")
+        return self
+
+    @property
+    def label(self) -> str:
+        return self.path or f"{self.id}@{self.revision or 'unpinned'}"
+
+
+class Drafter(_Strict):
+    """Speculative decoding: which drafter, and how far it may look ahead."""
+
+    kind: DrafterKind = "none"
+    model: str | None = Field(None, description="draft model path (or tiny:NAME)")
+    max_draft_tokens: int | None = Field(None, ge=1, le=64, description="tokens drafted per step")
+    num_steps: int | None = Field(None, ge=1, le=16, description="SGLang: speculative steps (EAGLE tree depth)")
+    topk: int | None = Field(None, ge=1, le=16, description="SGLang: EAGLE top-k branching")
+    synthetic_length: int | None = Field(
+        None, ge=1, description="llama.cpp benchmarking: accepted run length a random draft is given"
+    )
+    synthetic_rates: list[float] | None = Field(
+        None, description="llama.cpp benchmarking: acceptance probability per draft position"
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Drafter":
+        if self.kind in DRAFTERS_WITH_MODEL and not self.model:
+            raise ValueError(f"drafter.kind={self.kind} needs drafter.model (a draft model path)")
+        if self.kind not in DRAFTERS_WITH_MODEL and self.model:
+            raise ValueError(f"drafter.model is only meaningful for kinds {sorted(DRAFTERS_WITH_MODEL)}, not {self.kind}")
+        if self.kind == "none" and (
+            self.max_draft_tokens or self.synthetic_length or self.synthetic_rates
+        ):
+            raise ValueError("drafter.kind=none takes no other drafter settings")
+        for rate in self.synthetic_rates or []:
+            if not 0.0 <= rate <= 1.0:
+                raise ValueError(f"drafter.synthetic_rates must lie in [0, 1], got {rate}")
+        return self
+
+
+class Knobs(_Strict):
+    """The settings a qualification varies. None means: the engine's own default."""
+
+    chunk_size: int | None = Field(None, ge=16, description="prefill chunk (tokens per prompt batch)")
+    max_running_requests: int | None = Field(None, ge=1, description="concurrent sequences (slots)")
+    drafter: Drafter = Drafter()
+    kv_dtype: str | None = Field(None, description="KV cache element type, engine-specific names")
+    context_length: int | None = Field(None, ge=256)
+    tensor_parallel_size: int = Field(1, ge=1, le=64)
+
+
+class Resources(_Strict):
+    """What the candidate needs from the host, for preflight. Never changes anything on the host."""
+
+    gpu_memory_gib: float | None = Field(None, gt=0, description="free memory needed on every selected GPU")
+    power_limit_w: float | None = Field(None, gt=0, description="the power limit the figures assume (warned on)")
+    disk_gib: float | None = Field(None, gt=0, description="free disk needed where the model and caches live")
+
+
+class Launch(_Strict):
+    """How the engine is brought up. Only `mode` and `simulator` belong to the candidate's identity."""
+
+    mode: Literal["local", "compose", "attach"] = "local"
+    host: str = "127.0.0.1"
+    port: int | None = Field(None, ge=1, le=65535, description="None picks a free port")
+    ready_timeout_s: float = Field(180.0, gt=0)
+    env: dict[str, str] = Field(default_factory=dict)
+    url: str | None = Field(None, description="attach: the base URL of a server already running")
+    command: list[str] | None = Field(
+        None, description="openai engine: launch template, with {host}, {port} and {model} placeholders")
+    image: str | None = Field(None, description="compose: container image (pinned by pins.image_digest)")
+    gpus: list[int] | None = Field(None, description="GPU indices to use; replicas take consecutive groups")
+    replicas: int = Field(1, ge=1, le=64, description="compose: independent engine replicas")
+    volumes: list[str] = Field(default_factory=list, description="compose: host:container volume mounts")
+    compile_cache: str | None = Field(None, description="compose: host directory; each replica gets its own subfolder")
+    resources: Resources = Resources()
+    simulator: bool = Field(False, description="run servebook's simulator in place of the engine (tests only)")
+    sim_faults: list[str] = Field(default_factory=list, description="simulator faults to inject")
+
+    @model_validator(mode="after")
+    def _no_secrets(self) -> "Launch":
+        secret = [k for k in self.env if looks_secret(k)]
+        if secret:
+            raise ValueError(
+                f"launch.env: {', '.join(secret)} look like secrets; candidates are recorded in the journal, "
+                "so export secrets in servebook's own environment instead (the engine inherits it)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _mode_fields(self) -> "Launch":
+        if self.mode == "attach" and not self.url:
+            raise ValueError("launch.url: attach mode needs the URL of the running server")
+        if self.mode != "attach" and self.url:
+            raise ValueError("launch.url is only for mode: attach")
+        if self.mode == "compose" and not self.image:
+            raise ValueError("launch.image: compose mode needs a container image")
+        if self.mode != "compose" and (self.image or self.replicas != 1 or self.volumes or self.compile_cache):
+            raise ValueError("launch.image/replicas/volumes/compile_cache are only for mode: compose")
+        if self.sim_faults and not self.simulator:
+            raise ValueError("launch.sim_faults needs launch.simulator: true")
+        if self.host != "127.0.0.1" and self.mode == "local":
+            raise ValueError("launch.host: local engines listen on 127.0.0.1 only")
+        return self
+
+
+class Pins(_Strict):
+    engine_version: str | None = None
+    image_digest: str | None = None
+
+
+#: engine kind -> the engine's own check of a candidate (raises ValueError naming the field).
+#: Each adapter in servebook.engines registers itself here, so the engines own their facts while
+#: config stays below them; `import servebook` registers every built-in engine.
+ENGINE_CHECKS: dict[str, Callable[["Candidate"], None]] = {}
+
+
+class Candidate(_Strict):
+    name: str | None = Field(None, description="display label; not part of the identity")
+    engine: str = Field("llamacpp", description="an engine kind registered by servebook.engines")
+    model: ModelRef
+    knobs: Knobs = Knobs()
+    extra_args: list[str] = Field(default_factory=list, description="engine flags servebook does not model")
+    request_extras: dict[str, Any] = Field(
+        default_factory=dict,
+        description="fields added to every request body (e.g. {ignore_eos: true} for a server servebook does not know)")
+    launch: Launch = Launch()
+    pins: Pins = Pins()
+
+    @model_validator(mode="after")
+    def _engine_accepts(self) -> "Candidate":
+        check = ENGINE_CHECKS.get(self.engine)
+        if check is None:
+            known = ", ".join(sorted(ENGINE_CHECKS)) or "none registered (import servebook.engines)"
+            raise ValueError(f"engine {self.engine!r} is not known; known engines: {known}")
+        check(self)
+        return self
+
+    def identity(self) -> dict:
+        # Unset optional fields are left out, so adding one to the model later keeps every id stable.
+        data = self.model_dump(mode="json", exclude={"name", "launch"}, exclude_none=True)
+        if not data.get("request_extras"):
+            data.pop("request_extras", None)
+        data["launch_mode"] = self.launch.mode
+        if self.launch.simulator:
+            # A simulated run must never pass for a measurement of the real engine.
+            data["simulator"] = {"faults": sorted(self.launch.sim_faults)}
+        return data
+
+    def canonical_json(self) -> str:
+        return json.dumps(self.identity(), sort_keys=True, separators=(",", ":"))
+
+    @property
+    def id(self) -> str:
+        return hashlib.sha256(self.canonical_json().encode()).hexdigest()[:12]
+
+    @property
+    def label(self) -> str:
+        return self.name or f"{self.engine}-{self.id[:8]}"
+
+    def with_overrides(self, overrides: dict) -> "Candidate":
+        """A copy with dotted-path overrides applied, validated like a fresh file."""
+        data = self.model_dump(mode="json", exclude_unset=False)
+        for dotted, value in overrides.items():
+            target = data
+            *parents, leaf = dotted.split(".")
+            for key in parents:
+                if not isinstance(target.get(key), dict):
+                    target[key] = {} if target.get(key) is None else target[key]
+                target = target[key]
+            target[leaf] = value
+        return Candidate.model_validate(data)

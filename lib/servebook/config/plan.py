@@ -1,0 +1,72 @@
+"""The plan: what to measure against a candidate, with its own hash."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+Category = Literal["prose", "code"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _ascending_unique(values: list[int], field: str) -> list[int]:
+    if sorted(set(values)) != list(values):
+        raise ValueError(f"{field} must be strictly ascending without repeats, got {values}")
+    return values
+
+
+class DecodePlan(_Strict):
+    """Decode at several concurrencies with a forced output length."""
+
+    concurrency: list[int] = Field(default_factory=lambda: [1, 2, 4])
+    categories: list[Category] = Field(default_factory=lambda: ["prose", "code"])
+    output_tokens: int = Field(128, ge=2, description="forced with ignore_eos + max_tokens, then checked")
+    rounds: int = Field(2, ge=1, description="requests per cell = concurrency x rounds")
+
+    @field_validator("concurrency")
+    @classmethod
+    def _concurrency(cls, v: list[int]) -> list[int]:
+        if any(c < 1 for c in v):
+            raise ValueError("concurrency values must be >= 1")
+        return _ascending_unique(v, "concurrency")
+
+
+class PrefillPlan(_Strict):
+    """Cold prefill: exact prompt sizes, a unique prefix per request so nothing is cached."""
+
+    prompt_tokens: list[int] = Field(default_factory=lambda: [512, 2048])
+    requests: int = Field(2, ge=1, description="sequential requests per size")
+
+    @field_validator("prompt_tokens")
+    @classmethod
+    def _sizes(cls, v: list[int]) -> list[int]:
+        if any(n < 32 for n in v):
+            raise ValueError("prompt sizes below 32 tokens measure overhead, not prefill")
+        return _ascending_unique(v, "prompt_tokens")
+
+
+class Plan(_Strict):
+    name: str | None = None
+    decode: DecodePlan | None = DecodePlan()
+    prefill: PrefillPlan | None = PrefillPlan()
+    warmup_requests: int = Field(2, ge=0, description="unrecorded requests before the first cell")
+    gates: list[Literal["json_schema", "nullable_argument"]] = Field(
+        default_factory=list, description="protocol checks run after the cells, each scored k/n")
+    gate_cases: int = Field(3, ge=1, le=50)
+    record_chunks: bool = True
+    request_timeout_s: float = Field(300.0, gt=0)
+
+    def canonical_json(self) -> str:
+        data = self.model_dump(mode="json", exclude={"name"}, exclude_none=True)
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+    @property
+    def id(self) -> str:
+        return hashlib.sha256(self.canonical_json().encode()).hexdigest()[:12]

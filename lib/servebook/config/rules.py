@@ -1,0 +1,57 @@
+"""Verdict rules: which cells of a candidate are compared with the baseline, and how far they may regress."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Metric = Literal["aggregate_tok_s", "per_request_tok_s", "ttft_s", "prefill_tok_s"]
+LOWER_IS_BETTER = {"ttft_s"}
+METRIC_WORDS = {
+    "aggregate_tok_s": "aggregate decode",
+    "per_request_tok_s": "per-request decode",
+    "ttft_s": "TTFT",
+    "prefill_tok_s": "cold prefill",
+}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ComparisonRule(_Strict):
+    """`metric` at the selected cells must not regress more than `max_regression_pct` vs the baseline.
+
+    A regression is a drop for rates and a rise for TTFT.
+    """
+
+    metric: Metric
+    max_regression_pct: float = Field(..., ge=0)
+    concurrency: list[int] | None = None
+    category: str | None = None
+    prompt_tokens: list[int] | None = None
+
+    @model_validator(mode="after")
+    def _selectors_fit_metric(self) -> "ComparisonRule":
+        if self.metric == "prefill_tok_s" and (self.concurrency or self.category):
+            raise ValueError("prefill_tok_s rules select cells by prompt_tokens, not concurrency/category")
+        if self.metric != "prefill_tok_s" and self.prompt_tokens:
+            raise ValueError(f"{self.metric} rules select cells by concurrency/category, not prompt_tokens")
+        return self
+
+    @property
+    def kind(self) -> str:
+        return "prefill" if self.metric == "prefill_tok_s" else "decode"
+
+
+class VerdictRules(_Strict):
+    baseline: str = Field("baseline", description="name of the study candidate others are compared with")
+    require_valid: bool = Field(True, description="every cell valid: right lengths, no errors, cold prefill")
+    require_reconciled: bool = Field(True, description="every cell's counters reconciled with the client")
+    rules: list[ComparisonRule] = Field(default_factory=list)
+
+    @property
+    def hash(self) -> str:
+        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:12]

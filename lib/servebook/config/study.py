@@ -1,0 +1,127 @@
+"""Studies: a base candidate, axes to vary, named variants, a plan and verdict rules.
+
+A study expands into named candidates. Everything is validated at load time, axis by axis
+and candidate by candidate, so a misspelled axis or a value of the wrong type stops the
+sweep with a message that names it before any engine starts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .candidate import Candidate
+from .errors import InputError, format_validation_error
+from .plan import Plan
+from .rules import VerdictRules
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Axes(_Strict):
+    """`grid`: every combination of the listed values. `zip`: the i-th values go together."""
+
+    grid: dict[str, list[Any]] = Field(default_factory=dict)
+    zip: dict[str, list[Any]] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _shapes(self) -> "Axes":
+        for kind, axes in (("grid", self.grid), ("zip", self.zip)):
+            for name, values in axes.items():
+                if not values:
+                    raise ValueError(f"axes.{kind}.{name}: give at least one value")
+        lengths = {len(v) for v in self.zip.values()}
+        if len(lengths) > 1:
+            raise ValueError("axes.zip: every zipped axis needs the same number of values, got "
+                             + ", ".join(f"{k}={len(v)}" for k, v in self.zip.items()))
+        overlap = set(self.grid) & set(self.zip)
+        if overlap:
+            raise ValueError(f"axes: {sorted(overlap)} appear in both grid and zip")
+        return self
+
+    def combinations(self) -> list[dict[str, Any]]:
+        grid_names = list(self.grid)
+        grid = [dict(zip(grid_names, values)) for values in itertools.product(*self.grid.values())] or [{}]
+        zipped = [dict(zip(self.zip, values)) for values in zip(*self.zip.values())] or [{}]
+        if not self.grid and not self.zip:
+            return []
+        return [{**g, **z} for g in grid for z in zipped]
+
+
+class Variant(_Strict):
+    """A named candidate stated by hand: the base with these overrides."""
+
+    name: str = Field(..., min_length=1)
+    set: dict[str, Any] = Field(default_factory=dict, description="dotted overrides, e.g. knobs.chunk_size")
+    note: str | None = None
+
+
+class Study(_Strict):
+    name: str = Field(..., pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    description: str | None = None
+    base: Candidate
+    include_base: bool = Field(True, description="measure the base itself, named 'baseline'")
+    axes: Axes = Axes()
+    variants: list[Variant] = Field(default_factory=list)
+    plan: Plan = Plan()
+    verdict: VerdictRules = VerdictRules()
+
+    @field_validator("variants")
+    @classmethod
+    def _unique_names(cls, variants: list[Variant]) -> list[Variant]:
+        names = [v.name for v in variants]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes or "baseline" in names:
+            raise ValueError(f"variant names must be unique and not 'baseline': {dupes or ['baseline']}")
+        return variants
+
+    @property
+    def rules_hash(self) -> str:
+        return hashlib.sha256(self.verdict.model_dump_json().encode()).hexdigest()[:12]
+
+    def expand(self) -> list["StudyEntry"]:
+        """Named candidates in a stable order; a combination equal to an earlier one is dropped."""
+        entries: list[StudyEntry] = []
+        seen: dict[str, str] = {}
+
+        def add(name: str, overrides: dict[str, Any], where: str) -> None:
+            try:
+                candidate = self.base.with_overrides(overrides).model_copy(update={"name": name})
+            except ValidationError as error:
+                raise InputError(format_validation_error(error, f"study {self.name}, {where}")) from None
+            if candidate.id in seen:
+                return
+            seen[candidate.id] = name
+            entries.append(StudyEntry(name, candidate, overrides))
+
+        if self.include_base:
+            add("baseline", {}, "base")
+        for combo in self.axes.combinations():
+            add(_combo_name(combo), combo, "axes " + ", ".join(f"{k}={v!r}" for k, v in combo.items()))
+        for variant in self.variants:
+            add(variant.name, variant.set, f"variant {variant.name!r}")
+        return entries
+
+
+@dataclass(frozen=True)
+class StudyEntry:
+    name: str
+    candidate: Candidate
+    overrides: dict[str, Any]
+
+
+def _combo_name(combo: dict[str, Any]) -> str:
+    def short(key: str) -> str:
+        return key.split(".")[-1]
+
+    def value(v: Any) -> str:
+        return json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else str(v)
+
+    return ",".join(f"{short(k)}={value(v)}" for k, v in combo.items())

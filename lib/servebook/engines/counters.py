@@ -1,0 +1,56 @@
+"""Prometheus snapshots of an engine's counters, and how far a counter moved between two of them."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from prometheus_client.parser import text_string_to_metric_families
+
+
+@dataclass(frozen=True)
+class Sample:
+    name: str
+    labels: tuple[tuple[str, str], ...]
+    value: float
+
+
+@dataclass
+class Scrape:
+    """One read of /metrics. `available` is False when the endpoint is off or unreachable."""
+
+    t: float
+    samples: list[Sample] = field(default_factory=list)
+    available: bool = True
+    error: str | None = None
+
+    def total(self, name: str, *aliases: str) -> float | None:
+        """Sum of a metric across labels, trying renamed spellings in order; None if absent."""
+        for candidate in (name, *aliases):
+            values = [s.value for s in self.samples if s.name == candidate]
+            if values:
+                return float(sum(values))
+        return None
+
+    def by_label(self, name: str, label: str) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for s in self.samples:
+            if s.name == name:
+                key = dict(s.labels).get(label, "")
+                out[key] = out.get(key, 0.0) + s.value
+        return out
+
+
+def counter_delta(before: Scrape, after: Scrape, name: str, *aliases: str) -> float | None:
+    """How much a counter moved between two scrapes; None when either scrape lacks it."""
+    a, b = after.total(name, *aliases), before.total(name, *aliases)
+    return None if a is None or b is None else a - b
+
+
+def parse_metrics(text: str, t: float | None = None) -> Scrape:
+    samples = [
+        Sample(s.name, tuple(sorted(s.labels.items())), float(s.value))
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    ]
+    return Scrape(t=time.monotonic() if t is None else t, samples=samples)

@@ -1,0 +1,219 @@
+"""Building and caching the embedded default engine: llama.cpp's `llama-server`.
+
+The llama-cpp-python sdist on PyPI carries the whole llama.cpp tree, so the only registry we
+need is PyPI. We build just the server target and keep it (plus the vocab-only GGUFs and chat
+templates the tiny models are made from) under the cache, keyed by version. A file lock makes
+two concurrent installs wait for each other instead of building twice or half-writing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from filelock import FileLock
+
+from ..util.paths import cache_root
+from ..util.progress import Reporter
+
+LLAMACPP_PYTHON_VERSION = "0.3.36"
+CMAKE_FLAGS = (
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-DLLAMA_BUILD_SERVER=ON",
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
+    "-DLLAMA_CURL=OFF",
+    "-DLLAMA_OPENSSL=OFF",
+    # A static binary survives being copied out of the build tree into the cache.
+    "-DBUILD_SHARED_LIBS=OFF",
+)
+
+
+class EngineInstallError(RuntimeError):
+    """The engine could not be built; the message says what is missing and how to fix it."""
+
+
+@dataclass(frozen=True)
+class LlamaCppInstall:
+    root: Path
+
+    @property
+    def server(self) -> Path:
+        return self.root / "bin" / "llama-server"
+
+    @property
+    def vocab_dir(self) -> Path:
+        return self.root / "share" / "vocab"
+
+    @property
+    def templates_dir(self) -> Path:
+        return self.root / "share" / "templates"
+
+    @property
+    def info(self) -> dict:
+        return json.loads((self.root / "install.json").read_text())
+
+    @property
+    def version(self) -> str:
+        return self.info["llama_cpp_python_version"]
+
+    def is_complete(self) -> bool:
+        return (self.root / "install.json").is_file() and self.server.is_file()
+
+
+def llamacpp_install_dir(version: str = LLAMACPP_PYTHON_VERSION) -> Path:
+    return cache_root() / "llamacpp" / version
+
+
+def find_llamacpp(version: str = LLAMACPP_PYTHON_VERSION) -> LlamaCppInstall | None:
+    """The cached install of this version, or None. SERVEBOOK_LLAMA_SERVER points at another build."""
+    override = os.environ.get("SERVEBOOK_LLAMA_SERVER_DIR")
+    install = LlamaCppInstall(Path(override) if override else llamacpp_install_dir(version))
+    return install if install.is_complete() else None
+
+
+def _require_build_tools() -> dict[str, str]:
+    tools = {"cmake": shutil.which("cmake")}
+    tools["c++"] = next(
+        (p for p in (shutil.which(c) for c in ("c++", "g++", "clang++")) if p), None
+    )
+    tools["cc"] = next((p for p in (shutil.which(c) for c in ("cc", "gcc", "clang")) if p), None)
+    missing = [name for name, path in tools.items() if path is None]
+    if missing:
+        raise EngineInstallError(
+            f"cannot build llama-server: {', '.join(missing)} not found on PATH. "
+            "Install a C/C++ toolchain and CMake (Debian: apt-get install build-essential cmake), "
+            "then run `servebook engine install llamacpp` again."
+        )
+    return {k: v for k, v in tools.items() if v}
+
+
+def _run_logged(argv: list[str], log, cwd: Path | None = None, on_line=None) -> None:
+    log.write(f"$ {' '.join(argv)}\n")
+    log.flush()
+    proc = subprocess.Popen(
+        argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+    )
+    assert proc.stdout is not None
+    tail: list[str] = []
+    for line in proc.stdout:
+        log.write(line)
+        tail = (tail + [line.rstrip()])[-15:]
+        if on_line:
+            on_line(line)
+    if proc.wait() != 0:
+        raise EngineInstallError(
+            f"`{' '.join(argv[:3])} ...` failed (exit {proc.returncode}); full log in {log.name}. "
+            "Last lines:\n" + "\n".join(tail)
+        )
+
+
+def install_llamacpp(
+    version: str = LLAMACPP_PYTHON_VERSION,
+    *,
+    reporter: Reporter | None = None,
+    force: bool = False,
+) -> LlamaCppInstall:
+    """Build llama-server from the pinned sdist into the cache; return the cached install.
+
+    Idempotent: a complete install is returned untouched unless `force`.
+    """
+    reporter = reporter or Reporter(quiet=True)
+    root = llamacpp_install_dir(version)
+    root.parent.mkdir(parents=True, exist_ok=True)
+    install = LlamaCppInstall(root)
+    if install.is_complete() and not force:
+        return install
+    with FileLock(str(root.parent / f".{version}.lock")):
+        # Another process may have finished the build while we waited for the lock.
+        if install.is_complete() and not force:
+            return install
+        tools = _require_build_tools()
+        staging = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=root.parent))
+        staging.chmod(0o755)
+        try:
+            _build_into(staging, version, tools, reporter)
+            if root.exists():
+                shutil.rmtree(root)
+            os.replace(staging, root)
+        finally:
+            if staging.exists():
+                shutil.rmtree(staging, ignore_errors=True)
+    reporter.log(f"llama-server {version} installed in {root}")
+    return install
+
+
+def _build_into(staging: Path, version: str, tools: dict[str, str], reporter: Reporter) -> None:
+    work = staging / "work"
+    work.mkdir()
+    started = time.time()
+    with open(staging / "build.log", "w") as log:
+        with reporter.task(f"download llama-cpp-python=={version} sdist from PyPI") as task:
+            _run_logged(
+                [sys.executable, "-m", "pip", "download", f"llama-cpp-python=={version}",
+                 "--no-deps", "--no-binary", ":all:", "--dest", str(work), "--quiet"],
+                log,
+            )
+            task.update(1)
+        sdists = list(work.glob("llama_cpp_python-*.tar.gz"))
+        if not sdists:
+            raise EngineInstallError(f"pip did not produce an sdist in {work}; see {log.name}")
+        with tarfile.open(sdists[0]) as tar:
+            tar.extractall(work, filter="data")
+        source = next(work.glob("llama_cpp_python-*/vendor/llama.cpp"))
+        build_dir = source / "build"
+        _run_logged(["cmake", "-S", str(source), "-B", str(build_dir), *CMAKE_FLAGS], log)
+        jobs = str(os.cpu_count() or 2)
+        percent = re.compile(r"^\[\s*(\d+)%\]")
+        with reporter.task("build llama-server (about 8 minutes on 2 cores)", total=100) as task:
+            def on_line(line: str) -> None:
+                match = percent.match(line)
+                if match:
+                    task.update(float(match.group(1)))
+
+            _run_logged(
+                ["cmake", "--build", str(build_dir), "--target", "llama-server", "-j", jobs],
+                log,
+                on_line=on_line,
+            )
+        built = build_dir / "bin" / "llama-server"
+        (staging / "bin").mkdir()
+        shutil.copy2(built, staging / "bin" / "llama-server")
+        vocab = staging / "share" / "vocab"
+        vocab.mkdir(parents=True)
+        for gguf in (source / "models").glob("ggml-vocab-*.gguf"):
+            shutil.copy2(gguf, vocab / gguf.name)
+        shutil.copytree(source / "models" / "templates", staging / "share" / "templates")
+        commit = _vendored_commit(source)
+    shutil.rmtree(work)
+    info = {
+        "engine": "llamacpp",
+        "llama_cpp_python_version": version,
+        "llama_cpp_commit": commit,
+        "cmake_flags": list(CMAKE_FLAGS),
+        "compiler": tools.get("c++"),
+        "machine": platform.machine(),
+        "build_seconds": round(time.time() - started, 1),
+        "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    (staging / "install.json").write_text(json.dumps(info, indent=2))
+
+
+def _vendored_commit(source: Path) -> str | None:
+    """The llama.cpp commit the sdist vendors, when its build info says so."""
+    for candidate in (source / "build" / "common" / "build-info.cpp",):
+        if candidate.is_file():
+            match = re.search(r'LLAMA_COMMIT\s*=\s*"([^"]+)"', candidate.read_text())
+            if match and match.group(1) != "unknown":
+                return match.group(1)
+    return None

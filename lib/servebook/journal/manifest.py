@@ -1,0 +1,135 @@
+"""manifest.json as a typed model: the one place that knows its shape.
+
+Manifests are records, not inputs: unknown fields are kept (extra="allow"), so a journal written
+by another servebook version still opens and round-trips unchanged. Every reader and writer in
+servebook goes through these models instead of digging through dicts.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 1
+FailureCause = Literal["bad_flag", "out_of_memory", "model_load", "port_in_use", "timeout", "crash",
+                       "warmup_failed", "drafter_inactive"]
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+class Failure(_Record):
+    """Why a run has no numbers: the stage it stopped in and the classified cause."""
+
+    stage: str | None = None
+    cause: str = "unknown"
+    message: str = "no cause recorded"
+    exit_code: int | None = None
+    log_tail: str | None = None
+
+    @property
+    def text(self) -> str:
+        return f"{self.cause}: {self.message}"
+
+
+class GateScore(_Record):
+    passed: int
+    cases: int
+    first_failure: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.passed == self.cases
+
+
+class Summary(_Record):
+    cells: int = 0
+    valid_cells: int = 0
+    invalid_cells: dict[str, str] = Field(default_factory=dict)
+    reconciled_cells: int | None = None
+    decode_aggregate_tok_s: dict[str, float | None] = Field(default_factory=dict)
+    prefill_tok_s: dict[str, float | None] = Field(default_factory=dict)
+    gates: dict[str, GateScore] = Field(default_factory=dict)
+
+
+class PreflightFinding(_Record):
+    code: str
+    level: str = "note"
+    message: str = ""
+
+
+class Environment(_Record):
+    """Where and on what the run was measured. GPU and host fields are absent where not known."""
+
+    host: str | None = None
+    platform: str | None = None
+    cpu: str | None = None
+    cpu_count: int | None = None
+    memory_gib: float | None = None
+    gpus: list[dict[str, Any]] = Field(default_factory=list)
+    python: str | None = None
+    servebook: str | None = None
+    engine_version: str | None = None
+    model_digest: str | None = None
+    image: str | None = None
+    image_digest: str | None = None
+    model_revision: str | None = None
+    simulated: bool = False
+    preflight: list[PreflightFinding] = Field(default_factory=list)
+
+    def finding(self, code: str) -> PreflightFinding | None:
+        return next((f for f in self.preflight if f.code == code), None)
+
+
+class EngineInfo(_Record):
+    argv: list[str] = Field(default_factory=list)
+    base_url: str | None = None
+    pid: int | None = None
+    ready_s: float | None = None
+    measure_s: float | None = None
+    served_model: str | None = None
+
+
+class RunIdentity(_Record):
+    """Who a run is: written to launch.json when the run starts, repeated in its manifest at sealing."""
+
+    candidate_id: str | None = None
+    candidate_label: str | None = None
+    candidate: dict[str, Any] = Field(default_factory=dict)
+    plan_id: str | None = None
+    plan: dict[str, Any] = Field(default_factory=dict)
+    study: str | None = None
+    study_entry: str | None = None
+    synthetic: bool = False
+    started_at: str | None = None
+
+    @property
+    def label(self) -> str:
+        return self.study_entry or self.candidate_label or self.candidate_id or "?"
+
+    @property
+    def engine_kind(self) -> str | None:
+        return self.candidate.get("engine")
+
+    @property
+    def simulated(self) -> bool:
+        return bool((self.candidate.get("launch") or {}).get("simulator"))
+
+
+class Manifest(RunIdentity):
+    """A sealed run. Written last and atomically: its presence is what makes a run sealed."""
+
+    schema_version: int = Field(SCHEMA_VERSION, alias="schema")
+    run_id: str = ""
+    status: Literal["completed", "failed"]
+    environment: Environment = Field(default_factory=Environment)
+    engine: EngineInfo = Field(default_factory=EngineInfo)
+    finished_at: str | None = None
+    sealed_at: str | None = None
+    failure: Failure | None = None
+    summary: Summary | None = None
+
+    def to_json(self) -> bytes:
+        return (self.model_dump_json(by_alias=True, indent=2) + "\n").encode()

@@ -1,0 +1,311 @@
+"""The journal: one directory per run, sealed by a manifest written last and atomically.
+
+A run directory without manifest.json is an incomplete run (killed, interrupted, or still
+going); it is listed as such, never dropped. Nothing under a sealed run is rewritten, and
+index.parquet is derived from the manifests and can be rebuilt at any time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable
+
+import pandas as pd
+from pydantic import ValidationError
+
+from ..config.errors import InputError
+from ..util.files import atomic_write_bytes, fsync_dir, tail_of
+from ..util.render import Block, Renderable, Table, Text
+from .manifest import Manifest, RunIdentity
+
+TABLES = ("requests", "chunks", "cells", "scrapes")
+INDEX_COLUMNS = ["run_id", "status", "candidate", "candidate_id", "plan_id", "engine", "started_at", "cells",
+                 "valid_cells", "failure", "study", "verdict"]
+
+
+class RunSealed(RuntimeError):
+    pass
+
+
+def _dumps(obj: Any) -> bytes:
+    return (json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n").encode()
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class RunWriter:
+    """Writes one run's files. `seal` writes the manifest, after which the run is read-only."""
+
+    def __init__(self, directory: Path):
+        self.dir = directory
+        self.run_id = directory.name
+
+    @property
+    def sealed(self) -> bool:
+        return (self.dir / "manifest.json").exists()
+
+    @property
+    def engine_log(self) -> Path:
+        return self.dir / "engine.log"
+
+    def _check_open(self) -> None:
+        if self.sealed:
+            raise RunSealed(f"run {self.run_id} is sealed; its files are not rewritten")
+
+    def write_json(self, name: str, obj: Any) -> Path:
+        self._check_open()
+        path = self.dir / name
+        if isinstance(obj, RunIdentity):
+            obj = obj.model_dump(mode="json", by_alias=True)
+        atomic_write_bytes(path, _dumps(obj))
+        return path
+
+    def write_table(self, name: str, rows: Iterable[dict] | pd.DataFrame) -> Path:
+        self._check_open()
+        frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
+        path = self.dir / f"{name}.parquet"
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=self.dir)
+        os.close(fd)
+        try:
+            frame.to_parquet(tmp, index=False)
+            with open(tmp, "rb") as f:
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        return path
+
+    def seal(self, manifest: Manifest) -> Path:
+        """Write manifest.json last: from this moment the run is sealed and never rewritten."""
+        self._check_open()
+        manifest = manifest.model_copy(update={"run_id": self.run_id, "sealed_at": utc_now()})
+        fsync_dir(self.dir)  # every file written so far is durable before the manifest says so
+        path = self.dir / "manifest.json"
+        atomic_write_bytes(path, manifest.to_json())
+        return path
+
+
+def read_manifest(path: Path) -> tuple[Manifest | None, str | None]:
+    """The manifest, or (None, problem) when it is not valid JSON or not a manifest."""
+    try:
+        return Manifest.model_validate_json(path.read_bytes()), None
+    except ValidationError as error:
+        return None, f"manifest.json does not fit the manifest model: {error.errors()[0]['msg']}"
+    except OSError as error:
+        return None, f"manifest.json cannot be read: {error}"
+
+
+@dataclass
+class RunRecord(Renderable):
+    """A run as read back from the journal."""
+
+    dir: Path
+    manifest: Manifest | None
+    problem: str | None = None  # why a manifest that exists could not be read
+
+    @property
+    def run_id(self) -> str:
+        return self.dir.name
+
+    @property
+    def status(self) -> str:
+        if self.problem:
+            return "corrupt"
+        return self.manifest.status if self.manifest else "incomplete"
+
+    @property
+    def identity(self) -> RunIdentity:
+        """Who this run is: the manifest, or for an unsealed run the launch record written at start."""
+        if self.manifest is not None:
+            return self.manifest
+        launch = self.dir / "launch.json"
+        if launch.is_file():
+            try:
+                return RunIdentity.model_validate_json(launch.read_bytes())
+            except ValidationError:
+                pass
+        return RunIdentity()
+
+    @property
+    def candidate_label(self) -> str:
+        return self.identity.label
+
+    def table(self, name: str) -> pd.DataFrame | None:
+        path = self.dir / f"{name}.parquet"
+        return pd.read_parquet(path) if path.is_file() else None
+
+    def verdicts(self) -> list[dict]:
+        """Every verdict event of this run, oldest first."""
+        folder = self.dir / "verdicts"
+        if not folder.is_dir():
+            return []
+        events = []
+        for path in sorted(folder.glob("*.json")):
+            try:
+                events.append(json.loads(path.read_text()))
+            except json.JSONDecodeError:
+                continue
+        return events
+
+    @property
+    def latest_verdict(self) -> dict | None:
+        events = self.verdicts()
+        return events[-1] if events else None
+
+    def append_verdict(self, event: dict) -> Path:
+        """Verdicts are append-only events: a new file each time, never a rewrite."""
+        folder = self.dir / "verdicts"
+        folder.mkdir(exist_ok=True)
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+        path = folder / f"{stamp}.json"
+        n = 0
+        while path.exists():
+            n += 1
+            path = folder / f"{stamp}-{n}.json"
+        atomic_write_bytes(path, _dumps({"judged_at": utc_now(), **event}))
+        return path
+
+    def log_tail(self, lines: int = 40) -> str:
+        return tail_of(self.dir / "engine.log", lines)
+
+    def headline(self) -> str:
+        """One line: id, candidate, status, and what the run yielded or why it did not."""
+        m = self.manifest
+        parts = [f"run {self.run_id}", self.candidate_label, self.status]
+        if m is not None and m.summary is not None:
+            parts.append(f"{m.summary.valid_cells}/{m.summary.cells} cells valid")
+        if m is not None and m.failure is not None:
+            parts.append(f"failed during {m.failure.stage}: {m.failure.text}")
+        if self.problem:
+            parts.append(self.problem)
+        verdict = self.latest_verdict
+        if verdict:
+            parts.append(f"verdict {verdict.get('outcome')}")
+        return "  ".join(parts)
+
+    def blocks(self) -> list[Block]:
+        # A short summary: papermill logs and notebook outputs show this; present.RunReport has the tables.
+        style = {"completed": "", "failed": "invalid", "incomplete": "warn", "corrupt": "invalid"}[self.status]
+        return [Text(self.headline(), style or "heading"), Text(str(self.dir), "dim")]
+
+
+class Journal(Renderable):
+    def __init__(self, root: str | Path):
+        self.root = Path(root).expanduser()
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.root / "runs"
+
+    def ensure_writable(self) -> "Journal":
+        """Create the journal if needed; fail with one clear message if it cannot be written."""
+        try:
+            self.runs_dir.mkdir(parents=True, exist_ok=True)
+            probe = tempfile.NamedTemporaryFile(dir=self.runs_dir, prefix=".probe-")
+            probe.close()
+        except OSError as error:
+            raise InputError(
+                f"journal: cannot write to {self.root} ({error.strerror or error}); "
+                "pass --journal with a writable directory"
+            ) from None
+        return self
+
+    def new_run_id(self, candidate_id: str) -> str:
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        return f"{stamp}-{candidate_id[:8]}"
+
+    def start_run(self, candidate_id: str, run_id: str | None = None) -> RunWriter:
+        """Create the run directory; `run_id` lets a sweep name the run before the notebook starts it."""
+        self.ensure_writable()
+        base = run_id or self.new_run_id(candidate_id)
+        for attempt in range(100):
+            run_id = base if attempt == 0 else f"{base}.{attempt}"
+            try:
+                (self.runs_dir / run_id).mkdir()
+                return RunWriter(self.runs_dir / run_id)
+            except FileExistsError:
+                continue
+        raise RuntimeError(f"could not allocate a run directory for {base}")
+
+    def run_ids(self) -> list[str]:
+        if not self.runs_dir.is_dir():
+            return []
+        return sorted(p.name for p in self.runs_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+    def run(self, run_id: str) -> RunRecord:
+        directory = self.runs_dir / run_id
+        if not directory.is_dir():
+            matches = [r for r in self.run_ids() if r.startswith(run_id) or run_id in r]
+            if len(matches) == 1:
+                directory = self.runs_dir / matches[0]
+            else:
+                hint = f"; it matches {len(matches)} runs" if matches else ""
+                raise InputError(f"run {run_id!r} is not in the journal {self.root}{hint} "
+                                 "(see `servebook journal ls`)")
+        manifest_path = directory / "manifest.json"
+        if not manifest_path.is_file():
+            return RunRecord(directory, None)
+        manifest, problem = read_manifest(manifest_path)
+        return RunRecord(directory, manifest, problem)
+
+    def runs(self) -> list[RunRecord]:
+        return [self.run(r) for r in self.run_ids()]
+
+    def find(self, candidate_id: str, plan_id: str, statuses=("completed", "failed")) -> RunRecord | None:
+        """The newest sealed run of this candidate under this plan, if any."""
+        for record in reversed(self.runs()):
+            m = record.manifest
+            if m is not None and m.candidate_id == candidate_id and m.plan_id == plan_id and record.status in statuses:
+                return record
+        return None
+
+    def index(self, write: bool = True) -> pd.DataFrame:
+        """One row per run, derived from the manifests (incomplete runs included)."""
+        rows = []
+        for record in self.runs():
+            identity = record.identity
+            summary = record.manifest.summary if record.manifest else None
+            failure = record.manifest.failure if record.manifest else None
+            rows.append({
+                "run_id": record.run_id,
+                "status": record.status,
+                "candidate": identity.label,
+                "candidate_id": identity.candidate_id,
+                "plan_id": identity.plan_id,
+                "engine": identity.engine_kind,
+                "started_at": identity.started_at,
+                "cells": summary.cells if summary else None,
+                "valid_cells": summary.valid_cells if summary else None,
+                "failure": failure.cause if failure else None,
+                "study": identity.study,
+                "verdict": (record.latest_verdict or {}).get("outcome"),
+            })
+        frame = pd.DataFrame(rows, columns=INDEX_COLUMNS)
+        frame[["cells", "valid_cells"]] = frame[["cells", "valid_cells"]].astype("Int64")
+        if write and self.runs_dir.is_dir():
+            path = self.root / "index.parquet"
+            fd, tmp = tempfile.mkstemp(prefix=".index.", dir=self.root)
+            os.close(fd)
+            frame.to_parquet(tmp, index=False)
+            os.replace(tmp, path)
+        return frame
+
+    def blocks(self) -> list[Block]:
+        frame = self.index(write=False)
+        counts = frame["status"].value_counts()
+        summary = ", ".join(f"{n} {status}" for status, n in counts.items()) or "no runs"
+        table = Table(["run", "status", "verdict", "study", "candidate", "valid cells", "failure"])
+        css = {"failed": "invalid", "corrupt": "invalid", "incomplete": "warn"}
+        for row in frame.itertuples(index=False):
+            cells = "-" if pd.isna(row.cells) else f"{row.valid_cells}/{row.cells}"
+            table.add([row.run_id, row.status, row.verdict or "-", row.study or "-", row.candidate, cells,
+                       row.failure or "-"], css.get(row.status, "accepted" if row.verdict == "accepted" else ""))
+        return [Text(f"journal {self.root}: {len(frame)} runs ({summary})", "heading"), table]

@@ -1,0 +1,107 @@
+"""Synthetic journals for tests and benchmarks of everything downstream of measuring.
+
+They are written through the same `RunWriter` as real runs, so they follow the journal contract,
+but their numbers are made up: never publish them. Every manifest says `"synthetic": true`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..config.candidate import Candidate
+from ..config.plan import Plan
+from .manifest import Manifest
+from .store import Journal, RunRecord
+
+CONCURRENCY = (1, 2, 4, 8)
+PROMPTS = (512, 2048)
+
+
+def _cells(rng: np.random.Generator, speed: float, invalid: str | None) -> list[dict]:
+    cells = []
+    for category in ("prose", "code"):
+        for c in CONCURRENCY:
+            per_request = speed * 300 / (1 + 0.25 * (c - 1)) * rng.uniform(0.97, 1.03)
+            cells.append({
+                "cell_id": f"decode-{category}-c{c}", "kind": "decode", "category": category, "concurrency": c,
+                "target_prompt_tokens": None, "output_tokens": 64, "requests": 2 * c, "errors": 0,
+                "prompt_tokens": 150 * 2 * c, "cached_tokens": 50 * 2 * c, "completion_tokens": 128 * c,
+                "wall_s": 64 / per_request * 2, "aggregate_tok_s": per_request * c * 0.95,
+                "per_request_tok_s": per_request, "ttft_s": 0.02 * c, "ttft_p90_s": 0.03 * c,
+                "prefill_tok_s": None, "draft_acceptance": None, "reconciliation": "ok",
+                "reconciliation_message": "prompt tokens = server; generated tokens = server",
+                "valid": True, "invalid_reasons": "",
+            })
+    for n in PROMPTS:
+        rate = speed * 15000 * rng.uniform(0.95, 1.05)
+        cells.append({
+            "cell_id": f"prefill-{n}", "kind": "prefill", "category": "prose", "concurrency": 1,
+            "target_prompt_tokens": n, "output_tokens": 1, "requests": 2, "errors": 0, "prompt_tokens": 2 * n,
+            "cached_tokens": 0, "completion_tokens": 2, "wall_s": 2 * n / rate, "aggregate_tok_s": None,
+            "per_request_tok_s": None, "ttft_s": n / rate, "ttft_p90_s": n / rate, "prefill_tok_s": rate,
+            "draft_acceptance": None, "reconciliation": "ok", "reconciliation_message": "prompt tokens = server",
+            "valid": True, "invalid_reasons": "",
+        })
+    if invalid:
+        cells[0].update(valid=False, invalid_reasons=invalid, reconciliation="mismatch",
+                        reconciliation_message=invalid)
+    return cells
+
+
+def _requests(rng: np.random.Generator, rows: int) -> pd.DataFrame:
+    t_send = np.sort(rng.uniform(0, 60, rows))
+    ttft = rng.uniform(0.01, 0.2, rows)
+    span = rng.uniform(0.1, 0.5, rows)
+    return pd.DataFrame({
+        "request_id": [f"r{i}" for i in range(rows)],
+        "cell_id": [f"decode-prose-c{CONCURRENCY[i % 4]}" for i in range(rows)],
+        "concurrency": [CONCURRENCY[i % 4] for i in range(rows)],
+        "category": "prose", "expected_completion_tokens": 64,
+        "t_send": t_send, "t_first": t_send + ttft, "t_last": t_send + ttft + span,
+        "prompt_tokens": 150, "completion_tokens": 64, "cached_tokens": 50, "chunk_count": 66,
+        "finish_reason": "length", "error": None,
+    })
+
+
+def write_synthetic_run(journal: Journal, *, index: int, study: str | None = "synthetic", status: str = "completed",
+                        requests: int = 2000, invalid: str | None = None, log_line: str = "",
+                        label: str | None = None, verdict: str | None = None, reasons: list[str] | None = None,
+                        chunk_size: int | None = None) -> RunRecord:
+    """One run; `status` is completed, failed or incomplete (no manifest)."""
+    rng = np.random.default_rng(index)
+    label = label or f"candidate-{index % 10}"
+    candidate = Candidate.model_validate({"name": label, "model": {"path": "tiny:target"},
+                                          "knobs": {"chunk_size": chunk_size or 64 * (1 + index % 10),
+                                                    "max_running_requests": 4}})
+    plan = Plan()
+    run_id = f"20260101T{index // 3600 % 24:02d}{index // 60 % 60:02d}{index % 60:02d}Z-{candidate.id[:8]}-{index}"
+    writer = journal.start_run(candidate.id, run_id)
+    identity = {"candidate_id": candidate.id, "candidate_label": label, "candidate": candidate.model_dump(mode="json"),
+                "plan_id": plan.id, "plan": plan.model_dump(mode="json"), "study": study, "study_entry": label,
+                "synthetic": True}
+    writer.write_json("launch.json", {**identity, "argv": ["llama-server", "-m", "tiny.gguf", "--port", "0"]})
+    writer.engine_log.write_text("".join(f"0.00.{i:03d} I srv  synthetic log line {i}\n" for i in range(80))
+                                 + (log_line + "\n" if log_line else ""))
+    writer.write_table("requests", _requests(rng, requests))
+    if status == "incomplete":
+        return journal.run(writer.run_id)
+    base = {**identity, "environment": {"host": "synthetic", "engine_version": "synthetic"},
+            "engine": {"argv": ["llama-server", "-m", "tiny.gguf", "--port", "0"]},
+            "started_at": "2026-01-01T00:00:00Z", "finished_at": "2026-01-01T00:01:00Z"}
+    if status == "failed":
+        writer.seal(Manifest.model_validate({
+            **base, "status": "failed", "summary": None,
+            "failure": {"stage": "launch", "cause": "bad_flag", "message": "error: invalid argument: --synthetic",
+                        "exit_code": 1, "log_tail": "error: invalid argument: --synthetic"}}))
+    else:
+        cells = _cells(rng, 1 + (index % 7) / 10, invalid)
+        writer.write_table("cells", cells)
+        writer.seal(Manifest.model_validate({
+            **base, "status": "completed", "failure": None,
+            "summary": {"cells": len(cells), "valid_cells": sum(c["valid"] for c in cells)}}))
+    record = journal.run(writer.run_id)
+    if verdict:
+        record.append_verdict({"outcome": verdict, "reasons": reasons or [f"synthetic {verdict}"], "study": study,
+                               "rules_hash": "synthetic", "rules": None, "baseline_run_id": None})
+    return record

@@ -1,0 +1,184 @@
+"""Docker compose launches, the way production recipes run GPU engines.
+
+One service per replica: the image pinned by digest, its own GPUs (`device_ids`), its own port,
+the model volume, and a compile cache of its own (two replicas writing one torch/triton cache
+corrupt each other's entries). Replicas start one after another, each waited for until healthy,
+because simultaneous loads contend for host memory and disk and make the first one slow.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import yaml
+
+from ..config.candidate import Candidate
+from ..config.errors import InputError
+from ..engines import EngineAdapter, FailureCause
+from ..util.files import tail_of
+from .process import EngineFailed, NoLocalProcess
+
+
+
+@dataclass(frozen=True)
+class ComposePlan:
+    project: str
+    services: list[str]
+    document: dict
+    host_ports: list[int]
+
+    def yaml(self) -> str:
+        return yaml.safe_dump(self.document, sort_keys=False, width=200, default_flow_style=None)
+
+    def commands(self, compose_file: str) -> list[list[str]]:
+        """The command sequence: pull, then each replica up and healthy before the next, then down."""
+        base = ["docker", "compose", "-f", compose_file, "-p", self.project]
+        sequence = [base + ["pull"]]
+        for service in self.services:
+            sequence.append(base + ["up", "-d", "--no-deps", service])
+            sequence.append(["<wait for health>", service])
+        sequence.append(base + ["logs", "--no-color", "--timestamps"])
+        sequence.append(base + ["down", "--timeout", "30"])
+        return sequence
+
+
+def gpu_groups(candidate: Candidate) -> list[list[int]]:
+    """GPUs per replica: consecutive groups of tensor_parallel_size from launch.gpus (default 0, 1, ...)."""
+    tp = candidate.knobs.tensor_parallel_size
+    replicas = candidate.launch.replicas
+    gpus = candidate.launch.gpus if candidate.launch.gpus is not None else list(range(tp * replicas))
+    if len(gpus) < tp * replicas:
+        raise InputError(f"launch.gpus: {replicas} replica(s) at tensor_parallel_size {tp} need {tp * replicas} "
+                         f"GPUs, only {len(gpus)} listed ({gpus})")
+    return [gpus[i * tp:(i + 1) * tp] for i in range(replicas)]
+
+
+def render(candidate: Candidate, adapter: EngineAdapter, *, model_path: str, draft_path: str | None,
+           first_port: int) -> ComposePlan:
+    launch = candidate.launch
+    image = launch.image or ""
+    digest = candidate.pins.image_digest
+    if digest:
+        image = f"{image.split('@')[0]}@{digest}"
+    project = f"servebook-{candidate.id[:8]}"
+    container_port = adapter.container_port
+    services: dict = {}
+    names, ports = [], []
+    for i, devices in enumerate(gpu_groups(candidate)):
+        name = f"{candidate.engine}-r{i}"
+        host_port = first_port + i
+        environment = dict(launch.env)
+        volumes = list(launch.volumes)
+        if launch.compile_cache:
+            cache = f"{launch.compile_cache.rstrip('/')}/{project}/replica-{i}"
+            volumes.append(f"{cache}:/root/.cache/compile")
+            for variable in adapter.compile_cache_env:
+                environment[variable] = f"/root/.cache/compile/{variable.lower()}"
+        command = adapter.argv(candidate, port=container_port, model_path=model_path, draft_path=draft_path)
+        services[name] = {
+            "image": image,
+            "container_name": f"{project}-r{i}",
+            # The whole argv as the entrypoint: images differ in theirs (vllm/vllm-openai already
+            # starts `vllm serve`), and a command appended to an unknown entrypoint is a guess.
+            "entrypoint": command,
+            "ports": [f"127.0.0.1:{host_port}:{container_port}"],
+            "volumes": volumes,
+            "environment": environment,
+            "ipc": "host",
+            "shm_size": "32gb",
+            "deploy": {"resources": {"reservations": {"devices": [
+                {"driver": "nvidia", "device_ids": [str(d) for d in devices], "capabilities": ["gpu"]}]}}},
+            "healthcheck": {"test": ["CMD-SHELL", f"curl -fsS http://127.0.0.1:{container_port}"
+                                                  f"{adapter.health_path()} || exit 1"],
+                            "interval": "10s", "timeout": "5s", "retries": 3, "start_period": "1800s"},
+            "restart": "no",
+        }
+        names.append(name)
+        ports.append(host_port)
+    return ComposePlan(project, names, {"name": project, "services": services}, ports)
+
+
+def docker_available() -> bool:
+    if shutil.which("docker") is None:
+        return False
+    try:
+        result = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True,
+                                text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return result.returncode == 0 and bool(result.stdout.strip())
+
+
+@dataclass
+class ComposeEngine(NoLocalProcess):
+    """Runs a rendered compose plan: replicas up one by one with health waits, logs kept, then down."""
+
+    plan: ComposePlan
+    adapter: EngineAdapter
+    compose_file: Path
+    log_path: Path
+    host: str = "127.0.0.1"
+    _started: list[str] = field(default_factory=list)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.plan.host_ports[0]}"
+
+    def _run(self, argv: list[str]) -> None:
+        with open(self.log_path, "a") as log:
+            log.write(f"$ {' '.join(argv)}\n")
+            log.flush()
+            result = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, timeout=3600)
+        if result.returncode != 0:
+            raise EngineFailed(FailureCause("crash", f"`{' '.join(argv[:6])} ...` exited {result.returncode}"),
+                               tail_of(self.log_path), result.returncode)
+
+    def start(self) -> "ComposeEngine":
+        if not docker_available():
+            raise InputError("launch.mode: compose needs a running Docker engine (E_DOCKER: `docker info` failed "
+                             "on this host); `servebook sweep --dry-run` prints the compose files instead")
+        self.compose_file.write_text(self.plan.yaml())
+        self._run(self.plan.commands(str(self.compose_file))[0])
+        return self
+
+    def wait_ready(self, timeout_s: float, on_poll=None) -> float:
+        started = time.monotonic()
+        base = ["docker", "compose", "-f", str(self.compose_file), "-p", self.plan.project]
+        for service, port in zip(self.plan.services, self.plan.host_ports):
+            self._run(base + ["up", "-d", "--no-deps", service])
+            self._started.append(service)
+            url = f"http://{self.host}:{port}{self.adapter.health_path()}"
+            deadline = time.monotonic() + timeout_s
+            while True:
+                try:
+                    if httpx.get(url, timeout=2).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise self.failure(FailureCause("timeout", f"{service} not healthy after {timeout_s:g}s"))
+                if on_poll:
+                    on_poll(time.monotonic() - started)
+                time.sleep(1.0)
+        return time.monotonic() - started
+
+    def failure(self, fallback: FailureCause | None = None) -> EngineFailed:
+        tail = tail_of(self.log_path)
+        cause = fallback or self.adapter.classify_failure(tail, None)
+        return EngineFailed(cause, tail, None)
+
+    def stop(self, grace_s: float = 30.0) -> None:
+        if not self._started:
+            return
+        base = ["docker", "compose", "-f", str(self.compose_file), "-p", self.plan.project]
+        for argv in (base + ["logs", "--no-color", "--timestamps"], base + ["down", "--timeout", str(int(grace_s))]):
+            try:
+                self._run(argv)
+            except EngineFailed:
+                pass
+        self._started.clear()

@@ -1,0 +1,83 @@
+"""The environment fingerprint stored with every run: what ran, where, on what."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from .redaction import redact_env
+
+
+def _cpu_model() -> str | None:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def _memory_gib() -> float | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return round(int(line.split()[1]) / 1024 / 1024, 1)
+    except OSError:
+        pass
+    return None
+
+
+def engine_binary_version(binary: str) -> str | None:
+    try:
+        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    text = out.stdout + out.stderr
+    match = re.search(r"version:\s*(\S+.*?commit \w+\))", text) or re.search(r"version:\s*(.+)", text)
+    return match.group(1).strip() if match else None
+
+
+def file_digest(path: str | Path, limit_bytes: int = 256 * 1024 * 1024) -> str | None:
+    """sha256 of a model file (first `limit_bytes` for huge files, marked as such)."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    h = hashlib.sha256()
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        remaining = limit_bytes
+        while remaining > 0:
+            block = f.read(min(1 << 20, remaining))
+            if not block:
+                break
+            h.update(block)
+            remaining -= len(block)
+    prefix = "sha256:" if size <= limit_bytes else f"sha256-first-{limit_bytes}:"
+    return prefix + h.hexdigest()
+
+
+def fingerprint(*, engine_binary: str | None = None, model_path: str | None = None) -> dict:
+    from .._version import __version__
+
+    engine_env = {k: v for k, v in os.environ.items() if k.startswith(("LLAMA_ARG_", "GGML_", "CUDA_VISIBLE"))}
+    return {
+        "host": socket.gethostname(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpu": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "memory_gib": _memory_gib(),
+        "gpus": [],  # GPU engines fill this through their preflight; none on a CPU host
+        "python": sys.version.split()[0],
+        "servebook": __version__,
+        "engine_version": engine_binary_version(engine_binary) if engine_binary else None,
+        "model_digest": file_digest(model_path) if model_path else None,
+        "engine_env": redact_env(engine_env),
+    }

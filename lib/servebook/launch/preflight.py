@@ -1,0 +1,202 @@
+"""Checks before anything launches: every one fails with a message that names the field and the fix.
+
+GPU checks read nvidia-smi and never change anything (a power limit that differs from what the
+candidate assumes is a warning, not something servebook touches). On a host without GPUs they
+are skipped with a note that goes into the run's manifest.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..config.candidate import Candidate
+from ..config.errors import InputError
+from ..engines import get_engine, known_engines
+from ..util.progress import Reporter
+from .process import PortInUse, ensure_port_free
+
+TINY_PREFIX = "tiny:"
+GPU_ENGINES = ("sglang", "vllm")
+BUSY_UTILIZATION_PCT = 10.0
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    level: str  # error | warning | note
+    message: str
+
+
+@dataclass
+class ResolvedPaths:
+    engine_binary: str
+    model_path: str
+    draft_path: str | None
+    findings: list[Finding] = field(default_factory=list)
+    gpu_fingerprint: dict = field(default_factory=dict)
+
+    def findings_json(self) -> list[dict]:
+        return [asdict(f) for f in self.findings]
+
+
+class PreflightFailed(InputError):
+    def __init__(self, findings: list[Finding]):
+        self.findings = findings
+        errors = [f for f in findings if f.level == "error"]
+        super().__init__("preflight refused the launch:\n" + "\n".join(f"  {f.code}: {f.message}" for f in errors))
+
+
+def resolve_model_path(value: str, field_name: str, reporter: Reporter) -> str:
+    if value.startswith(TINY_PREFIX):
+        from ..engines.tiny_models import TINY_MODELS, ensure_tiny_models
+
+        name = value[len(TINY_PREFIX):]
+        if name not in TINY_MODELS:
+            raise InputError(f"{field_name}: unknown tiny model {name!r}; known: "
+                             + ", ".join(f"tiny:{n}" for n in TINY_MODELS))
+        return str(ensure_tiny_models(reporter=reporter)[name])
+    path = Path(value).expanduser()
+    if not path.exists():
+        raise InputError(f"{field_name}: model file not found: {path} "
+                         "(give an existing GGUF file, or tiny:target for the built-in tiny model)")
+    return str(path.resolve())
+
+
+def gpu_checks(candidate: Candidate, inventory, disk_path: Path | None = None) -> list[Finding]:
+    """E_GPU_MISSING, E_GPU_BUSY, E_GPU_MEMORY, E_P2P, W_POWER and E_DISK for one candidate."""
+    from .compose import gpu_groups
+
+    findings: list[Finding] = []
+    needs = candidate.launch.resources
+    if needs.disk_gib and disk_path is not None:
+        free = shutil.disk_usage(disk_path).free / 2**30
+        if free < needs.disk_gib:
+            findings.append(Finding("E_DISK", "error", f"{disk_path} has {free:.0f} GiB free, the candidate needs "
+                                                       f"{needs.disk_gib:g} GiB (launch.resources.disk_gib)"))
+    if candidate.engine not in GPU_ENGINES:
+        return findings
+    if not inventory.gpus:
+        return findings + [Finding("N_NO_GPU", "note", inventory.note or "no GPU: GPU checks skipped")]
+    by_index = {g.index: g for g in inventory.gpus}
+    for group in gpu_groups(candidate):
+        for index in group:
+            gpu = by_index.get(index)
+            if gpu is None:
+                findings.append(Finding("E_GPU_MISSING", "error", f"GPU {index} does not exist on this host "
+                                        f"(it has {', '.join(str(i) for i in by_index)}); fix launch.gpus"))
+                continue
+            if gpu.processes or (gpu.utilization_pct or 0) > BUSY_UTILIZATION_PCT:
+                holders = ", ".join(f"pid {p['pid']} {p.get('name', '')} ({(p['used_memory_mib'] or 0) / 1024:.1f} GiB)"
+                                    for p in gpu.processes) or f"{gpu.utilization_pct:.0f}% busy"
+                findings.append(Finding("E_GPU_BUSY", "error", f"GPU {index} ({gpu.name}) is in use: {holders}"))
+            if needs.gpu_memory_gib and gpu.memory_free_mib / 1024 < needs.gpu_memory_gib:
+                findings.append(Finding("E_GPU_MEMORY", "error",
+                                        f"GPU {index} has {gpu.memory_free_mib / 1024:.1f} GiB free, the candidate "
+                                        f"needs {needs.gpu_memory_gib:g} GiB (launch.resources.gpu_memory_gib)"))
+            if needs.power_limit_w and gpu.power_limit_w and abs(gpu.power_limit_w - needs.power_limit_w) > 1:
+                findings.append(Finding("W_POWER", "warning",
+                                        f"GPU {index} power limit is {gpu.power_limit_w:g} W, the candidate assumes "
+                                        f"{needs.power_limit_w:g} W; servebook does not change it, figures may differ"))
+        if len(group) > 1:
+            for a in group:
+                for b in group:
+                    if a < b and inventory.p2p.get((a, b), "OK") != "OK":
+                        findings.append(Finding("E_P2P", "error", f"GPUs {a} and {b} have no peer-to-peer access "
+                                                f"({inventory.p2p[(a, b)]}); tensor parallel {len(group)} would be "
+                                                "slow or fail: pick GPUs on one switch in launch.gpus"))
+    return findings
+
+
+
+
+def other_engine_processes(proc: Path = Path("/proc")) -> list[tuple[int, str]]:
+    """Engines already running on this host (pid, command): on a CPU host they share the cores with the
+    candidate, and two spinning ggml thread pools on two cores made decode about 30x slower here."""
+    markers = [m for kind in known_engines() for m in get_engine(kind).process_markers]
+    found = []
+    me = os.getpid()
+    for entry in proc.iterdir() if proc.is_dir() else []:
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().split(")")[-1].split()[0]
+        except OSError:
+            continue
+        if state == "Z" or not argv or not argv[0]:
+            continue
+        head = b" ".join(argv[:4])
+        if any(marker in head for marker in markers) and b"servebook.engines.simulator" not in head:
+            found.append((int(entry.name), b" ".join(argv).decode(errors="replace")[:160]))
+    return found
+
+
+def host_checks() -> list[Finding]:
+    return [Finding("W_HOST_BUSY", "warning", f"another engine is running on this host (pid {pid}: {command}); "
+                                              "its load distorts every figure of this run")
+            for pid, command in other_engine_processes()]
+
+
+def preflight(candidate: Candidate, reporter: Reporter, *, inventory=None) -> ResolvedPaths:
+    from . import gpus
+
+    launch = candidate.launch
+    if launch.port is not None and launch.mode == "local":
+        try:
+            ensure_port_free(launch.host, launch.port)
+        except PortInUse as error:
+            raise InputError(str(error)) from None
+    model = candidate.model.path or candidate.model.id
+    draft = candidate.knobs.drafter.model
+    if launch.simulator or launch.mode == "attach":
+        return ResolvedPaths(sys.executable, model, draft)
+
+    inventory = inventory if inventory is not None else gpus.inventory()
+    disk = Path(candidate.model.path).expanduser().parent if candidate.model.path and not \
+        candidate.model.path.startswith(TINY_PREFIX) else Path(os.environ.get("HF_HOME", Path.home()))
+    findings = gpu_checks(candidate, inventory, disk if disk.exists() else None)
+    if launch.mode == "local":
+        findings += host_checks()
+    if any(f.level == "error" for f in findings):
+        raise PreflightFailed(findings)
+    for finding in findings:
+        if finding.level != "error":
+            reporter.log(f"preflight {finding.code}: {finding.message}")
+
+    adapter = get_engine(candidate.engine)
+    if launch.mode == "compose":
+        binary = "docker"
+    else:
+        binary = adapter.local_binary(candidate, reporter)
+        if candidate.model.path:
+            model = resolve_model_path(candidate.model.path, "model.path", reporter)
+        if draft and adapter.fingerprints_binary:  # a local engine reads its draft from a file too
+            draft = resolve_model_path(draft, "knobs.drafter.model", reporter)
+    return ResolvedPaths(binary, model, draft, findings, inventory.fingerprint())
+
+
+def describe(candidate: Candidate) -> list[str]:
+    """The preflight steps `--dry-run` prints, without running nvidia-smi or Docker."""
+    from .compose import gpu_groups
+
+    steps = []
+    needs = candidate.launch.resources
+    if candidate.engine in GPU_ENGINES and not candidate.launch.simulator and candidate.launch.mode != "attach":
+        groups = gpu_groups(candidate)
+        checks = ["exist", "no other process (E_GPU_BUSY)"]
+        if needs.gpu_memory_gib:
+            checks.append(f">= {needs.gpu_memory_gib:g} GiB free (E_GPU_MEMORY)")
+        if candidate.knobs.tensor_parallel_size > 1:
+            checks.append("peer-to-peer within each replica (E_P2P)")
+        if needs.power_limit_w:
+            checks.append(f"power limit {needs.power_limit_w:g} W (W_POWER, never changed)")
+        steps.append(f"nvidia-smi: GPUs {groups} must " + ", ".join(checks))
+    if needs.disk_gib:
+        steps.append(f"disk: >= {needs.disk_gib:g} GiB free where the model lives (E_DISK)")
+    if candidate.launch.mode == "compose":
+        steps.append("docker info: a running Docker engine (E_DOCKER)")
+    return steps or ["no GPU checks for this engine"]

@@ -1,0 +1,191 @@
+"""Starting an engine as a local process and making sure it goes away again.
+
+The process gets its own process group (so stopping it stops its children too) and, on Linux,
+a parent-death signal (so a servebook killed with SIGKILL does not leave a server behind).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from ..engines import EngineAdapter, EngineFailed, FailureCause
+from ..util.files import tail_of
+
+
+class PortInUse(ValueError):
+    pass
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def ensure_port_free(host: str, port: int) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            raise PortInUse(
+                f"launch.port: {host}:{port} is already in use; pick another port or leave "
+                "launch.port empty to get a free one"
+            ) from None
+
+
+def _die_with_parent() -> None:
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+@dataclass
+class EngineProcess:
+    argv: list[str]
+    adapter: EngineAdapter
+    base_url: str
+    log_path: Path
+    env: dict[str, str] | None = None
+    process: subprocess.Popen | None = None
+
+    def start(self) -> "EngineProcess":
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")
+        env = {**os.environ, **(self.env or {})}
+        try:
+            self.process = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+                preexec_fn=_die_with_parent if os.name == "posix" else None,
+            )
+        except FileNotFoundError:
+            log.close()
+            raise EngineFailed(
+                FailureCause("model_load", f"engine binary not found: {self.argv[0]} "
+                             "(run `servebook engine install llamacpp`)"), "", None
+            ) from None
+        log.close()
+        return self
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def exit_code(self) -> int | None:
+        return None if self.process is None else self.process.poll()
+
+    def failure(self, fallback: FailureCause | None = None) -> EngineFailed:
+        code = self.exit_code()
+        tail = tail_of(self.log_path)
+        cause = self.adapter.classify_failure(tail, code) if code is not None or fallback is None else fallback
+        return EngineFailed(cause, tail, code)
+
+    def check_alive(self) -> None:
+        if self.exit_code() is not None:
+            raise self.failure()
+
+    def wait_exit(self, timeout: float) -> bool:
+        """True if the process ended within `timeout` (a dying engine needs a moment to be reaped)."""
+        if self.process is None:
+            return False
+        try:
+            self.process.wait(timeout=timeout)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+
+    def wait_ready(self, timeout_s: float, on_poll=None) -> float:
+        """Block until the health endpoint answers 200; return the seconds it took."""
+        started = time.monotonic()
+        deadline = started + timeout_s
+        url = f"{self.base_url}{self.adapter.health_path()}"
+        with httpx.Client(timeout=2.0) as client:
+            while True:
+                self.check_alive()
+                try:
+                    if client.get(url).status_code == 200:
+                        return time.monotonic() - started
+                except httpx.HTTPError:
+                    pass  # listener not open yet, or closed while loading
+                if time.monotonic() > deadline:
+                    raise self.failure(
+                        FailureCause("timeout", f"not ready after {timeout_s:g}s ({url} never answered 200)")
+                    )
+                if on_poll:
+                    on_poll(time.monotonic() - started)
+                time.sleep(0.2)
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        try:
+            os.killpg(self.process.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        try:
+            self.process.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.process.wait()
+
+    def __enter__(self) -> "EngineProcess":
+        return self.start() if self.process is None else self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+class NoLocalProcess:
+    """For engines servebook does not run as a child process: there is nothing to reap or poll."""
+
+    pid: int | None = None
+
+    def exit_code(self) -> int | None:
+        return None
+
+    def wait_exit(self, timeout: float) -> bool:
+        return False
+
+    def check_alive(self) -> None:
+        return None
+
+
+@dataclass
+class AttachedEngine(NoLocalProcess):
+    """A server servebook did not start (launch.mode: attach): nothing to start, stop or reap."""
+
+    base_url: str
+    adapter: EngineAdapter
+    log_path: Path
+
+    def start(self) -> "AttachedEngine":
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.log_path.write_text(f"attached to {self.base_url}; servebook did not start this server and has "
+                                 "no access to its log\n")
+        return self
+
+    def failure(self, fallback: FailureCause | None = None) -> EngineFailed:
+        return EngineFailed(fallback or FailureCause("crash", f"{self.base_url} stopped answering"), "", None)
+
+    wait_ready = EngineProcess.wait_ready
+
+    def stop(self, grace_s: float = 0.0) -> None:
+        return None

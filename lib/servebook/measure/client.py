@@ -1,0 +1,154 @@
+"""The streaming client: one timed request through the openai SDK, recorded as one raw row.
+
+Times are `time.monotonic()` seconds. TTFT runs from send to the first chunk that carries
+content; the decode interval runs from that chunk to the last chunk that carries a choice.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from openai import AsyncOpenAI
+
+
+@dataclass
+class RequestRecord:
+    request_id: str
+    cell_id: str
+    concurrency: int
+    category: str
+    expected_completion_tokens: int
+    t_send: float
+    t_first: float | None = None
+    t_last: float | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_tokens: int | None = None
+    chunk_count: int = 0
+    finish_reason: str | None = None
+    error: str | None = None
+    server_prompt_ms: float | None = None
+    server_predicted_per_second: float | None = None
+    server_draft_tokens: int | None = None
+    server_draft_accepted: int | None = None
+    chunk_times: list[float] = field(default_factory=list, repr=False)
+    chunk_tokens: list[int | None] = field(default_factory=list, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.completion_tokens is not None
+
+    @property
+    def ttft(self) -> float | None:
+        return None if self.t_first is None else self.t_first - self.t_send
+
+    @property
+    def decode_rate(self) -> float | None:
+        """(completion_tokens - 1) / (t_last - t_first): decode only, prompt reading excluded."""
+        if not self.ok or self.t_first is None or self.t_last is None or self.completion_tokens < 2:
+            return None
+        span = self.t_last - self.t_first
+        return (self.completion_tokens - 1) / span if span > 0 else None
+
+    def row(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("chunk_times")
+        data.pop("chunk_tokens")
+        return data
+
+
+def _usage_fields(record: RequestRecord, usage: Any) -> None:
+    record.prompt_tokens = usage.prompt_tokens
+    record.completion_tokens = usage.completion_tokens
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None) if details is not None else None
+    record.cached_tokens = int(cached or 0)
+
+
+def _timings_fields(record: RequestRecord, extra: dict | None) -> None:
+    timings = (extra or {}).get("timings")
+    if not isinstance(timings, dict):
+        return
+    record.server_prompt_ms = timings.get("prompt_ms")
+    record.server_predicted_per_second = timings.get("predicted_per_second")
+    record.server_draft_tokens = timings.get("draft_n")
+    record.server_draft_accepted = timings.get("draft_n_accepted")
+
+
+@dataclass
+class StreamRequest:
+    """What to send: chat when `messages` is given, a completion of `prompt` (text or token ids) otherwise."""
+
+    model: str
+    max_tokens: int
+    messages: list[dict] | None = None
+    prompt: list[int] | str | None = None
+    extra_body: dict | None = None
+    stream_options: dict | None = None
+    keep_chunk_times: bool = True
+
+
+async def stream_request(client: AsyncOpenAI, record: RequestRecord, request: StreamRequest) -> RequestRecord:
+    """Send one streaming request (chat when `messages`, completion when `prompt`) and fill `record`."""
+    common = dict(
+        model=request.model,
+        max_tokens=request.max_tokens,
+        stream=True,
+        stream_options=request.stream_options or {"include_usage": True},
+        temperature=0.0,
+        extra_body=request.extra_body or None,
+    )
+    messages = request.messages
+    keep_chunk_times = request.keep_chunk_times
+    counted = 0  # completion tokens accounted for by earlier content chunks (continuous usage only)
+    record.t_send = time.monotonic()
+    try:
+        if messages is not None:
+            stream = await client.chat.completions.create(messages=messages, **common)
+        else:
+            stream = await client.completions.create(prompt=request.prompt, **common)
+        async for chunk in stream:
+            now = time.monotonic()
+            record.chunk_count += 1
+            if chunk.usage is not None:
+                _usage_fields(record, chunk.usage)
+            _timings_fields(record, chunk.model_extra)
+            if not chunk.choices:
+                continue
+            choice = chunk.choices[0]
+            if messages is not None:
+                delta = choice.delta
+                has_content = bool(
+                    delta and (delta.content or getattr(delta, "reasoning_content", None) or delta.tool_calls)
+                )
+            else:
+                has_content = bool(choice.text)
+            if has_content:
+                if record.t_first is None:
+                    record.t_first = now
+                if keep_chunk_times:
+                    record.chunk_times.append(now)
+                    # Engines that report usage on every chunk tell how many tokens a chunk carried;
+                    # a drafter's accepted run arrives as one chunk of several tokens.
+                    if chunk.usage is not None:
+                        record.chunk_tokens.append(chunk.usage.completion_tokens - counted)
+                        counted = chunk.usage.completion_tokens
+                    else:
+                        record.chunk_tokens.append(None)
+            if has_content or choice.finish_reason:
+                record.t_last = now
+            if choice.finish_reason:
+                record.finish_reason = choice.finish_reason
+        if record.completion_tokens is None:
+            record.error = "stream ended without a usage chunk"
+        elif record.t_first is None and record.completion_tokens > 0:
+            # Only empty-text tokens came back (max_tokens=1 prefill often ends this way):
+            # the first token arrived with the final choice chunk.
+            record.t_first = record.t_last
+    except Exception as error:  # noqa: BLE001 - every failure becomes a recorded row, never a crash
+        record.error = f"{type(error).__name__}: {error}"[:500]
+        if record.t_last is None:
+            record.t_last = time.monotonic()
+    return record

@@ -1,0 +1,291 @@
+"""Measuring a ready engine: warm-up, then every cell of the plan with a scrape on each side.
+
+Scrapes are taken before a cell's first request is sent and after its last one has finished,
+because a mid-cell scrape is partial for every engine (generation counters move at request end
+on llama.cpp and SGLang).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import httpx
+from openai import AsyncOpenAI
+
+from .cells import CellSpec, summarize_cell
+from .client import RequestRecord, StreamRequest, stream_request
+from ..engines import EngineAdapter, EngineFailed, FailureCause
+from ..util.files import tail_of
+from ..util.progress import Reporter
+from ..engines.counters import Scrape
+from .scrape import scrape
+from ..config.plan import Plan
+from .prompts import decode_prompt, exact_length_prompt, filler_text
+from .gates import run_gate
+from .reconcile import ClientCounts, reconcile
+from .cells import plan_cells
+
+
+class WarmupFailed(RuntimeError):
+    """The engine is up but cannot serve a first request: the candidate fails, it is not measured."""
+
+
+@dataclass
+class CellOutcome:
+    spec: CellSpec
+    records: list[RequestRecord]
+    before: Scrape
+    after: Scrape
+    summary: dict
+
+
+@dataclass
+class MeasurementLog:
+    """Everything measured so far; survives an engine death mid-plan so the raw rows are kept."""
+
+    outcomes: list[CellOutcome] = field(default_factory=list)
+    partial_records: list[RequestRecord] = field(default_factory=list)
+    gate_results: list = field(default_factory=list)
+
+    def request_rows(self) -> list[dict]:
+        rows = [r.row() for o in self.outcomes for r in o.records]
+        return rows + [r.row() for r in self.partial_records]
+
+    def chunk_rows(self) -> list[dict]:
+        rows = []
+        for record in [r for o in self.outcomes for r in o.records] + self.partial_records:
+            previous = record.t_first
+            tokens = record.chunk_tokens or [None] * len(record.chunk_times)
+            for i, (t, n) in enumerate(zip(record.chunk_times, tokens)):
+                rows.append({"request_id": record.request_id, "cell_id": record.cell_id, "index": i,
+                             "t": t, "gap_s": None if i == 0 else t - previous, "tokens": n})
+                previous = t
+        return rows
+
+    def scrape_rows(self) -> list[dict]:
+        rows = []
+        for o in self.outcomes:
+            for phase, s in (("before", o.before), ("after", o.after)):
+                for sample in s.samples:
+                    rows.append({"cell_id": o.spec.cell_id, "phase": phase, "t": s.t, "name": sample.name,
+                                 "labels": json.dumps(dict(sample.labels)), "value": sample.value})
+        return rows
+
+    def cell_rows(self) -> list[dict]:
+        return [o.summary for o in self.outcomes]
+
+
+class Measurement:
+    def __init__(
+        self,
+        base_url: str,
+        adapter: EngineAdapter,
+        plan: Plan,
+        *,
+        tag: str,
+        api_key: str = "servebook",
+        alive_check: Callable[[], None] | None = None,
+        engine_log: Path | None = None,
+        request_extras: dict | None = None,
+    ):
+        self.base_url = base_url.rstrip("/")
+        self.adapter = adapter
+        self.plan = plan
+        self.tag = tag
+        self.api_key = api_key
+        self.alive_check = alive_check or (lambda: None)
+        self.engine_log = engine_log
+        self.user_extras = dict(request_extras or {})
+        self.log = MeasurementLog()
+        self.model_name = "default"
+        self._filler: list[int] | None = None
+        self._openers: list[int] = []
+        self._prefill_count = 0
+
+    async def __aenter__(self) -> "Measurement":
+        # No keep-alive: llama-server closes idle and long-lived connections on its own schedule,
+        # and a request sent on a connection the server just closed fails spuriously.
+        limits = httpx.Limits(max_connections=256, max_keepalive_connections=0)
+        self.http = httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(self.plan.request_timeout_s, connect=10))
+        self.openai = AsyncOpenAI(base_url=f"{self.base_url}/v1", api_key=self.api_key, http_client=self.http,
+                                  max_retries=0, timeout=self.plan.request_timeout_s)
+        models = await self.http.get(f"{self.base_url}/v1/models", headers=self._auth)
+        if models.status_code == 200 and models.json().get("data"):
+            self.model_name = models.json()["data"][0]["id"]
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.http.aclose()
+
+    @property
+    def _auth(self) -> dict:
+        return {"Authorization": f"Bearer {self.api_key}"}
+
+    def _extras(self, output_tokens: int) -> dict:
+        """The engine's way of forcing the length, then the candidate's own request fields on top."""
+        return {**self.adapter.request_extras(output_tokens), **self.user_extras}
+
+    async def tokenize(self, text: str) -> list[int]:
+        tokens = await self.adapter.tokenize(self.http, self.base_url, text, self.model_name, self._auth)
+        if tokens is None:
+            raise RuntimeError(f"engine {self.adapter.kind} exposes no tokenizer endpoint, so prompts of exact "
+                               "token length cannot be built; drop the prefill cells from the plan")
+        return tokens
+
+    async def warmup(self) -> None:
+        """Unrecorded requests so first-use costs (page faults, thread pools) stay out of the cells."""
+        extras = self._extras(8)
+        for i in range(self.plan.warmup_requests):
+            record = RequestRecord(f"warmup-{i}", "warmup", 1, "prose", 8, t_send=0.0)
+            await stream_request(self.openai, record, StreamRequest(
+                self.model_name, 8, messages=decode_prompt("prose", i, f"{self.tag}:warmup:{i}"), extra_body=extras,
+                keep_chunk_times=False))
+            if record.error:
+                self.alive_check()
+                raise WarmupFailed(record.error)
+
+    async def _scrape(self) -> Scrape:
+        return await scrape(self.http, self.base_url)
+
+    async def _decode_requests(self, spec: CellSpec, on_done) -> list[RequestRecord]:
+        gate = asyncio.Semaphore(spec.concurrency)
+        extras = self._extras(spec.output_tokens)
+
+        async def one(i: int) -> RequestRecord:
+            record = RequestRecord(f"{spec.cell_id}-{i}", spec.cell_id, spec.concurrency, spec.category,
+                                   spec.output_tokens, t_send=0.0)
+            async with gate:
+                await stream_request(self.openai, record, StreamRequest(
+                    self.model_name, spec.output_tokens,
+                    messages=decode_prompt(spec.category, i, f"{self.tag}:{spec.cell_id}:{i}"), extra_body=extras,
+                    stream_options=self.adapter.stream_options(), keep_chunk_times=self.plan.record_chunks))
+            on_done()
+            return record
+
+        return list(await asyncio.gather(*(one(i) for i in range(spec.n_requests))))
+
+    async def _prefill_requests(self, spec: CellSpec, on_done) -> list[RequestRecord]:
+        if self._filler is None:
+            self._filler = await self.tokenize(filler_text())
+            # Engines reuse the longest cached common prefix, even a single token, so the
+            # first token of every cold prompt differs from the first token of every other.
+            self._openers = sorted(set(self._filler))
+        extras = self._extras(1)
+        records = []
+        for i in range(spec.n_requests):
+            opener = self._openers[self._prefill_count % len(self._openers)]
+            self._prefill_count += 1
+            prefix = [opener] + await self.tokenize(f" [{self.tag}:{spec.cell_id}:{i}]\n")
+            prompt = exact_length_prompt(self._filler, prefix, spec.prompt_tokens)
+            record = RequestRecord(f"{spec.cell_id}-{i}", spec.cell_id, 1, spec.category, 1, t_send=0.0)
+            await stream_request(self.openai, record, StreamRequest(
+                self.model_name, 1, prompt=prompt, extra_body=extras, stream_options=self.adapter.stream_options(),
+                keep_chunk_times=self.plan.record_chunks))
+            records.append(record)
+            on_done()
+        return records
+
+    async def run_gates(self) -> None:
+        for gate in self.plan.gates:
+            self.log.gate_results.extend(await run_gate(self.openai, self.model_name, gate, self.plan.gate_cases))
+
+    def _log_size(self) -> int:
+        try:
+            return self.engine_log.stat().st_size if self.engine_log else 0
+        except OSError:
+            return 0
+
+    def _compilations_since(self, offset: int) -> list[str]:
+        """Compile lines the engine logged inside the measured interval (they make a cell invalid)."""
+        pattern = self.adapter.compile_pattern
+        if pattern is None or self.engine_log is None:
+            return []
+        try:
+            with open(self.engine_log, "rb") as log:
+                log.seek(offset)
+                text = log.read().decode("utf-8", "replace")
+        except OSError:
+            return []
+        return [line.strip() for line in text.splitlines() if pattern.search(line)]
+
+    async def run_cell(self, spec: CellSpec, on_done: Callable[[], None] = lambda: None) -> CellOutcome:
+        log_offset = self._log_size()
+        before = await self._scrape()
+        runner = self._decode_requests if spec.kind == "decode" else self._prefill_requests
+        records = await runner(spec, on_done)
+        if any(not r.ok for r in records):
+            # A dead engine explains failed requests better than the requests do.
+            try:
+                self.alive_check()
+            except BaseException:
+                self.log.partial_records.extend(records)
+                raise
+        after = await self._scrape()
+        ok = [r for r in records if r.ok]
+        client = ClientCounts(
+            prompt_tokens=sum(r.prompt_tokens or 0 for r in ok),
+            cached_tokens=sum(r.cached_tokens or 0 for r in ok),
+            completion_tokens=sum(r.completion_tokens or 0 for r in ok),
+        )
+        counts = self.adapter.server_counts(before, after) if self.adapter.reconciles else None
+        reconciliation = reconcile(client, counts)
+        compiled = self._compilations_since(log_offset)
+        extra = [f"compilation inside the measured interval: {compiled[0]}"] if compiled else []
+        outcome = CellOutcome(spec, records, before, after, summarize_cell(spec, records, reconciliation, extra))
+        self.log.outcomes.append(outcome)
+        return outcome
+
+
+async def measure_plan(base_url: str, adapter: EngineAdapter, plan: Plan, log: MeasurementLog, *, tag: str,
+                       alive_check: Callable[[], None], engine_log: Path, request_extras: dict,
+                       reporter: Reporter, on_model: Callable[[str], None]) -> None:
+    """Warm up, measure every cell of the plan in order, then run the gates; progress per request."""
+    cells = plan_cells(plan)
+    total_requests = sum(c.n_requests for c in cells)
+    async with Measurement(base_url, adapter, plan, tag=tag, alive_check=alive_check, engine_log=engine_log,
+                           request_extras=request_extras) as m:
+        m.log = log
+        on_model(m.model_name)
+        with reporter.task("warm up", total=plan.warmup_requests) as task:
+            await m.warmup()
+            task.update(plan.warmup_requests)
+        with reporter.task(f"measure {len(cells)} cells", total=total_requests) as task:
+            for spec in cells:
+                task.update(task.completed, description=f"measure: {spec.label}")
+                outcome = await m.run_cell(spec, on_done=task.advance)
+                reporter.log(f"  {spec.label}: {_cell_line(spec, outcome.summary)}")
+        if plan.gates:
+            with reporter.task(f"gates: {', '.join(plan.gates)}"):
+                await m.run_gates()
+
+
+def _cell_line(spec: CellSpec, s: dict) -> str:
+    flag = "valid" if s["valid"] else f"INVALID ({s['invalid_reasons']})"
+    if spec.kind == "decode" and s["aggregate_tok_s"]:
+        figure = f"{s['aggregate_tok_s']:.1f} tok/s aggregate"
+    elif s.get("prefill_tok_s"):
+        figure = f"{s['prefill_tok_s']:.0f} tok/s prefill"
+    else:
+        figure = "no figure"
+    return f"{figure}; {s['reconciliation']}; {flag}"
+
+
+def inactive_drafter(drafter: str, adapter: EngineAdapter, log: MeasurementLog, engine_log: Path):
+    """A configured drafter that never drafted means the engine did not run the candidate as stated
+    (llama.cpp, for one, logs a drafter it cannot load and serves on without it)."""
+    # An n-gram drafter legitimately drafts nothing when the output never repeats itself.
+    if drafter in ("none", "ngram") or not log.outcomes:
+        return None
+    counts = adapter.server_counts(log.outcomes[0].before, log.outcomes[-1].after)
+    if counts is None or counts.draft_tokens is None or counts.draft_tokens > 0:
+        return None
+    errors = adapter.error_lines(engine_log.read_text(errors="replace")[-4_000_000:])
+    hint = next((line for line in errors if "spec" in line.lower() or "draft" in line.lower()), None)
+    requests = sum(len(o.records) for o in log.outcomes)
+    message = f"drafter {drafter} configured, but the engine drafted no tokens in {requests} requests"
+    return EngineFailed(FailureCause("drafter_inactive", message + (f"; engine log: {hint}" if hint else "")),
+                        tail_of(engine_log), None)

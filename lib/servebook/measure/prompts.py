@@ -1,0 +1,45 @@
+"""Prompt corpora shipped in data/corpora, and prompts of exact token length built from them."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from ..util.paths import repo_data_dir
+
+SEPARATOR = "\n===\n"
+
+
+@lru_cache(maxsize=None)
+def corpus(category: str, data_dir: Path | None = None) -> tuple[str, ...]:
+    """The passages of one category (prose, code, ...)."""
+    path = (data_dir or repo_data_dir()) / "corpora" / f"{category}.txt"
+    if not path.is_file():
+        raise FileNotFoundError(f"no prompt corpus for category {category!r} at {path}")
+    passages = tuple(p.strip() for p in path.read_text().split(SEPARATOR) if p.strip())
+    if not passages:
+        raise ValueError(f"{path} holds no passages")
+    return passages
+
+
+def decode_prompt(category: str, index: int, tag: str) -> list[dict]:
+    """Chat messages for request `index`; the leading tag makes every prompt's prefix unique,
+    so a decode cell never measures a prompt-cache hit left by an earlier cell."""
+    passages = corpus(category)
+    return [{"role": "user", "content": f"[{tag}] {passages[index % len(passages)]}"}]
+
+
+def filler_text() -> str:
+    """Long running text for prefill prompts: every passage of every category, in order."""
+    return "\n\n".join(corpus("prose") + corpus("code"))
+
+
+def exact_length_prompt(filler_tokens: list[int], prefix_tokens: list[int], length: int) -> list[int]:
+    """A token-id prompt of exactly `length` tokens: unique prefix, then filler (repeated as needed)."""
+    if len(prefix_tokens) >= length:
+        raise ValueError(f"the unique prefix alone is {len(prefix_tokens)} tokens, longer than {length}")
+    if not filler_tokens:
+        raise ValueError("filler text tokenized to nothing")
+    body_len = length - len(prefix_tokens)
+    repeats = body_len // len(filler_tokens) + 1
+    return list(prefix_tokens) + (list(filler_tokens) * repeats)[:body_len]

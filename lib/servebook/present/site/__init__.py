@@ -1,0 +1,1 @@
+"""The static site: the journal rendered for readers, working from file:// with no network."""

@@ -1,0 +1,298 @@
+"""The static site: the journal rendered for readers, working from file:// with no network.
+
+The build is incremental. Each run is summarised once into a cache keyed by the run's file
+fingerprint (sizes and mtimes of what the journal holds for it); every page records the hash of
+the data it was rendered from, and a page whose inputs did not change is not rewritten.
+Everything that comes from the journal is escaped by jinja2's autoescape.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shlex
+import shutil
+import time
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..._version import __version__
+from ...journal.store import Journal
+from ...util.files import atomic_write_bytes
+from ...util.progress import Reporter
+from ..comparison import diff_table
+from .notebook_html import render_notebook
+from .pages import (LOG_LINES, cells_detail, charts, content_hash, environment_table, planning_table, run_fingerprint,
+                    sections, status_reason, summarize_run)
+
+_HERE = Path(__file__).parent
+TEMPLATES = _HERE / "templates"
+ASSETS = _HERE / "assets"
+STATE_FILE = ".servebook-site.json"
+CACHE_DIR = ".cache"
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "study"
+
+
+class SiteBuilder:
+    def __init__(self, journal: Journal, out: str | Path, reporter: Reporter | None = None):
+        self.journal = journal
+        self.out = Path(out)
+        self.reporter = reporter or Reporter(quiet=True)
+        self.written: list[str] = []
+        self.skipped = 0
+
+    @cached_property
+    def env(self):
+        import jinja2
+
+        env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
+                                 undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+        return env
+
+    @cached_property
+    def template_version(self) -> str:
+        # The renderer's own code is an input of every page too.
+        sources = [p for folder in (TEMPLATES, ASSETS) for p in sorted(folder.iterdir())] + [Path(__file__)]
+        parts = [(p.name, p.read_bytes()) for p in sources]
+        return hashlib.sha256(repr(parts).encode() + __version__.encode()).hexdigest()[:16]
+
+    def _load_state(self) -> dict:
+        path = self.out / STATE_FILE
+        try:
+            state = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            return {"runs": {}, "pages": {}}
+        if state.get("template_version") != self.template_version:
+            state["pages"] = {}
+        return state
+
+    def _page(self, relative: str, inputs: Any, render) -> None:
+        key = content_hash([self.template_version, inputs])
+        target = self.out / relative
+        if self.state["pages"].get(relative) == key and target.is_file():
+            self.skipped += 1
+            return
+        _write(target, render())
+        self.state["pages"][relative] = key
+        self.written.append(relative)
+
+    def _render(self, template: str, root: str, **context) -> str:
+        return self.env.get_template(template).render(root=root, version=__version__, studies=self.study_links,
+                                                      charts=context.pop("charts", []), **context)
+
+    def build(self) -> "BuildReport":
+        started = time.monotonic()
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.state = self._load_state()
+        self.state["template_version"] = self.template_version
+        summaries = self._summaries()
+        self._assets()
+        by_study: dict[str, list[dict]] = {}
+        for s in summaries:
+            if s["study"]:
+                by_study.setdefault(s["study"], []).append(s)
+        self.study_links = [{"name": name, "slug": _slug(name)} for name in sorted(by_study)]
+        links_key = self.study_links
+
+        with self.reporter.task(f"site: {len(summaries)} run pages", total=len(summaries)) as task:
+            for s in summaries:
+                self._run_page(s, links_key)
+                task.advance()
+        for name, runs in by_study.items():
+            self._study_page(name, runs, links_key)
+        self._index_page(summaries, links_key)
+        self._compare_page(summaries, links_key)
+        self._remove_stale({s["run_id"] for s in summaries})
+        _write(self.out / STATE_FILE, json.dumps(self.state, sort_keys=True))
+        return BuildReport(self.out, len(summaries), self.written, self.skipped, time.monotonic() - started)
+
+    def _summaries(self) -> list[dict]:
+        cache = self.out / CACHE_DIR
+        cache.mkdir(parents=True, exist_ok=True)
+        summaries = []
+        run_ids = self.journal.run_ids()
+        with self.reporter.task(f"site: read {len(run_ids)} runs", total=len(run_ids)) as task:
+            for run_id in run_ids:
+                directory = self.journal.runs_dir / run_id
+                # The summary's shape follows this code, so a new servebook re-reads every run once.
+                fingerprint = content_hash([run_fingerprint(directory), self.template_version])
+                cached = cache / f"{run_id}.json"
+                if self.state["runs"].get(run_id) == fingerprint and cached.is_file():
+                    summary = json.loads(cached.read_text())
+                else:
+                    summary = summarize_run(self.journal.run(run_id))
+                    _write(cached, json.dumps(summary, default=str))
+                    self.state["runs"][run_id] = fingerprint
+                summary["study_slug"] = _slug(summary["study"]) if summary["study"] else None
+                summary["fingerprint"] = fingerprint
+                summaries.append(summary)
+                task.advance()
+        return summaries
+
+    def _assets(self) -> None:
+        import plotly
+
+        plotly_js = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+        for source in [*sorted(ASSETS.iterdir()), plotly_js]:
+            target = self.out / "assets" / source.name
+            stat = source.stat()
+            key = content_hash([source.name, stat.st_size, stat.st_mtime_ns])
+            if self.state["pages"].get(f"assets/{source.name}") == key and target.is_file():
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target)
+            self.state["pages"][f"assets/{source.name}"] = key
+            self.written.append(f"assets/{source.name}")
+
+    def _run_page(self, s: dict, links: list) -> None:
+        run_id = s["run_id"]
+        data_dir = f"runs/{run_id}"
+        downloads = self._downloads(s)
+        notebook = "notebook.ipynb" in s["files"]
+        if notebook:
+            self._page(f"{data_dir}/notebook.html", [s["fingerprint"], links],
+                       lambda: self._render("notebook.html.j2", "../../", title=f"notebook of {run_id}",
+                                            run_id=run_id, notebook_html=render_notebook(
+                                                self.journal.runs_dir / run_id / "notebook.ipynb")))
+
+        def render() -> str:
+            run = dict(s)
+            run["sections"] = sections([s]) if s["cells"] else []
+            run["cells_detail"] = cells_detail(s)
+            run["environment"] = environment_table(s)
+            run["candidate_yaml"] = yaml.safe_dump(s["candidate"], sort_keys=False) if s["candidate"] else "-"
+            run["command"] = shlex.join(s["argv"]) if s["argv"] else "-"
+            run["downloads"] = downloads
+            run["notebook"] = notebook
+            run["log_lines"] = LOG_LINES
+            run["invalid_cells"] = {c["cell_id"]: c["invalid_reasons"] for c in s["cells"] if not c["valid"]}
+            return self._render("run.html.j2", "../", title=f"run {run_id}", run=run,
+                                charts=charts([s], "run") if s["cells"] else [])
+
+        self._page(f"runs/{run_id}.html", [s["fingerprint"], links], render)
+
+    def _downloads(self, s: dict) -> list[dict]:
+        """Copies of the raw files, plus a CSV of every parquet table, beside the run page."""
+        run_id = s["run_id"]
+        source = self.journal.runs_dir / run_id
+        target = self.out / "runs" / run_id / "data"
+        key = s["fingerprint"]
+        listing = []
+        for name in s["files"]:
+            if name.endswith(".parquet"):
+                listing.append({"name": name, "href": f"{run_id}/data/{name}", "note": "parquet"})
+                listing.append({"name": name.replace(".parquet", ".csv"),
+                                "href": f"{run_id}/data/{name.replace('.parquet', '.csv')}", "note": "CSV of the same"})
+            elif name in ("manifest.json", "launch.json", "engine.log"):
+                listing.append({"name": name, "href": f"{run_id}/data/{name}", "note": ""})
+        if self.state["pages"].get(f"runs/{run_id}/data") == key and target.is_dir():
+            return listing
+        target.mkdir(parents=True, exist_ok=True)
+        import pyarrow.csv
+        import pyarrow.parquet
+
+        for name in s["files"]:
+            if name.endswith(".parquet"):
+                shutil.copyfile(source / name, target / name)
+                table = pyarrow.parquet.read_table(source / name)
+                pyarrow.csv.write_csv(table, target / name.replace(".parquet", ".csv"))
+            elif name in ("manifest.json", "launch.json", "engine.log"):
+                shutil.copyfile(source / name, target / name)
+        self.state["pages"][f"runs/{run_id}/data"] = key
+        return listing
+
+    def _study_page(self, name: str, runs: list[dict], links: list) -> None:
+        latest: dict[str, dict] = {}
+        for s in runs:  # run ids sort by time: the newest run of each candidate wins
+            latest[s["label"]] = s
+        chosen = list(latest.values())
+        inputs = [[s["fingerprint"] for s in chosen], links]
+
+        def render() -> str:
+            diff_frame = diff_table({s["label"]: s["candidate"] for s in chosen})
+            rules_source = next((s for s in chosen if s["rules"]), None)
+            study = {
+                "name": name,
+                "winner": [s["label"] for s in chosen if s["verdict"] == "accepted"],
+                "rules": rules_source["rules"] if rules_source else None,
+                "rules_hash": rules_source["rules_hash"] if rules_source else None,
+                "candidates": [{"label": s["label"], "run_id": s["run_id"], "status": s["status"],
+                                "verdict": s["verdict"], "reasons": s["reasons"] or status_reason(s)} for s in chosen],
+                "diff": diff_frame,
+                "sections": sections([s for s in chosen if s["cells"]]),
+                "planning": planning_table(chosen),
+            }
+            return self._render("study.html.j2", "../", title=f"study {name}", study=study,
+                                charts=charts([s for s in chosen if s["cells"]], "study"))
+
+        self._page(f"studies/{_slug(name)}.html", inputs, render)
+
+    def _index_page(self, summaries: list[dict], links: list) -> None:
+        rows = []
+        for s in reversed(summaries):
+            summary = s["summary"] or {}
+            rows.append({
+                "run_id": s["run_id"], "status": s["status"], "verdict": s["verdict"], "study": s["study"],
+                "study_slug": s["study_slug"], "label": s["label"],
+                "engine": f"{s['engine']} (simulated)" if s.get("simulated") else s["engine"],
+                "decode_value": s["decode_value"], "prefill_value": s["prefill_value"],
+                "decode_text": "" if s["decode_value"] is None else f"{s['decode_value']:.1f} at {s['decode_at']}",
+                "prefill_text": "" if s["prefill_value"] is None else f"{s['prefill_value']:.0f} at {s['prefill_at']}",
+                "cells": summary.get("cells"), "valid_cells": summary.get("valid_cells"),
+                "cause": (s["failure"] or {}).get("cause"),
+            })
+        counts: dict[str, int] = {}
+        for r in rows:
+            counts[r["status"]] = counts.get(r["status"], 0) + 1
+        self._page("index.html", [rows, links],
+                   lambda: self._render("index.html.j2", "", title="runs", runs=rows, counts=sorted(counts.items())))
+
+    def _compare_page(self, summaries: list[dict], links: list) -> None:
+        keep = ("cell_id", "kind", "concurrency", "target_prompt_tokens", "aggregate_tok_s", "per_request_tok_s",
+                "ttft_s", "prefill_tok_s", "valid")
+        data = {"runs": {s["run_id"]: {"label": s["label"], "status": s["status"],
+                                       "cells": [{k: c.get(k) for k in keep} for c in s["cells"]]}
+                         for s in summaries}}
+        # A script, not JSON to fetch: browsers refuse fetch() from file:// pages.
+        self._page("assets/runs-data.js", data,
+                   lambda: "window.SERVEBOOK_RUNS = " + json.dumps(data).replace("<", "\\u003c") + ";\n")
+        self._page("compare.html", [links], lambda: self._render("compare.html.j2", "", title="compare two runs"))
+
+    def _remove_stale(self, run_ids: set[str]) -> None:
+        for page in list(self.state["pages"]):
+            match = re.match(r"runs/([^/]+?)(\.html|/.*)$", page)
+            if match and match.group(1) not in run_ids:
+                path = self.out / page
+                if path.is_file():
+                    path.unlink()
+                elif path.is_dir():
+                    shutil.rmtree(path, ignore_errors=True)
+                del self.state["pages"][page]
+
+
+@dataclass
+class BuildReport:
+    out: Path
+    runs: int
+    written: list[str]
+    skipped: int
+    seconds: float
+
+    def __str__(self) -> str:
+        return (f"site: {self.runs} runs, {len(self.written)} files written, {self.skipped} pages unchanged, "
+                f"{self.seconds:.1f}s -> {self.out / 'index.html'}")
+
+
+def _write(path: Path, text: str | bytes) -> None:
+    # Site pages are rebuilt from the journal at will, so they skip the journal's fsyncs.
+    atomic_write_bytes(path, text.encode() if isinstance(text, str) else text, durable=False)
+
+
+def build_site(journal: Journal, out: str | Path, reporter: Reporter | None = None) -> BuildReport:
+    return SiteBuilder(journal, out, reporter).build()

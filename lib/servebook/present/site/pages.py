@@ -1,0 +1,166 @@
+"""What the site's pages show of runs: one JSON summary per run, and the tables built from summaries.
+
+A run is summarised once into the build cache (keyed by its files); pages are rendered from
+summaries only, so an unchanged run is never read again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Iterable
+
+import pandas as pd
+
+from ...journal.store import RunRecord
+from ...util.render import Row, Table
+from ..figures import chunk_gap_histogram_data, figure_specs
+from ..tables import DECODE_DEFINITIONS, GAP_NOTE, PREFILL_DEFINITIONS, decode_tables, number, prefill_table
+
+LOG_LINES = 60
+REPLICAS = (1, 2, 4, 8)
+
+
+def content_hash(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def run_fingerprint(directory: Path) -> str:
+    """Changes whenever anything the site shows of this run changes (files added, sealed, judged)."""
+    parts = []
+    for path in sorted(directory.rglob("*")):
+        if path.is_file() and not path.name.startswith("."):
+            stat = path.stat()
+            parts.append((str(path.relative_to(directory)), stat.st_size, stat.st_mtime_ns))
+    return content_hash(parts)
+
+
+def summarize_run(record: RunRecord) -> dict:
+    """Everything the pages need from one run, as JSON, so unchanged runs are never re-read."""
+    identity, manifest = record.identity, record.manifest
+    cells = record.table("cells") if record.status == "completed" else None
+    cell_rows = [] if cells is None or cells.empty else json.loads(cells.to_json(orient="records"))
+    verdicts = record.verdicts()
+    latest = verdicts[-1] if verdicts else {}
+    decode = [c for c in cell_rows if c.get("kind") == "decode" and c.get("valid")]
+    prefill = [c for c in cell_rows if c.get("kind") == "prefill" and c.get("valid")]
+    top_c = max((c["concurrency"] for c in decode), default=None)
+    top_p = max((int(c["target_prompt_tokens"]) for c in prefill), default=None)
+    launch_argv = []
+    if (record.dir / "launch.json").is_file():
+        try:
+            launch_argv = json.loads((record.dir / "launch.json").read_text()).get("argv") or []
+        except (json.JSONDecodeError, AttributeError):
+            launch_argv = []
+    sealed = manifest.model_dump(mode="json", by_alias=True) if manifest is not None else {}
+    return {
+        "run_id": record.run_id,
+        "status": record.status,
+        "label": record.candidate_label,
+        "candidate_id": identity.candidate_id,
+        "candidate": identity.candidate,
+        "plan_id": identity.plan_id,
+        "study": identity.study,
+        "engine": identity.engine_kind,
+        "simulated": identity.simulated,
+        "gates": (sealed.get("summary") or {}).get("gates") or {},
+        "started_at": identity.started_at,
+        "sealed_at": sealed.get("sealed_at"),
+        "failure": sealed.get("failure"),
+        "problem": record.problem,
+        "summary": sealed.get("summary"),
+        "environment": sealed.get("environment") or {},
+        "argv": (manifest.engine.argv if manifest is not None else []) or launch_argv,
+        "cells": cell_rows,
+        "verdicts": verdicts,
+        "verdict": latest.get("outcome"),
+        "reasons": latest.get("reasons") or [],
+        "rules": latest.get("rules"),
+        "rules_hash": latest.get("rules_hash"),
+        "baseline_run_id": latest.get("baseline_run_id"),
+        "decode_value": mean([c["aggregate_tok_s"] for c in decode if c["concurrency"] == top_c]),
+        "decode_at": top_c,
+        "prefill_value": mean([c["prefill_tok_s"] for c in prefill if c["target_prompt_tokens"] == top_p]),
+        "prefill_at": top_p,
+        "chunk_gaps": chunk_gap_histogram_data(record),
+        "log_tail": record.log_tail(LOG_LINES),
+        "files": sorted(p.name for p in record.dir.iterdir() if p.is_file() and not p.name.startswith(".")),
+    }
+
+
+def mean(values: list) -> float | None:
+    numbers = [v for v in (number(x) for x in values) if v is not None]
+    return sum(numbers) / len(numbers) if numbers else None
+
+
+def cells_frame(summaries: Iterable[dict]) -> pd.DataFrame:
+    rows = [dict(cell, candidate=s["label"], run_id=s["run_id"], order=i)
+            for i, s in enumerate(summaries) for cell in s["cells"]]
+    return pd.DataFrame(rows)
+
+
+def charts(summaries: list[dict], prefix: str) -> list[dict]:
+    cells = cells_frame(summaries)
+    if cells.empty:
+        return []
+    specs = figure_specs(cells, {s["label"]: s["chunk_gaps"] for s in summaries})
+    return [{"id": f"{prefix}-chart-{i}", "figure": spec} for i, spec in enumerate(specs)]
+
+
+def sections(summaries: list[dict]) -> list[dict]:
+    """The tables practitioners publish, per category and for cold prefill, with their definitions."""
+    cells = cells_frame(summaries)
+    label = "candidate" if len(summaries) > 1 else None
+    out = []
+    decode = decode_tables(cells, label)
+    if decode:
+        out.append({"title": "Decode", "tables": decode, "definitions": DECODE_DEFINITIONS + [GAP_NOTE]})
+    prefill = prefill_table(cells, label)
+    if prefill is not None:
+        out.append({"title": "Cold prefill", "tables": [prefill], "definitions": PREFILL_DEFINITIONS})
+    return out
+
+
+def cells_detail(summary: dict) -> Table:
+    frame = Table(["cell", "requests", "errors", "prompt tokens", "cached", "generated", "reconciliation", "valid"])
+    for cell in summary["cells"]:
+        frame.rows.append(Row([cell["cell_id"], cell["requests"], cell["errors"], cell["prompt_tokens"],
+                               cell["cached_tokens"], cell["completion_tokens"],
+                               f"{cell['reconciliation']}: {cell['reconciliation_message']}",
+                               "yes" if cell["valid"] else f"no: {cell['invalid_reasons']}"],
+                              "" if cell["valid"] else "invalid"))
+    return frame
+
+
+def environment_table(summary: dict) -> Table:
+    frame = Table(["", ""])
+    for key, value in summary["environment"].items():
+        if isinstance(value, (dict, list)):
+            value = json.dumps(value, sort_keys=True) if value else "-"
+        frame.rows.append(Row([key, "-" if value is None else value]))
+    return frame
+
+
+def planning_table(summaries: list[dict]) -> Table:
+    frame = Table(["candidate", "measured unit"] + [f"{n} replicas (arithmetic)" for n in REPLICAS[1:]])
+    for s in summaries:
+        if s["decode_value"] is None:
+            continue
+        unit = s["decode_value"]
+        frame.rows.append(Row([s["label"], f"{unit:.1f} tok/s at {s['decode_at']} requests"] +
+                              [f"{unit * n:.0f} tok/s" for n in REPLICAS[1:]],
+                              "accepted" if s["verdict"] == "accepted" else ""))
+    return frame
+
+
+def status_reason(s: dict) -> list[str]:
+    if s["status"] == "incomplete":
+        return ["incomplete: never sealed"]
+    if s.get("problem"):
+        return [s["problem"]]
+    if s["failure"]:
+        return [f"{s['failure']['cause']}: {s['failure']['message']}"]
+    return ["not judged"]
+
+

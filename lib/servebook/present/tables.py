@@ -1,0 +1,121 @@
+"""The one table builder: every figure of a cell is formatted here, for terminal, notebook and site alike."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from ..util.render import Table
+
+DECODE_DEFINITIONS = [
+    "Aggregate tok/s: sum of completion tokens over the cell / (first send to last finish).",
+    "Per request tok/s: median over requests of (completion_tokens - 1) / (t_last - t_first); prompt reading "
+    "excluded.",
+    "TTFT: median time from send to the first content-bearing chunk.",
+    "Output length is forced (ignore_eos + max_tokens) and checked per request; a wrong length makes the cell "
+    "invalid.",
+    "Reconciliation: the engine's prompt, cached and generated token counters over the cell must equal the client's "
+    "usage sums; otherwise the cell is invalid and says by how much.",
+]
+PREFILL_DEFINITIONS = [
+    "Cold prefill tok/s: prompt_tokens / TTFT with max_tokens=1 and a unique first token per request, so nothing "
+    "is cached; includes scheduling and first-token overhead. Verified cold by the cached-token counters.",
+    "First token: median TTFT of those requests.",
+]
+GAP_NOTE = ("Chunk gaps (ITL) are recorded per streamed chunk: speculative decoding sends several tokens in one "
+            "chunk, so a gap is not a per-token figure.")
+
+
+def number(value: Any) -> float | None:
+    """A float, or None for missing values (None, NaN, pandas NA, text)."""
+    if value is None:
+        return None
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if value != value else value
+
+
+def fmt(value: Any, spec: str = ".1f", scale: float = 1.0, suffix: str = "") -> str:
+    figure = number(value)
+    return "-" if figure is None else f"{figure * scale:{spec}}{suffix}"
+
+
+def cell_check(cell: Any) -> str:
+    """'ok', 'ok (not_available)' when the counters could not be checked, or 'INVALID: why'."""
+    if bool(cell["valid"]):
+        return "ok" if cell["reconciliation"] == "ok" else f"ok ({cell['reconciliation']})"
+    return f"INVALID: {cell['invalid_reasons']}"
+
+
+def _rows(cells: pd.DataFrame, order: list[str]) -> list[dict]:
+    present = [c for c in order if c in cells.columns]
+    return cells.sort_values(present).to_dict("records") if present else cells.to_dict("records")
+
+
+def decode_tables(cells: pd.DataFrame, label: str | None = None) -> list[Table]:
+    """Per prompt category: Concurrency | Aggregate | Per request | TTFT | Check (and the candidate first
+    when `label` names a column that tells runs apart)."""
+    if cells.empty or "kind" not in cells:
+        return []
+    decode = cells[cells["kind"] == "decode"]
+    tables = []
+    for category, group in decode.groupby("category", sort=False):
+        table = Table(([label.capitalize()] if label else []) + ["Concurrency", "Aggregate tok/s",
+                                                                 "Per request tok/s", "TTFT", "Check"],
+                      title=f"Decode, {category} prompts")
+        for cell in _rows(group, ["order", "concurrency"] if label else ["concurrency"]):
+            table.add(([cell[label]] if label else []) + [
+                int(cell["concurrency"]), fmt(cell["aggregate_tok_s"]), fmt(cell["per_request_tok_s"]),
+                fmt(cell["ttft_s"], ".0f", 1000, " ms"), cell_check(cell)], "" if cell["valid"] else "invalid")
+        tables.append(table)
+    return tables
+
+
+def prefill_table(cells: pd.DataFrame, label: str | None = None) -> Table | None:
+    if cells.empty or "kind" not in cells:
+        return None
+    prefill = cells[cells["kind"] == "prefill"]
+    if prefill.empty:
+        return None
+    table = Table(([label.capitalize()] if label else []) + ["Prompt tokens", "Prefill tok/s", "First token", "Check"],
+                  title="Cold prefill")
+    for cell in _rows(prefill, ["order", "target_prompt_tokens"] if label else ["target_prompt_tokens"]):
+        table.add(([cell[label]] if label else []) + [
+            int(cell["target_prompt_tokens"]), fmt(cell["prefill_tok_s"], ".0f"),
+            fmt(cell["ttft_s"], ".0f", 1000, " ms"), cell_check(cell)], "" if cell["valid"] else "invalid")
+    return table
+
+
+def cell_tables(cells: pd.DataFrame, label: str | None = None) -> list[Table]:
+    prefill = prefill_table(cells, label)
+    return decode_tables(cells, label) + ([prefill] if prefill is not None else [])
+
+
+#: (title, metric, cell kind, format spec, scale) of the side-by-side figures of a comparison
+COMPARED_METRICS = [
+    ("Aggregate decode tok/s", "aggregate_tok_s", "decode", ".1f", 1.0),
+    ("Per-request decode tok/s (median)", "per_request_tok_s", "decode", ".0f", 1.0),
+    ("TTFT ms (median)", "ttft_s", "decode", ".0f", 1000.0),
+    ("Cold prefill tok/s", "prefill_tok_s", "prefill", ".0f", 1.0),
+]
+
+
+def side_by_side(cells: pd.DataFrame, labels: list[str]) -> list[Table]:
+    """One table per metric: a row per cell, a column per candidate (cells carry a `label` column)."""
+    tables = []
+    if cells.empty:
+        return tables
+    for title, metric, kind, spec, scale in COMPARED_METRICS:
+        subset = cells[cells["kind"] == kind]
+        if subset.empty:
+            continue
+        pivot = subset.pivot_table(index="cell_id", columns="label", values=metric, aggfunc="first", sort=False)
+        columns = [label for label in labels if label in pivot.columns]
+        table = Table(["cell"] + columns, title=title)
+        for cell_id, row in pivot[columns].iterrows():
+            table.add([cell_id] + [fmt(v, spec, scale) for v in row.values])
+        tables.append(table)
+    return tables

@@ -1,0 +1,111 @@
+"""What a notebook or terminal user displays: runs, studies, verdicts and dry runs, through one rendering path."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+from ..config.study import Study
+from ..journal.store import RunRecord
+from ..util.render import Block, Renderable, Table, Text
+from .tables import DECODE_DEFINITIONS, PREFILL_DEFINITIONS, cell_tables
+
+VERDICT_STYLE = {"accepted": "accepted", "rejected": "warn", "failed": "invalid"}
+
+
+@dataclass
+class RunReport(Renderable):
+    """A run's tables, or its failure cause and log tail."""
+
+    run: RunRecord
+
+    def tables(self) -> list[Table]:
+        if self.run.status != "completed":
+            return []
+        cells = self.run.table("cells")
+        return [] if cells is None or cells.empty else cell_tables(cells)
+
+    def blocks(self) -> list[Block]:
+        run, manifest = self.run, self.run.manifest
+        blocks: list[Block] = [Text(f"run {run.run_id}  {run.candidate_label}  status: {run.status}", "heading")]
+        if run.status == "incomplete":
+            blocks.append(Text("incomplete: the run has no manifest (interrupted, killed, or still running).",
+                               "invalid"))
+        if run.problem:
+            blocks.append(Text(run.problem, "invalid"))
+        failure = manifest.failure if manifest else None
+        if failure is not None:
+            blocks.append(Text(f"failed during {failure.stage}: {failure.text}", "invalid"))
+            if failure.log_tail:
+                tail = "\n".join(failure.log_tail.splitlines()[-10:])
+                blocks.append(Text("engine log tail:\n" + tail, "dim", pre=True))
+        tables = self.tables()
+        blocks += tables
+        if tables:
+            blocks.append(Text(" ".join(DECODE_DEFINITIONS[:3] + PREFILL_DEFINITIONS[:1]), "dim"))
+        return blocks
+
+
+def report(record: RunRecord) -> RunReport:
+    """The full report of a run (its tables), for `display()` in a notebook or `rich.print`."""
+    return RunReport(record)
+
+
+@dataclass
+class StudyView(Renderable):
+    """The candidates a study expands into, with their ids and overrides."""
+
+    study: Study
+
+    def blocks(self) -> list[Block]:
+        entries = self.study.expand()
+        table = Table(["candidate", "id", "overrides"],
+                      title=f"study {self.study.name}: {len(entries)} candidates, plan {self.study.plan.id}, "
+                            f"rules {self.study.verdict.hash}")
+        for entry in entries:
+            overrides = ", ".join(f"{k}={v}" for k, v in entry.overrides.items()) or "(base)"
+            table.add([entry.name, entry.candidate.id, overrides])
+        return [table]
+
+
+@dataclass
+class VerdictsView(Renderable):
+    """A study's verdicts: one row per candidate, with every reason."""
+
+    judged: list  # of verdicts.Judged
+
+    def blocks(self) -> list[Block]:
+        table = Table(["candidate", "run", "verdict", "reasons"], title="verdicts")
+        for item in self.judged:
+            if item.record is None:
+                table.add([item.entry.name, "-", "not run", ""], "dim")
+                continue
+            outcome = item.verdict.outcome
+            table.add([item.entry.name, item.record.run_id, outcome, "\n".join(item.verdict.reasons)],
+                      VERDICT_STYLE.get(outcome, ""))
+        return [table]
+
+
+@dataclass
+class DryRunView(Renderable):
+    """Every preflight step, compose file and command line a sweep would run."""
+
+    entries: list  # of sweep.DryRunEntry
+    plan_id: str
+
+    def blocks(self) -> list[Block]:
+        blocks: list[Block] = []
+        for item in self.entries:
+            lines = [f"  preflight: {step}" for step in item.preflight]
+            if item.compose_yaml is not None:
+                lines.append("  compose.yaml:")
+                lines.append("    " + item.compose_yaml.rstrip().replace("\n", "\n    "))
+                for command in item.compose_commands:
+                    lines.append(f"  # then wait until {command[1]} is healthy" if command[0].startswith("<")
+                                 else "  $ " + shlex.join(command))
+            else:
+                lines.append("  $ " + shlex.join(item.argv))
+            blocks += [Text(f"{item.entry.name} ({item.entry.candidate.id})", "heading"),
+                       Text("\n".join(lines), pre=True)]
+        blocks.append(Text(f"{len(self.entries)} candidates, plan {self.plan_id}; nothing was started (--dry-run)"))
+        return blocks

@@ -1,0 +1,234 @@
+"""One run: preflight, launch, wait ready, warm up, measure every cell, stop the engine, seal the run.
+
+A server that never becomes ready, or dies, yields a sealed `failed` run with its classified
+cause and log tail and no summary numbers. Ctrl-C stops the engine and leaves the run
+unsealed, so the journal shows it as incomplete. The engine is always stopped before the run
+is sealed, so nothing under a sealed run (its engine.log included) changes afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import sys
+import time
+from dataclasses import dataclass
+
+from .config.candidate import Candidate
+from .config.plan import Plan
+from .engines import EngineAdapter, FailureCause, get_engine
+from .journal.manifest import EngineInfo, Environment, Failure, Manifest, RunIdentity, Summary
+from .journal.store import Journal, RunRecord, RunWriter, utc_now
+from .launch.environment import fingerprint
+from .launch.preflight import ResolvedPaths, preflight
+from .launch.process import AttachedEngine, EngineFailed, EngineProcess, free_port
+from .launch.redaction import redact_argv, redact_env
+from .measure.gates import gate_summary
+from .measure.loop import MeasurementLog, WarmupFailed, inactive_drafter, measure_plan
+from .util.files import tail_of
+from .util.progress import Reporter
+
+
+def _summary(log: MeasurementLog) -> Summary:
+    cell_rows = log.cell_rows()
+    valid = [c for c in cell_rows if c["valid"]]
+    return Summary(
+        cells=len(cell_rows),
+        valid_cells=len(valid),
+        invalid_cells={c["cell_id"]: c["invalid_reasons"] for c in cell_rows if not c["valid"]},
+        reconciled_cells=sum(1 for c in cell_rows if c["reconciliation"] == "ok"),
+        decode_aggregate_tok_s={c["cell_id"]: c["aggregate_tok_s"] for c in valid if c["kind"] == "decode"},
+        prefill_tok_s={c["cell_id"]: c["prefill_tok_s"] for c in valid if c["kind"] == "prefill"},
+        gates=gate_summary(log.gate_results) if log.gate_results else {},
+    )
+
+
+def _run_async(make_coroutine) -> None:
+    """asyncio.run, also from inside a Jupyter kernel, whose thread already runs an event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        asyncio.run(make_coroutine())
+        return
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="servebook-measure") as pool:
+        pool.submit(lambda: asyncio.run(make_coroutine())).result()
+
+
+def _server_info(adapter: EngineAdapter, base_url: str) -> dict | None:
+    """What the engine says about itself (version, server args), from the first info path that answers."""
+    import httpx
+
+    for path in adapter.info_paths:
+        try:
+            response = httpx.get(f"{base_url}{path}", timeout=5)
+        except httpx.HTTPError:
+            continue
+        if response.status_code == 200:
+            try:
+                body = response.json()
+            except ValueError:
+                continue
+            return {"path": path, **body} if isinstance(body, dict) else {"path": path, "body": body}
+    return None
+
+
+@dataclass
+class _Target:
+    """Where the engine will answer and what starts it, decided before the run directory exists."""
+
+    argv: list[str]
+    base_url: str
+    compose_plan: object | None = None
+
+
+def _target(candidate: Candidate, adapter: EngineAdapter, paths: ResolvedPaths) -> _Target:
+    launch = candidate.launch
+    port = launch.port or free_port(launch.host if launch.mode == "local" else "127.0.0.1")
+    if launch.mode == "attach":
+        return _Target([], launch.url.rstrip("/"))
+    if launch.mode == "compose":
+        from .launch.compose import render
+
+        plan = render(candidate, adapter, model_path=paths.model_path, draft_path=paths.draft_path, first_port=port)
+        return _Target(["docker", "compose", "-p", plan.project, "up"], f"http://127.0.0.1:{plan.host_ports[0]}",
+                       plan)
+    argv = adapter.argv(candidate, port=port, model_path=paths.model_path, draft_path=paths.draft_path)
+    if launch.simulator:
+        argv = [sys.executable, "-m", "servebook.engines.simulator", "--flavor", candidate.engine,
+                *[f"--fault={fault}" for fault in launch.sim_faults], "--", *argv]
+    return _Target(argv, f"http://{launch.host}:{port}")
+
+
+def _environment(candidate: Candidate, adapter: EngineAdapter, paths: ResolvedPaths) -> Environment:
+    local = adapter.fingerprints_binary and not candidate.launch.simulator
+    data = fingerprint(engine_binary=paths.engine_binary if local else None,
+                       model_path=paths.model_path if local else None)
+    data.update(paths.gpu_fingerprint)
+    data.update({"image": candidate.launch.image, "image_digest": candidate.pins.image_digest,
+                 "model_revision": candidate.model.revision, "simulated": candidate.launch.simulator,
+                 "preflight": paths.findings_json()})
+    return Environment.model_validate(data)
+
+
+def _engine(candidate: Candidate, adapter: EngineAdapter, target: _Target, writer: RunWriter):
+    launch = candidate.launch
+    if launch.mode == "attach":
+        return AttachedEngine(target.base_url, adapter, writer.engine_log)
+    if launch.mode == "compose":
+        from .launch.compose import ComposeEngine
+
+        writer.write_json("compose.json", target.compose_plan.document)
+        return ComposeEngine(target.compose_plan, adapter, writer.dir / "compose.yaml", writer.engine_log)
+    return EngineProcess(target.argv, adapter, target.base_url, writer.engine_log, env=launch.env)
+
+
+def _write_raw(writer: RunWriter, log: MeasurementLog) -> None:
+    writer.write_table("requests", log.request_rows())
+    writer.write_table("chunks", log.chunk_rows())
+    writer.write_table("scrapes", log.scrape_rows())
+
+
+def _measure(engine, candidate: Candidate, adapter: EngineAdapter, plan: Plan, writer: RunWriter,
+             log: MeasurementLog, engine_info: EngineInfo, reporter: Reporter) -> tuple[EngineFailed, str] | None:
+    """Measure the ready engine; the failure and its stage when the engine did not serve the plan."""
+
+    def alive_check() -> None:
+        if engine.wait_exit(2.0):  # a dying engine needs a moment to be reaped
+            engine.check_alive()
+
+    started = time.monotonic()
+    try:
+        _run_async(lambda: measure_plan(engine_info.base_url, adapter, plan, log, tag=writer.run_id,
+                                        alive_check=alive_check, engine_log=writer.engine_log,
+                                        request_extras=candidate.request_extras, reporter=reporter,
+                                        on_model=lambda name: setattr(engine_info, "served_model", name)))
+    except EngineFailed as error:
+        return error, "measure"
+    except WarmupFailed as error:
+        cause = FailureCause("warmup_failed", f"the first request failed: {error}")
+        return EngineFailed(cause, tail_of(writer.engine_log), None), "warmup"
+    except RuntimeError as error:
+        if engine.exit_code() is not None:
+            return engine.failure(), "measure"
+        raise RuntimeError(f"run {writer.run_id}: {error}") from error
+    engine_info.measure_s = round(time.monotonic() - started, 3)
+    if engine.exit_code() is not None:
+        return engine.failure(), "measure"
+    inactive = inactive_drafter(candidate.knobs.drafter.kind, adapter, log, writer.engine_log)
+    return (inactive, "measure") if inactive is not None else None
+
+
+def _launch_and_measure(engine, candidate, adapter, plan, writer, log, engine_info, environment,
+                        reporter) -> tuple[EngineFailed, str] | None:
+    """Start the engine, wait for it, record what it says about itself, measure; always stop it."""
+    try:
+        engine.start()
+        engine_info.pid = engine.pid
+        with reporter.task(f"start {candidate.engine} and wait for readiness") as task:
+            try:
+                engine_info.ready_s = round(engine.wait_ready(candidate.launch.ready_timeout_s,
+                                                              on_poll=lambda s: task.update(s)), 3)
+            except EngineFailed as error:
+                return error, "launch"
+        info = _server_info(adapter, engine_info.base_url)
+        if info:
+            writer.write_json("server_info.json", info)
+            version = info.get("version") or (info.get("build_info") if isinstance(info.get("build_info"), str) else None)
+            if version and not environment.engine_version:
+                environment.engine_version = str(version)
+        return _measure(engine, candidate, adapter, plan, writer, log, engine_info, reporter)
+    finally:
+        engine.stop()
+
+
+def run_candidate(
+    candidate: Candidate,
+    plan: Plan,
+    journal: Journal,
+    *,
+    reporter: Reporter | None = None,
+    extra_manifest: dict | None = None,
+    run_id: str | None = None,
+) -> RunRecord:
+    """Launch `candidate`, measure `plan`, seal the run in `journal` and return it as recorded.
+
+    `extra_manifest` adds context (the study and the name of the candidate in it);
+    `run_id` lets a sweep choose the run's directory name before the notebook starts.
+    """
+    reporter = reporter or Reporter()
+    adapter = get_engine(candidate.engine)
+    journal.ensure_writable()
+    paths = preflight(candidate, reporter)
+    target = _target(candidate, adapter, paths)
+    writer = journal.start_run(candidate.id, run_id)
+    identity = RunIdentity.model_validate({
+        "candidate_id": candidate.id, "candidate_label": candidate.label,
+        "candidate": candidate.model_dump(mode="json"), "plan_id": plan.id, "plan": plan.model_dump(mode="json"),
+        "started_at": utc_now(), **(extra_manifest or {})})
+    writer.write_json("launch.json", {**identity.model_dump(mode="json"), "argv": redact_argv(target.argv),
+                                      "env": redact_env(candidate.launch.env), "cwd": os.getcwd(),
+                                      "base_url": target.base_url})
+    environment = _environment(candidate, adapter, paths)
+    engine = _engine(candidate, adapter, target, writer)
+    reporter.log(f"run {writer.run_id}: {candidate.label} ({candidate.id}) on {target.base_url}")
+    log = MeasurementLog()
+    engine_info = EngineInfo(argv=redact_argv(target.argv), base_url=target.base_url)
+    failed = _launch_and_measure(engine, candidate, adapter, plan, writer, log, engine_info, environment, reporter)
+
+    _write_raw(writer, log)
+    sealed = {**identity.model_dump(), "environment": environment, "engine": engine_info, "finished_at": utc_now()}
+    if failed is not None:
+        error, stage = failed
+        reporter.log(f"run {writer.run_id} FAILED during {stage}: {error.cause.cause}: {error.cause.message}")
+        writer.seal(Manifest(**sealed, status="failed", summary=None, failure=Failure(
+            stage=stage, cause=error.cause.cause, message=error.cause.message, exit_code=error.exit_code,
+            log_tail=error.log_tail)))
+        return journal.run(writer.run_id)
+    writer.write_table("cells", log.cell_rows())
+    if log.gate_results:
+        writer.write_table("gates", [r.row() for r in log.gate_results])
+    writer.seal(Manifest(**sealed, status="completed", failure=None, summary=_summary(log)))
+    record = journal.run(writer.run_id)
+    journal.index()
+    return record

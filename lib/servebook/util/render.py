@@ -1,0 +1,143 @@
+"""One rendering path for everything a user displays: a few neutral blocks, drawn three ways.
+
+A displayable object builds `blocks()` once (headings, text, tables); `Renderable` turns them
+into a rich renderable for the terminal, HTML for Jupyter (`_repr_mimebundle_`) and plain text
+for papermill logs and `str()`. The site's templates draw the same `Table` objects, so a figure
+is formatted in exactly one place.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+#: row / text styles -> (rich style, CSS class of the site and of notebook HTML)
+STYLES = {
+    "": ("", ""),
+    "accepted": ("green", "accepted"),
+    "invalid": ("bold red", "invalid"),
+    "warn": ("yellow", "warn"),
+    "dim": ("dim", "muted"),
+    "heading": ("bold", ""),
+}
+_HTML_COLORS = {"accepted": "#1f7a4d", "invalid": "#b42318", "warn": "#9a6700", "dim": "#6b7280"}
+_HTML_ROW_BACKGROUND = {"accepted": "#ecfdf3", "invalid": "#fef3f2"}
+
+
+@dataclass
+class Row:
+    values: list[Any]
+    css: str = ""
+
+
+@dataclass
+class Table:
+    """Column names and rows of already formatted values; `css` of a row is one of STYLES."""
+
+    columns: list[str]
+    rows: list[Row] = field(default_factory=list)
+    title: str = ""
+
+    def add(self, values: list[Any], css: str = "") -> None:
+        self.rows.append(Row(list(values), css))
+
+    @classmethod
+    def from_frame(cls, frame, title: str = "", index: str | None = None) -> "Table":
+        """A pandas frame as a table; `index` names a column made of the frame's index."""
+        columns = ([index] if index is not None else []) + [str(c) for c in frame.columns]
+        table = cls(columns, title=title)
+        for key, row in frame.iterrows():
+            values = ["-" if _missing(v) else v for v in row.values]
+            table.add(([key] if index is not None else []) + values)
+        return table
+
+
+@dataclass
+class Text:
+    text: str
+    style: str = ""
+    pre: bool = False  # keep line breaks and use a monospace font (log tails, commands)
+
+
+Block = Union[Table, Text]
+
+
+def _missing(value: Any) -> bool:
+    try:
+        return value is None or value != value
+    except (TypeError, ValueError):
+        return False
+
+
+def to_rich(blocks: list[Block]):
+    from rich.console import Group
+    from rich.table import Table as RichTable
+    from rich.text import Text as RichText
+
+    parts = []
+    for block in blocks:
+        if isinstance(block, Text):
+            parts.append(RichText(block.text, style=STYLES.get(block.style, ("", ""))[0]))
+            continue
+        table = RichTable(title=block.title or None, title_justify="left", title_style="bold")
+        for column in block.columns:
+            table.add_column(str(column), overflow="fold")
+        for row in block.rows:
+            table.add_row(*[RichText(str(v)) for v in row.values], style=STYLES.get(row.css, ("", ""))[0] or None)
+        parts.append(table)
+    return Group(*parts)
+
+
+def to_html(blocks: list[Block]) -> str:
+    out = []
+    for block in blocks:
+        if isinstance(block, Text):
+            color = _HTML_COLORS.get(block.style)
+            style = f' style="color:{color}"' if color else ""
+            text = html.escape(block.text)
+            if block.pre:
+                out.append(f"<pre{style}>{text}</pre>")
+            elif block.style == "heading":
+                out.append(f"<h4>{text}</h4>")
+            else:
+                out.append(f"<p{style}>{text}</p>")
+            continue
+        if block.title:
+            out.append(f"<h5>{html.escape(block.title)}</h5>")
+        head = "".join(f"<th>{html.escape(str(c))}</th>" for c in block.columns)
+        body = []
+        for row in block.rows:
+            background = _HTML_ROW_BACKGROUND.get(row.css)
+            style = f' style="background:{background}"' if background else ""
+            cells = "".join(f"<td>{html.escape(str(v))}</td>" for v in row.values)
+            body.append(f"<tr{style}>{cells}</tr>")
+        out.append(f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
+    return "\n".join(out)
+
+
+def to_text(blocks: list[Block], width: int = 100) -> str:
+    from rich.console import Console
+
+    buffer = io.StringIO()
+    Console(file=buffer, width=width, color_system=None, force_terminal=False, legacy_windows=False).print(
+        to_rich(blocks))
+    return buffer.getvalue().rstrip() + "\n"
+
+
+class Renderable:
+    """Mixin: define `blocks()`; get the terminal, Jupyter and plain-text renderings from it."""
+
+    def blocks(self) -> list[Block]:  # pragma: no cover - every subclass defines it
+        raise NotImplementedError
+
+    def __rich__(self):
+        return to_rich(self.blocks())
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, str]:
+        blocks = self.blocks()
+        return {"text/plain": to_text(blocks), "text/html": to_html(blocks)}
+
+    def __str__(self) -> str:
+        return to_text(self.blocks())

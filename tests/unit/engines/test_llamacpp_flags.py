@@ -1,0 +1,55 @@
+from servebook.config import Candidate
+from servebook.engines import get_engine
+
+
+def argv_for(knobs, extra_args=()):
+    candidate = Candidate.model_validate({"model": {"path": "m.gguf"}, "knobs": knobs, "extra_args": list(extra_args)})
+    argv = get_engine("llamacpp").argv(candidate, port=8123, model_path="/models/m.gguf", draft_path="/models/d.gguf")
+    return argv
+
+
+def flag_value(argv, flag):
+    return argv[argv.index(flag) + 1]
+
+
+def test_base_flags_are_always_set():
+    argv = argv_for({})
+    assert flag_value(argv, "-m") == "/models/m.gguf"
+    assert flag_value(argv, "--host") == "127.0.0.1"
+    assert flag_value(argv, "--port") == "8123"
+    assert "--metrics" in argv
+    for absent in ("-np", "-b", "-ub", "-c", "--spec-type", "-ctk"):
+        assert absent not in argv
+
+
+def test_knobs_map_to_llama_server_flags():
+    argv = argv_for({"chunk_size": 256, "max_running_requests": 3, "context_length": 12288, "kv_dtype": "q8_0"})
+    assert flag_value(argv, "-b") == "256" and flag_value(argv, "-ub") == "256"
+    assert flag_value(argv, "-np") == "3"
+    assert flag_value(argv, "-c") == "12288"
+    assert flag_value(argv, "-ctk") == "q8_0" and flag_value(argv, "-ctv") == "q8_0"
+
+
+def test_draft_model_with_synthetic_acceptance():
+    argv = argv_for({"drafter": {"kind": "draft_model", "model": "tiny:draft", "max_draft_tokens": 4,
+                                 "synthetic_length": 3, "synthetic_rates": [0.9, 0.5]}})
+    assert flag_value(argv, "--spec-type") == "draft-simple"
+    assert flag_value(argv, "-md") == "/models/d.gguf"
+    assert flag_value(argv, "--spec-draft-n-max") == "4"
+    assert flag_value(argv, "--spec-synth-len") == "3"
+    assert flag_value(argv, "--spec-synth-rates") == "0.9,0.5"
+
+
+def test_ngram_drafter_has_no_model():
+    argv = get_engine("llamacpp").argv(
+        Candidate.model_validate({"model": {"path": "m.gguf"}, "knobs": {"drafter": {"kind": "ngram", "max_draft_tokens": 8}}}),
+        port=1, model_path="m.gguf", draft_path=None)
+    assert flag_value(argv, "--spec-type") == "ngram-mod"
+    assert flag_value(argv, "--spec-ngram-mod-n-max") == "8"
+    assert flag_value(argv, "--spec-ngram-mod-n-min") == "6"
+    assert "-md" not in argv and "--spec-draft-n-max" not in argv
+
+
+def test_extra_args_come_last_and_verbatim():
+    argv = argv_for({}, ["--threads", "2", "--no-webui"])
+    assert argv[-3:] == ["--threads", "2", "--no-webui"]

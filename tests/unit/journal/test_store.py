@@ -1,0 +1,82 @@
+import json
+import os
+
+import pytest
+
+from servebook.config import InputError
+from servebook.journal import Journal, Manifest, RunSealed
+
+
+def sealed_run(journal: Journal, candidate_id="abcdef123456", status="completed"):
+    writer = journal.start_run(candidate_id)
+    writer.write_table("requests", [{"request_id": "r0", "completion_tokens": 8}])
+    writer.seal(Manifest(status=status, candidate_id=candidate_id, candidate_label="c"))
+    return writer
+
+
+def test_a_run_without_manifest_is_incomplete_and_listed(tmp_path):
+    journal = Journal(tmp_path)
+    done = sealed_run(journal)
+    unsealed = journal.start_run("ffffeeee0000")
+    unsealed.write_table("requests", [{"request_id": "r0"}])
+    statuses = {r.run_id: r.status for r in journal.runs()}
+    assert statuses == {done.run_id: "completed", unsealed.run_id: "incomplete"}
+    index = journal.index()
+    assert set(index["status"]) == {"completed", "incomplete"}
+    assert (tmp_path / "index.parquet").is_file()
+
+
+def test_sealed_run_is_never_rewritten(tmp_path):
+    writer = sealed_run(Journal(tmp_path))
+    with pytest.raises(RunSealed):
+        writer.write_table("requests", [{"request_id": "other"}])
+    with pytest.raises(RunSealed):
+        writer.seal(Manifest(status="failed"))
+    assert json.loads((writer.dir / "manifest.json").read_text())["status"] == "completed"
+
+
+def test_manifest_write_is_atomic(tmp_path, monkeypatch):
+    """A crash while the manifest is written leaves no manifest at all, never half of one."""
+    journal = Journal(tmp_path)
+    writer = journal.start_run("abcdef123456")
+
+    def crash(src, dst):
+        raise OSError("disk vanished")
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(OSError):
+        writer.seal(Manifest(status="completed"))
+    monkeypatch.undo()
+    assert not (writer.dir / "manifest.json").exists()
+    assert [p.name for p in writer.dir.iterdir() if p.name.startswith(".manifest")] == []
+    assert journal.run(writer.run_id).status == "incomplete"
+
+
+def test_corrupt_manifest_is_shown_not_dropped(tmp_path):
+    journal = Journal(tmp_path)
+    writer = journal.start_run("abcdef123456")
+    (writer.dir / "manifest.json").write_text("{not json")
+    assert journal.run(writer.run_id).status == "corrupt"
+
+
+def test_run_ids_sort_by_time_and_do_not_collide(tmp_path):
+    journal = Journal(tmp_path)
+    a = journal.start_run("abcdef123456")
+    b = journal.start_run("abcdef123456")
+    assert a.run_id != b.run_id
+    assert journal.run_ids() == sorted([a.run_id, b.run_id])
+
+
+def test_lookup_by_fragment_and_clear_error(tmp_path):
+    journal = Journal(tmp_path)
+    writer = sealed_run(journal)
+    assert journal.run(writer.run_id[-8:]).run_id == writer.run_id
+    with pytest.raises(InputError, match="not in the journal"):
+        journal.run("nope")
+
+
+def test_unwritable_journal_is_one_clear_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(InputError, match="journal: cannot write"):
+        Journal(blocker / "journal").ensure_writable()

@@ -1,0 +1,63 @@
+import pytest
+
+from servebook.measure.cells import CellSpec, plan_cells, summarize_cell
+from servebook.measure.client import RequestRecord
+from servebook.config import Plan
+from servebook.measure.reconcile import Check, Reconciliation
+
+OK = Reconciliation("ok", [Check("generated tokens", 10, 10)])
+
+
+def record(i, t_send, t_first, t_last, completion=10, prompt=100, cached=0, error=None):
+    return RequestRecord(f"r{i}", "cell", 2, "prose", 10, t_send=t_send, t_first=t_first, t_last=t_last,
+                         prompt_tokens=prompt, completion_tokens=None if error else completion,
+                         cached_tokens=cached, error=error)
+
+
+def test_decode_summary_follows_metric_definitions():
+    spec = CellSpec("decode-prose-c2", "decode", "prose", 2, 2, 10)
+    records = [record(0, 0.0, 0.5, 1.4), record(1, 0.1, 0.7, 2.5)]
+    s = summarize_cell(spec, records, OK)
+    assert s["valid"]
+    assert s["completion_tokens"] == 20
+    assert s["wall_s"] == pytest.approx(2.5)
+    assert s["aggregate_tok_s"] == pytest.approx(20 / 2.5)
+    # per request: (10 - 1) / 0.9 = 10.0 and 9 / 1.8 = 5.0; median 7.5
+    assert s["per_request_tok_s"] == pytest.approx(7.5)
+    assert s["ttft_s"] == pytest.approx((0.5 + 0.6) / 2)
+
+
+def test_wrong_length_error_and_mismatch_make_the_cell_invalid():
+    spec = CellSpec("decode-prose-c2", "decode", "prose", 2, 3, 10)
+    records = [record(0, 0, 0.1, 1.0, completion=9), record(1, 0, 0.1, 1.0),
+               record(2, 0, None, None, error="APIConnectionError: boom")]
+    bad = Reconciliation("mismatch", [Check("generated tokens", 19, 18)])
+    s = summarize_cell(spec, records, bad)
+    assert not s["valid"]
+    assert "1 of 3 requests failed (APIConnectionError: boom)" in s["invalid_reasons"]
+    assert "returned [9] tokens instead of 10" in s["invalid_reasons"]
+    assert "counters disagree" in s["invalid_reasons"]
+
+
+def test_prefill_must_be_cold_and_exact():
+    spec = CellSpec("prefill-512", "prefill", "prose", 1, 2, 1, 512)
+    records = [record(0, 0, 0.1, 0.1, completion=1, prompt=512),
+               record(1, 1, 1.05, 1.05, completion=1, prompt=512, cached=400)]
+    s = summarize_cell(spec, records, OK)
+    assert s["prefill_tok_s"] == pytest.approx((5120 + 10240) / 2)
+    assert not s["valid"] and "not cold" in s["invalid_reasons"]
+    s2 = summarize_cell(spec, [record(0, 0, 0.1, 0.1, completion=1, prompt=511)], OK)
+    assert "511" in s2["invalid_reasons"]
+
+
+def test_plan_expands_to_cells():
+    cells = plan_cells(Plan())
+    ids = [c.cell_id for c in cells]
+    assert ids[:3] == ["decode-prose-c1", "decode-prose-c2", "decode-prose-c4"]
+    assert "prefill-2048" in ids
+    assert next(c for c in cells if c.cell_id == "decode-code-c4").n_requests == 8
+
+
+def test_decode_rate_needs_two_tokens_and_a_span():
+    assert record(0, 0, 1, 1, completion=1).decode_rate is None
+    assert record(0, 0, 1, 2, completion=5).decode_rate == pytest.approx(4.0)

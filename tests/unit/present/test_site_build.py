@@ -1,0 +1,93 @@
+"""The site builder on synthetic journals: what is rendered, what is escaped, what is rebuilt."""
+
+import pytest
+
+from servebook.journal import Journal
+from servebook.present import build_site
+from servebook.journal.synthetic import write_synthetic_run
+
+EVIL = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned=2">'
+
+
+@pytest.fixture
+def journal(tmp_path):
+    journal = Journal(tmp_path / "journal")
+    write_synthetic_run(journal, index=1, label="baseline", verdict="accepted", requests=50)
+    write_synthetic_run(journal, index=2, label="faster", verdict="accepted", requests=50)
+    write_synthetic_run(journal, index=3, label="broken-counters", invalid="counters disagree: generated -3",
+                        verdict="rejected", requests=50)
+    write_synthetic_run(journal, index=4, label="refused", status="failed", verdict="failed", requests=50)
+    write_synthetic_run(journal, index=5, label="killed", status="incomplete", requests=50)
+    return journal
+
+
+def test_every_status_is_rendered_and_marked(journal, tmp_path):
+    report = build_site(journal, tmp_path / "site")
+    index = (tmp_path / "site" / "index.html").read_text()
+    for run in journal.runs():
+        assert f"runs/{run.run_id}.html" in index
+        assert (tmp_path / "site" / "runs" / f"{run.run_id}.html").is_file()
+    assert "status-incomplete" in index and "status-failed" in index and "verdict-rejected" in index
+    failed = next(r for r in journal.runs() if r.status == "failed")
+    page = (tmp_path / "site" / "runs" / f"{failed.run_id}.html").read_text()
+    assert "Failed during launch: bad_flag" in page and "invalid argument: --synthetic" in page
+    incomplete = next(r for r in journal.runs() if r.status == "incomplete")
+    assert "Incomplete: this run has no manifest" in (tmp_path / "site" / "runs" / f"{incomplete.run_id}.html").read_text()
+    invalid = next(r for r in journal.runs() if r.candidate_label == "broken-counters")
+    page = (tmp_path / "site" / "runs" / f"{invalid.run_id}.html").read_text()
+    assert "INVALID: counters disagree: generated -3" in page and 'class="invalid"' in page
+    study = (tmp_path / "site" / "studies" / "synthetic.html").read_text()
+    assert "Arithmetic, not a measurement" in study and "8 replicas (arithmetic)" in study
+    assert "How these numbers are defined" in study
+    assert report.runs == 5
+
+
+def test_downloads_include_parquet_and_csv(journal, tmp_path):
+    build_site(journal, tmp_path / "site")
+    run = journal.runs()[0]
+    data = tmp_path / "site" / "runs" / run.run_id / "data"
+    assert (data / "requests.parquet").is_file()
+    csv = (data / "requests.csv").read_text().splitlines()
+    assert csv[0].startswith('"request_id"') and len(csv) == 51
+
+
+def test_journal_strings_are_escaped(tmp_path):
+    journal = Journal(tmp_path / "journal")
+    write_synthetic_run(journal, index=1, study="evil", label="baseline", requests=10)
+    write_synthetic_run(journal, index=2, study="evil", label=f"x{EVIL}", verdict="rejected", reasons=[EVIL],
+                        log_line=EVIL, requests=10)
+    build_site(journal, tmp_path / "site")
+    for page in (tmp_path / "site").rglob("*.html"):
+        text = page.read_text()
+        assert "<script>window.__pwned" not in text, page
+        assert "<img src=x" not in text, page
+    data = (tmp_path / "site" / "assets" / "runs-data.js").read_text()
+    assert "<script>" not in data and "\\u003cscript>" in data
+
+
+def test_incremental_build_rewrites_only_what_changed(journal, tmp_path):
+    out = tmp_path / "site"
+    first = build_site(journal, out)
+    assert first.written
+    again = build_site(journal, out)
+    assert again.written == []
+    new = write_synthetic_run(journal, index=9, label="newcomer", verdict="accepted", requests=50)
+    third = build_site(journal, out)
+    written = set(third.written)
+    assert f"runs/{new.run_id}.html" in written and "index.html" in written
+    assert "studies/synthetic.html" in written and "assets/runs-data.js" in written
+    old_pages = {f"runs/{r.run_id}.html" for r in journal.runs() if r.run_id != new.run_id}
+    assert not (written & old_pages), "pages of unchanged runs must not be rewritten"
+
+
+def test_a_new_verdict_rebuilds_that_run(journal, tmp_path):
+    out = tmp_path / "site"
+    build_site(journal, out)
+    run = next(r for r in journal.runs() if r.candidate_label == "faster")
+    run.append_verdict({"outcome": "rejected", "reasons": ["re-judged under stricter rules"], "rules_hash": "x",
+                        "rules": None, "baseline_run_id": None, "study": "synthetic"})
+    report = build_site(journal, out)
+    assert f"runs/{run.run_id}.html" in report.written
+    assert "re-judged under stricter rules" in (out / "runs" / f"{run.run_id}.html").read_text()
+    baseline = next(r for r in journal.runs() if r.candidate_label == "baseline")
+    assert f"runs/{baseline.run_id}.html" not in report.written
