@@ -38,9 +38,11 @@ site: setup
 	$(BIN)/servebook site --journal $(JOURNAL) --out site
 
 test: engine browser
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest -q tests
 
 unit: setup
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest -q tests/unit
 
 bench: engine

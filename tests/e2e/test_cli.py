@@ -38,14 +38,14 @@ def test_run_prints_the_published_tables_and_records_the_run(llama_install, tmp_
     journal = tmp_path / "journal"
     result = servebook("run", "data/candidates/tiny-llamacpp.yaml", "--plan", plan_file, "--journal", journal)
     out = result.stdout
-    for header in ("Requests", "Aggregate tok/s", "Per request tok/s", "TTFT",
+    for header in ("Concurrency", "Aggregate tok/s", "Per request tok/s", "TTFT",
                    "Prompt tokens", "Prefill tok/s", "First token"):
         assert header in out
     assert "Decode, prose prompts" in out and "Decode, code prompts" in out
     assert "INVALID" not in out
     [record] = Journal(journal).runs()
     assert record.status == "completed"
-    assert record.manifest["summary"]["valid_cells"] == 8
+    assert record.manifest.summary.valid_cells == 8
 
     listing = servebook("journal", "ls", "--journal", journal).stdout
     assert record.run_id in listing and "completed" in listing

@@ -112,7 +112,7 @@ def test_index_sorts_and_filters_and_compare_shows_deltas(site, browser):
     page.close()
 
     real = [r.run_id for r in Journal(site.parent / "journal").runs()
-            if r.status == "completed" and not r.manifest.get("synthetic")]
+            if r.status == "completed" and not r.manifest.synthetic]
     assert len(real) == 2
     completed = real
     page, problems, _ = visit(browser, (site / "compare.html").as_uri() + f"#a={completed[0]}&b={completed[1]}")

@@ -51,7 +51,7 @@ def study_file(tmp_path, limit):
 
 
 def outcomes(journal: Journal) -> dict[str, str]:
-    return {r.manifest.get("study_entry"): (r.latest_verdict or {}).get("outcome") for r in journal.runs()}
+    return {r.manifest.study_entry: (r.latest_verdict or {}).get("outcome") for r in journal.runs()}
 
 
 def test_sweep_judges_resumes_and_rejudges(llama_install, tmp_path):
@@ -65,10 +65,10 @@ def test_sweep_judges_resumes_and_rejudges(llama_install, tmp_path):
     for record in journal.runs():
         notebook = nbformat.read(record.dir / "notebook.ipynb", as_version=4)
         assert any("injected-parameters" in c.metadata.get("tags", []) for c in notebook.cells)
-        assert record.manifest["study"] == "e2e-study"
+        assert record.manifest.study == "e2e-study"
     failed = next(r for r in journal.runs() if r.status == "failed")
-    assert failed.manifest["failure"]["cause"] == "drafter_inactive"
-    assert "draft model is not eagle3" in failed.manifest["failure"]["message"]
+    assert failed.manifest.failure.cause == "drafter_inactive"
+    assert "draft model is not eagle3" in failed.manifest.failure.message
 
     run_ids = journal.run_ids()
     second = servebook("sweep", study, "--journal", journal_dir)
@@ -110,7 +110,7 @@ def test_papermill_runs_the_qualify_notebook_directly(llama_install, tmp_path):
                    timeout=600)
     [record] = Journal(tmp_path / "journal").runs()
     assert record.status == "completed"
-    assert record.manifest["candidate"]["knobs"]["max_running_requests"] == 2
+    assert record.manifest.candidate["knobs"]["max_running_requests"] == 2
     executed = nbformat.read(out, as_version=4)
     html = "".join(o.get("data", {}).get("text/html", "") for c in executed.cells if c.cell_type == "code"
                    for o in c.get("outputs", []))
@@ -216,4 +216,4 @@ def test_the_notebook_runs_as_jupyterlab_starts_it_from_notebooks(llama_install,
                    cwd=REPO / "notebooks", env=ENV, check=True, capture_output=True, timeout=600)
     [record] = Journal(journal).runs()
     assert record.status == "completed"
-    assert record.manifest["candidate_label"] == "tiny-baseline"  # from data/candidates, found from notebooks/
+    assert record.manifest.candidate_label == "tiny-baseline"  # from data/candidates, found from notebooks/

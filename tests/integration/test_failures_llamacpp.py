@@ -30,11 +30,11 @@ def test_flag_the_engine_rejects_is_a_failed_run(llama_install, tmp_path, extra_
     journal = Journal(tmp_path)
     record = run_candidate(tiny_candidate(extra_args=extra_args), SMALL_PLAN, journal, reporter=QUIET)
     assert record.status == "failed"
-    failure = record.manifest["failure"]
-    assert failure["cause"] == "bad_flag" and failure["stage"] == "launch"
-    assert expected in failure["message"]
-    assert expected in failure["log_tail"]
-    assert record.manifest["summary"] is None
+    failure = record.manifest.failure
+    assert failure.cause == "bad_flag" and failure.stage == "launch"
+    assert expected in failure.message
+    assert expected in failure.log_tail
+    assert record.manifest.summary is None
     assert record.table("cells") is None  # a failed run yields no numbers
     assert [r.status for r in journal.runs()] == ["failed"]
 
@@ -59,7 +59,7 @@ def test_not_ready_in_time_is_a_timeout_and_the_server_is_stopped(llama_install,
     candidate = tiny_candidate(launch={"ready_timeout_s": 0.05})
     record = run_candidate(candidate, SMALL_PLAN, Journal(tmp_path), reporter=QUIET)
     assert record.status == "failed"
-    assert record.manifest["failure"]["cause"] == "timeout"
+    assert record.manifest.failure.cause == "timeout"
     port = int(json.loads((record.dir / "launch.json").read_text())["base_url"].rsplit(":", 1)[1])
     assert servers_on_port(port) == []
 
@@ -93,9 +93,9 @@ def test_engine_killed_in_the_middle_of_a_cell(llama_install, tmp_path):
     thread.join(5)
     assert killed, "the killer never saw a request in flight"
     assert record.status == "failed"
-    failure = record.manifest["failure"]
-    assert failure["stage"] == "measure"
-    assert failure["cause"] == "crash" and "signal 9" in failure["message"]
+    failure = record.manifest.failure
+    assert failure.stage == "measure"
+    assert failure.cause == "crash" and "signal 9" in failure.message
     requests = record.table("requests")  # the raw rows of the interrupted cell are kept
     assert len(requests) >= 2 and requests["error"].notna().any()
     assert record.table("cells") is None
@@ -104,7 +104,7 @@ def test_engine_killed_in_the_middle_of_a_cell(llama_install, tmp_path):
 
 def test_a_run_next_to_another_engine_is_flagged_and_rejected(llama_install, tmp_path):
     from servebook.config import VerdictRules
-from servebook.verdicts import judge_run
+    from servebook.verdicts import judge_run
 
     from .helpers import SMALL_PLAN as plan
 
@@ -126,8 +126,8 @@ from servebook.verdicts import judge_run
     finally:
         other.terminate()
         other.wait(10)
-    findings = record.manifest["environment"]["preflight"]
-    assert [f["code"] for f in findings] == ["W_HOST_BUSY"]
-    assert str(other.pid) in findings[0]["message"]
+    findings = record.manifest.environment.preflight
+    assert [f.code for f in findings] == ["W_HOST_BUSY"]
+    assert str(other.pid) in findings[0].message
     verdict = judge_run(record.manifest, record.table("cells"), None, VerdictRules(), is_baseline=True)
     assert verdict.outcome == "rejected" and verdict.reasons[0].startswith("measured on a busy host")

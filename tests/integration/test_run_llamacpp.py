@@ -16,7 +16,7 @@ pytestmark = pytest.mark.integration
 def test_clean_run_reconciles_every_cell(llama_install, tmp_path):
     journal = Journal(tmp_path)
     record = run_candidate(tiny_candidate(), SMALL_PLAN, journal, reporter=Reporter(quiet=True))
-    assert record.status == "completed", record.manifest.get("failure")
+    assert record.status == "completed", record.manifest.failure
 
     cells = record.table("cells")
     assert list(cells["cell_id"]) == ["decode-prose-c1", "decode-prose-c2", "decode-code-c1", "decode-code-c2",
@@ -40,10 +40,10 @@ def test_clean_run_reconciles_every_cell(llama_install, tmp_path):
     assert record.table("chunks") is not None and len(record.table("chunks")) > 0
 
     manifest = record.manifest
-    assert manifest["candidate_id"] == tiny_candidate().id
-    assert manifest["plan_id"] == SMALL_PLAN.id
-    assert "0c1e570" in (manifest["environment"]["engine_version"] or "")
-    assert manifest["environment"]["model_digest"].startswith("sha256:")
+    assert manifest.candidate_id == tiny_candidate().id
+    assert manifest.plan_id == SMALL_PLAN.id
+    assert "0c1e570" in (manifest.environment.engine_version or "")
+    assert manifest.environment.model_digest.startswith("sha256:")
     launch = json.loads((record.dir / "launch.json").read_text())
     assert launch["argv"][0].endswith("llama-server") and "--metrics" in launch["argv"]
     assert "listening" in (record.dir / "engine.log").read_text()
@@ -61,7 +61,7 @@ def test_drafter_with_synthetic_acceptance_drafts_and_reconciles(llama_install, 
                                                   "max_draft_tokens": 4, "synthetic_length": 3}})
     plan = SMALL_PLAN.model_copy(update={"prefill": None})
     record = run_candidate(candidate, plan, Journal(tmp_path), reporter=Reporter(quiet=True))
-    assert record.status == "completed", record.manifest.get("failure")
+    assert record.status == "completed", record.manifest.failure
     cells = record.table("cells")
     assert cells["valid"].all(), cells["invalid_reasons"].tolist()
     assert (cells["draft_acceptance"] > 0).all()

@@ -35,12 +35,12 @@ def simulated(engine, *faults, **knobs):
 @pytest.mark.parametrize("engine", ["sglang", "vllm", "llamacpp"])
 def test_clean_run_reconciles_for_every_flavor(engine, tmp_path):
     record = run_candidate(simulated(engine, chunk_size=2048), PLAN, Journal(tmp_path), reporter=QUIET)
-    assert record.status == "completed", record.manifest.get("failure")
+    assert record.status == "completed", record.manifest.failure
     cells = record.table("cells")
     assert cells["valid"].all(), cells["invalid_reasons"].tolist()
     assert (cells["reconciliation"] == "ok").all(), cells["reconciliation_message"].tolist()
-    assert record.manifest["environment"]["simulated"] is True
-    assert record.manifest["candidate"]["launch"]["simulator"] is True
+    assert record.manifest.environment.simulated is True
+    assert record.manifest.candidate["launch"]["simulator"] is True
     # the baseline scrape of SGLang comes after readiness, so its counted warmup stays out of every cell
     scrapes = record.table("scrapes")
     assert not scrapes.empty
@@ -58,8 +58,8 @@ def test_clean_run_reconciles_for_every_flavor(engine, tmp_path):
 def test_faults_end_as_failed_runs_with_their_cause(engine, fault, cause, tmp_path):
     record = run_candidate(simulated(engine, fault), PLAN, Journal(tmp_path), reporter=QUIET)
     assert record.status == "failed"
-    assert record.manifest["failure"]["cause"] == cause, record.manifest["failure"]
-    assert record.table("cells") is None and record.manifest["summary"] is None
+    assert record.manifest.failure.cause == cause, record.manifest.failure
+    assert record.table("cells") is None and record.manifest.summary is None
 
 
 @pytest.mark.parametrize("engine", ["sglang", "vllm", "llamacpp"])
@@ -87,7 +87,7 @@ def test_compilation_inside_a_cell_invalidates_that_cell(engine, tmp_path):
 def test_nullable_argument_as_string_is_a_rejected_run(tmp_path):
     plan = PLAN.model_copy(update={"gates": ["nullable_argument", "json_schema"], "prefill": None})
     clean = run_candidate(simulated("sglang"), plan, Journal(tmp_path / "a"), reporter=QUIET)
-    assert clean.manifest["summary"]["gates"]["nullable_argument"] == {"passed": 3, "cases": 3, "first_failure": None}
+    assert clean.manifest.summary.gates["nullable_argument"].model_dump() == {"passed": 3, "cases": 3, "first_failure": None}
     broken = run_candidate(simulated("sglang", "null_string_argument"), plan, Journal(tmp_path / "b"), reporter=QUIET)
     gates = broken.table("gates")
     assert not gates[gates.gate == "nullable_argument"]["passed"].any()
@@ -98,7 +98,7 @@ def test_nullable_argument_as_string_is_a_rejected_run(tmp_path):
 
 def test_openai_engine_attaches_and_does_not_fake_reconciliation(tmp_path):
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "servebook.simulator", "--flavor", "vllm", "--port", str(port)],
+    server = subprocess.Popen([sys.executable, "-m", "servebook.engines.simulator", "--flavor", "vllm", "--port", str(port)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 20
@@ -114,7 +114,7 @@ def test_openai_engine_attaches_and_does_not_fake_reconciliation(tmp_path):
     finally:
         server.terminate()
         server.wait(10)
-    assert record.status == "completed", record.manifest.get("failure")
+    assert record.status == "completed", record.manifest.failure
     cells = record.table("cells")
     assert (cells["reconciliation"] == "not_available").all()
     assert not record.table("scrapes").empty, "whatever /metrics exposes is still recorded"
@@ -129,7 +129,7 @@ def test_openai_engine_attaches_and_does_not_fake_reconciliation(tmp_path):
 def test_request_extras_let_an_unknown_server_force_the_length(tmp_path):
     candidate = Candidate.model_validate({
         "name": "templated", "engine": "openai", "model": {"id": "model"}, "request_extras": {"ignore_eos": True},
-        "launch": {"command": [sys.executable, "-m", "servebook.simulator", "--flavor", "vllm", "--port", "{port}"],
+        "launch": {"command": [sys.executable, "-m", "servebook.engines.simulator", "--flavor", "vllm", "--port", "{port}"],
                    "ready_timeout_s": 20}})
     record = run_candidate(candidate, PLAN, Journal(tmp_path), reporter=QUIET)
     cells = record.table("cells")
@@ -140,11 +140,11 @@ def test_request_extras_let_an_unknown_server_force_the_length(tmp_path):
 def test_openai_engine_launches_a_command_template(tmp_path):
     candidate = Candidate.model_validate({
         "name": "templated", "engine": "openai", "model": {"id": "model"},
-        "launch": {"command": [sys.executable, "-m", "servebook.simulator", "--flavor", "vllm", "--port", "{port}"],
+        "launch": {"command": [sys.executable, "-m", "servebook.engines.simulator", "--flavor", "vllm", "--port", "{port}"],
                    "ready_timeout_s": 20}})
     record = run_candidate(candidate, PLAN.model_copy(update={"prefill": None}), Journal(tmp_path), reporter=QUIET)
-    assert record.status == "completed", record.manifest.get("failure")
-    assert record.manifest["engine"]["argv"][:3] == [sys.executable, "-m", "servebook.simulator"]
+    assert record.status == "completed", record.manifest.failure
+    assert record.manifest.engine.argv[:3] == [sys.executable, "-m", "servebook.engines.simulator"]
 
 
 def test_multi_token_chunks_are_counted_where_the_engine_reports_usage_per_chunk(tmp_path):

@@ -36,6 +36,17 @@ async def tokenize_via(http, url: str, payload: dict, headers: dict) -> list[int
     return body.get("tokens") or body.get("input_ids")
 
 
+def knob_args(knobs, flags: dict[str, tuple[str, ...]]) -> list[str]:
+    """Each knob that is set, as its engine's flag(s) and value, in the order of `flags`."""
+    args: list[str] = []
+    for knob, spelling in flags.items():
+        value = getattr(knobs, knob)
+        if value is None or (knob == "tensor_parallel_size" and value == 1):
+            continue
+        args += [*spelling, str(value)]
+    return args
+
+
 class PythonServerAdapter(EngineAdapter):
     """What SGLang and vLLM servers have in common: a /tokenize endpoint and Python failure logs."""
 

@@ -73,16 +73,10 @@ class SGLangAdapter(_gpu.PythonServerAdapter):
                 "--port", str(port), "--enable-metrics", "--enable-cache-report"]
         if candidate.model.revision:
             args += ["--revision", candidate.model.revision]
-        if knobs.tensor_parallel_size != 1:
-            args += ["--tp-size", str(knobs.tensor_parallel_size)]
-        if knobs.chunk_size is not None:
-            args += ["--chunked-prefill-size", str(knobs.chunk_size)]
-        if knobs.max_running_requests is not None:
-            args += ["--max-running-requests", str(knobs.max_running_requests)]
-        if knobs.context_length is not None:
-            args += ["--context-length", str(knobs.context_length)]
-        if knobs.kv_dtype is not None:
-            args += ["--kv-cache-dtype", knobs.kv_dtype]
+        args += _gpu.knob_args(knobs, {
+            "tensor_parallel_size": ("--tp-size",), "chunk_size": ("--chunked-prefill-size",),
+            "max_running_requests": ("--max-running-requests",), "context_length": ("--context-length",),
+            "kv_dtype": ("--kv-cache-dtype",)})
         drafter = knobs.drafter
         if drafter.kind != "none":
             args += ["--speculative-algorithm", ALGORITHMS[drafter.kind]]

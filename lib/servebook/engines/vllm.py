@@ -81,16 +81,10 @@ class VLLMAdapter(_gpu.PythonServerAdapter):
                 "--port", str(port), "--enable-prompt-tokens-details"]
         if candidate.model.revision:
             args += ["--revision", candidate.model.revision]
-        if knobs.tensor_parallel_size != 1:
-            args += ["-tp", str(knobs.tensor_parallel_size)]
-        if knobs.chunk_size is not None:
-            args += ["--enable-chunked-prefill", "--max-num-batched-tokens", str(knobs.chunk_size)]
-        if knobs.max_running_requests is not None:
-            args += ["--max-num-seqs", str(knobs.max_running_requests)]
-        if knobs.context_length is not None:
-            args += ["--max-model-len", str(knobs.context_length)]
-        if knobs.kv_dtype is not None:
-            args += ["--kv-cache-dtype", knobs.kv_dtype]
+        args += _gpu.knob_args(knobs, {
+            "tensor_parallel_size": ("-tp",), "chunk_size": ("--enable-chunked-prefill", "--max-num-batched-tokens"),
+            "max_running_requests": ("--max-num-seqs",), "context_length": ("--max-model-len",),
+            "kv_dtype": ("--kv-cache-dtype",)})
         drafter = knobs.drafter
         if drafter.kind != "none":
             config: dict = {"method": METHODS[drafter.kind]}

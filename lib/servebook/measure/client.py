@@ -90,6 +90,40 @@ class StreamRequest:
     keep_chunk_times: bool = True
 
 
+def _record_chunk(record: RequestRecord, chunk: Any, now: float, counted: int, *, chat: bool,
+                  keep_chunk_times: bool) -> int:
+    """Fold one streamed chunk into `record`; returns the completion tokens accounted for so far."""
+    record.chunk_count += 1
+    if chunk.usage is not None:
+        _usage_fields(record, chunk.usage)
+    _timings_fields(record, chunk.model_extra)
+    if not chunk.choices:
+        return counted
+    choice = chunk.choices[0]
+    if chat:
+        delta = choice.delta
+        has_content = bool(delta and (delta.content or getattr(delta, "reasoning_content", None) or delta.tool_calls))
+    else:
+        has_content = bool(choice.text)
+    if has_content:
+        if record.t_first is None:
+            record.t_first = now
+        if keep_chunk_times:
+            record.chunk_times.append(now)
+            # Engines that report usage on every chunk tell how many tokens a chunk carried;
+            # a drafter's accepted run arrives as one chunk of several tokens.
+            if chunk.usage is not None:
+                record.chunk_tokens.append(chunk.usage.completion_tokens - counted)
+                counted = chunk.usage.completion_tokens
+            else:
+                record.chunk_tokens.append(None)
+    if has_content or choice.finish_reason:
+        record.t_last = now
+    if choice.finish_reason:
+        record.finish_reason = choice.finish_reason
+    return counted
+
+
 async def stream_request(client: AsyncOpenAI, record: RequestRecord, request: StreamRequest) -> RequestRecord:
     """Send one streaming request (chat when `messages`, completion when `prompt`) and fill `record`."""
     common = dict(
@@ -100,47 +134,16 @@ async def stream_request(client: AsyncOpenAI, record: RequestRecord, request: St
         temperature=0.0,
         extra_body=request.extra_body or None,
     )
-    messages = request.messages
-    keep_chunk_times = request.keep_chunk_times
     counted = 0  # completion tokens accounted for by earlier content chunks (continuous usage only)
     record.t_send = time.monotonic()
     try:
-        if messages is not None:
-            stream = await client.chat.completions.create(messages=messages, **common)
+        if request.messages is not None:
+            stream = await client.chat.completions.create(messages=request.messages, **common)
         else:
             stream = await client.completions.create(prompt=request.prompt, **common)
         async for chunk in stream:
-            now = time.monotonic()
-            record.chunk_count += 1
-            if chunk.usage is not None:
-                _usage_fields(record, chunk.usage)
-            _timings_fields(record, chunk.model_extra)
-            if not chunk.choices:
-                continue
-            choice = chunk.choices[0]
-            if messages is not None:
-                delta = choice.delta
-                has_content = bool(
-                    delta and (delta.content or getattr(delta, "reasoning_content", None) or delta.tool_calls)
-                )
-            else:
-                has_content = bool(choice.text)
-            if has_content:
-                if record.t_first is None:
-                    record.t_first = now
-                if keep_chunk_times:
-                    record.chunk_times.append(now)
-                    # Engines that report usage on every chunk tell how many tokens a chunk carried;
-                    # a drafter's accepted run arrives as one chunk of several tokens.
-                    if chunk.usage is not None:
-                        record.chunk_tokens.append(chunk.usage.completion_tokens - counted)
-                        counted = chunk.usage.completion_tokens
-                    else:
-                        record.chunk_tokens.append(None)
-            if has_content or choice.finish_reason:
-                record.t_last = now
-            if choice.finish_reason:
-                record.finish_reason = choice.finish_reason
+            counted = _record_chunk(record, chunk, time.monotonic(), counted, chat=request.messages is not None,
+                                    keep_chunk_times=request.keep_chunk_times)
         if record.completion_tokens is None:
             record.error = "stream ended without a usage chunk"
         elif record.t_first is None and record.completion_tokens > 0:

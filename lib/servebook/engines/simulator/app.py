@@ -1,0 +1,235 @@
+"""The simulated engine's HTTP API: each engine's readiness answers, /metrics, tokenizer and OpenAI routes."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+
+from .engine import SYSTEM_PROMPT, Engine, log, tokenize
+
+WORDS = ["alpha", " beta", " gamma", " delta", " epsilon", " zeta", " eta", " theta"]
+COMPILE_LINES = {"vllm": "Compiling a graph for dynamic shape takes 14.2 s",
+                 "sglang": "Capture cuda graph begin. This can take up to several minutes.",
+                 "llamacpp": "graph_reserve: compiling graph"}
+
+
+def value_for(schema: dict):
+    """The simplest value a grammar-constrained engine could return for this JSON schema."""
+    if "enum" in schema:
+        return schema["enum"][0]
+    kind = schema.get("type", "object")
+    kind = kind[0] if isinstance(kind, list) else kind
+    if kind == "object":
+        return {name: value_for(sub) for name, sub in (schema.get("properties") or {}).items()}
+    return {"string": "Oslo", "integer": 1, "number": 1.0, "boolean": True, "array": [], "null": None}.get(kind)
+
+
+def tool_arguments(function: dict, null_as_string: bool) -> dict:
+    """Arguments for the first tool; a nullable one comes back as null (or as "null" under the fault)."""
+    arguments = {}
+    for name, schema in function.get("parameters", {}).get("properties", {}).items():
+        types = schema.get("type")
+        if isinstance(types, list) and "null" in types:
+            arguments[name] = "null" if null_as_string else None
+        elif "string" in (types if isinstance(types, list) else [types]):
+            arguments[name] = "Oslo"
+        else:
+            arguments[name] = 1
+    return arguments
+
+
+class _Completion:
+    """One completion request: its parsed body and the chunks it streams back."""
+
+    def __init__(self, app: "SimApp", body: dict, chat: bool):
+        self.app, self.body, self.chat = app, body, chat
+        config = app.config
+        self.prompt = app.prompt_of(body, chat)
+        self.max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
+        self.ignore_eos = bool(body.get("ignore_eos"))
+        self.min_tokens = int(body.get("min_tokens") or 0) if config.flavor != "llamacpp" else 0
+        self.request_id = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex[:12]}"
+        self.created = int(time.time())
+        self.measured = "warmup" not in json.dumps(body.get("messages", ""))[:200]
+        self.continuous = config.flavor == "vllm" and bool(
+            (body.get("stream_options") or {}).get("continuous_usage_stats"))
+
+    def usage(self, produced: int, cached: int | None = None) -> dict:
+        usage = {"prompt_tokens": len(self.prompt), "completion_tokens": produced,
+                 "total_tokens": len(self.prompt) + produced}
+        if cached is not None:
+            usage["prompt_tokens_details"] = {"cached_tokens": cached}
+        return usage
+
+    def envelope(self, obj: str, choices: list, usage: dict | None = None) -> dict:
+        data = {"id": self.request_id, "object": obj, "created": self.created, "model": self.app.config.model,
+                "choices": choices}
+        if usage:
+            data["usage"] = usage
+        return data
+
+    def chunk(self, choice: dict | None = None, usage: dict | None = None) -> str:
+        obj = "chat.completion.chunk" if self.chat else "text_completion"
+        return f"data: {json.dumps(self.envelope(obj, [choice] if choice else [], usage))}\n\n"
+
+    def piece(self, text: str, finish: str | None) -> dict:
+        if self.chat:
+            return {"index": 0, "delta": {"content": text} if text or not finish else {}, "finish_reason": finish}
+        return {"index": 0, "text": text, "finish_reason": finish}
+
+    async def stream(self):
+        engine, faults = self.app.engine, self.app.config.faults
+        produced, cached = 0, 0
+        if self.chat:
+            yield self.chunk({"index": 0, "delta": {"role": "assistant", "content": None}, "finish_reason": None})
+        async for n, cached in engine.generate(self.prompt, self.max_tokens, self.ignore_eos, self.min_tokens):
+            text = "".join(WORDS[(produced + i) % len(WORDS)] for i in range(n))
+            produced += n
+            yield self.chunk(self.piece(text, None), usage=self.usage(produced) if self.continuous else None)
+            if self.measured:
+                engine.measured_tokens += n
+                self.app.maybe_crash()
+        finish = "length" if produced >= self.max_tokens else "stop"
+        reported = produced + (1 if "wrong_usage" in faults and self.measured else 0)
+        if self.body.get("stream_options", {}).get("include_usage"):
+            yield self.chunk(self.piece("", finish))
+            yield self.chunk(usage=self.usage(reported, cached))
+        else:
+            yield self.chunk(self.piece("", finish), usage=self.usage(reported, cached))
+        yield "data: [DONE]\n\n"
+        if self.measured:
+            engine.measured_requests += 1
+            self.app.maybe_log_compile()
+
+    async def whole(self) -> dict:
+        text, produced, cached = "", 0, 0
+        async for n, cached in self.app.engine.generate(self.prompt, self.max_tokens, self.ignore_eos,
+                                                        self.min_tokens):
+            text += "".join(WORDS[(produced + i) % len(WORDS)] for i in range(n))
+            produced += n
+        finish = "length" if produced >= self.max_tokens else "stop"
+        choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish} \
+            if self.chat else {"index": 0, "text": text, "finish_reason": "length"}
+        return self.envelope("chat.completion" if self.chat else "text_completion", [choice],
+                             self.usage(produced, cached))
+
+    def structured(self) -> dict:
+        schema = ((self.body.get("response_format") or {}).get("json_schema") or {}).get("schema") or {"type": "object"}
+        content = json.dumps(value_for(schema))
+        choice = {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+        return self.envelope("chat.completion", [choice], self.usage(len(tokenize(content))))
+
+    def tool_call(self) -> dict:
+        function = self.body["tools"][0]["function"]
+        arguments = tool_arguments(function, "null_string_argument" in self.app.config.faults)
+        message = {"role": "assistant", "content": None, "tool_calls": [{
+            "id": f"call_{self.request_id[-8:]}", "type": "function",
+            "function": {"name": function["name"], "arguments": json.dumps(arguments)}}]}
+        return {**self.envelope("chat.completion", [{"index": 0, "message": message, "finish_reason": "tool_calls"}]),
+                "usage": {"prompt_tokens": 20, "completion_tokens": 10, "total_tokens": 30}}
+
+
+class SimApp:
+    """Routes and handlers over one simulated `Engine`."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self.config = engine.config
+
+    def not_ready(self):
+        from starlette.responses import JSONResponse
+
+        if self.config.flavor == "llamacpp":
+            return JSONResponse({"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}, 503)
+        return JSONResponse({"error": "server is warming up"}, 503)
+
+    async def health(self, request):
+        from starlette.responses import JSONResponse
+
+        return JSONResponse({"status": "ok"}) if self.engine.ready else self.not_ready()
+
+    async def metrics(self, request):
+        from starlette.responses import PlainTextResponse
+
+        if not self.engine.ready and self.config.flavor == "llamacpp":
+            return self.not_ready()
+        if not self.config.metrics_enabled:
+            return PlainTextResponse("metrics are disabled", 501)
+        return PlainTextResponse(self.engine.counters.render(), media_type="text/plain; version=0.0.4")
+
+    async def models(self, request):
+        from starlette.responses import JSONResponse
+
+        if not self.engine.ready:
+            return self.not_ready()
+        return JSONResponse({"object": "list",
+                             "data": [{"id": self.config.model, "object": "model", "owned_by": "sim"}]})
+
+    async def tokenize(self, request):
+        from starlette.responses import JSONResponse
+
+        body = await request.json()
+        tokens = tokenize(body.get("content", body.get("prompt", "")))
+        return JSONResponse({"tokens": tokens, "count": len(tokens)})
+
+    async def info(self, request):
+        from starlette.responses import JSONResponse
+
+        return JSONResponse({"version": f"sim-{self.config.flavor}", "simulator": True,
+                             "max_running_requests": self.config.timing.slots, "chunk": self.config.timing.chunk})
+
+    def prompt_of(self, body: dict, chat: bool) -> list[int]:
+        if chat:
+            text = SYSTEM_PROMPT + "".join(f"\n<{m.get('role')}>\n{m.get('content') or ''}" for m in body["messages"])
+            return tokenize(text + "\n<assistant>\n")
+        prompt = body.get("prompt", "")
+        if isinstance(prompt, list) and all(isinstance(t, int) for t in prompt):
+            return list(prompt)
+        return tokenize(prompt if isinstance(prompt, str) else " ".join(map(str, prompt)))
+
+    async def complete(self, request, chat: bool):
+        from starlette.responses import JSONResponse, StreamingResponse
+
+        if not self.engine.ready:
+            return self.not_ready()
+        completion = _Completion(self, await request.json(), chat)
+        if completion.body.get("tools"):
+            return JSONResponse(completion.tool_call())
+        if (completion.body.get("response_format") or {}).get("type") in ("json_schema", "json_object"):
+            return JSONResponse(completion.structured())
+        if completion.body.get("stream"):
+            return StreamingResponse(completion.stream(), media_type="text/event-stream")
+        return JSONResponse(await completion.whole())
+
+    async def chat(self, request):
+        return await self.complete(request, True)
+
+    async def completions(self, request):
+        return await self.complete(request, False)
+
+    def maybe_crash(self) -> None:
+        if "crash_mid_stream" in self.config.faults and self.engine.measured_tokens > 40:
+            log("Fatal Python error: Segmentation fault (simulated crash mid-stream)")
+            os._exit(139)
+
+    def maybe_log_compile(self) -> None:
+        if "compile_in_cell" in self.config.faults and self.engine.measured_requests == 3:
+            log(COMPILE_LINES[self.config.flavor])
+
+
+def build_app(engine: Engine):
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    app = SimApp(engine)
+    return Starlette(routes=[
+        Route("/health", app.health), Route("/health_generate", app.health), Route("/ready", app.health),
+        Route("/metrics", app.metrics), Route("/v1/models", app.models),
+        Route("/tokenize", app.tokenize, methods=["POST"]),
+        Route("/version", app.info), Route("/server_info", app.info), Route("/get_server_info", app.info),
+        Route("/props", app.info),
+        Route("/v1/chat/completions", app.chat, methods=["POST"]),
+        Route("/v1/completions", app.completions, methods=["POST"]),
+    ])

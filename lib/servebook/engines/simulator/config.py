@@ -1,0 +1,79 @@
+"""The simulated engine's configuration, read from the real engine's own flags."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass, field
+
+FLAVORS = ("llamacpp", "sglang", "vllm")
+FAULTS = ("never_ready", "crash_mid_stream", "oom_warmup", "wrong_usage", "null_string_argument", "compile_in_cell")
+
+
+
+@dataclass
+class TimingModel:
+    prefill_tok_s: float = 20_000.0
+    chunk: int = 2048
+    chunk_overhead_s: float = 0.002
+    step_base_s: float = 0.004
+    step_per_seq_s: float = 0.0015
+    slots: int = 4
+    draft_tokens: int = 0
+    acceptance: float = 0.7
+
+
+@dataclass
+class SimConfig:
+    flavor: str
+    host: str
+    port: int
+    model: str
+    timing: TimingModel
+    faults: set[str] = field(default_factory=set)
+    metrics_enabled: bool = True
+    load_s: float = 0.3
+    warmup_s: float = 0.2
+
+
+def parse_engine_argv(flavor: str, argv: list[str], faults: set[str]) -> SimConfig:
+    """Read the flags the real engine would get; the ones the simulator models shape its timing."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    timing = TimingModel()
+    if flavor == "llamacpp":
+        parser.add_argument("-m", "--model", default="model.gguf")
+        parser.add_argument("-np", "--parallel", type=int, default=4)
+        parser.add_argument("-ub", "--ubatch-size", type=int, default=512)
+        parser.add_argument("--spec-draft-n-max", type=int, default=3)
+        parser.add_argument("--spec-type", default="none")
+        parser.add_argument("--metrics", action="store_true")
+        args, _ = parser.parse_known_args(argv)
+        timing.slots, timing.chunk = args.parallel, args.ubatch_size
+        timing.draft_tokens = args.spec_draft_n_max if args.spec_type != "none" else 0
+        return SimConfig(flavor, args.host, args.port, args.model, timing, faults, metrics_enabled=args.metrics)
+    if flavor == "sglang":
+        parser.add_argument("--model-path", default="model")
+        parser.add_argument("--chunked-prefill-size", type=int, default=8192)
+        parser.add_argument("--max-running-requests", type=int, default=16)
+        parser.add_argument("--speculative-algorithm", default=None)
+        parser.add_argument("--speculative-num-draft-tokens", type=int, default=4)
+        parser.add_argument("--enable-metrics", action="store_true")
+        args, _ = parser.parse_known_args(argv)
+        timing.slots = args.max_running_requests
+        timing.chunk = args.chunked_prefill_size if args.chunked_prefill_size > 0 else 1 << 30
+        timing.draft_tokens = args.speculative_num_draft_tokens if args.speculative_algorithm else 0
+        return SimConfig(flavor, args.host, args.port, args.model_path, timing, faults,
+                         metrics_enabled=args.enable_metrics)
+    parser.add_argument("model", nargs="?", default="model")
+    parser.add_argument("--max-num-batched-tokens", type=int, default=8192)
+    parser.add_argument("--max-num-seqs", type=int, default=256)
+    parser.add_argument("--speculative-config", default=None)
+    args, _ = parser.parse_known_args([a for a in argv if a not in ("vllm", "serve")])
+    timing.slots, timing.chunk = args.max_num_seqs, args.max_num_batched_tokens
+    if args.speculative_config:
+        timing.draft_tokens = int(json.loads(args.speculative_config).get("num_speculative_tokens", 3))
+    return SimConfig(flavor, args.host, args.port, args.model, timing, faults)
+
+
