@@ -1,9 +1,44 @@
+"""Shared factories and fixtures. Markers: `integration` needs the real llama-server, `simulator` drives
+servebook's simulated engine over loopback, `browser` drives Chromium; unmarked tests are pure logic."""
+
 import os
 
 import pytest
 
+from servebook.config import Candidate, DecodePlan, Plan, PrefillPlan
+from servebook.util.progress import Reporter
+
 # Progress goes to plain log lines in tests, whatever the terminal.
 os.environ.setdefault("SERVEBOOK_PLAIN_PROGRESS", "1")
+
+QUIET = Reporter(quiet=True)
+
+SMALL_PLAN = Plan(
+    name="small",
+    decode=DecodePlan(concurrency=[1, 2], categories=["prose", "code"], output_tokens=16, rounds=1),
+    prefill=PrefillPlan(prompt_tokens=[256, 1024], requests=1),
+    warmup_requests=1,
+)
+
+
+def make_candidate(engine: str = "llamacpp", **fields) -> Candidate:
+    """A candidate of `engine` on a model that engine can name (tiny:target for llama.cpp, a hub id
+    otherwise), with `fields` (knobs, launch, extra_args, ...) on top."""
+    model = {"path": "tiny:target"} if engine == "llamacpp" else {"id": "org/model", "revision": "abc123"}
+    return Candidate.model_validate({"engine": engine, "model": model, **fields})
+
+
+def tiny_candidate(**fields) -> Candidate:
+    """The llama.cpp candidate the integration tests launch: small slots and context, quick to start."""
+    data = {"name": "tiny-test", "knobs": {"chunk_size": 256, "max_running_requests": 2, "context_length": 8192}}
+    data.update(fields)
+    return make_candidate("llamacpp", **data)
+
+
+def simulated(engine: str, *faults: str, **knobs) -> Candidate:
+    """A candidate run by servebook's simulator in place of `engine`, with injected `faults`."""
+    return make_candidate(engine, name=f"sim-{engine}", knobs={"max_running_requests": 4, **knobs},
+                          launch={"simulator": True, "sim_faults": list(faults), "ready_timeout_s": 4})
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,8 @@ from servebook.journal.synthetic import write_synthetic_run
 
 from ..integration.helpers import SMALL_PLAN, tiny_candidate
 
+pytestmark = pytest.mark.browser
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 EVIL = '<script>window.__pwned = 1</script>'
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

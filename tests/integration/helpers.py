@@ -2,22 +2,7 @@ from pathlib import Path
 
 import httpx
 
-from servebook.config import Candidate
-from servebook.config import DecodePlan, Plan, PrefillPlan
-
-SMALL_PLAN = Plan(
-    name="small",
-    decode=DecodePlan(concurrency=[1, 2], categories=["prose", "code"], output_tokens=16, rounds=1),
-    prefill=PrefillPlan(prompt_tokens=[256, 1024], requests=1),
-    warmup_requests=1,
-)
-
-
-def tiny_candidate(**overrides) -> Candidate:
-    data = {"name": "tiny-test", "engine": "llamacpp", "model": {"path": "tiny:target"},
-            "knobs": {"chunk_size": 256, "max_running_requests": 2, "context_length": 8192}}
-    data.update(overrides)
-    return Candidate.model_validate(data)
+from tests.conftest import SMALL_PLAN, tiny_candidate  # noqa: F401  (shared factories)
 
 
 def servers_on_port(port: int) -> list[int]:

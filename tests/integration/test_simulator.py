@@ -13,23 +13,15 @@ from servebook.config import Candidate
 from servebook.journal import Journal
 from servebook.launch.process import free_port
 from servebook.config import Plan
-from servebook.util.progress import Reporter
 from servebook.run import run_candidate
 from servebook.config import VerdictRules
 from servebook.verdicts import judge_run
+from tests.conftest import QUIET, simulated
 
-pytestmark = pytest.mark.integration
-QUIET = Reporter(quiet=True)
+pytestmark = pytest.mark.simulator
 PLAN = Plan.model_validate({"decode": {"concurrency": [1, 4], "categories": ["prose"], "output_tokens": 24,
                                        "rounds": 2},
                             "prefill": {"prompt_tokens": [512], "requests": 2}, "warmup_requests": 1})
-
-
-def simulated(engine, *faults, **knobs):
-    model = {"path": "tiny:target"} if engine == "llamacpp" else {"id": "org/model"}
-    return Candidate.model_validate({"name": f"sim-{engine}", "engine": engine, "model": model,
-                                     "knobs": {"max_running_requests": 4, **knobs},
-                                     "launch": {"simulator": True, "sim_faults": list(faults), "ready_timeout_s": 4}})
 
 
 @pytest.mark.parametrize("engine", ["sglang", "vllm", "llamacpp"])

@@ -2,12 +2,11 @@ import pytest
 from pydantic import ValidationError
 
 from servebook.config import Candidate, InputError, load_candidate
+from tests.conftest import make_candidate
 
 
-def make(**overrides):
-    data = {"engine": "llamacpp", "model": {"path": "tiny:target"}}
-    data.update(overrides)
-    return Candidate.model_validate(data)
+def make(**fields):
+    return make_candidate(**fields)
 
 
 def error_text(exc: pytest.ExceptionInfo) -> str:

@@ -8,14 +8,14 @@ from pydantic import ValidationError
 from servebook.config import Candidate, InputError
 from servebook.launch.compose import render
 from servebook.engines import get_engine
+from tests.conftest import make_candidate
 from servebook.launch.gpus import Inventory, parse_cuda, parse_gpus, parse_p2p, parse_processes
 from servebook.engines.counters import parse_metrics
 from servebook.launch.preflight import gpu_checks
 
 
 def candidate(engine, knobs=None, **extra):
-    return Candidate.model_validate({"engine": engine, "model": {"id": "org/model", "revision": "abc123"},
-                                     "knobs": knobs or {}, **extra})
+    return make_candidate(engine, knobs=knobs or {}, **extra)
 
 
 def argv(c):
