@@ -27,7 +27,7 @@ _PUBLIC = {
     "load_candidate": "config", "load_plan": "config", "load_study": "config",
     "Journal": "journal", "RunRecord": "journal", "Manifest": "journal",
     "run_candidate": "run",
-    "judge": "verdicts", "Verdict": "verdicts",
+    "judge": "verdicts", "Verdict": "verdicts", "noise_floor": "verdicts",
     "sweep": "sweep", "dry_run": "sweep",
     "build_site": "present", "report": "present", "RunReport": "present", "RunComparison": "present",
     "StudyView": "present", "VerdictsView": "present", "figures": "present",
@@ -57,4 +57,4 @@ if TYPE_CHECKING:  # what static tools and editors see
     from .present import RunComparison, RunReport, StudyView, VerdictsView, build_site, figures, report
     from .run import run_candidate
     from .sweep import dry_run, sweep
-    from .verdicts import Verdict, judge
+    from .verdicts import Verdict, judge, noise_floor

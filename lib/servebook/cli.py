@@ -128,7 +128,7 @@ def sweep_cmd(
     from .present import DryRunView, VerdictsView
     from .sweep import dry_run as plan_dry_run
     from .sweep import sweep
-    from .verdicts import judge
+    from .verdicts import judge, noise_floor
 
     study = load_study(study_file)
     if dry_run:
@@ -137,7 +137,7 @@ def sweep_cmd(
     j = _journal(journal).ensure_writable()
     results = sweep(study, j, reporter=Reporter(), retry_failed=retry_failed, kernel_name=kernel,
                     execution_timeout=execution_timeout)
-    out.print(VerdictsView(judge(study, j)))
+    out.print(VerdictsView(judge(study, j), noise_floor(study, j)))
     ran = sum(1 for r in results if r.status != "skipped")
     out.print(f"\n{ran} candidates run, {len(results) - ran} skipped (already recorded). "
               f"Results: {j.root}/runs; compare them with `servebook journal ls --journal {j.root}` "
@@ -152,9 +152,10 @@ def judge_cmd(
 ):
     """Re-judge a study's recorded runs under its current rules, without running anything."""
     from .present import VerdictsView
-    from .verdicts import judge
+    from .verdicts import judge, noise_floor
 
-    out.print(VerdictsView(judge(load_study(study_file), _journal(journal))))
+    study, j = load_study(study_file), _journal(journal)
+    out.print(VerdictsView(judge(study, j), noise_floor(study, j)))
 
 
 @app.command("site")

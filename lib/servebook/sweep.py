@@ -128,17 +128,24 @@ def sweep(
     kernel = _Kernel(notebook, kernel_name, start_timeout, execution_timeout)
     results: list[SweepResult] = []
     statuses = ("completed", "failed") if not retry_failed else ("completed",)
-    with reporter.task(f"sweep {study.name}: {len(entries)} candidates", total=len(entries)) as task:
-        for entry in entries:
-            existing = journal.find(entry.candidate.id, study.plan.id, statuses=statuses)
-            if existing is not None:
-                results.append(SweepResult(entry.name, entry.candidate.id, existing.run_id, "skipped", 0.0,
-                                           f"already recorded as {existing.status} in {existing.run_id}"))
-                reporter.log(f"skip {entry.name}: {existing.status} run {existing.run_id} has the same candidate "
-                             "and plan")
-            else:
-                results.append(_run_entry(study, entry, journal, kernel, reporter))
-            task.advance()
+    total = len(entries) * study.repeats
+    # Repeats are interleaved (A B C A B C ...), baseline included, so slow drift hits every candidate alike.
+    with reporter.task(f"sweep {study.name}: {len(entries)} candidates x {study.repeats} repeats", total=total) as task:
+        for repeat in range(study.repeats):
+            for entry in entries:
+                recorded = journal.find_all(entry.candidate.id, study.plan.id, statuses=statuses)
+                failed = [r for r in recorded if r.status == "failed"]
+                if len(recorded) > repeat or failed:
+                    existing = failed[0] if failed else recorded[repeat]
+                    why = "a failed load is a record, not repeated" if failed else f"repeat {repeat + 1} recorded"
+                    results.append(SweepResult(entry.name, entry.candidate.id, existing.run_id, "skipped", 0.0,
+                                               f"{why}: {existing.status} run {existing.run_id}"))
+                    reporter.log(f"skip {entry.name} (repeat {repeat + 1}/{study.repeats}): {why} "
+                                 f"({existing.run_id})")
+                else:
+                    reporter.log(f"{entry.name}: repeat {repeat + 1} of {study.repeats}")
+                    results.append(_run_entry(study, entry, journal, kernel, reporter))
+                task.advance()
     journal.index()
     return results
 

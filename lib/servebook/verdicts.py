@@ -1,7 +1,11 @@
-"""Verdicts: accepted / rejected / failed, with reasons a reader can check against the numbers.
+"""Verdicts: accepted / rejected / inconclusive / failed, with reasons that name cells and intervals.
 
-A verdict is computed from recorded cells only, so it can be recomputed under changed rules at
-any time; each computation is appended to the run as a new event, never overwriting the last.
+A verdict compares all sealed runs of a candidate with all runs of the baseline under the same
+plan: each run gives one figure per cell, and each selected cell's change carries an interval over
+runs (see `estimates`). A cell whose whole interval lies beyond the limit rejects; one whose
+interval straddles the limit makes the verdict inconclusive, with the repeats that would likely
+decide it. A verdict is computed from recorded cells only, so it can be recomputed under changed
+rules at any time; each computation is appended to the newest run as a new event.
 """
 
 from __future__ import annotations
@@ -14,39 +18,63 @@ import pandas as pd
 from .config.errors import InputError
 from .config.rules import LOWER_IS_BETTER, METRIC_WORDS, ComparisonRule, VerdictRules
 from .config.study import Study, StudyEntry
+from .estimates import Change, Decision, Estimate, change, decide, repeats_to_decide, runs_needed_for
 from .journal.manifest import Failure, Manifest
 from .journal.store import Journal, RunRecord
+
+Outcome = Literal["accepted", "rejected", "inconclusive", "failed"]
 
 
 @dataclass
 class Comparison:
+    """One selected cell of one rule: both sides' means over runs, the change and its interval."""
+
     metric: str
     cell_id: str
+    category: str | None
     concurrency: int | None
     prompt_tokens: int | None
     value: float | None
     baseline: float | None
+    runs: int
+    baseline_runs: int
     change_pct: float | None
-    regression_pct: float | None
+    change_low_pct: float | None
+    change_high_pct: float | None
     limit_pct: float
+    decision: Decision
     ok: bool
+    repeats_to_decide: int | None = None
+
+    @property
+    def where(self) -> str:
+        if self.prompt_tokens is not None and self.concurrency is None:
+            return f"at {self.prompt_tokens} tokens"
+        n = self.concurrency
+        return f"{self.category} at {n} request{'s' if n != 1 else ''}"
+
+    def text(self) -> str:
+        """'aggregate decode, prose at 4 requests: -34.0% [-41.2, -27.1] (limit -7%)'."""
+        sign = "+" if self.metric in LOWER_IS_BETTER else "-"
+        if self.change_pct is None:
+            figure = "no figure on one side"
+        else:
+            interval = (f" [{self.change_low_pct:+.1f}, {self.change_high_pct:+.1f}]"
+                        if self.change_low_pct is not None else f" ({self.runs} vs {self.baseline_runs} runs: "
+                                                                    "no interval)")
+            figure = f"{self.change_pct:+.1f}%{interval}"
+        return f"{METRIC_WORDS[self.metric]}, {self.where}: {figure} (limit {sign}{self.limit_pct:g}%)"
 
 
 @dataclass
 class Verdict:
-    outcome: Literal["accepted", "rejected", "failed"]
+    outcome: Outcome
     reasons: list[str]
     comparisons: list[Comparison] = field(default_factory=list)
 
     def to_event(self, **context) -> dict:
         return {"outcome": self.outcome, "reasons": self.reasons,
                 "comparisons": [asdict(c) for c in self.comparisons], **context}
-
-
-def _pct(value: float | None, base: float | None) -> float | None:
-    if value is None or base is None or pd.isna(value) or pd.isna(base) or base == 0:
-        return None
-    return 100.0 * (value - base) / base
 
 
 def _select(cells: pd.DataFrame, rule: ComparisonRule) -> pd.DataFrame:
@@ -60,90 +88,134 @@ def _select(cells: pd.DataFrame, rule: ComparisonRule) -> pd.DataFrame:
     return chosen
 
 
-def compare_rule(cells: pd.DataFrame, baseline: pd.DataFrame, rule: ComparisonRule) -> list[Comparison]:
-    mine = _select(cells, rule).set_index("cell_id")
-    theirs = _select(baseline, rule).set_index("cell_id")
+def _figures(runs: list[pd.DataFrame], rule: ComparisonRule) -> dict[str, list[float]]:
+    """cell id -> the rule's figure in each run that has it."""
+    out: dict[str, list[float]] = {}
+    for cells in runs:
+        for row in _select(cells, rule).to_dict("records"):
+            value = row.get(rule.metric)
+            if value is not None and not pd.isna(value):
+                out.setdefault(row["cell_id"], []).append(float(value))
+    return out
+
+
+def compare_rule(runs: list[pd.DataFrame], baseline_runs: list[pd.DataFrame],
+                 rule: ComparisonRule) -> list[Comparison]:
+    """Every cell the rule selects, in the candidate's cell order, compared over runs."""
+    if isinstance(runs, pd.DataFrame):
+        runs = [runs]
+    if isinstance(baseline_runs, pd.DataFrame):
+        baseline_runs = [baseline_runs]
+    mine, theirs = _figures(runs, rule), _figures(baseline_runs, rule)
+    described = {row["cell_id"]: row for cells in runs for row in _select(cells, rule).to_dict("records")}
+    lower = rule.metric in LOWER_IS_BETTER
     out = []
-    for cell_id in mine.index.intersection(theirs.index):
-        value, base = mine.at[cell_id, rule.metric], theirs.at[cell_id, rule.metric]
-        change = _pct(value, base)
-        regression = None if change is None else (change if rule.metric in LOWER_IS_BETTER else -change)
-        prompt = mine.at[cell_id, "target_prompt_tokens"]
+    for cell_id, values in mine.items():
+        if cell_id not in theirs:
+            continue
+        row = described[cell_id]
+        found: Change | None = change(values, theirs[cell_id])
+        decision = decide(found, rule.max_regression_pct, lower)
+        regression = None if found is None else (found.pct if lower else -found.pct)
+        ok = decision == "pass" or (decision == "single" and regression <= rule.max_regression_pct)
+        prompt = row.get("target_prompt_tokens")
         out.append(Comparison(
-            metric=rule.metric, cell_id=cell_id,
-            concurrency=int(mine.at[cell_id, "concurrency"]) if rule.kind == "decode" else None,
-            prompt_tokens=None if pd.isna(prompt) else int(prompt),
-            value=None if pd.isna(value) else float(value), baseline=None if pd.isna(base) else float(base),
-            change_pct=change, regression_pct=regression, limit_pct=rule.max_regression_pct,
-            ok=bool(regression is not None and regression <= rule.max_regression_pct),
+            metric=rule.metric, cell_id=cell_id, category=row.get("category"),
+            concurrency=int(row["concurrency"]) if rule.kind == "decode" else None,
+            prompt_tokens=None if prompt is None or pd.isna(prompt) else int(prompt),
+            value=Estimate.of(values).mean, baseline=Estimate.of(theirs[cell_id]).mean,
+            runs=len(values), baseline_runs=len(theirs[cell_id]),
+            change_pct=None if found is None else found.pct,
+            change_low_pct=found.low if found is not None else None,
+            change_high_pct=found.high if found is not None else None,
+            limit_pct=rule.max_regression_pct, decision=decision, ok=bool(ok),
+            repeats_to_decide=repeats_to_decide(found, rule.max_regression_pct, lower)
+            if decision == "straddle" else None,
         ))
     return out
 
 
 def describe(rule: ComparisonRule, comparisons: list[Comparison]) -> str:
-    """'aggregate decode +4.3% at 1 request, -5.5% at 4 (limit -2%)', averaged over categories."""
+    """A rule whose cells all pass, in one line that still names the worst cell."""
     if not comparisons:
         return f"{METRIC_WORDS[rule.metric]}: no matching cells in both runs"
-    key = (lambda c: c.concurrency) if rule.kind == "decode" else (lambda c: c.prompt_tokens)
-    points: dict[int, list[float]] = {}
-    for c in comparisons:
-        if c.change_pct is not None:
-            points.setdefault(key(c), []).append(c.change_pct)
-    parts = []
-    for i, (point, changes) in enumerate(sorted(points.items())):
-        mean = sum(changes) / len(changes)
-        if rule.kind == "decode":
-            where = f"at {point} request{'s' if point != 1 else ''}" if i == 0 else f"at {point}"
-        else:
-            where = f"at {point} tokens"
-        parts.append(f"{mean:+.1f}% {where}")
-    sign = "+" if rule.metric in LOWER_IS_BETTER else "-"
-    missing = "" if points else " (no figures)"
-    return f"{METRIC_WORDS[rule.metric]} {', '.join(parts)}{missing} (limit {sign}{rule.max_regression_pct:g}%)"
+    regressions = [(c.change_pct if c.metric in LOWER_IS_BETTER else -c.change_pct, c)
+                   for c in comparisons if c.change_pct is not None]
+    if not regressions:
+        return f"{METRIC_WORDS[rule.metric]}: no figures"
+    worst = max(regressions, key=lambda pair: pair[0])[1]
+    return f"{len(comparisons)} cell(s) within limits, the worst {worst.text()}"
+
+
+def judge_runs(runs: list[tuple[Manifest | None, pd.DataFrame | None]], baseline_runs: list[pd.DataFrame],
+               rules: VerdictRules, *, is_baseline: bool) -> Verdict:
+    """A candidate's verdict from all of its runs (manifest and cells each) against the baseline's cells."""
+    if not runs or all(manifest is None for manifest, _ in runs):
+        return Verdict("failed", ["incomplete: the run was never sealed"])
+    failed = [m for m, _ in runs if m is not None and m.status != "completed"]
+    completed = [(m, cells) for m, cells in runs if m is not None and m.status == "completed"]
+    if not completed:
+        return Verdict("failed", [(failed[0].failure or Failure()).text])
+    reasons = [f"{len(failed)} of {len(runs)} runs failed: {(failed[0].failure or Failure()).text}"] if failed else []
+    if any(cells is None or cells.empty for _, cells in completed):
+        return Verdict("rejected", reasons + ["no cells were recorded"])
+    for manifest, cells in completed:
+        reasons += _run_problems(manifest, cells, rules, several=len(completed) > 1)
+    if is_baseline:
+        return Verdict("rejected" if reasons else "accepted", reasons or ["baseline of the study"])
+    if not baseline_runs:
+        return Verdict("rejected", reasons + ["no valid baseline run to compare against"])
+    return _compare(completed, baseline_runs, rules, reasons)
+
+
+def _compare(completed, baseline_runs, rules: VerdictRules, reasons: list[str]) -> Verdict:
+    comparisons: list[Comparison] = []
+    failing, straddling, passing = [], [], []
+    for rule in rules.rules:
+        found = compare_rule([cells for _, cells in completed], baseline_runs, rule)
+        comparisons.extend(found)
+        if not found:
+            failing.append(describe(rule, found))
+        for c in found:
+            if c.decision == "straddle":
+                hint = (f"; about {c.repeats_to_decide} runs per side would likely decide it"
+                        if c.repeats_to_decide else "")
+                straddling.append(f"inconclusive: {c.text()}{hint}")
+            elif not c.ok:
+                failing.append(c.text())
+        if found and all(c.ok for c in found):
+            passing.append(f"{METRIC_WORDS[rule.metric]}: {describe(rule, found)}")
+    if reasons or failing:
+        return Verdict("rejected", reasons + failing + straddling + [f"within limits: {t}" for t in passing],
+                       comparisons)
+    if straddling:
+        return Verdict("inconclusive", straddling + [f"within limits: {t}" for t in passing], comparisons)
+    return Verdict("accepted", passing or ["valid, and no comparison rules to apply"], comparisons)
 
 
 def judge_run(manifest: Manifest | None, cells: pd.DataFrame | None, baseline_cells: pd.DataFrame | None,
               rules: VerdictRules, *, is_baseline: bool) -> Verdict:
-    """One run's verdict from its recorded cells, under `rules`, against the baseline's cells."""
-    if manifest is None:
-        return Verdict("failed", ["incomplete: the run was never sealed"])
-    if manifest.status != "completed":
-        failure = manifest.failure or Failure()
-        return Verdict("failed", [failure.text])
-    if cells is None or cells.empty:
-        return Verdict("rejected", ["no cells were recorded"])
-    reasons = _run_problems(manifest, cells, rules)
-    if is_baseline:
-        return Verdict("rejected" if reasons else "accepted", reasons or ["baseline of the study"])
-    if baseline_cells is None or baseline_cells.empty:
-        return Verdict("rejected", reasons + ["no valid baseline run to compare against"])
-    comparisons: list[Comparison] = []
-    failing, passing = [], []
-    for rule in rules.rules:
-        found = compare_rule(cells, baseline_cells, rule)
-        comparisons.extend(found)
-        text = describe(rule, found)
-        (passing if found and all(c.ok for c in found) else failing).append(text)
-    if reasons or failing:
-        return Verdict("rejected", reasons + failing + [f"within limits: {t}" for t in passing], comparisons)
-    return Verdict("accepted", passing or ["valid, and no comparison rules to apply"], comparisons)
+    """One run against one baseline run (no interval: the reasons say so)."""
+    baseline = [] if baseline_cells is None or baseline_cells.empty else [baseline_cells]
+    return judge_runs([(manifest, cells)], baseline, rules, is_baseline=is_baseline)
 
 
-def _run_problems(manifest: Manifest, cells: pd.DataFrame, rules: VerdictRules) -> list[str]:
+def _run_problems(manifest: Manifest, cells: pd.DataFrame, rules: VerdictRules, several: bool) -> list[str]:
     """What rejects a run whatever its figures: invalid cells, a busy host, failed gates, unreconciled cells."""
+    prefix = f"run {manifest.run_id}: " if several else ""
     reasons: list[str] = []
     if rules.require_valid:
         for row in cells[~cells["valid"].astype(bool)].itertuples():
-            reasons.append(f"{row.cell_id} invalid: {row.invalid_reasons}")
+            reasons.append(f"{prefix}{row.cell_id} invalid: {row.invalid_reasons}")
     busy = manifest.environment.finding("W_HOST_BUSY")
     if busy is not None:
-        reasons.append(f"measured on a busy host: {busy.message}")
+        reasons.append(f"{prefix}measured on a busy host: {busy.message}")
     for gate, score in (manifest.summary.gates if manifest.summary else {}).items():
         if not score.ok:
-            reasons.append(f"gate {gate} {score.passed}/{score.cases}: {score.first_failure}")
+            reasons.append(f"{prefix}gate {gate} {score.passed}/{score.cases}: {score.first_failure}")
     if rules.require_reconciled:
         for row in cells[cells["reconciliation"] == "not_available"].itertuples():
-            reasons.append(f"{row.cell_id}: counters not available, so not reconciled")
+            reasons.append(f"{prefix}{row.cell_id}: counters not available, so not reconciled")
     return reasons
 
 
@@ -155,37 +227,87 @@ def study_runs(study: Study, journal: Journal) -> list[tuple[StudyEntry, RunReco
 
 @dataclass
 class Judged:
-    """One study candidate, its run (None if never run) and its verdict (None if not judged)."""
+    """One study candidate, its runs (newest last) and its verdict (None if never run)."""
 
     entry: StudyEntry
-    record: RunRecord | None
+    records: list[RunRecord]
     verdict: Verdict | None
+
+    @property
+    def record(self) -> RunRecord | None:
+        return self.records[-1] if self.records else None
+
+
+@dataclass
+class NoiseFloor:
+    """The baseline's own between-run spread in one cell a rule selects, and what the rule's limit needs."""
+
+    metric: str
+    cell_id: str
+    runs: int
+    cv_pct: float | None
+    limit_pct: float
+    runs_needed: int | None
+
+    @property
+    def resolvable(self) -> bool | None:
+        if self.cv_pct is None:
+            return None
+        return self.runs_needed is not None and self.runs >= self.runs_needed
+
+
+def noise_floor(study: Study, journal: Journal) -> list[NoiseFloor]:
+    """Per rule and selected cell: the baseline's between-run CV, and the runs per side its limit needs."""
+    baseline = next((e for e in study.expand() if e.name == study.verdict.baseline), None)
+    if baseline is None:
+        return []
+    cells = _valid_cells(journal.find_all(baseline.candidate.id, study.plan.id))
+    out = []
+    for rule in study.verdict.rules:
+        for cell_id, values in _figures(cells, rule).items():
+            cv = Estimate.of(values).cv_pct
+            out.append(NoiseFloor(rule.metric, cell_id, len(values), cv, rule.max_regression_pct,
+                                  runs_needed_for(rule.max_regression_pct, cv) if cv is not None else None))
+    return out
+
+
+def _valid_cells(records: list[RunRecord]) -> list[pd.DataFrame]:
+    out = []
+    for record in records:
+        cells = record.table("cells") if record.status == "completed" else None
+        if cells is not None and not cells.empty and bool(cells["valid"].all()):
+            out.append(cells)
+    return out
 
 
 def judge(study: Study, journal: Journal, *, append: bool = True) -> list[Judged]:
-    """Judge the recorded runs under the study's current rules; append an event where it changed."""
-    runs = study_runs(study, journal)
+    """Judge every candidate's recorded runs under the study's current rules; append an event to the
+    candidate's newest run where the verdict changed."""
     rules = study.verdict
-    if not any(entry.name == rules.baseline for entry, _ in runs):
+    entries = study.expand()
+    if not any(entry.name == rules.baseline for entry in entries):
         raise InputError(f"verdict.baseline: no candidate named {rules.baseline!r} in study {study.name} "
-                         f"(names: {', '.join(e.name for e, _ in runs)})")
-    baseline = next((record for entry, record in runs if entry.name == rules.baseline), None)
-    baseline_cells = baseline.table("cells") if baseline is not None and baseline.status == "completed" else None
-    baseline_ok = baseline_cells is not None and bool(baseline_cells["valid"].all())
+                         f"(names: {', '.join(e.name for e in entries)})")
+    runs = {e.name: journal.find_all(e.candidate.id, study.plan.id) for e in entries}
+    baseline_records = runs[rules.baseline]
+    baseline_cells = _valid_cells(baseline_records)
     out = []
-    for entry, record in runs:
-        if record is None:
-            out.append(Judged(entry, None, None))
+    for entry in entries:
+        records = runs[entry.name]
+        if not records:
+            out.append(Judged(entry, [], None))
             continue
-        verdict = judge_run(record.manifest, record.table("cells"), baseline_cells if baseline_ok else None, rules,
-                            is_baseline=entry.name == rules.baseline)
+        verdict = judge_runs([(r.manifest, r.table("cells")) for r in records], baseline_cells, rules,
+                             is_baseline=entry.name == rules.baseline)
         event = verdict.to_event(study=study.name, candidate=entry.name, candidate_id=entry.candidate.id,
                                  rules_hash=rules.hash, rules=rules.model_dump(mode="json"),
-                                 baseline_run_id=baseline.run_id if baseline else None)
-        latest = record.latest_verdict
+                                 run_ids=[r.run_id for r in records],
+                                 baseline_run_id=baseline_records[-1].run_id if baseline_records else None,
+                                 baseline_run_ids=[r.run_id for r in baseline_records])
+        latest = records[-1].latest_verdict
         unchanged = latest is not None and all(
-            latest.get(k) == event[k] for k in ("outcome", "reasons", "rules_hash", "baseline_run_id"))
+            latest.get(k) == event[k] for k in ("outcome", "reasons", "rules_hash", "run_ids", "baseline_run_ids"))
         if append and not unchanged:
-            record.append_verdict(event)
-        out.append(Judged(entry, record, verdict))
+            records[-1].append_verdict(event)
+        out.append(Judged(entry, records, verdict))
     return out

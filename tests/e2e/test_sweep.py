@@ -217,3 +217,44 @@ def test_the_notebook_runs_as_jupyterlab_starts_it_from_notebooks(llama_install,
     [record] = Journal(journal).runs()
     assert record.status == "completed"
     assert record.manifest.candidate_label == "tiny-baseline"  # from data/candidates, found from notebooks/
+
+
+SIM_STUDY = """
+name: e2e-repeats
+repeats: 2
+base:
+  engine: vllm
+  model: {id: org/model}
+  knobs: {max_running_requests: 4}
+  launch: {simulator: true, ready_timeout_s: 20}
+variants:
+  - name: one-slot
+    set: {knobs.max_running_requests: 1}
+plan:
+  decode: {concurrency: [4], categories: [prose], output_tokens: 32, rounds: 2}
+  prefill: null
+  warmup_requests: 1
+verdict:
+  rules:
+    - {metric: aggregate_tok_s, concurrency: [4], max_regression_pct: 7}
+"""
+
+
+@pytest.mark.simulator
+def test_repeats_run_interleaved_and_verdicts_carry_intervals(tmp_path):
+    study = tmp_path / "study.yaml"
+    study.write_text(SIM_STUDY)
+    journal_dir = tmp_path / "journal"
+    result = servebook("sweep", study, "--journal", journal_dir)
+    journal = Journal(journal_dir)
+    order = [r.manifest.study_entry for r in sorted(journal.runs(), key=lambda r: r.manifest.started_at)]
+    assert order == ["baseline", "one-slot", "baseline", "one-slot"]
+    newest = {r.manifest.study_entry: r for r in journal.runs()}
+    event = newest["one-slot"].latest_verdict
+    assert event["outcome"] == "rejected" and len(event["run_ids"]) == 2
+    [comparison] = event["comparisons"]
+    assert comparison["runs"] == 2 and comparison["baseline_runs"] == 2
+    assert comparison["change_high_pct"] < -7 and comparison["ok"] is False
+    assert "one-slot" in result.stdout and "noise floor" in result.stdout
+    again = servebook("sweep", study, "--journal", journal_dir)
+    assert "0 candidates run, 4 skipped" in again.stdout and len(journal.run_ids()) == 4

@@ -91,32 +91,33 @@ RULES = VerdictRules(rules=[ComparisonRule(metric="aggregate_tok_s", concurrency
 DONE = Manifest(status="completed")
 
 
-def test_rejected_with_the_numbers_in_the_reason():
+def test_rejected_naming_each_failing_cell_with_the_numbers():
     base = cells({1: 100.0, 4: 200.0}, prefill=1000.0)
     mine = cells({1: 104.3, 4: 189.0}, prefill=670.0)
     verdict = judge_run(DONE, mine, base, RULES, is_baseline=False)
     assert verdict.outcome == "rejected"
-    assert verdict.reasons == ["aggregate decode +4.3% at 1 request, -5.5% at 4 (limit -2%)",
-                               "cold prefill -33.0% at 2048 tokens (limit -10%)"]
+    assert verdict.reasons == ["aggregate decode, prose at 4 requests: -5.5% (1 vs 1 runs: no interval) (limit -2%)",
+                               "cold prefill, at 2048 tokens: -33.0% (1 vs 1 runs: no interval) (limit -10%)"]
 
 
-def test_accepted_within_limits():
+def test_accepted_within_limits_names_the_worst_cell():
     verdict = judge_run(DONE, cells({1: 101.0, 4: 199.0}, prefill=950.0), cells({1: 100.0, 4: 200.0}), RULES,
-                    is_baseline=False)
+                        is_baseline=False)
     assert verdict.outcome == "accepted"
-    assert verdict.reasons[0] == "aggregate decode +1.0% at 1 request, -0.5% at 4 (limit -2%)"
+    assert verdict.reasons[0] == ("aggregate decode: 2 cell(s) within limits, the worst aggregate decode, prose at "
+                                  "4 requests: -0.5% (1 vs 1 runs: no interval) (limit -2%)")
 
 
 def test_invalid_cells_reject_even_when_faster():
     verdict = judge_run(DONE, cells({1: 150.0, 4: 300.0}, valid=False), cells({1: 100.0, 4: 200.0}), RULES,
-                    is_baseline=False)
+                        is_baseline=False)
     assert verdict.outcome == "rejected"
     assert verdict.reasons[0].startswith("decode-prose-c1 invalid: 2 requests failed")
 
 
 def test_failed_run_and_missing_baseline():
     failed = judge_run(Manifest.model_validate({"status": "failed", "failure": {"cause": "bad_flag", "message": "invalid argument: --x"}}),
-                   None, None, RULES, is_baseline=False)
+                       None, None, RULES, is_baseline=False)
     assert failed.outcome == "failed" and failed.reasons == ["bad_flag: invalid argument: --x"]
     orphan = judge_run(DONE, cells({1: 100.0}), None, RULES, is_baseline=False)
     assert orphan.outcome == "rejected" and "no valid baseline" in orphan.reasons[-1]
@@ -128,5 +129,5 @@ def test_ttft_regression_is_a_rise():
     base, mine = cells({4: 200.0}), cells({4: 200.0})
     mine.loc[mine.cell_id == "decode-prose-c4", "ttft_s"] = 0.22  # 10% slower first token
     [comparison] = compare_rule(mine, base, rule)
-    assert comparison.regression_pct == pytest.approx(10.0) and not comparison.ok
-    assert describe(rule, [comparison]) == "TTFT +10.0% at 4 requests (limit +5%)"
+    assert comparison.change_pct == pytest.approx(10.0) and not comparison.ok
+    assert comparison.text() == "TTFT, prose at 4 requests: +10.0% (1 vs 1 runs: no interval) (limit +5%)"

@@ -72,6 +72,8 @@ class Study(_Strict):
     variants: list[Variant] = Field(default_factory=list)
     plan: Plan = Plan()
     verdict: VerdictRules = VerdictRules()
+    repeats: int = Field(1, ge=1, le=100, description="independent engine launches per candidate, interleaved "
+                                                      "across candidates; runs are the unit of the statistics")
 
     @field_validator("variants")
     @classmethod

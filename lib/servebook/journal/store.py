@@ -259,13 +259,16 @@ class Journal(Renderable):
     def runs(self) -> list[RunRecord]:
         return [self.run(r) for r in self.run_ids()]
 
+    def find_all(self, candidate_id: str, plan_id: str, statuses=("completed", "failed")) -> list[RunRecord]:
+        """Every sealed run of this candidate under this plan (its repeats), oldest first."""
+        return [record for record in self.runs()
+                if record.manifest is not None and record.manifest.candidate_id == candidate_id
+                and record.manifest.plan_id == plan_id and record.status in statuses]
+
     def find(self, candidate_id: str, plan_id: str, statuses=("completed", "failed")) -> RunRecord | None:
         """The newest sealed run of this candidate under this plan, if any."""
-        for record in reversed(self.runs()):
-            m = record.manifest
-            if m is not None and m.candidate_id == candidate_id and m.plan_id == plan_id and record.status in statuses:
-                return record
-        return None
+        found = self.find_all(candidate_id, plan_id, statuses)
+        return found[-1] if found else None
 
     def index(self, write: bool = True) -> pd.DataFrame:
         """One row per run, derived from the manifests (incomplete runs included)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..config.study import Study
 from ..journal.store import RunRecord
@@ -70,20 +70,37 @@ class StudyView(Renderable):
 
 @dataclass
 class VerdictsView(Renderable):
-    """A study's verdicts: one row per candidate, with every reason."""
+    """A study's verdicts: one row per candidate, with every reason; and the baseline's noise floor."""
 
     judged: list  # of verdicts.Judged
+    noise: list = field(default_factory=list)  # of verdicts.NoiseFloor
 
     def blocks(self) -> list[Block]:
-        table = Table(["candidate", "run", "verdict", "reasons"], title="verdicts")
+        table = Table(["candidate", "runs", "verdict", "reasons"], title="verdicts")
         for item in self.judged:
             if item.record is None:
                 table.add([item.entry.name, "-", "not run", ""], "dim")
                 continue
             outcome = item.verdict.outcome
-            table.add([item.entry.name, item.record.run_id, outcome, "\n".join(item.verdict.reasons)],
+            runs = f"{len(item.records)} (newest {item.record.run_id})"
+            table.add([item.entry.name, runs, outcome, "\n".join(item.verdict.reasons)],
                       VERDICT_STYLE.get(outcome, ""))
-        return [table]
+        blocks: list[Block] = [table]
+        if self.noise:
+            blocks.append(noise_table(self.noise))
+        return blocks
+
+
+def noise_table(noise: list) -> Table:
+    """The baseline's between-run spread per judged cell, beside the limit the rule applies there."""
+    table = Table(["metric", "cell", "baseline runs", "between-run CV", "limit", "runs per side the limit needs"],
+                  title="noise floor (the baseline against itself)")
+    for n in noise:
+        cv = "-" if n.cv_pct is None else f"{n.cv_pct:.1f}%"
+        needs = "-" if n.cv_pct is None else (str(n.runs_needed) if n.runs_needed else "more than 200")
+        css = "" if n.resolvable is None else ("" if n.resolvable else "warn")
+        table.add([n.metric, n.cell_id, n.runs, cv, f"{n.limit_pct:g}%", needs], css)
+    return table
 
 
 @dataclass
