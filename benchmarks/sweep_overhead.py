@@ -18,7 +18,7 @@ from pathlib import Path
 from servebook import Journal
 from servebook.util.progress import Reporter
 from servebook.config import Study
-from servebook.sweep import sweep
+from servebook.sweeps import sweep
 
 
 def main() -> None:

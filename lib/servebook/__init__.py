@@ -28,7 +28,7 @@ _PUBLIC = {
     "Journal": "journal", "RunRecord": "journal", "Manifest": "journal",
     "run_candidate": "run",
     "judge": "verdicts", "Verdict": "verdicts", "noise_floor": "verdicts",
-    "sweep": "sweep", "dry_run": "sweep",
+    "sweep": "sweeps", "dry_run": "sweeps",
     "build_site": "present", "report": "present", "RunReport": "present", "RunComparison": "present",
     "StudyView": "present", "VerdictsView": "present", "figures": "present",
     "qualify": "notebook", "compare": "notebook", "show": "notebook",
@@ -56,5 +56,5 @@ if TYPE_CHECKING:  # what static tools and editors see
     from .notebook import compare, qualify, show
     from .present import RunComparison, RunReport, StudyView, VerdictsView, build_site, figures, report
     from .run import run_candidate
-    from .sweep import dry_run, sweep
+    from .sweeps import dry_run, sweep
     from .verdicts import Verdict, judge, noise_floor

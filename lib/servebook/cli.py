@@ -123,11 +123,14 @@ def sweep_cmd(
     retry_failed: bool = typer.Option(False, help="run again candidates whose recorded run failed"),
     kernel: str = typer.Option("python3", help="Jupyter kernel name for papermill"),
     execution_timeout: int = typer.Option(3600, help="seconds one notebook cell may run"),
+    until_decided: bool = typer.Option(False, "--until-decided",
+                                       help="add repeats where verdicts are inconclusive, interleaved, until decided"),
+    max_repeats: int = typer.Option(10, "--max-repeats", min=1, help="with --until-decided: runs per candidate at most"),
 ):
     """Run notebooks/qualify.ipynb once per candidate of a study, then judge every run."""
     from .present import DryRunView, VerdictsView
-    from .sweep import dry_run as plan_dry_run
-    from .sweep import sweep
+    from .sweeps import dry_run as plan_dry_run
+    from .sweeps import sweep
     from .verdicts import judge, noise_floor
 
     study = load_study(study_file)
@@ -136,10 +139,10 @@ def sweep_cmd(
         return
     j = _journal(journal).ensure_writable()
     results = sweep(study, j, reporter=Reporter(), retry_failed=retry_failed, kernel_name=kernel,
-                    execution_timeout=execution_timeout)
+                    execution_timeout=execution_timeout, max_repeats=max_repeats if until_decided else None)
     out.print(VerdictsView(judge(study, j), noise_floor(study, j)))
     ran = sum(1 for r in results if r.status != "skipped")
-    out.print(f"\n{ran} candidates run, {len(results) - ran} skipped (already recorded). "
+    out.print(f"\n{ran} runs made, {len(results) - ran} skipped (already recorded). "
               f"Results: {j.root}/runs; compare them with `servebook journal ls --journal {j.root}` "
               f"or notebooks/compare.ipynb (study_path={study_file}).")
 

@@ -127,6 +127,8 @@ def _write_raw(writer: RunWriter, log: MeasurementLog) -> None:
     writer.write_table("requests", log.request_rows())
     writer.write_table("chunks", log.chunk_rows())
     writer.write_table("scrapes", log.scrape_rows())
+    if log.telemetry:
+        writer.write_table("telemetry", log.telemetry)
 
 
 def _measure(engine, candidate: Candidate, adapter: EngineAdapter, plan: Plan, writer: RunWriter,
@@ -142,7 +144,8 @@ def _measure(engine, candidate: Candidate, adapter: EngineAdapter, plan: Plan, w
         _run_async(lambda: measure_plan(engine_info.base_url, adapter, plan, log, tag=writer.run_id,
                                         alive_check=alive_check, engine_log=writer.engine_log,
                                         request_extras=candidate.request_extras, reporter=reporter,
-                                        on_model=lambda name: setattr(engine_info, "served_model", name)))
+                                        on_model=lambda name: setattr(engine_info, "served_model", name),
+                                        engine_pid=engine_info.pid if candidate.launch.mode == "local" else None))
     except EngineFailed as error:
         return error, "measure"
     except WarmupFailed as error:

@@ -72,6 +72,18 @@ class Verdict:
     reasons: list[str]
     comparisons: list[Comparison] = field(default_factory=list)
 
+    @property
+    def undecided(self) -> bool:
+        """Whether more runs could change the outcome: an interval straddles a limit, or a comparison rests on
+        one run per side, and nothing else (a failed load, an invalid cell, a failed gate) already decided it."""
+        if self.outcome == "inconclusive":
+            return True
+        if self.outcome == "failed" or any(c.decision == "fail" for c in self.comparisons):
+            return False
+        compared_only = all(r.startswith(("within limits:", "left out:")) or any(r == c.text() for c in
+                            self.comparisons) for r in self.reasons) if self.outcome == "rejected" else True
+        return compared_only and any(c.decision == "single" for c in self.comparisons)
+
     def to_event(self, **context) -> dict:
         return {"outcome": self.outcome, "reasons": self.reasons,
                 "comparisons": [asdict(c) for c in self.comparisons], **context}
@@ -147,9 +159,22 @@ def describe(rule: ComparisonRule, comparisons: list[Comparison]) -> str:
     return f"{len(comparisons)} cell(s) within limits, the worst {worst.text()}"
 
 
+DISTURBED = "host busy:"
+
+
+def _undisturbed(cells: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(cells, disturbed cells): a cell whose only fault is other processes' load is evidence lost, not a
+    fault of the candidate, so it leaves the statistics instead of rejecting the candidate."""
+    reasons = cells["invalid_reasons"].fillna("").astype(str)
+    only_busy = ~cells["valid"].astype(bool) & reasons.str.startswith(DISTURBED) & ~reasons.str.contains("; ")
+    return cells[~only_busy], cells[only_busy]
+
+
 def judge_runs(runs: list[tuple[Manifest | None, pd.DataFrame | None]], baseline_runs: list[pd.DataFrame],
                rules: VerdictRules, *, is_baseline: bool) -> Verdict:
-    """A candidate's verdict from all of its runs (manifest and cells each) against the baseline's cells."""
+    """A candidate's verdict from all of its runs (manifest and cells each) against the baseline's cells.
+
+    Cells disturbed by other processes on the host are left out of the statistics, and said so."""
     if not runs or all(manifest is None for manifest, _ in runs):
         return Verdict("failed", ["incomplete: the run was never sealed"])
     failed = [m for m, _ in runs if m is not None and m.status != "completed"]
@@ -159,13 +184,21 @@ def judge_runs(runs: list[tuple[Manifest | None, pd.DataFrame | None]], baseline
     reasons = [f"{len(failed)} of {len(runs)} runs failed: {(failed[0].failure or Failure()).text}"] if failed else []
     if any(cells is None or cells.empty for _, cells in completed):
         return Verdict("rejected", reasons + ["no cells were recorded"])
+    notes, kept = [], []
     for manifest, cells in completed:
+        cells, disturbed = _undisturbed(cells)
+        notes += [f"left out: run {manifest.run_id} {row.cell_id} ({row.invalid_reasons})"
+                  for row in disturbed.itertuples()]
+        kept.append((manifest, cells))
         reasons += _run_problems(manifest, cells, rules, several=len(completed) > 1)
     if is_baseline:
-        return Verdict("rejected" if reasons else "accepted", reasons or ["baseline of the study"])
+        outcome = "rejected" if reasons else "accepted"
+        return Verdict(outcome, (reasons or ["baseline of the study"]) + notes)
     if not baseline_runs:
-        return Verdict("rejected", reasons + ["no valid baseline run to compare against"])
-    return _compare(completed, baseline_runs, rules, reasons)
+        return Verdict("rejected", reasons + ["no valid baseline run to compare against"] + notes)
+    verdict = _compare(kept, baseline_runs, rules, reasons)
+    verdict.reasons += notes
+    return verdict
 
 
 def _compare(completed, baseline_runs, rules: VerdictRules, reasons: list[str]) -> Verdict:
@@ -179,7 +212,8 @@ def _compare(completed, baseline_runs, rules: VerdictRules, reasons: list[str]) 
         for c in found:
             if c.decision == "straddle":
                 hint = (f"; about {c.repeats_to_decide} runs per side would likely decide it"
-                        if c.repeats_to_decide else "")
+                        if c.repeats_to_decide and c.repeats_to_decide <= 50 else
+                        "; the change sits so near the limit that no affordable number of runs decides it")
                 straddling.append(f"inconclusive: {c.text()}{hint}")
             elif not c.ok:
                 failing.append(c.text())
@@ -207,9 +241,6 @@ def _run_problems(manifest: Manifest, cells: pd.DataFrame, rules: VerdictRules, 
     if rules.require_valid:
         for row in cells[~cells["valid"].astype(bool)].itertuples():
             reasons.append(f"{prefix}{row.cell_id} invalid: {row.invalid_reasons}")
-    busy = manifest.environment.finding("W_HOST_BUSY")
-    if busy is not None:
-        reasons.append(f"{prefix}measured on a busy host: {busy.message}")
     for gate, score in (manifest.summary.gates if manifest.summary else {}).items():
         if not score.ok:
             reasons.append(f"{prefix}gate {gate} {score.passed}/{score.cases}: {score.first_failure}")
@@ -272,10 +303,14 @@ def noise_floor(study: Study, journal: Journal) -> list[NoiseFloor]:
 
 
 def _valid_cells(records: list[RunRecord]) -> list[pd.DataFrame]:
+    """The baseline's evidence: cells of completed runs without faults, disturbed cells left out."""
     out = []
     for record in records:
         cells = record.table("cells") if record.status == "completed" else None
-        if cells is not None and not cells.empty and bool(cells["valid"].all()):
+        if cells is None or cells.empty:
+            continue
+        cells, _ = _undisturbed(cells)
+        if bool(cells["valid"].all()):
             out.append(cells)
     return out
 

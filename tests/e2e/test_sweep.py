@@ -73,7 +73,7 @@ def test_sweep_judges_resumes_and_rejudges(llama_install, tmp_path):
     run_ids = journal.run_ids()
     second = servebook("sweep", study, "--journal", journal_dir)
     assert journal.run_ids() == run_ids, "a second sweep must not run recorded candidates again"
-    assert "0 candidates run, 3 skipped" in second.stdout
+    assert "0 runs made, 3 skipped" in second.stdout
 
     events_before = {r.run_id: len(r.verdicts()) for r in journal.runs()}
     servebook("judge", study_file(tmp_path, 90), "--journal", journal_dir)
@@ -257,4 +257,4 @@ def test_repeats_run_interleaved_and_verdicts_carry_intervals(tmp_path):
     assert comparison["change_high_pct"] < -7 and comparison["ok"] is False
     assert "one-slot" in result.stdout and "noise floor" in result.stdout
     again = servebook("sweep", study, "--journal", journal_dir)
-    assert "0 candidates run, 4 skipped" in again.stdout and len(journal.run_ids()) == 4
+    assert "0 runs made, 4 skipped" in again.stdout and len(journal.run_ids()) == 4

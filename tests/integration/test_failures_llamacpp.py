@@ -8,6 +8,7 @@ import threading
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from servebook.config import InputError
@@ -102,32 +103,63 @@ def test_engine_killed_in_the_middle_of_a_cell(llama_install, tmp_path):
     assert [r.status for r in journal.runs()] == ["failed"]
 
 
-def test_a_run_next_to_another_engine_is_flagged_and_rejected(llama_install, tmp_path):
+def test_a_run_next_to_a_busy_engine_has_disturbed_cells_and_is_rejected(llama_install, tmp_path):
+    import threading
+
     from servebook.config import VerdictRules
+    from servebook.engines.tiny_models import tiny_model_path
+    from servebook.launch.process import free_port
     from servebook.verdicts import judge_run
 
     from .helpers import SMALL_PLAN as plan
 
-    # A second real server, as another user's engine would be.
-    from servebook.launch.process import free_port
-    from servebook.engines.tiny_models import tiny_model_path
-
+    # A second real server kept busy, as another user's engine would be.
     port = free_port()
     other = subprocess.Popen([str(llama_install.server), "-m", str(tiny_model_path("draft")), "--port",
-                              str(port), "--host", "127.0.0.1"],
+                              str(port), "--host", "127.0.0.1", "-np", "2"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    stop = threading.Event()
+
+    def keep_busy():
+        for _ in range(500):  # bounded: stops by itself even if the test dies
+            if stop.is_set():
+                return
+            try:
+                httpx.post(f"http://127.0.0.1:{port}/completion", timeout=30,
+                           json={"prompt": "busy", "n_predict": 256, "ignore_eos": True})
+            except httpx.HTTPError:
+                time.sleep(0.2)
+
+    loaders = [threading.Thread(target=keep_busy, daemon=True) for _ in range(2)]
     try:
-        # wait until it is really running (right after fork its command line is still pytest's)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not servers_on_port(port):
             time.sleep(0.05)
+        for loader in loaders:
+            loader.start()
         small = plan.model_copy(update={"prefill": None})
         record = run_candidate(tiny_candidate(), small, Journal(tmp_path), reporter=QUIET)
     finally:
+        stop.set()
         other.terminate()
         other.wait(10)
     findings = record.manifest.environment.preflight
     assert [f.code for f in findings] == ["W_HOST_BUSY"]
     assert str(other.pid) in findings[0].message
-    verdict = judge_run(record.manifest, record.table("cells"), None, VerdictRules(), is_baseline=True)
-    assert verdict.outcome == "rejected" and verdict.reasons[0].startswith("measured on a busy host")
+    cells = record.table("cells")
+    assert (cells["foreign_cpu_cores"] > 0.5).any(), cells["foreign_cpu_cores"].tolist()
+    assert cells["invalid_reasons"].str.contains("host busy: other processes used").any()
+    verdict = judge_run(record.manifest, cells, None, VerdictRules(), is_baseline=True)
+    assert verdict.outcome == "rejected" and any("host busy" in r for r in verdict.reasons)
+    telemetry = record.table("telemetry")
+    assert set(telemetry["phase"]) == {"before", "after"} and telemetry["host_busy_cpu_s"].notna().all()
+
+
+def test_a_quiet_host_has_no_disturbed_cells(llama_install, tmp_path):
+    from .helpers import SMALL_PLAN as plan
+
+    record = run_candidate(tiny_candidate(), plan.model_copy(update={"prefill": None}), Journal(tmp_path),
+                           reporter=QUIET)
+    cells = record.table("cells")
+    assert cells["valid"].all(), cells["invalid_reasons"].tolist()
+    assert (cells["foreign_cpu_cores"] < 0.5).all()

@@ -28,7 +28,10 @@ class DecodePlan(_Strict):
     concurrency: list[int] = Field(default_factory=lambda: [1, 2, 4])
     categories: list[Category] = Field(default_factory=lambda: ["prose", "code"])
     output_tokens: int = Field(128, ge=2, description="forced with ignore_eos + max_tokens, then checked")
-    rounds: int = Field(2, ge=1, description="requests per cell = concurrency x rounds")
+    rounds: int = Field(2, ge=1, description="requests per cell = concurrency x rounds (at least)")
+    min_cell_s: float | None = Field(
+        None, gt=0, le=3600, description="keep each of the concurrency's streams busy with more requests until the "
+                                         "cell has measured at least this long (a short cell is mostly ramp)")
 
     @field_validator("concurrency")
     @classmethod
@@ -42,7 +45,8 @@ class PrefillPlan(_Strict):
     """Cold prefill: exact prompt sizes, a unique prefix per request so nothing is cached."""
 
     prompt_tokens: list[int] = Field(default_factory=lambda: [512, 2048])
-    requests: int = Field(2, ge=1, description="sequential requests per size")
+    requests: int = Field(2, ge=1, description="sequential requests per size (at least)")
+    min_cell_s: float | None = Field(None, gt=0, le=3600, description="more requests until the cell lasted this long")
 
     @field_validator("prompt_tokens")
     @classmethod
@@ -61,6 +65,9 @@ class Plan(_Strict):
         default_factory=list, description="protocol checks run after the cells, each scored k/n")
     gate_cases: int = Field(3, ge=1, le=50)
     record_chunks: bool = True
+    max_foreign_cpu_cores: float | None = Field(
+        None, gt=0, description="CPU other processes may use during a cell before it counts as disturbed "
+                                "(default 0.5 cores)")
     request_timeout_s: float = Field(300.0, gt=0)
 
     def canonical_json(self) -> str:

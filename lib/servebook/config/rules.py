@@ -7,10 +7,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-Metric = Literal["aggregate_tok_s", "per_request_tok_s", "ttft_s", "prefill_tok_s"]
-LOWER_IS_BETTER = {"ttft_s"}
+Metric = Literal["aggregate_tok_s", "steady_tok_s", "per_request_tok_s", "ttft_s", "ttft_p90_s", "prefill_tok_s"]
+LOWER_IS_BETTER = {"ttft_s", "ttft_p90_s"}
 METRIC_WORDS = {
     "aggregate_tok_s": "aggregate decode",
+    "steady_tok_s": "steady-state decode",
+    "ttft_p90_s": "TTFT p90",
     "per_request_tok_s": "per-request decode",
     "ttft_s": "TTFT",
     "prefill_tok_s": "cold prefill",

@@ -50,6 +50,19 @@ def knob_args(knobs, flags: dict[str, tuple[str, ...]]) -> list[str]:
 class PythonServerAdapter(EngineAdapter):
     """What SGLang and vLLM servers have in common: a /tokenize endpoint and Python failure logs."""
 
+    #: the engine's name in messages, and the KV cache dtypes it accepts
+    title: str = ""
+    kv_types: tuple[str, ...] = ()
+
+    def check_common(self, candidate) -> None:
+        """The checks SGLang and vLLM share: a KV dtype they know, no llama.cpp-only drafter settings."""
+        knobs = candidate.knobs
+        if knobs.kv_dtype is not None and knobs.kv_dtype not in self.kv_types:
+            raise ValueError(f"knobs.kv_dtype: {self.title} accepts {', '.join(self.kv_types)}, "
+                             f"not {knobs.kv_dtype!r}")
+        if knobs.drafter.synthetic_length or knobs.drafter.synthetic_rates:
+            raise ValueError("knobs.drafter.synthetic_*: synthetic acceptance is a llama.cpp benchmarking feature")
+
     async def tokenize(self, http, base_url: str, text: str, model: str, headers: dict) -> list[int] | None:
         return await tokenize_via(http, f"{base_url}/tokenize",
                                   {"prompt": text, "model": model, "add_special_tokens": False}, headers)

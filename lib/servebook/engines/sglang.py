@@ -50,15 +50,13 @@ class SGLangAdapter(_gpu.PythonServerAdapter):
         "launch": ("--host", "--port", "--model-path", "--enable-metrics", "--revision"),
     }
     compile_pattern = re.compile(r"Capture cuda graph|torch\.compile|Compiling|compile_fx|autotun", re.I)
+    title = "SGLang"
+    kv_types = KV_TYPES
     info_paths = ("/server_info", "/get_server_info")
 
     def check(self, candidate: "Candidate") -> None:
-        knobs = candidate.knobs
-        if knobs.kv_dtype is not None and knobs.kv_dtype not in KV_TYPES:
-            raise ValueError(f"knobs.kv_dtype: SGLang accepts {', '.join(KV_TYPES)}, not {knobs.kv_dtype!r}")
-        drafter = knobs.drafter
-        if drafter.synthetic_length or drafter.synthetic_rates:
-            raise ValueError("knobs.drafter.synthetic_*: synthetic acceptance is a llama.cpp benchmarking feature")
+        self.check_common(candidate)
+        drafter = candidate.knobs.drafter
         tree = [drafter.num_steps, drafter.topk, drafter.max_draft_tokens]
         if drafter.kind in ("eagle", "eagle3", "mtp", "dflash", "draft_model") and any(tree) and not all(tree):
             raise ValueError("knobs.drafter: SGLang takes num_steps, topk and max_draft_tokens all three or none")

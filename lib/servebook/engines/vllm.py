@@ -57,6 +57,8 @@ class VLLMAdapter(_gpu.PythonServerAdapter):
     }
     compile_pattern = re.compile(r"Compiling a graph|torch\.compile|Capturing CUDA graph|compile range|"
                                  r"Dynamo bytecode transform", re.I)
+    title = "vLLM"
+    kv_types = KV_TYPES
     info_paths = ("/version",)
 
     def stream_options(self) -> dict:
@@ -64,12 +66,8 @@ class VLLMAdapter(_gpu.PythonServerAdapter):
         return {"include_usage": True, "continuous_usage_stats": True}
 
     def check(self, candidate: "Candidate") -> None:
-        knobs = candidate.knobs
-        if knobs.kv_dtype is not None and knobs.kv_dtype not in KV_TYPES:
-            raise ValueError(f"knobs.kv_dtype: vLLM accepts {', '.join(KV_TYPES)}, not {knobs.kv_dtype!r}")
-        drafter = knobs.drafter
-        if drafter.synthetic_length or drafter.synthetic_rates:
-            raise ValueError("knobs.drafter.synthetic_*: synthetic acceptance is a llama.cpp benchmarking feature")
+        self.check_common(candidate)
+        drafter = candidate.knobs.drafter
         if drafter.num_steps or drafter.topk:
             raise ValueError("knobs.drafter.num_steps/topk are SGLang settings; vLLM takes max_draft_tokens")
         self.check_extra_args(candidate)

@@ -25,6 +25,12 @@ class CellSpec:
     n_requests: int
     output_tokens: int
     prompt_tokens: int | None = None
+    min_s: float | None = None  # keep sending (at the same concurrency) until the cell lasted this long
+
+    @property
+    def max_requests(self) -> int:
+        """A bound on a cell extended by `min_s`, so a very slow engine cannot keep it going forever."""
+        return self.n_requests if self.min_s is None else max(self.n_requests, 64 * self.concurrency)
 
     @property
     def label(self) -> str:
@@ -39,10 +45,12 @@ def plan_cells(plan: Plan) -> list[CellSpec]:
         for category in plan.decode.categories:
             for c in plan.decode.concurrency:
                 cells.append(CellSpec(f"decode-{category}-c{c}", "decode", category, c,
-                                      c * plan.decode.rounds, plan.decode.output_tokens))
+                                      c * plan.decode.rounds, plan.decode.output_tokens,
+                                      min_s=plan.decode.min_cell_s))
     if plan.prefill:
         for n in plan.prefill.prompt_tokens:
-            cells.append(CellSpec(f"prefill-{n}", "prefill", "prose", 1, plan.prefill.requests, 1, n))
+            cells.append(CellSpec(f"prefill-{n}", "prefill", "prose", 1, plan.prefill.requests, 1, n,
+                                  min_s=plan.prefill.min_cell_s))
     return cells
 
 
@@ -55,6 +63,40 @@ def _p90(values: list[float]) -> float | None:
         return None
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(0.9 * (len(ordered) - 1))))]
+
+
+def steady_state(records: list[RequestRecord], concurrency: int) -> dict:
+    """The interval in which all `concurrency` requests were in flight, and the output rate inside it.
+
+    The window opens when the c-th request is in flight and closes when, for the last time, one of
+    c in-flight requests finishes; ramp-up (streams starting) and ramp-down (streams draining) are
+    reported as their durations. Tokens are attributed to the window by each request's decode span
+    (completion tokens spread evenly from first to last token), so no chunk timings are needed.
+    """
+    ok = [r for r in records if r.ok and r.t_last is not None]
+    empty = {"steady_tok_s": None, "steady_s": None, "ramp_up_s": None, "ramp_down_s": None}
+    if not ok:
+        return empty
+    events = sorted([(r.t_send, 1) for r in ok] + [(r.t_last, -1) for r in ok], key=lambda e: (e[0], -e[1]))
+    in_flight, opened, closed = 0, None, None
+    for t, step in events:
+        if step < 0 and in_flight == concurrency:
+            closed = t
+        in_flight += step
+        if in_flight == concurrency and opened is None:
+            opened = t
+    if opened is None or closed is None or closed <= opened:
+        return empty
+    tokens = 0.0
+    for r in ok:
+        if r.t_first is None or r.completion_tokens is None or r.completion_tokens < 2 or r.t_last <= r.t_first:
+            continue
+        overlap = min(r.t_last, closed) - max(r.t_first, opened)
+        if overlap > 0:
+            tokens += (r.completion_tokens - 1) * overlap / (r.t_last - r.t_first)
+    first_send, last_end = min(r.t_send for r in ok), max(r.t_last for r in ok)
+    return {"steady_tok_s": tokens / (closed - opened), "steady_s": closed - opened,
+            "ramp_up_s": opened - first_send, "ramp_down_s": last_end - closed}
 
 
 def summarize_cell(spec: CellSpec, records: list[RequestRecord], reconciliation: Reconciliation,
@@ -103,6 +145,8 @@ def summarize_cell(spec: CellSpec, records: list[RequestRecord], reconciliation:
         "completion_tokens": completion,
         "wall_s": wall,
         "aggregate_tok_s": completion / wall if wall and spec.kind == "decode" else None,
+        **(steady_state(records, spec.concurrency) if spec.kind == "decode" else
+           {"steady_tok_s": None, "steady_s": None, "ramp_up_s": None, "ramp_down_s": None}),
         "per_request_tok_s": _median(rates),
         "ttft_s": _median(ttfts),
         "ttft_p90_s": _p90(ttfts),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -26,6 +27,7 @@ from .scrape import scrape
 from ..config.plan import Plan
 from .prompts import decode_prompt, exact_length_prompt, filler_text
 from .gates import run_gate
+from .host import DEFAULT_MAX_FOREIGN_CORES, cpu_sample, foreign_cores, telemetry_rows
 from .reconcile import ClientCounts, reconcile
 from .cells import plan_cells
 
@@ -50,6 +52,7 @@ class MeasurementLog:
     outcomes: list[CellOutcome] = field(default_factory=list)
     partial_records: list[RequestRecord] = field(default_factory=list)
     gate_results: list = field(default_factory=list)
+    telemetry: list[dict] = field(default_factory=list)
 
     def request_rows(self) -> list[dict]:
         rows = [r.row() for o in self.outcomes for r in o.records]
@@ -91,6 +94,7 @@ class Measurement:
         alive_check: Callable[[], None] | None = None,
         engine_log: Path | None = None,
         request_extras: dict | None = None,
+        engine_pid: int | None = None,
     ):
         self.base_url = base_url.rstrip("/")
         self.adapter = adapter
@@ -100,6 +104,7 @@ class Measurement:
         self.alive_check = alive_check or (lambda: None)
         self.engine_log = engine_log
         self.user_extras = dict(request_extras or {})
+        self.engine_pid = engine_pid
         self.log = MeasurementLog()
         self.model_name = "default"
         self._filler: list[int] | None = None
@@ -152,21 +157,32 @@ class Measurement:
         return await scrape(self.http, self.base_url)
 
     async def _decode_requests(self, spec: CellSpec, on_done) -> list[RequestRecord]:
-        gate = asyncio.Semaphore(spec.concurrency)
+        """`concurrency` streams, each sending its next request when the last one finished, until the cell
+        has its requests (and, with `min_s`, has lasted that long)."""
         extras = self._extras(spec.output_tokens)
+        records: list[RequestRecord] = []
+        started = time.monotonic()
 
-        async def one(i: int) -> RequestRecord:
-            record = RequestRecord(f"{spec.cell_id}-{i}", spec.cell_id, spec.concurrency, spec.category,
-                                   spec.output_tokens, t_send=0.0)
-            async with gate:
+        def more() -> bool:
+            if len(records) < spec.n_requests:
+                return True
+            return spec.min_s is not None and len(records) < spec.max_requests and \
+                time.monotonic() - started < spec.min_s
+
+        async def stream() -> None:
+            while more():
+                i = len(records)
+                record = RequestRecord(f"{spec.cell_id}-{i}", spec.cell_id, spec.concurrency, spec.category,
+                                       spec.output_tokens, t_send=0.0)
+                records.append(record)
                 await stream_request(self.openai, record, StreamRequest(
                     self.model_name, spec.output_tokens,
                     messages=decode_prompt(spec.category, i, f"{self.tag}:{spec.cell_id}:{i}"), extra_body=extras,
                     stream_options=self.adapter.stream_options(), keep_chunk_times=self.plan.record_chunks))
-            on_done()
-            return record
+                on_done()
 
-        return list(await asyncio.gather(*(one(i) for i in range(spec.n_requests))))
+        await asyncio.gather(*(stream() for _ in range(spec.concurrency)))
+        return records
 
     async def _prefill_requests(self, spec: CellSpec, on_done) -> list[RequestRecord]:
         if self._filler is None:
@@ -176,7 +192,10 @@ class Measurement:
             self._openers = sorted(set(self._filler))
         extras = self._extras(1)
         records = []
-        for i in range(spec.n_requests):
+        started = time.monotonic()
+        i = 0
+        while i < spec.n_requests or (spec.min_s is not None and i < spec.max_requests
+                                      and time.monotonic() - started < spec.min_s):
             opener = self._openers[self._prefill_count % len(self._openers)]
             self._prefill_count += 1
             prefix = [opener] + await self.tokenize(f" [{self.tag}:{spec.cell_id}:{i}]\n")
@@ -187,6 +206,7 @@ class Measurement:
                 keep_chunk_times=self.plan.record_chunks))
             records.append(record)
             on_done()
+            i += 1
         return records
 
     async def run_gates(self) -> None:
@@ -215,6 +235,7 @@ class Measurement:
     async def run_cell(self, spec: CellSpec, on_done: Callable[[], None] = lambda: None) -> CellOutcome:
         log_offset = self._log_size()
         before = await self._scrape()
+        cpu_before = cpu_sample(self.engine_pid)
         runner = self._decode_requests if spec.kind == "decode" else self._prefill_requests
         records = await runner(spec, on_done)
         if any(not r.ok for r in records):
@@ -224,6 +245,7 @@ class Measurement:
             except BaseException:
                 self.log.partial_records.extend(records)
                 raise
+        cpu_after = cpu_sample(self.engine_pid)
         after = await self._scrape()
         ok = [r for r in records if r.ok]
         client = ClientCounts(
@@ -235,19 +257,27 @@ class Measurement:
         reconciliation = reconcile(client, counts)
         compiled = self._compilations_since(log_offset)
         extra = [f"compilation inside the measured interval: {compiled[0]}"] if compiled else []
-        outcome = CellOutcome(spec, records, before, after, summarize_cell(spec, records, reconciliation, extra))
+        foreign = foreign_cores(cpu_before, cpu_after) if self.engine_pid else None
+        limit = self.plan.max_foreign_cpu_cores or DEFAULT_MAX_FOREIGN_CORES
+        if foreign is not None and foreign > limit:
+            extra.append(f"host busy: other processes used {foreign:.2f} CPU cores during the cell (limit {limit:g})")
+        summary = summarize_cell(spec, records, reconciliation, extra)
+        # Not checked (None) where servebook does not know the engine's processes (attach, compose).
+        summary["foreign_cpu_cores"] = foreign
+        outcome = CellOutcome(spec, records, before, after, summary)
         self.log.outcomes.append(outcome)
+        self.log.telemetry.extend(telemetry_rows(spec.cell_id, cpu_before, cpu_after))
         return outcome
 
 
 async def measure_plan(base_url: str, adapter: EngineAdapter, plan: Plan, log: MeasurementLog, *, tag: str,
                        alive_check: Callable[[], None], engine_log: Path, request_extras: dict,
-                       reporter: Reporter, on_model: Callable[[str], None]) -> None:
+                       reporter: Reporter, on_model: Callable[[str], None], engine_pid: int | None = None) -> None:
     """Warm up, measure every cell of the plan in order, then run the gates; progress per request."""
     cells = plan_cells(plan)
     total_requests = sum(c.n_requests for c in cells)
     async with Measurement(base_url, adapter, plan, tag=tag, alive_check=alive_check, engine_log=engine_log,
-                           request_extras=request_extras) as m:
+                           request_extras=request_extras, engine_pid=engine_pid) as m:
         m.log = log
         on_model(m.model_name)
         with reporter.task("warm up", total=plan.warmup_requests) as task:

@@ -82,8 +82,7 @@ class VerdictsView(Renderable):
                 table.add([item.entry.name, "-", "not run", ""], "dim")
                 continue
             outcome = item.verdict.outcome
-            runs = f"{len(item.records)} (newest {item.record.run_id})"
-            table.add([item.entry.name, runs, outcome, "\n".join(item.verdict.reasons)],
+            table.add([item.entry.name, len(item.records), outcome, "\n".join(item.verdict.reasons)],
                       VERDICT_STYLE.get(outcome, ""))
         blocks: list[Block] = [table]
         if self.noise:

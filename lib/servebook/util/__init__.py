@@ -1,0 +1,1 @@
+"""What every layer may use: paths, progress reporting, atomic files, the rendering blocks."""

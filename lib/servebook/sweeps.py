@@ -120,12 +120,52 @@ def sweep(
     start_timeout: int = 120,
     execution_timeout: int | None = 3600,
     notebook: Path = QUALIFY_NOTEBOOK,
+    max_repeats: int | None = None,
 ) -> list[SweepResult]:
-    """One papermill execution per candidate not yet recorded under the study's plan; failures go on."""
+    """`study.repeats` papermill executions per candidate not yet recorded under the study's plan, interleaved;
+    failures go on. With `max_repeats`, then add repeats where verdicts are inconclusive until decided."""
     reporter = reporter or Reporter()
     journal.ensure_writable()
     entries = study.expand()
     kernel = _Kernel(notebook, kernel_name, start_timeout, execution_timeout)
+    results = _sweep_repeats(study, entries, journal, kernel, reporter, retry_failed)
+    if max_repeats is not None:
+        results += _until_decided(study, journal, kernel, reporter, max_repeats)
+    journal.index()
+    return results
+
+
+def _until_decided(study: Study, journal: Journal, kernel: "_Kernel", reporter: Reporter,
+                   max_repeats: int) -> list[SweepResult]:
+    """One more run for every inconclusive candidate (and the baseline, so it keeps pace), interleaved,
+    until no verdict is inconclusive or `max_repeats` runs each are spent. The journal is the state, so an
+    interrupted sweep resumes where it stopped."""
+    from .verdicts import judge
+
+    results: list[SweepResult] = []
+    baseline = study.verdict.baseline
+    while True:
+        judged = judge(study, journal, append=False)
+        open_ = [j for j in judged if j.verdict is not None and j.verdict.undecided]
+        undecided = [j for j in open_ if len(j.records) < max_repeats]
+        if not undecided:
+            reporter.log(f"undecided verdicts remain ({', '.join(j.entry.name for j in open_)}), but their candidates "
+                         f"have {max_repeats} runs (--max-repeats)" if open_ else "every verdict is decided")
+            return results
+        most = max(len(j.records) for j in undecided)
+        names = {j.entry.name for j in undecided}
+        base = next(j for j in judged if j.entry.name == baseline)
+        if len(base.records) <= most and len(base.records) < max_repeats:
+            names.add(baseline)
+        reporter.log(f"inconclusive: {', '.join(sorted(names - {baseline}))}; one more run of "
+                     f"{', '.join(sorted(names))}")
+        for item in judged:  # study order, so the added runs interleave like the first ones
+            if item.entry.name in names:
+                results.append(_run_entry(study, item.entry, journal, kernel, reporter))
+
+
+def _sweep_repeats(study: Study, entries: list[StudyEntry], journal: Journal, kernel: "_Kernel",
+                   reporter: Reporter, retry_failed: bool) -> list[SweepResult]:
     results: list[SweepResult] = []
     statuses = ("completed", "failed") if not retry_failed else ("completed",)
     total = len(entries) * study.repeats
@@ -146,7 +186,6 @@ def sweep(
                     reporter.log(f"{entry.name}: repeat {repeat + 1} of {study.repeats}")
                     results.append(_run_entry(study, entry, journal, kernel, reporter))
                 task.advance()
-    journal.index()
     return results
 
 

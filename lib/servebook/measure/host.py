@@ -1,0 +1,87 @@
+"""Host interference: how much CPU other processes used while a cell was measured, read from /proc.
+
+A cell shares the host with whatever else runs there. Before and after every cell servebook reads
+the host's busy CPU time (/proc/stat) and the CPU time of its own processes (this one, where the
+client runs, and the engine's process tree); the difference is what others used. A cell during
+which others used more than a threshold of CPU cores is marked disturbed, and so invalid: on the
+2-core development machine a second busy engine made decode about 30 times slower.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_MAX_FOREIGN_CORES = 0.5
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+@dataclass(frozen=True)
+class CpuSample:
+    t: float
+    host_busy_s: float | None  # all CPUs, all processes (None where /proc/stat is not there)
+    own_s: float  # this process and the engine's process tree
+
+
+def _host_busy_s(proc: Path) -> float | None:
+    try:
+        fields = (proc / "stat").read_text().splitlines()[0].split()
+    except (OSError, IndexError):
+        return None
+    # user nice system idle iowait irq softirq steal ...: busy is everything but idle and iowait
+    values = [int(v) for v in fields[1:9]]
+    return (sum(values) - values[3] - values[4]) / _TICK
+
+
+def _stat(proc: Path, pid: int) -> tuple[int, float] | None:
+    """(parent pid, CPU seconds) of one process, or None if it is gone."""
+    try:
+        text = (proc / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2:].split()
+    return int(fields[1]), (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def _tree(proc: Path, roots: set[int]) -> set[int]:
+    """`roots` and all their descendants."""
+    parents: dict[int, int] = {}
+    for entry in proc.iterdir() if proc.is_dir() else []:
+        if entry.name.isdigit():
+            stat = _stat(proc, int(entry.name))
+            if stat is not None:
+                parents[int(entry.name)] = stat[0]
+    members = set(roots)
+    grew = True
+    while grew:
+        grew = False
+        for pid, parent in parents.items():
+            if parent in members and pid not in members:
+                members.add(pid)
+                grew = True
+    return members
+
+
+def cpu_sample(engine_pid: int | None, proc: Path = Path("/proc")) -> CpuSample:
+    roots = {os.getpid()} | ({engine_pid} if engine_pid else set())
+    own = 0.0
+    for pid in _tree(proc, roots):
+        stat = _stat(proc, pid)
+        own += stat[1] if stat else 0.0
+    return CpuSample(time.monotonic(), _host_busy_s(proc), own)
+
+
+def foreign_cores(before: CpuSample, after: CpuSample) -> float | None:
+    """CPU cores that other processes kept busy, on average, between two samples."""
+    wall = after.t - before.t
+    if before.host_busy_s is None or after.host_busy_s is None or wall <= 0:
+        return None
+    foreign = (after.host_busy_s - before.host_busy_s) - (after.own_s - before.own_s)
+    return max(0.0, foreign) / wall
+
+
+def telemetry_rows(cell_id: str, before: CpuSample, after: CpuSample) -> list[dict]:
+    return [{"cell_id": cell_id, "phase": phase, "t": s.t, "source": "host", "host_busy_cpu_s": s.host_busy_s,
+             "own_cpu_s": s.own_s} for phase, s in (("before", before), ("after", after))]

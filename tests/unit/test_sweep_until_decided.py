@@ -1,0 +1,63 @@
+"""--until-decided adds runs only where verdicts are inconclusive (and to the baseline to keep pace), stops
+when decided or at --max-repeats; the journal is its state."""
+
+import textwrap
+
+import numpy as np
+import pandas as pd
+
+import servebook.sweeps as sweep_module
+from servebook.config import load_study
+from servebook.journal import Journal, Manifest
+from servebook.sweeps import SweepResult
+from servebook.util.progress import Reporter
+
+STUDY = """
+name: adaptive
+base:
+  model: {path: "tiny:target"}
+  knobs: {chunk_size: 512, max_running_requests: 4}
+variants:
+  - {name: clear-loss, set: {knobs.max_running_requests: 1}}
+  - {name: near-limit, set: {knobs.chunk_size: 256}}
+plan:
+  decode: {concurrency: [4], categories: [prose], output_tokens: 16, rounds: 1}
+  prefill: null
+verdict:
+  rules:
+    - {metric: aggregate_tok_s, concurrency: [4], max_regression_pct: 7}
+"""
+# true means: baseline 200, clear-loss 100 (-50%), near-limit 186 (-7%, on the limit)
+TRUTH = {"baseline": 200.0, "clear-loss": 100.0, "near-limit": 186.0}
+
+
+def seal(journal, study, entry, rng):
+    writer = journal.start_run(entry.candidate.id)
+    value = TRUTH[entry.name] * rng.normal(1, 0.04)
+    writer.write_table("cells", pd.DataFrame([{
+        "cell_id": "decode-prose-c4", "kind": "decode", "category": "prose", "concurrency": 4,
+        "target_prompt_tokens": None, "aggregate_tok_s": value, "valid": True, "invalid_reasons": "",
+        "reconciliation": "ok"}]))
+    writer.seal(Manifest(status="completed", candidate_id=entry.candidate.id, candidate_label=entry.name,
+                         plan_id=study.plan.id, study=study.name, study_entry=entry.name))
+    return SweepResult(entry.name, entry.candidate.id, writer.run_id, "completed", 0.0)
+
+
+def test_runs_are_added_only_where_undecided_and_stop_at_the_budget(tmp_path, monkeypatch):
+    path = tmp_path / "study.yaml"
+    path.write_text(textwrap.dedent(STUDY))
+    study = load_study(path)
+    journal = Journal(tmp_path / "journal")
+    rng = np.random.default_rng(1)
+    monkeypatch.setattr(sweep_module, "_run_entry",
+                        lambda study, entry, journal, kernel, reporter: seal(journal, study, entry, rng))
+    results = sweep_module.sweep(study, journal, reporter=Reporter(quiet=True), max_repeats=6)
+    counts = {}
+    for r in results:
+        counts[r.name] = counts.get(r.name, 0) + (r.status == "completed")
+    assert counts["clear-loss"] <= 3, "a clearly decided candidate gets no more runs than it needs"
+    assert counts["near-limit"] == 6, "a change on the limit stays undecided until the budget is spent"
+    assert counts["baseline"] == 6
+    # resumable: a second call with the same budget adds nothing
+    again = sweep_module.sweep(study, journal, reporter=Reporter(quiet=True), max_repeats=6)
+    assert all(r.status == "skipped" for r in again)
