@@ -287,26 +287,34 @@ class NoiseFloor:
         return self.runs_needed is not None and self.runs >= self.runs_needed
 
 
-def noise_floor(study: Study, journal: Journal) -> list[NoiseFloor]:
+def noise_rows(baseline_runs: list[pd.DataFrame], rules: VerdictRules) -> list[NoiseFloor]:
     """Per rule and selected cell: the baseline's between-run CV, and the runs per side its limit needs."""
-    baseline = next((e for e in study.expand() if e.name == study.verdict.baseline), None)
-    if baseline is None:
-        return []
-    cells = _valid_cells(journal.find_all(baseline.candidate.id, study.plan.id))
     out = []
-    for rule in study.verdict.rules:
-        for cell_id, values in _figures(cells, rule).items():
+    for rule in rules.rules:
+        for cell_id, values in _figures(baseline_runs, rule).items():
             cv = Estimate.of(values).cv_pct
             out.append(NoiseFloor(rule.metric, cell_id, len(values), cv, rule.max_regression_pct,
                                   runs_needed_for(rule.max_regression_pct, cv) if cv is not None else None))
     return out
 
 
+def noise_floor(study: Study, journal: Journal) -> list[NoiseFloor]:
+    """The study's noise floor, from the baseline's recorded runs under the study's plan."""
+    baseline = next((e for e in study.expand() if e.name == study.verdict.baseline), None)
+    if baseline is None:
+        return []
+    return noise_rows(_valid_cells(journal.find_all(baseline.candidate.id, study.plan.id)), study.verdict)
+
+
 def _valid_cells(records: list[RunRecord]) -> list[pd.DataFrame]:
+    return baseline_evidence([record.table("cells") if record.status == "completed" else None
+                              for record in records])
+
+
+def baseline_evidence(runs: list[pd.DataFrame | None]) -> list[pd.DataFrame]:
     """The baseline's evidence: cells of completed runs without faults, disturbed cells left out."""
     out = []
-    for record in records:
-        cells = record.table("cells") if record.status == "completed" else None
+    for cells in runs:
         if cells is None or cells.empty:
             continue
         cells, _ = _undisturbed(cells)

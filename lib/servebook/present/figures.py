@@ -45,33 +45,114 @@ def _clean(values) -> list:
     return [None if v is None or (isinstance(v, float) and np.isnan(v)) else float(v) for v in values]
 
 
+def _points(group: pd.DataFrame, x: str, y: str, scale: float) -> dict:
+    """Per x: the mean over runs and its 95% interval (as plotly error bars); one run gives no bar."""
+    from ..estimates import Estimate
+
+    xs, ys, plus, minus, runs, bad = [], [], [], [], [], []
+    for value, at in group.groupby(x, sort=True):
+        figures = [float(v) * scale for v in at[y] if v is not None and not pd.isna(v)]
+        if not figures:
+            continue
+        estimate = Estimate.of(figures)
+        xs.append(float(value))
+        ys.append(estimate.mean)
+        plus.append(None if estimate.high is None else estimate.high - estimate.mean)
+        minus.append(None if estimate.low is None else estimate.mean - estimate.low)
+        runs.append(estimate.n)
+        bad.append(not bool(at["valid"].astype(bool).all()))
+    return {"x": xs, "y": ys, "plus": plus, "minus": minus, "runs": runs, "bad": bad}
+
+
 def _line_spec(cells: pd.DataFrame, x: str, y: str, title: str, x_title: str, y_title: str, kind: str,
                scale: float = 1.0, split_category: bool = True) -> dict:
+    """One line per candidate, the mean over its runs with a 95% interval; decode categories side by side
+    (one panel each), so ten candidates stay ten lines per panel."""
     traces = []
     subset = cells[cells["kind"] == kind] if not cells.empty and "kind" in cells else pd.DataFrame()
+    categories = list(dict.fromkeys(subset["category"])) if split_category and kind == "decode" and not subset.empty \
+        else [None]
     colors: dict[str, str] = {}
-    if not subset.empty:
-        groups = ["candidate", "category"] if split_category and kind == "decode" else ["candidate"]
-        for keys, group in subset.groupby(groups, sort=False):
-            keys = keys if isinstance(keys, tuple) else (keys,)
-            color = colors.setdefault(keys[0], PALETTE[len(colors) % len(PALETTE)])
-            group = group.sort_values(x)
-            invalid = ~group["valid"].astype(bool)
+    layout = {**_LAYOUT, "title": {"text": title}}
+    width = 1.0 / len(categories)
+    for i, category in enumerate(categories):
+        axis = "" if i == 0 else str(i + 1)
+        domain = [i * width + (0.06 if i else 0), (i + 1) * width - (0.02 if i + 1 < len(categories) else 0)]
+        layout[f"xaxis{axis}"] = {**_AXIS, "title": {"text": x_title}, "type": "log", "domain": domain,
+                                  "anchor": f"y{axis}"}
+        layout[f"yaxis{axis}"] = {**_AXIS, "title": {"text": y_title if i == 0 else ""}, "rangemode": "nonnegative",
+                                  "anchor": f"x{axis}"}
+        if category:
+            layout.setdefault("annotations", []).append({
+                "text": f"{category} prompts", "showarrow": False, "xref": "paper", "yref": "paper",
+                "x": (domain[0] + domain[1]) / 2, "y": 1.02, "xanchor": "center", "yanchor": "bottom"})
+        if kind == "decode":
+            layout[f"xaxis{axis}"]["dtick"] = 0.30103  # log2 steps: 1, 2, 4, 8 evenly spaced
+        part = subset if category is None else subset[subset["category"] == category]
+        for candidate, group in part.groupby("candidate", sort=False):
+            color = colors.setdefault(candidate, PALETTE[len(colors) % len(PALETTE)])
+            points = _points(group, x, y, scale)
             traces.append({
-                "type": "scatter", "mode": "lines+markers", "name": " / ".join(str(k) for k in keys),
-                "x": _clean(group[x]), "y": [None if v is None else v * scale for v in _clean(group[y])],
-                "line": {"color": color, "dash": "dot" if len(keys) > 1 and keys[1] == "code" else "solid"},
-                "marker": {"symbol": ["x" if bad else "circle" for bad in invalid], "size": 9},
-                "hovertemplate": f"%{{x}}: %{{y:.1f}} {y_title}<extra>%{{fullData.name}}</extra>",
+                "type": "scatter", "mode": "lines+markers", "name": str(candidate), "legendgroup": str(candidate),
+                "showlegend": i == 0, "xaxis": f"x{axis}", "yaxis": f"y{axis}",
+                "x": points["x"], "y": points["y"], "customdata": points["runs"],
+                "error_y": {"type": "data", "symmetric": False, "array": points["plus"],
+                            "arrayminus": points["minus"], "thickness": 1.2, "width": 4},
+                "line": {"color": color},
+                "marker": {"symbol": ["x" if b else "circle" for b in points["bad"]], "size": 9},
+                "hovertemplate": f"%{{x}}: %{{y:.1f}} {y_title} (mean of %{{customdata}} runs)"
+                                 "<extra>%{fullData.name}</extra>",
             })
-    layout = {**_LAYOUT, "title": {"text": title},
-              "xaxis": {**_AXIS, "title": {"text": x_title}, "type": "log"},
-              "yaxis": {**_AXIS, "title": {"text": y_title}, "rangemode": "tozero"}}
-    if kind == "decode":
-        layout["xaxis"]["dtick"] = 0.30103  # log2 steps: 1, 2, 4, 8 evenly spaced
+    layout["legend"] = {"title": {"text": "candidate (mean of runs, 95% interval)"}, "orientation": "h",
+                        "y": -0.25, "x": 0}
+    layout["height"] = 460
+    layout["margin"] = {**_LAYOUT["margin"], "b": 110}
     if not traces:
         layout["annotations"] = [{"text": "no measured cells", "showarrow": False, "xref": "paper", "yref": "paper",
                                   "x": 0.5, "y": 0.5}]
+    return {"data": traces, "layout": layout}
+
+
+def forest_spec(comparisons: list[dict]) -> dict:
+    """Change vs the baseline with its interval, per candidate and judged cell, the rule's limit drawn:
+    a cell whose bar crosses the limit line is what an inconclusive verdict waits on."""
+    traces, shapes = [], []
+    cells = list(dict.fromkeys(f"{c['metric']} {c['cell_id']}" for c in comparisons))
+    candidates = list(dict.fromkeys(c["candidate"] for c in comparisons))
+    row = {name: i for i, name in enumerate(reversed(candidates))}
+
+    def dodge(i: int) -> float:  # the cells of one candidate side by side within its row
+        return 0.0 if len(cells) == 1 else -0.3 + 0.6 * i / (len(cells) - 1)
+
+    for i, cell in enumerate(cells):
+        rows = [c for c in comparisons if f"{c['metric']} {c['cell_id']}" == cell and c.get("change_pct") is not None]
+        if not rows:
+            continue
+        high = [None if c.get("change_high_pct") is None else c["change_high_pct"] - c["change_pct"] for c in rows]
+        low = [None if c.get("change_low_pct") is None else c["change_pct"] - c["change_low_pct"] for c in rows]
+        traces.append({
+            "type": "scatter", "mode": "markers", "name": cell, "x": [c["change_pct"] for c in rows],
+            "y": [row[c["candidate"]] + dodge(i) for c in rows], "text": [c["candidate"] for c in rows],
+            "marker": {"color": PALETTE[i % len(PALETTE)], "size": 8},
+            "error_x": {"type": "data", "symmetric": False, "array": high, "arrayminus": low, "thickness": 1.5},
+            "customdata": [[c["decision"], c["runs"], c["baseline_runs"]] for c in rows],
+            "hovertemplate": "%{text}: %{x:+.1f}% (%{customdata[0]}; %{customdata[1]} vs %{customdata[2]} runs)"
+                             "<extra>%{fullData.name}</extra>",
+        })
+        limit = rows[0]["limit_pct"] * (1 if rows[0]["metric"] in ("ttft_s", "ttft_p90_s") else -1)
+        shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": limit, "x1": limit, "y0": 0, "y1": 1,
+                       "line": {"color": PALETTE[i % len(PALETTE)], "dash": "dash", "width": 1}})
+    shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": 0, "x1": 0, "y0": 0, "y1": 1,
+                   "line": {"color": "#6b7280", "width": 1}})
+    layout = {**_LAYOUT, "title": {"text": "Change vs the baseline, 95% interval over runs (dashed: the rule's limit)"},
+              "xaxis": {**_AXIS, "title": {"text": "change (%)"}, "zeroline": False},
+              "yaxis": {**_AXIS, "tickvals": list(row.values()), "ticktext": list(row), "automargin": True,
+                        "range": [-0.6, len(row) - 0.4], "zeroline": False},
+              "shapes": shapes, "legend": {"title": {"text": "metric and cell"}},
+              "height": max(320, 60 + 40 * len({c["candidate"] for c in comparisons}))}
+    if not traces:
+        layout["annotations"] = [{"text": "no comparisons judged yet", "showarrow": False, "xref": "paper",
+                                  "yref": "paper", "x": 0.5, "y": 0.5}]
     return {"data": traces, "layout": layout}
 
 

@@ -119,3 +119,50 @@ def side_by_side(cells: pd.DataFrame, labels: list[str]) -> list[Table]:
             table.add([cell_id] + [fmt(v, spec, scale) for v in row.values])
         tables.append(table)
     return tables
+
+
+#: (column, metric, format spec, scale) of a decode estimate table
+_DECODE_ESTIMATES = [("Aggregate tok/s", "aggregate_tok_s", ".1f", 1.0),
+                     ("Steady-state tok/s", "steady_tok_s", ".1f", 1.0),
+                     ("Per request tok/s", "per_request_tok_s", ".1f", 1.0),
+                     ("TTFT ms", "ttft_s", ".0f", 1000.0)]
+_PREFILL_ESTIMATES = [("Prefill tok/s", "prefill_tok_s", ".0f", 1.0), ("First token ms", "ttft_s", ".0f", 1000.0)]
+
+
+def estimate_text(values: list, spec: str, scale: float = 1.0) -> str:
+    """'412.3 [398.1, 426.5]': the mean over runs with its 95% interval; one run is just its figure."""
+    from ..estimates import Estimate
+
+    figures = [v * scale for v in (number(x) for x in values) if v is not None]
+    if not figures:
+        return "-"
+    e = Estimate.of(figures)
+    if e.low is None:
+        return f"{e.mean:{spec}}"
+    return f"{e.mean:{spec}} [{e.low:{spec}}, {e.high:{spec}}]"
+
+
+def estimate_tables(cells: pd.DataFrame, label: str = "candidate") -> list[Table]:
+    """Per category (and for cold prefill): each candidate's mean over its runs with a 95% interval, valid
+    cells only. Runs are the unit: a cell's figure in each run is one observation."""
+    if cells.empty or "kind" not in cells:
+        return []
+    valid = cells[cells["valid"].astype(bool)]
+    tables = []
+    for kind, key, columns in (("decode", "concurrency", _DECODE_ESTIMATES),
+                               ("prefill", "target_prompt_tokens", _PREFILL_ESTIMATES)):
+        part = valid[valid["kind"] == kind]
+        for category, group in (part.groupby("category", sort=False) if kind == "decode" else [(None, part)]):
+            if group.empty:
+                continue
+            title = f"Decode, {category} prompts" if kind == "decode" else "Cold prefill"
+            table = Table([label.capitalize(), "Concurrency" if kind == "decode" else "Prompt tokens", "Runs"]
+                          + [c[0] for c in columns if c[1] in group], title=title + " (mean of runs, 95% interval)")
+            order = list(dict.fromkeys(group[label]))
+            for name in order:
+                mine = group[group[label] == name]
+                for at, rows in mine.groupby(key, sort=True):
+                    table.add([name, int(at), len(rows)] + [estimate_text(list(rows[metric]), spec, scale)
+                                                            for _, metric, spec, scale in columns if metric in group])
+            tables.append(table)
+    return tables

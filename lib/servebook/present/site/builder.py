@@ -27,8 +27,11 @@ from ...util.files import atomic_write_bytes
 from ...util.progress import Reporter
 from ..comparison import diff_table
 from .notebook_html import render_notebook
-from .pages import (LOG_LINES, cells_detail, charts, content_hash, environment_table, planning_table, run_fingerprint,
-                    sections, status_reason, summarize_run)
+from ..figures import forest_spec
+from ..tables import DECODE_DEFINITIONS, GAP_NOTE, PREFILL_DEFINITIONS, estimate_tables
+from .pages import (ESTIMATE_NOTE, LOG_LINES, cells_detail, cells_frame, charts, comparisons_of, content_hash,
+                    environment_table, judged_runs, noise_table_for, planning_table, run_fingerprint, sections,
+                    status_reason, summarize_run)
 
 _HERE = Path(__file__).parent
 TEMPLATES = _HERE / "templates"
@@ -58,7 +61,12 @@ class SiteBuilder:
     @cached_property
     def template_version(self) -> str:
         # The renderer's own code is an input of every page too.
-        sources = [p for folder in (TEMPLATES, ASSETS) for p in sorted(folder.iterdir())] + [Path(__file__)]
+        # The renderer's own code is an input of every page too: templates, assets and every module that
+        # draws (present/, the rendering blocks, the statistics the pages show).
+        package = _HERE.parents[1]
+        code = sorted(package.joinpath("present").rglob("*.py")) + [package / "util" / "render.py",
+                                                                   package / "estimates.py", package / "verdicts.py"]
+        sources = [p for folder in (TEMPLATES, ASSETS) for p in sorted(folder.iterdir())] + code
         parts = [(p.name, p.read_bytes()) for p in sources]
         return hashlib.sha256(repr(parts).encode() + __version__.encode()).hexdigest()[:16]
 
@@ -208,28 +216,33 @@ class SiteBuilder:
         return listing
 
     def _study_page(self, name: str, runs: list[dict], links: list) -> None:
-        latest: dict[str, dict] = {}
-        for s in runs:  # run ids sort by time: the newest run of each candidate wins
-            latest[s["label"]] = s
-        chosen = list(latest.values())
-        inputs = [[s["fingerprint"] for s in chosen], links]
+        groups = judged_runs(runs)
+        chosen = [group[-1] for group in groups.values()]  # each candidate's newest judged run
+        shown = [s for group in groups.values() for s in group]
+        inputs = [[s["fingerprint"] for s in shown], links]
 
         def render() -> str:
-            diff_frame = diff_table({s["label"]: s["candidate"] for s in chosen})
             rules_source = next((s for s in chosen if s["rules"]), None)
+            rules = rules_source["rules"] if rules_source else None
             study = {
                 "name": name,
                 "winner": [s["label"] for s in chosen if s["verdict"] == "accepted"],
-                "rules": rules_source["rules"] if rules_source else None,
+                "rules": rules,
                 "rules_hash": rules_source["rules_hash"] if rules_source else None,
-                "candidates": [{"label": s["label"], "run_id": s["run_id"], "status": s["status"],
-                                "verdict": s["verdict"], "reasons": s["reasons"] or status_reason(s)} for s in chosen],
-                "diff": diff_frame,
-                "sections": sections([s for s in chosen if s["cells"]]),
+                "candidates": [{"label": label, "run_id": group[-1]["run_id"], "runs": len(group),
+                                "status": group[-1]["status"], "verdict": group[-1]["verdict"],
+                                "reasons": group[-1]["reasons"] or status_reason(group[-1])}
+                               for label, group in groups.items()],
+                "diff": diff_table({s["label"]: s["candidate"] for s in chosen}),
+                "estimates": estimate_tables(cells_frame([s for s in shown if s["cells"]])),
+                "noise": noise_table_for(groups, rules),
                 "planning": planning_table(chosen),
+                "definitions": DECODE_DEFINITIONS + PREFILL_DEFINITIONS + [GAP_NOTE, ESTIMATE_NOTE],
             }
+            forest = forest_spec(comparisons_of(chosen))
             return self._render("study.html.j2", "../", title=f"study {name}", study=study,
-                                charts=charts([s for s in chosen if s["cells"]], "study"))
+                                charts=[{"id": "study-forest", "figure": forest}]
+                                + charts([s for s in shown if s["cells"]], "study"))
 
         self._page(f"studies/{_slug(name)}.html", inputs, render)
 

@@ -164,3 +164,46 @@ def status_reason(s: dict) -> list[str]:
     return ["not judged"]
 
 
+
+
+ESTIMATE_NOTE = ("With repeats, each figure is the mean over the candidate's runs with a 95% t interval; a change "
+                 "vs the baseline is the ratio of means with a 95% Welch interval on the log scale. Runs are the "
+                 "unit: requests inside a run are not independent evidence.")
+
+
+def judged_runs(runs: list[dict]) -> dict[str, list[dict]]:
+    """label -> the runs its latest verdict compared (oldest first), else its newest run alone."""
+    by_id = {s["run_id"]: s for s in runs}
+    out: dict[str, list[dict]] = {}
+    for s in runs:  # run ids sort by time
+        out.setdefault(s["label"], []).append(s)
+    for label, group in out.items():
+        judged = next((r for r in reversed(group) if r["verdicts"]), None)
+        ids = (judged["verdicts"][-1].get("run_ids") or [judged["run_id"]]) if judged else [group[-1]["run_id"]]
+        out[label] = [by_id[i] for i in ids if i in by_id] or [group[-1]]
+    return out
+
+
+def comparisons_of(chosen: list[dict]) -> list[dict]:
+    """Every typed comparison of the candidates' latest verdicts, labelled by candidate."""
+    out = []
+    for s in chosen:
+        event = s["verdicts"][-1] if s["verdicts"] else {}
+        for c in event.get("comparisons") or []:
+            if "decision" in c:  # events written before intervals existed carry no interval
+                out.append({**c, "candidate": s["label"]})
+    return out
+
+
+def noise_table_for(groups: dict[str, list[dict]], rules: dict | None) -> Table | None:
+    """The baseline's between-run spread at every judged cell, from the baseline runs the verdicts used."""
+    from ...config.rules import VerdictRules
+    from ...verdicts import baseline_evidence, noise_rows
+    from ..views import noise_table
+
+    if not rules or rules.get("baseline") not in groups:
+        return None
+    verdict_rules = VerdictRules.model_validate(rules)
+    baseline = [pd.DataFrame(s["cells"]) for s in groups[rules["baseline"]] if s["cells"]]
+    rows = noise_rows(baseline_evidence(baseline), verdict_rules)
+    return noise_table(rows) if rows else None
