@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ from .journal import Journal, RunRecord
 from .present import RunComparison
 from .util.paths import repo_data_dir
 from .util.progress import Reporter
-from .verdicts import study_runs
+from .verdicts import judge, noise_floor
 
 
 def project_path(path: str | None) -> str | None:
@@ -72,9 +73,12 @@ def compare(*, study_path: str | None = None, run_ids: list[str] | None = None,
         return RunComparison([j.run(r) for r in run_ids])
     if study_path:
         study = load_study(project_path(study_path))
-        runs = [record for _, record in study_runs(study, j) if record is not None]
+        judged = judge(study, j, append=False)
+        runs = [record for item in judged for record in item.records]
         if not runs:
             raise InputError(f"{study_path}: no runs of study {study.name} in {Path(journal).resolve()}; "
                              f"run `servebook sweep {study_path}` first")
-        return RunComparison(runs)
+        comparisons = [{**asdict(c), "candidate": item.entry.name} for item in judged if item.verdict
+                       for c in item.verdict.comparisons]
+        return RunComparison(runs, comparisons, noise_floor(study, j))
     raise InputError("parameters: set study_path or run_ids")

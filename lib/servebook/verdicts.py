@@ -18,7 +18,7 @@ import pandas as pd
 from .config.errors import InputError
 from .config.rules import LOWER_IS_BETTER, METRIC_WORDS, ComparisonRule, VerdictRules
 from .config.study import Study, StudyEntry
-from .estimates import Change, Decision, Estimate, change, decide, repeats_to_decide, runs_needed_for
+from .estimates import CONFIDENCE, Change, Decision, Estimate, change, decide, repeats_to_decide, runs_needed_for
 from .journal.manifest import Failure, Manifest
 from .journal.store import Journal, RunRecord
 
@@ -45,6 +45,7 @@ class Comparison:
     decision: Decision
     ok: bool
     repeats_to_decide: int | None = None
+    confidence_pct: float = 100 * CONFIDENCE
 
     @property
     def where(self) -> str:
@@ -80,7 +81,7 @@ class Verdict:
             return True
         if self.outcome == "failed" or any(c.decision == "fail" for c in self.comparisons):
             return False
-        compared_only = all(r.startswith(("within limits:", "left out:")) or any(r == c.text() for c in
+        compared_only = all(r.startswith(("within limits:", "left out:", "intervals:")) or any(r == c.text() for c in
                             self.comparisons) for r in self.reasons) if self.outcome == "rejected" else True
         return compared_only and any(c.decision == "single" for c in self.comparisons)
 
@@ -112,8 +113,8 @@ def _figures(runs: list[pd.DataFrame], rule: ComparisonRule) -> dict[str, list[f
 
 
 def compare_rule(runs: list[pd.DataFrame], baseline_runs: list[pd.DataFrame],
-                 rule: ComparisonRule) -> list[Comparison]:
-    """Every cell the rule selects, in the candidate's cell order, compared over runs."""
+                 rule: ComparisonRule, confidence: float = CONFIDENCE) -> list[Comparison]:
+    """Every cell the rule selects, in the candidate's cell order, compared over runs at `confidence`."""
     if isinstance(runs, pd.DataFrame):
         runs = [runs]
     if isinstance(baseline_runs, pd.DataFrame):
@@ -126,7 +127,7 @@ def compare_rule(runs: list[pd.DataFrame], baseline_runs: list[pd.DataFrame],
         if cell_id not in theirs:
             continue
         row = described[cell_id]
-        found: Change | None = change(values, theirs[cell_id])
+        found: Change | None = change(values, theirs[cell_id], confidence)
         decision = decide(found, rule.max_regression_pct, lower)
         regression = None if found is None else (found.pct if lower else -found.pct)
         ok = decision == "pass" or (decision == "single" and regression <= rule.max_regression_pct)
@@ -140,8 +141,8 @@ def compare_rule(runs: list[pd.DataFrame], baseline_runs: list[pd.DataFrame],
             change_pct=None if found is None else found.pct,
             change_low_pct=found.low if found is not None else None,
             change_high_pct=found.high if found is not None else None,
-            limit_pct=rule.max_regression_pct, decision=decision, ok=bool(ok),
-            repeats_to_decide=repeats_to_decide(found, rule.max_regression_pct, lower)
+            limit_pct=rule.max_regression_pct, decision=decision, ok=bool(ok), confidence_pct=100 * confidence,
+            repeats_to_decide=repeats_to_decide(found, rule.max_regression_pct, lower, confidence)
             if decision == "straddle" else None,
         ))
     return out
@@ -201,11 +202,20 @@ def judge_runs(runs: list[tuple[Manifest | None, pd.DataFrame | None]], baseline
     return verdict
 
 
+def family_confidence(runs: list[pd.DataFrame], baseline_runs: list[pd.DataFrame], rules: VerdictRules) -> float:
+    """Each cell's interval confidence such that all of a verdict's cells hold together at 95% (Bonferroni):
+    a verdict that looks at ten cells would otherwise find one 'beyond the limit' by chance."""
+    cells = sum(len(set(_figures(runs, rule)) & set(_figures(baseline_runs, rule))) for rule in rules.rules)
+    return 1.0 - (1.0 - CONFIDENCE) / max(1, cells)
+
+
 def _compare(completed, baseline_runs, rules: VerdictRules, reasons: list[str]) -> Verdict:
     comparisons: list[Comparison] = []
     failing, straddling, passing = [], [], []
+    runs = [cells for _, cells in completed]
+    confidence = family_confidence(runs, baseline_runs, rules)
     for rule in rules.rules:
-        found = compare_rule([cells for _, cells in completed], baseline_runs, rule)
+        found = compare_rule(runs, baseline_runs, rule, confidence)
         comparisons.extend(found)
         if not found:
             failing.append(describe(rule, found))
@@ -219,12 +229,15 @@ def _compare(completed, baseline_runs, rules: VerdictRules, reasons: list[str]) 
                 failing.append(c.text())
         if found and all(c.ok for c in found):
             passing.append(f"{METRIC_WORDS[rule.metric]}: {describe(rule, found)}")
+    intervals = ([f"intervals: {100 * confidence:.1f}% per cell, so that all {len(comparisons)} judged cells hold "
+                  f"together at {100 * CONFIDENCE:.0f}%"] if len(comparisons) > 1
+                 and any(c.change_low_pct is not None for c in comparisons) else [])
     if reasons or failing:
-        return Verdict("rejected", reasons + failing + straddling + [f"within limits: {t}" for t in passing],
-                       comparisons)
+        return Verdict("rejected", reasons + failing + straddling + [f"within limits: {t}" for t in passing]
+                       + intervals, comparisons)
     if straddling:
-        return Verdict("inconclusive", straddling + [f"within limits: {t}" for t in passing], comparisons)
-    return Verdict("accepted", passing or ["valid, and no comparison rules to apply"], comparisons)
+        return Verdict("inconclusive", straddling + [f"within limits: {t}" for t in passing] + intervals, comparisons)
+    return Verdict("accepted", (passing or ["valid, and no comparison rules to apply"]) + intervals, comparisons)
 
 
 def judge_run(manifest: Manifest | None, cells: pd.DataFrame | None, baseline_cells: pd.DataFrame | None,

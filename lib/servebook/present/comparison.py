@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
 from ..journal.store import RunRecord
 from ..util.render import Block, Renderable, Table, Text
-from .figures import cells_frame, run_figures
-from .tables import side_by_side
+from .figures import as_figure, cells_frame, forest_spec, run_figures
+from .tables import estimate_tables, side_by_side
+from .views import noise_table
 
 
 def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
@@ -52,10 +53,22 @@ def failure_reasons(record: RunRecord) -> list[str]:
 
 @dataclass
 class RunComparison(Renderable):
+    """Runs side by side. With repeats (several runs of one candidate) the figures are means over runs with
+    intervals, and `comparisons` (typed, from the verdicts) draw the forest plot."""
+
     runs: list[RunRecord]
+    comparisons: list[dict] = field(default_factory=list)
+    noise: list = field(default_factory=list)  # of verdicts.NoiseFloor
+
+    @property
+    def repeated(self) -> bool:
+        names = [run.candidate_label for run in self.runs]
+        return len(set(names)) < len(names)
 
     @property
     def labels(self) -> list[str]:
+        if self.repeated:  # repeats share their candidate's label: the tables show means over them
+            return [run.candidate_label for run in self.runs]
         seen: dict[str, int] = {}
         out = []
         for run in self.runs:
@@ -66,16 +79,14 @@ class RunComparison(Renderable):
 
     def verdicts(self) -> Table:
         table = Table(["candidate", "run", "status", "verdict", "reasons"], title="Verdicts")
-        for label, run in zip(self.labels, self.runs):
+        newest = {label: run for label, run in zip(self.labels, self.runs)}
+        for label, run in newest.items():
             verdict = run.latest_verdict or {}
             reasons = verdict.get("reasons") or failure_reasons(run)
             outcome = verdict.get("outcome", "-")
             table.add([label, run.run_id, run.status, outcome, "; ".join(reasons)],
                       {"accepted": "accepted", "failed": "invalid"}.get(outcome, ""))
         return table
-
-    def config_diff(self) -> pd.DataFrame:
-        return config_diff({label: run.identity.candidate for label, run in zip(self.labels, self.runs)})
 
     def cells(self) -> pd.DataFrame:
         cells = cells_frame(self.runs)
@@ -84,12 +95,19 @@ class RunComparison(Renderable):
         label_of = dict(zip((r.run_id for r in self.runs), self.labels))
         return cells.assign(label=cells["run_id"].map(label_of))
 
+    def config_diff(self) -> pd.DataFrame:
+        return config_diff({label: run.identity.candidate for label, run in zip(self.labels, self.runs)})
+
     def tables(self) -> list[Table]:
         diff = Table.from_frame(self.config_diff(), title="Knobs that differ", index="knob")
-        return [self.verdicts(), diff] + side_by_side(self.cells(), self.labels)
+        figures = (estimate_tables(self.cells().assign(candidate=lambda f: f["label"])) if self.repeated
+                   else side_by_side(self.cells(), self.labels))
+        noise = [noise_table(self.noise)] if self.noise else []
+        return [self.verdicts(), *noise, diff] + figures
 
     def blocks(self) -> list[Block]:
         return [Text(f"{len(self.runs)} runs compared", "heading"), *self.tables()]
 
     def figures(self) -> list:
-        return run_figures(self.runs)
+        forest = [as_figure(forest_spec(self.comparisons))] if self.comparisons else []
+        return forest + run_figures(self.runs)

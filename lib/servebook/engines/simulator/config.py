@@ -21,6 +21,10 @@ class TimingModel:
     slots: int = 4
     draft_tokens: int = 0
     acceptance: float = 0.7
+    #: every duration times this: a planted regression (simulator flag --sim-slowdown, e.g. 1.1 for 10% slower)
+    slowdown: float = 1.0
+    #: between-launch spread: each launch draws its own speed, lognormal with this CV (--sim-run-noise)
+    run_noise: float = 0.0
 
 
 @dataclass
@@ -41,7 +45,12 @@ def parse_engine_argv(flavor: str, argv: list[str], faults: set[str]) -> SimConf
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
-    timing = TimingModel()
+    # Simulator-only flags (passed through a candidate's extra_args): a planted slowdown and launch-to-launch
+    # noise, so the statistics of verdicts can be tested against a known truth.
+    parser.add_argument("--sim-slowdown", type=float, default=1.0)
+    parser.add_argument("--sim-run-noise", type=float, default=0.0)
+    known, _ = parser.parse_known_args(argv)
+    timing = TimingModel(slowdown=known.sim_slowdown, run_noise=known.sim_run_noise)
     if flavor == "llamacpp":
         parser.add_argument("-m", "--model", default="model.gguf")
         parser.add_argument("-np", "--parallel", type=int, default=4)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import random
 import re
 import time
@@ -98,6 +99,11 @@ class Engine:
         self.measured_tokens = 0
         self.measured_requests = 0
         self.rng = random.Random(config.port)
+        timing = config.timing
+        # This launch's own speed: a planted slowdown times a lognormal draw (seeded by the OS, so two
+        # launches of one configuration differ the way two launches of a real engine do).
+        noise = random.Random(os.urandom(8)).lognormvariate(0.0, timing.run_noise) if timing.run_noise else 1.0
+        self.speed = timing.slowdown * noise
 
     def cached_prefix(self, tokens: list[int]) -> int:
         best = 0
@@ -113,12 +119,13 @@ class Engine:
 
     def prefill_seconds(self, uncached: int) -> float:
         timing = self.config.timing
-        return uncached / timing.prefill_tok_s + math.ceil(uncached / timing.chunk) * timing.chunk_overhead_s
+        seconds = uncached / timing.prefill_tok_s + math.ceil(uncached / timing.chunk) * timing.chunk_overhead_s
+        return seconds * self.speed
 
     def step_seconds(self) -> float:
         timing = self.config.timing
         spec = 1 + 0.15 * timing.draft_tokens if timing.draft_tokens else 1
-        return (timing.step_base_s + timing.step_per_seq_s * max(1, self.running)) * spec
+        return (timing.step_base_s + timing.step_per_seq_s * max(1, self.running)) * spec * self.speed
 
     def tokens_this_step(self) -> tuple[int, int]:
         """(tokens emitted, drafted) for one decode step; a drafter emits runs of accepted tokens."""

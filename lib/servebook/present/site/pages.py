@@ -16,7 +16,7 @@ import pandas as pd
 from ...journal.store import RunRecord
 from ...util.render import Row, Table
 from ..figures import chunk_gap_histogram_data, figure_specs
-from ..tables import DECODE_DEFINITIONS, GAP_NOTE, PREFILL_DEFINITIONS, decode_tables, number, prefill_table
+from ..tables import DECODE_DEFINITIONS, GAP_NOTE, PREFILL_DEFINITIONS, decode_tables, fmt, number, prefill_table
 
 LOG_LINES = 60
 REPLICAS = (1, 2, 4, 8)
@@ -123,10 +123,14 @@ def sections(summaries: list[dict]) -> list[dict]:
 
 
 def cells_detail(summary: dict) -> Table:
-    frame = Table(["cell", "requests", "errors", "prompt tokens", "cached", "generated", "reconciliation", "valid"])
+    frame = Table(["cell", "requests", "errors", "prompt tokens", "cached", "generated", "steady tok/s",
+                   "ramp up / down", "others' CPU", "reconciliation", "valid"])
     for cell in summary["cells"]:
+        ramp = "-" if cell.get("ramp_up_s") is None else f"{cell['ramp_up_s']:.2f} s / {cell['ramp_down_s']:.2f} s"
+        foreign = cell.get("foreign_cpu_cores")
         frame.rows.append(Row([cell["cell_id"], cell["requests"], cell["errors"], cell["prompt_tokens"],
-                               cell["cached_tokens"], cell["completion_tokens"],
+                               cell["cached_tokens"], cell["completion_tokens"], fmt(cell.get("steady_tok_s")), ramp,
+                               "not checked" if foreign is None else f"{foreign:.2f} cores",
                                f"{cell['reconciliation']}: {cell['reconciliation_message']}",
                                "yes" if cell["valid"] else f"no: {cell['invalid_reasons']}"],
                               "" if cell["valid"] else "invalid"))

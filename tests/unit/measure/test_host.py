@@ -1,0 +1,34 @@
+"""Host interference from /proc: others' CPU is the host's busy time minus servebook's own processes."""
+
+import os
+
+from servebook.measure.host import CpuSample, cpu_sample, foreign_cores
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def fake_proc(root, busy_ticks: int, processes: dict[int, tuple[int, int]]):
+    """A /proc with a /proc/stat of `busy_ticks` user time and `processes` {pid: (ppid, cpu ticks)}."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "stat").write_text(f"cpu  {busy_ticks} 0 0 1000000 5 0 0 0 0 0\ncpu0 0 0 0 0 0 0 0 0 0 0\n")
+    for pid, (ppid, ticks) in processes.items():
+        (root / str(pid)).mkdir(exist_ok=True)
+        (root / str(pid) / "stat").write_text(
+            f"{pid} (name with) spaces) S {ppid} 0 0 0 0 0 0 0 0 0 {ticks} 0 0 0 20 0 1 0 0 0 0\n")
+    return root
+
+
+def test_the_engine_tree_and_this_process_are_ours_and_the_rest_is_foreign(tmp_path):
+    me = os.getpid()
+    before = cpu_sample(100, fake_proc(tmp_path / "a", 1000, {me: (1, 100), 100: (1, 200), 101: (100, 50),
+                                                              300: (1, 10)}))
+    after = cpu_sample(100, fake_proc(tmp_path / "b", 1000 + 4 * TICK, {me: (1, 100 + TICK), 100: (1, 200 + TICK),
+                                                                        101: (100, 50 + TICK), 300: (1, 10 + TICK)}))
+    after = CpuSample(before.t + 2.0, after.host_busy_s, after.own_s)
+    # 4 s of busy CPU in 2 s; 3 s of it ours (client, engine, engine's child): 1 s foreign over 2 s = 0.5 cores
+    assert abs(foreign_cores(before, after) - 0.5) < 1e-9
+
+
+def test_no_proc_stat_means_not_checked(tmp_path):
+    sample = CpuSample(0.0, None, 0.0)
+    assert foreign_cores(sample, CpuSample(1.0, None, 0.0)) is None
