@@ -160,14 +160,18 @@ def describe(rule: ComparisonRule, comparisons: list[Comparison]) -> str:
     return f"{len(comparisons)} cell(s) within limits, the worst {worst.text()}"
 
 
-DISTURBED = "host busy:"
+DISTURBED = ("host busy:", "gpu busy:")
+
+
+def _only_disturbed(reasons: str) -> bool:
+    parts = [r.strip() for r in str(reasons or "").split("; ") if r.strip()]
+    return bool(parts) and all(r.startswith(DISTURBED) for r in parts)
 
 
 def _undisturbed(cells: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(cells, disturbed cells): a cell whose only fault is other processes' load is evidence lost, not a
-    fault of the candidate, so it leaves the statistics instead of rejecting the candidate."""
-    reasons = cells["invalid_reasons"].fillna("").astype(str)
-    only_busy = ~cells["valid"].astype(bool) & reasons.str.startswith(DISTURBED) & ~reasons.str.contains("; ")
+    """(cells, disturbed cells): a cell whose only fault is other processes' load (host CPU or the engine's
+    GPU) is evidence lost, not a fault of the candidate, so it leaves the statistics instead of rejecting."""
+    only_busy = ~cells["valid"].astype(bool) & cells["invalid_reasons"].map(_only_disturbed)
     return cells[~only_busy], cells[only_busy]
 
 
@@ -192,12 +196,15 @@ def judge_runs(runs: list[tuple[Manifest | None, pd.DataFrame | None]], baseline
                   for row in disturbed.itertuples()]
         kept.append((manifest, cells))
         reasons += _run_problems(manifest, cells, rules, several=len(completed) > 1)
+    if not reasons and all(cells.empty for _, cells in kept):
+        return Verdict("inconclusive", ["every cell was disturbed by other load on the host, so nothing was "
+                                        "measured: run it again on a quiet host"] + notes)
     if is_baseline:
         outcome = "rejected" if reasons else "accepted"
         return Verdict(outcome, (reasons or ["baseline of the study"]) + notes)
     if not baseline_runs:
         return Verdict("rejected", reasons + ["no valid baseline run to compare against"] + notes)
-    verdict = _compare(kept, baseline_runs, rules, reasons)
+    verdict = _compare(kept, baseline_runs, rules, reasons, left_out=bool(notes))
     verdict.reasons += notes
     return verdict
 
@@ -209,7 +216,7 @@ def family_confidence(runs: list[pd.DataFrame], baseline_runs: list[pd.DataFrame
     return 1.0 - (1.0 - CONFIDENCE) / max(1, cells)
 
 
-def _compare(completed, baseline_runs, rules: VerdictRules, reasons: list[str]) -> Verdict:
+def _compare(completed, baseline_runs, rules: VerdictRules, reasons: list[str], left_out: bool = False) -> Verdict:
     comparisons: list[Comparison] = []
     failing, straddling, passing = [], [], []
     runs = [cells for _, cells in completed]
@@ -217,7 +224,10 @@ def _compare(completed, baseline_runs, rules: VerdictRules, reasons: list[str]) 
     for rule in rules.rules:
         found = compare_rule(runs, baseline_runs, rule, confidence)
         comparisons.extend(found)
-        if not found:
+        if not found and left_out:
+            straddling.append(f"inconclusive: {METRIC_WORDS[rule.metric]}: no cell left to compare once the "
+                              "disturbed cells were left out")
+        elif not found:
             failing.append(describe(rule, found))
         for c in found:
             if c.decision == "straddle":

@@ -103,7 +103,7 @@ def test_engine_killed_in_the_middle_of_a_cell(llama_install, tmp_path):
     assert [r.status for r in journal.runs()] == ["failed"]
 
 
-def test_a_run_next_to_a_busy_engine_has_disturbed_cells_and_is_rejected(llama_install, tmp_path):
+def test_a_run_next_to_a_busy_engine_has_disturbed_cells_left_out_of_the_verdict(llama_install, tmp_path):
     import threading
 
     from servebook.config import VerdictRules
@@ -125,8 +125,10 @@ def test_a_run_next_to_a_busy_engine_has_disturbed_cells_and_is_rejected(llama_i
             if stop.is_set():
                 return
             try:
-                httpx.post(f"http://127.0.0.1:{port}/completion", timeout=30,
-                           json={"prompt": "busy", "n_predict": 256, "ignore_eos": True})
+                answer = httpx.post(f"http://127.0.0.1:{port}/completion", timeout=30,
+                                    json={"prompt": "busy", "n_predict": 256, "ignore_eos": True})
+                if answer.status_code != 200:  # still loading
+                    time.sleep(0.2)
             except httpx.HTTPError:
                 time.sleep(0.2)
 
@@ -135,22 +137,35 @@ def test_a_run_next_to_a_busy_engine_has_disturbed_cells_and_is_rejected(llama_i
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not servers_on_port(port):
             time.sleep(0.05)
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
         for loader in loaders:
             loader.start()
         small = plan.model_copy(update={"prefill": None})
         record = run_candidate(tiny_candidate(), small, Journal(tmp_path), reporter=QUIET)
     finally:
         stop.set()
-        other.terminate()
+        other.kill()  # a busy llama-server drains its requests on SIGTERM; this one need not
         other.wait(10)
+        for loader in loaders:
+            loader.join(35)
     findings = record.manifest.environment.preflight
     assert [f.code for f in findings] == ["W_HOST_BUSY"]
     assert str(other.pid) in findings[0].message
     cells = record.table("cells")
     assert (cells["foreign_cpu_cores"] > 0.5).any(), cells["foreign_cpu_cores"].tolist()
     assert cells["invalid_reasons"].str.contains("host busy: other processes used").any()
+    # disturbed cells are lost evidence, not the candidate's fault: they leave the statistics, named
     verdict = judge_run(record.manifest, cells, None, VerdictRules(), is_baseline=True)
-    assert verdict.outcome == "rejected" and any("host busy" in r for r in verdict.reasons)
+    disturbed = cells[cells["invalid_reasons"].str.startswith("host busy")]
+    left_out = [r for r in verdict.reasons if r.startswith("left out:") and "host busy" in r]
+    assert len(left_out) == len(disturbed) > 0
+    assert verdict.outcome == ("inconclusive" if len(disturbed) == len(cells) else "accepted")
     telemetry = record.table("telemetry")
     assert set(telemetry["phase"]) == {"before", "after"} and telemetry["host_busy_cpu_s"].notna().all()
 

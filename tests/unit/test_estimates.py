@@ -87,3 +87,18 @@ def test_runs_needed_grow_as_the_limit_tightens_against_the_noise():
     assert runs_needed_for(20, 5) <= runs_needed_for(7, 5) <= runs_needed_for(3, 5)
     assert runs_needed_for(7, 0.5) == 2
     assert math.isfinite(runs_needed_for(7, 10) or math.inf)
+
+
+def test_disturbed_cells_leave_the_statistics_and_are_named():
+    baseline = [run_cells(v, 200) for v in (200, 198, 202, 201)]
+    mine = [run_cells(v, 200) for v in (199, 201, 200, 40)]
+    disturbed = mine[3]
+    disturbed.loc[disturbed.cell_id == "decode-prose-c4", ["valid", "invalid_reasons"]] = [
+        False, "gpu busy: other processes (777) on the engine's GPU during the cell"]
+    runs = [(Manifest(status="completed", run_id=f"r{i}"), c) for i, c in enumerate(mine)]
+    rules = VerdictRules(rules=[ComparisonRule(metric="aggregate_tok_s", concurrency=[4], category="prose",
+                                               max_regression_pct=7)])
+    verdict = judge_runs(runs, baseline, rules, is_baseline=False)
+    assert verdict.outcome != "rejected"
+    assert any(r.startswith("left out: run r3 decode-prose-c4 (gpu busy") for r in verdict.reasons)
+    assert verdict.comparisons[0].runs == 3

@@ -64,10 +64,15 @@ def _tree(proc: Path, roots: set[int]) -> set[int]:
     return members
 
 
+def own_processes(engine_pid: int | None, proc: Path = Path("/proc")) -> set[int]:
+    """This process (the client, its threads included) and the engine's process tree. Not this process's other
+    children: whatever else it started is someone else's load as far as the cell is concerned."""
+    return {os.getpid()} | (_tree(proc, {engine_pid}) if engine_pid else set())
+
+
 def cpu_sample(engine_pid: int | None, proc: Path = Path("/proc")) -> CpuSample:
-    roots = {os.getpid()} | ({engine_pid} if engine_pid else set())
     own = 0.0
-    for pid in _tree(proc, roots):
+    for pid in own_processes(engine_pid, proc):
         stat = _stat(proc, pid)
         own += stat[1] if stat else 0.0
     return CpuSample(time.monotonic(), _host_busy_s(proc), own)

@@ -27,7 +27,8 @@ from .scrape import scrape
 from ..config.plan import Plan
 from .prompts import decode_prompt, exact_length_prompt, filler_text
 from .gates import run_gate
-from .host import DEFAULT_MAX_FOREIGN_CORES, cpu_sample, foreign_cores, telemetry_rows
+from .gpu import GpuSampler, NvmlReader, summarize_gpu
+from .host import DEFAULT_MAX_FOREIGN_CORES, cpu_sample, foreign_cores, own_processes, telemetry_rows
 from .reconcile import ClientCounts, reconcile
 from .cells import plan_cells
 
@@ -105,6 +106,7 @@ class Measurement:
         self.engine_log = engine_log
         self.user_extras = dict(request_extras or {})
         self.engine_pid = engine_pid
+        self.gpus = NvmlReader()
         self.log = MeasurementLog()
         self.model_name = "default"
         self._filler: list[int] | None = None
@@ -237,7 +239,8 @@ class Measurement:
         before = await self._scrape()
         cpu_before = cpu_sample(self.engine_pid)
         runner = self._decode_requests if spec.kind == "decode" else self._prefill_requests
-        records = await runner(spec, on_done)
+        with GpuSampler(self.gpus) as gpu:
+            records = await runner(spec, on_done)
         if any(not r.ok for r in records):
             # A dead engine explains failed requests better than the requests do.
             try:
@@ -261,12 +264,19 @@ class Measurement:
         limit = self.plan.max_foreign_cpu_cores or DEFAULT_MAX_FOREIGN_CORES
         if foreign is not None and foreign > limit:
             extra.append(f"host busy: other processes used {foreign:.2f} CPU cores during the cell (limit {limit:g})")
+        own = own_processes(self.engine_pid) if self.engine_pid else set()
         summary = summarize_cell(spec, records, reconciliation, extra)
         # Not checked (None) where servebook does not know the engine's processes (attach, compose).
         summary["foreign_cpu_cores"] = foreign
+        summary.update(summarize_gpu(gpu.samples, own, summary["completion_tokens"], summary["wall_s"]))
+        if self.engine_pid and summary["gpu_foreign_pids"]:
+            reason = f"gpu busy: other processes ({summary['gpu_foreign_pids']}) on the engine's GPU during the cell"
+            summary["invalid_reasons"] = "; ".join(r for r in (summary["invalid_reasons"], reason) if r)
+            summary["valid"] = False
         outcome = CellOutcome(spec, records, before, after, summary)
         self.log.outcomes.append(outcome)
         self.log.telemetry.extend(telemetry_rows(spec.cell_id, cpu_before, cpu_after))
+        self.log.telemetry.extend(sample.row(spec.cell_id) for sample in gpu.samples)
         return outcome
 
 

@@ -124,13 +124,17 @@ def sections(summaries: list[dict]) -> list[dict]:
 
 def cells_detail(summary: dict) -> Table:
     frame = Table(["cell", "requests", "errors", "prompt tokens", "cached", "generated", "steady tok/s",
-                   "ramp up / down", "others' CPU", "reconciliation", "valid"])
+                   "ramp up / down", "others' CPU", "GPU", "reconciliation", "valid"])
     for cell in summary["cells"]:
+        power = cell.get("gpu_power_w")
+        gpu = "not sampled" if power is None else (
+            f"{power:.0f} W, {fmt(cell.get('joules_per_token'), '.3f')} J/token, {fmt(cell.get('tok_s_per_w'), '.2f')} "
+            f"tok/s/W" + (f", throttled: {cell['gpu_throttle']}" if cell.get("gpu_throttle") else ""))
         ramp = "-" if cell.get("ramp_up_s") is None else f"{cell['ramp_up_s']:.2f} s / {cell['ramp_down_s']:.2f} s"
         foreign = cell.get("foreign_cpu_cores")
         frame.rows.append(Row([cell["cell_id"], cell["requests"], cell["errors"], cell["prompt_tokens"],
                                cell["cached_tokens"], cell["completion_tokens"], fmt(cell.get("steady_tok_s")), ramp,
-                               "not checked" if foreign is None else f"{foreign:.2f} cores",
+                               "not checked" if foreign is None else f"{foreign:.2f} cores", gpu,
                                f"{cell['reconciliation']}: {cell['reconciliation_message']}",
                                "yes" if cell["valid"] else f"no: {cell['invalid_reasons']}"],
                               "" if cell["valid"] else "invalid"))
