@@ -1,0 +1,163 @@
+"""Random-weight GGUF models of realistic sizes (0.5B to 8B parameters), deterministic and cached.
+
+Same recipe as the tiny models: llama architecture, the qwen2 tokenizer copied from the vocab-only
+GGUF the llama-cpp-python sdist ships, the Qwen2.5 chat template, and seeded noise for weights,
+so a real llama-server loads them, tokenizes real text and honours json_schema. Their speed is a
+real model's of that shape (the arithmetic does not care what the weights are); their text is
+noise. Sizes follow public model shapes; `random:draft` is a small model of the same vocabulary
+to serve as a speculative drafter. Weights come from one seeded pool of noise, rolled per tensor,
+so a 1B model is written in seconds rather than drawn number by number.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..util.paths import cache_root
+from ..util.progress import Reporter
+from .llamacpp_build import LlamaCppInstall, find_llamacpp, install_llamacpp
+
+VOCAB_SOURCE = "ggml-vocab-qwen2.gguf"
+CHAT_TEMPLATE = "Qwen-Qwen2.5-7B-Instruct.jinja"
+RANDOM_PREFIX = "random:"
+_POOL = 1 << 24  # values in the noise pool every tensor is cut from
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """The shape of a llama-architecture model: what the engine's speed depends on."""
+
+    name: str
+    seed: int
+    embedding_length: int
+    block_count: int
+    feed_forward_length: int
+    head_count: int
+    head_count_kv: int
+    context_length: int = 32768
+    dtype: str = "f16"
+    recipe: int = 1  # bumped when the recipe changes, so old files are not mistaken for new ones
+
+    @property
+    def filename(self) -> str:
+        shape = f"d{self.embedding_length}-l{self.block_count}-f{self.feed_forward_length}-h{self.head_count}" \
+                f"-kv{self.head_count_kv}-{self.dtype}"
+        return f"random-{self.name}-{shape}-r{self.recipe}.gguf"
+
+    def parameters(self, n_vocab: int = 151936) -> int:
+        d, ff, kv = self.embedding_length, self.feed_forward_length, self.head_count_kv
+        d_kv = d // self.head_count * kv
+        per_block = 2 * d * d + 2 * d * d_kv + 3 * d * ff + 2 * d
+        return n_vocab * d + self.block_count * per_block + d
+
+    def kv_bytes_per_token(self, kv_dtype_bytes: int = 2) -> int:
+        """KV cache bytes per token: layers x KV heads x head dim x 2 (K and V) x element size."""
+        head_dim = self.embedding_length // self.head_count
+        return self.block_count * self.head_count_kv * head_dim * 2 * kv_dtype_bytes
+
+
+RANDOM_MODELS: dict[str, ModelSpec] = {
+    # shapes of public models of these sizes (Qwen2.5-0.5B, Llama-3.2-1B, Llama-3.2-3B, Llama-3.1-8B)
+    "0.5b": ModelSpec("0.5b", 11, 896, 24, 4864, 14, 2, context_length=131072),
+    "1b": ModelSpec("1b", 12, 2048, 16, 8192, 32, 8, context_length=131072),
+    "3b": ModelSpec("3b", 13, 3072, 28, 8192, 24, 8, context_length=131072),
+    "8b": ModelSpec("8b", 14, 4096, 32, 14336, 32, 8, context_length=131072),
+    "draft": ModelSpec("draft", 15, 512, 2, 1536, 8, 4, context_length=131072),
+}
+
+
+def models_dir() -> Path:
+    return cache_root() / "models"
+
+
+def random_model_path(spec: ModelSpec) -> Path:
+    return models_dir() / spec.filename
+
+
+def resolve_random(name: str) -> ModelSpec:
+    if name not in RANDOM_MODELS:
+        raise KeyError(f"unknown random model {name!r}; known: "
+                       + ", ".join(f"{RANDOM_PREFIX}{n}" for n in RANDOM_MODELS))
+    return RANDOM_MODELS[name]
+
+
+def ensure_model(spec: ModelSpec, install: LlamaCppInstall | None = None, reporter: Reporter | None = None) -> Path:
+    """The model's file, written once (deterministically) and cached."""
+    path = random_model_path(spec)
+    if not path.is_file():
+        reporter = reporter or Reporter(quiet=True)
+        install = install or find_llamacpp() or install_llamacpp(reporter=reporter)
+        with reporter.task(f"write random {spec.name} model ({spec.parameters() / 1e9:.2f}B parameters, "
+                           f"{spec.dtype})"):
+            write_model(spec, path, install)
+    return path
+
+
+def write_model(spec: ModelSpec, path: Path, install: LlamaCppInstall) -> Path:
+    """Write `spec` to `path` atomically (a temp file renamed into place)."""
+    from gguf import GGUFReader, GGUFValueType, GGUFWriter
+
+    vocab = GGUFReader(install.vocab_dir / VOCAB_SOURCE)
+    n_vocab = len(vocab.fields["tokenizer.ggml.tokens"].data)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    os.close(fd)
+    writer = GGUFWriter(tmp_name, "llama")
+    writer.add_name(f"servebook random {spec.name} (random weights)")
+    writer.add_context_length(spec.context_length)
+    writer.add_embedding_length(spec.embedding_length)
+    writer.add_block_count(spec.block_count)
+    writer.add_feed_forward_length(spec.feed_forward_length)
+    writer.add_head_count(spec.head_count)
+    writer.add_head_count_kv(spec.head_count_kv)
+    writer.add_layer_norm_rms_eps(1e-6)
+    writer.add_rope_freq_base(1_000_000.0)
+    writer.add_file_type({"f32": 0, "f16": 1}[spec.dtype])
+    for key, field in vocab.fields.items():
+        if not key.startswith("tokenizer.") or key == "tokenizer.chat_template":
+            continue
+        value_type = field.types[0]
+        sub_type = field.types[1] if value_type == GGUFValueType.ARRAY else None
+        writer.add_key_value(key, field.contents(), value_type, sub_type)
+    writer.add_chat_template((install.templates_dir / CHAT_TEMPLATE).read_text())
+    _add_weights(writer, spec, n_vocab)
+    try:
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_tensors_to_file()
+    finally:
+        writer.close()
+    os.replace(tmp_name, path)
+    return path
+
+
+def _add_weights(writer, spec: ModelSpec, n_vocab: int) -> None:
+    rng = np.random.default_rng(spec.seed)
+    dtype = np.float16 if spec.dtype == "f16" else np.float32
+    small = min(_POOL, 1 << 20) if spec.parameters(n_vocab) < 50_000_000 else _POOL
+    pool = (rng.standard_normal(small, dtype=np.float32) * 0.02).astype(dtype)
+    d, ff = spec.embedding_length, spec.feed_forward_length
+    d_kv = d // spec.head_count * spec.head_count_kv
+
+    def weight(*shape: int) -> np.ndarray:
+        # numpy shapes are ggml's reversed: token_embd is ggml [d, n_vocab].
+        start = int(rng.integers(0, pool.size))
+        return np.resize(np.roll(pool, -start), shape)
+
+    writer.add_tensor("token_embd.weight", weight(n_vocab, d))
+    writer.add_tensor("output_norm.weight", np.ones(d, dtype=np.float32))
+    for i in range(spec.block_count):
+        writer.add_tensor(f"blk.{i}.attn_norm.weight", np.ones(d, dtype=np.float32))
+        writer.add_tensor(f"blk.{i}.attn_q.weight", weight(d, d))
+        writer.add_tensor(f"blk.{i}.attn_k.weight", weight(d_kv, d))
+        writer.add_tensor(f"blk.{i}.attn_v.weight", weight(d_kv, d))
+        writer.add_tensor(f"blk.{i}.attn_output.weight", weight(d, d))
+        writer.add_tensor(f"blk.{i}.ffn_norm.weight", np.ones(d, dtype=np.float32))
+        writer.add_tensor(f"blk.{i}.ffn_gate.weight", weight(ff, d))
+        writer.add_tensor(f"blk.{i}.ffn_up.weight", weight(ff, d))
+        writer.add_tensor(f"blk.{i}.ffn_down.weight", weight(d, ff))
