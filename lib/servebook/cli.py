@@ -61,24 +61,33 @@ def _friendly(fn):
 @_friendly
 def engine_install(
     kind: str = typer.Argument("llamacpp", help="engine to build; only llamacpp is built locally"),
+    backend: str = typer.Option("auto", help="cpu, cuda (for the GPUs nvidia-smi reports), or auto: cuda where "
+                                             "nvcc and a GPU are there"),
+    source: Optional[Path] = typer.Option(None, help="a llama.cpp source tree or .tar.gz to build instead of the "
+                                                     "PyPI sdist (hosts without network)"),
     force: bool = typer.Option(False, help="rebuild even if a build is cached"),
 ):
-    """Build llama-server from the pinned llama-cpp-python sdist and cache it (idempotent)."""
+    """Build llama-server from the pinned llama-cpp-python sdist and cache it (idempotent, per backend)."""
+    from .engines.llamacpp_build import default_backend
+
     if kind != "llamacpp":
         raise InputError(f"engine install: only llamacpp is built here, not {kind!r}")
-    install = install_llamacpp(reporter=Reporter(), force=force)
-    out.print(f"llama-server: {install.server}")
+    chosen = default_backend() if backend == "auto" else backend
+    install = install_llamacpp(reporter=Reporter(), force=force, backend=chosen, source=source)
+    out.print(f"llama-server ({install.backend}): {install.server}")
 
 
 @engine_app.command("info")
 @_friendly
 def engine_info():
-    """Where the cached engine build is, and what it is."""
-    install = find_llamacpp()
-    if install is None:
+    """The cached engine builds (CPU and CUDA), and which one candidates use here."""
+    builds = {b: find_llamacpp(backend=b) for b in ("cpu", "cuda")}
+    if not any(builds.values()):
         out.print("llama-server is not built; run `servebook engine install llamacpp`")
         raise typer.Exit(1)
-    out.print_json(data={"server": str(install.server), **install.info})
+    used = find_llamacpp()
+    out.print_json(data={"used": used.backend if used else None,
+                         "builds": {b: {"server": str(i.server), **i.info} for b, i in builds.items() if i}})
 
 
 @models_app.command("tiny")
@@ -89,6 +98,41 @@ def models_tiny():
 
     for name, path in ensure_tiny_models(reporter=Reporter()).items():
         out.print(f"tiny:{name}  {path}  ({path.stat().st_size / 1e6:.0f} MB)")
+
+
+@models_app.command("random")
+@_friendly
+def models_random(
+    params: Optional[str] = typer.Option(None, help="a preset: 0.5b, 1b, 3b, 8b, or draft (writes it and the draft)"),
+    name: Optional[str] = typer.Option(None, help="with a shape: the name candidates use, as random:NAME"),
+    layers: Optional[int] = typer.Option(None), width: Optional[int] = typer.Option(None),
+    heads: Optional[int] = typer.Option(None), kv_heads: Optional[int] = typer.Option(None),
+    ffn: Optional[int] = typer.Option(None), dtype: str = typer.Option("f16", help="f16 or f32"),
+):
+    """Write a realistic-size random-weight model (deterministic, cached): a preset or any llama shape."""
+    from .engines.random_models import RANDOM_MODELS, custom_spec, ensure_model
+
+    shape = {"layers": layers, "width": width, "heads": heads, "kv_heads": kv_heads, "ffn": ffn}
+    if params and any(v is not None for v in shape.values()):
+        raise InputError("models random: give --params, or a shape (--name --layers --width --heads --kv-heads "
+                         "--ffn), not both")
+    if params:
+        if params not in RANDOM_MODELS:
+            raise InputError(f"--params {params!r}: choose one of {', '.join(RANDOM_MODELS)}")
+        specs = [RANDOM_MODELS[params]] + ([RANDOM_MODELS["draft"]] if params != "draft" else [])
+    else:
+        missing = [k for k, v in shape.items() if v is None]
+        if missing or not name:
+            raise InputError("models random: give --params 0.5b|1b|3b|8b, or --name and every one of --layers "
+                             "--width --heads --kv-heads --ffn" + (f" (missing: {', '.join(missing)})" if missing else ""))
+        try:
+            specs = [custom_spec(name, dtype=dtype, **shape)]
+        except ValueError as error:
+            raise InputError(f"models random: {error}") from None
+    for spec in specs:
+        path = ensure_model(spec, reporter=Reporter())
+        out.print(f"random:{spec.name}  {path}  ({spec.parameters() / 1e9:.2f}B parameters, "
+                  f"{path.stat().st_size / 1e9:.2f} GB)")
 
 
 @app.command("run")

@@ -105,6 +105,8 @@ def _environment(candidate: Candidate, adapter: EngineAdapter, paths: ResolvedPa
     data = fingerprint(engine_binary=paths.engine_binary if local else None,
                        model_path=paths.model_path if local else None)
     data.update(paths.gpu_fingerprint)
+    if not candidate.launch.simulator:
+        data.update(adapter.build_fingerprint(candidate))
     data.update({"image": candidate.launch.image, "image_digest": candidate.pins.image_digest,
                  "model_revision": candidate.model.revision, "simulated": candidate.launch.simulator,
                  "preflight": paths.findings_json()})

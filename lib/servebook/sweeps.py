@@ -71,13 +71,14 @@ def dry_run(study: Study) -> list[DryRunEntry]:
 
 
 def _display_path(value: str | None) -> str | None:
-    """Where a tiny: model will live, without generating it."""
-    from .launch.preflight import TINY_PREFIX
-    from .engines.tiny_models import TINY_MODELS, tiny_model_path
+    """Where a tiny: or random: model will live, without generating it."""
+    from .engines.random_models import generated_path
 
-    if value and value.startswith(TINY_PREFIX) and value[len(TINY_PREFIX):] in TINY_MODELS:
-        return str(tiny_model_path(value[len(TINY_PREFIX):]))
-    return value
+    try:
+        found = generated_path(value) if value else None
+    except KeyError:
+        return value
+    return str(found) if found is not None else value
 
 
 class _ProgressStream:

@@ -85,6 +85,8 @@ class Knobs(_Strict):
     kv_dtype: str | None = Field(None, description="KV cache element type, engine-specific names")
     context_length: int | None = Field(None, ge=256)
     tensor_parallel_size: int = Field(1, ge=1, le=64)
+    gpu_layers: int | None = Field(None, ge=0, description="llama.cpp: layers offloaded to the GPU (-ngl); every "
+                                                             "layer on a CUDA build when unset, none on a CPU build")
 
 
 class Resources(_Strict):

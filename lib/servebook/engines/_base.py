@@ -79,6 +79,18 @@ class EngineAdapter(ABC):
     #: whether the engine is a local binary whose --version and model file go into the fingerprint
     fingerprints_binary: bool = False
 
+    def build_fingerprint(self, candidate: "Candidate") -> dict:
+        """What the environment records of the engine's build (servebook-built engines only)."""
+        return {}
+
+    def uses_gpus(self, candidate: "Candidate") -> bool:
+        """Whether this candidate runs on the host's GPUs (so preflight checks them and telemetry samples them)."""
+        return False
+
+    def check_common_knobs(self, candidate: "Candidate") -> None:
+        if candidate.knobs.gpu_layers is not None:
+            raise ValueError(f"knobs.gpu_layers is a llama.cpp setting; {self.kind} places every layer itself")
+
     def local_binary(self, candidate: "Candidate", reporter) -> str:
         """The program that launches this engine on this host; InputError when it is not installed."""
         if candidate.launch.command:

@@ -54,8 +54,12 @@ class PythonServerAdapter(EngineAdapter):
     title: str = ""
     kv_types: tuple[str, ...] = ()
 
+    def uses_gpus(self, candidate) -> bool:
+        return True
+
     def check_common(self, candidate) -> None:
-        """The checks SGLang and vLLM share: a KV dtype they know, no llama.cpp-only drafter settings."""
+        """The checks SGLang and vLLM share: a KV dtype they know, no llama.cpp-only settings."""
+        self.check_common_knobs(candidate)
         knobs = candidate.knobs
         if knobs.kv_dtype is not None and knobs.kv_dtype not in self.kv_types:
             raise ValueError(f"knobs.kv_dtype: {self.title} accepts {', '.join(self.kv_types)}, "

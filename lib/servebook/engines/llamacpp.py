@@ -34,6 +34,7 @@ _OWNED = {
     "chunk_size": ("-b", "--batch-size", "-ub", "--ubatch-size"),
     "max_running_requests": ("-np", "--parallel"),
     "context_length": ("-c", "--ctx-size"),
+    "gpu_layers": ("-ngl", "--gpu-layers", "--n-gpu-layers"),
     "kv_dtype": ("-ctk", "--cache-type-k", "-ctv", "--cache-type-v"),
     "drafter": ("--spec-type", "-md", "--model-draft", "--spec-draft-model", "--spec-draft-n-max", "--spec-synth-len", "--spec-synth-rates",
                 "--spec-ngram-mod-n-max", "--spec-ngram-mod-n-min"),
@@ -62,6 +63,22 @@ class LlamaCppAdapter(EngineAdapter):
     container_port = 8080
     process_markers = (b"llama-server",)
     fingerprints_binary = True
+
+    def build_fingerprint(self, candidate: "Candidate") -> dict:
+        from .llamacpp_build import find_llamacpp
+
+        install = find_llamacpp()
+        if install is None:
+            return {}
+        flags = install.info.get("cmake_flags") or []
+        cuda = next((f.split("=", 1)[1] for f in flags if f.startswith("-DCMAKE_CUDA_ARCHITECTURES=")), None)
+        return {"engine_backend": install.backend, "engine_cuda_architectures": cuda}
+
+    def uses_gpus(self, candidate: "Candidate") -> bool:
+        from .llamacpp_build import find_llamacpp
+
+        install = find_llamacpp()
+        return install is not None and install.backend == "cuda" and candidate.knobs.gpu_layers != 0
 
     def local_binary(self, candidate: "Candidate", reporter) -> str:
         import os
@@ -114,6 +131,10 @@ class LlamaCppAdapter(EngineAdapter):
         binary = str(install.server) if install else "llama-server"
         knobs = candidate.knobs
         args = [binary, "-m", model_path, "--host", candidate.launch.host, "--port", str(port), "--metrics"]
+        if knobs.gpu_layers is not None:
+            args += ["-ngl", str(knobs.gpu_layers)]
+        elif install is not None and install.backend == "cuda":
+            args += ["-ngl", "999"]  # every layer: what a CUDA build is for
         if knobs.context_length is not None:
             args += ["-c", str(knobs.context_length)]
         if knobs.max_running_requests is not None:

@@ -1,9 +1,12 @@
 """Building and caching the embedded default engine: llama.cpp's `llama-server`.
 
 The llama-cpp-python sdist on PyPI carries the whole llama.cpp tree, so the only registry we
-need is PyPI. We build just the server target and keep it (plus the vocab-only GGUFs and chat
-templates the tiny models are made from) under the cache, keyed by version. A file lock makes
-two concurrent installs wait for each other instead of building twice or half-writing.
+need is PyPI (or a llama.cpp source tree or tarball given with `source`, for hosts without any
+network). We build just the server target and keep it (plus the vocab-only GGUFs and chat
+templates the random models are made from) under the cache, keyed by version and backend: the
+CPU build in `llamacpp/<version>/`, the CUDA build beside it in `llamacpp/<version>-cuda/`, built
+for the compute capability nvidia-smi reports. A file lock makes two concurrent installs wait for
+each other instead of building twice or half-writing.
 """
 
 from __future__ import annotations
@@ -39,6 +42,37 @@ CMAKE_FLAGS = (
 )
 
 
+BACKENDS = ("cpu", "cuda")
+
+
+def cuda_architectures(nvidia_smi_csv: str) -> str:
+    """CMake's CUDA architectures from `nvidia-smi --query-gpu=compute_cap --format=csv,noheader`: '9.0' -> '90'."""
+    caps = sorted({line.strip().replace(".", "") for line in nvidia_smi_csv.splitlines() if line.strip()})
+    if not caps or not all(c.isdigit() for c in caps):
+        raise EngineInstallError(f"cannot read the GPUs' compute capability from nvidia-smi: {nvidia_smi_csv!r}")
+    return ";".join(caps)
+
+
+def cmake_flags(backend: str, architectures: str | None = None) -> list[str]:
+    flags = list(CMAKE_FLAGS)
+    if backend == "cuda":
+        flags += ["-DGGML_CUDA=ON", f"-DCMAKE_CUDA_ARCHITECTURES={architectures}"]
+    return flags
+
+
+def _gpu_architectures() -> str:
+    if not shutil.which("nvidia-smi"):
+        raise EngineInstallError("a CUDA build needs a GPU: nvidia-smi is not on PATH")
+    out = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"], capture_output=True,
+                         text=True, timeout=60)
+    return cuda_architectures(out.stdout)
+
+
+def default_backend() -> str:
+    """cuda where nvcc and a GPU are both there, else cpu."""
+    return "cuda" if shutil.which("nvcc") and shutil.which("nvidia-smi") else "cpu"
+
+
 class EngineInstallError(RuntimeError):
     """The engine could not be built; the message says what is missing and how to fix it."""
 
@@ -67,18 +101,31 @@ class LlamaCppInstall:
     def version(self) -> str:
         return self.info["llama_cpp_python_version"]
 
+    @property
+    def backend(self) -> str:
+        return self.info.get("backend", "cpu")
+
     def is_complete(self) -> bool:
         return (self.root / "install.json").is_file() and self.server.is_file()
 
 
-def llamacpp_install_dir(version: str = LLAMACPP_PYTHON_VERSION) -> Path:
-    return cache_root() / "llamacpp" / version
+def llamacpp_install_dir(version: str = LLAMACPP_PYTHON_VERSION, backend: str = "cpu") -> Path:
+    return cache_root() / "llamacpp" / (version if backend == "cpu" else f"{version}-{backend}")
 
 
-def find_llamacpp(version: str = LLAMACPP_PYTHON_VERSION) -> LlamaCppInstall | None:
-    """The cached install of this version, or None. SERVEBOOK_LLAMA_SERVER points at another build."""
+def find_llamacpp(version: str = LLAMACPP_PYTHON_VERSION, backend: str | None = None) -> LlamaCppInstall | None:
+    """The cached install of this version, or None. Without `backend`: the CUDA build where one is cached and
+    a GPU is visible, else the CPU build. SERVEBOOK_LLAMA_SERVER_DIR points at another build."""
     override = os.environ.get("SERVEBOOK_LLAMA_SERVER_DIR")
-    install = LlamaCppInstall(Path(override) if override else llamacpp_install_dir(version))
+    if override:
+        install = LlamaCppInstall(Path(override))
+        return install if install.is_complete() else None
+    if backend is None:
+        cuda = LlamaCppInstall(llamacpp_install_dir(version, "cuda"))
+        if cuda.is_complete() and shutil.which("nvidia-smi"):
+            return cuda
+        backend = "cpu"
+    install = LlamaCppInstall(llamacpp_install_dir(version, backend))
     return install if install.is_complete() else None
 
 
@@ -123,13 +170,19 @@ def install_llamacpp(
     *,
     reporter: Reporter | None = None,
     force: bool = False,
+    backend: str = "cpu",
+    source: str | Path | None = None,
 ) -> LlamaCppInstall:
-    """Build llama-server from the pinned sdist into the cache; return the cached install.
+    """Build llama-server from the pinned sdist (or `source`: a llama.cpp tree or .tar.gz of one, which
+    SERVEBOOK_LLAMACPP_SOURCE also gives) into the cache; return the cached install.
 
     Idempotent: a complete install is returned untouched unless `force`.
     """
+    if backend not in BACKENDS:
+        raise EngineInstallError(f"backend {backend!r}: choose one of {', '.join(BACKENDS)}")
     reporter = reporter or Reporter(quiet=True)
-    root = llamacpp_install_dir(version)
+    source = source or os.environ.get("SERVEBOOK_LLAMACPP_SOURCE")
+    root = llamacpp_install_dir(version, backend)
     root.parent.mkdir(parents=True, exist_ok=True)
     install = LlamaCppInstall(root)
     if install.is_complete() and not force:
@@ -139,43 +192,58 @@ def install_llamacpp(
         if install.is_complete() and not force:
             return install
         tools = _require_build_tools()
+        flags = cmake_flags(backend, _gpu_architectures() if backend == "cuda" else None)
+        if backend == "cuda" and not shutil.which("nvcc"):
+            raise EngineInstallError("a CUDA build needs nvcc (the CUDA toolkit) on PATH")
         staging = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=root.parent))
         staging.chmod(0o755)
         try:
-            _build_into(staging, version, tools, reporter)
+            _build_into(staging, version, tools, reporter, flags, backend, Path(source) if source else None)
             if root.exists():
                 shutil.rmtree(root)
             os.replace(staging, root)
         finally:
             if staging.exists():
                 shutil.rmtree(staging, ignore_errors=True)
-    reporter.log(f"llama-server {version} installed in {root}")
+    reporter.log(f"llama-server {version} ({backend}) installed in {root}")
     return install
 
 
-def _build_into(staging: Path, version: str, tools: dict[str, str], reporter: Reporter) -> None:
+def _fetch_source(work: Path, version: str, given: Path | None, log, reporter: Reporter) -> Path:
+    """The llama.cpp tree to build: the sdist's vendored copy from PyPI, or the tree or tarball given."""
+    if given is not None and given.is_dir():
+        return given
+    if given is not None:
+        with tarfile.open(given) as tar:
+            tar.extractall(work, filter="data")
+        found = [p.parent for p in work.glob("**/CMakeLists.txt") if (p.parent / "tools" / "server").is_dir()]
+        if not found:
+            raise EngineInstallError(f"{given} holds no llama.cpp tree (no tools/server beside a CMakeLists.txt)")
+        return min(found, key=lambda p: len(p.parts))
+    with reporter.task(f"download llama-cpp-python=={version} sdist from PyPI") as task:
+        _run_logged([sys.executable, "-m", "pip", "download", f"llama-cpp-python=={version}",
+                     "--no-deps", "--no-binary", ":all:", "--dest", str(work), "--quiet"], log)
+        task.update(1)
+    sdists = list(work.glob("llama_cpp_python-*.tar.gz"))
+    if not sdists:
+        raise EngineInstallError(f"pip did not produce an sdist in {work}; see {log.name}")
+    with tarfile.open(sdists[0]) as tar:
+        tar.extractall(work, filter="data")
+    return next(work.glob("llama_cpp_python-*/vendor/llama.cpp"))
+
+
+def _build_into(staging: Path, version: str, tools: dict[str, str], reporter: Reporter, flags: list[str],
+                backend: str, given: Path | None) -> None:
     work = staging / "work"
     work.mkdir()
     started = time.time()
     with open(staging / "build.log", "w") as log:
-        with reporter.task(f"download llama-cpp-python=={version} sdist from PyPI") as task:
-            _run_logged(
-                [sys.executable, "-m", "pip", "download", f"llama-cpp-python=={version}",
-                 "--no-deps", "--no-binary", ":all:", "--dest", str(work), "--quiet"],
-                log,
-            )
-            task.update(1)
-        sdists = list(work.glob("llama_cpp_python-*.tar.gz"))
-        if not sdists:
-            raise EngineInstallError(f"pip did not produce an sdist in {work}; see {log.name}")
-        with tarfile.open(sdists[0]) as tar:
-            tar.extractall(work, filter="data")
-        source = next(work.glob("llama_cpp_python-*/vendor/llama.cpp"))
-        build_dir = source / "build"
-        _run_logged(["cmake", "-S", str(source), "-B", str(build_dir), *CMAKE_FLAGS], log)
+        source = _fetch_source(work, version, given, log, reporter)
+        build_dir = work / "build"
+        _run_logged(["cmake", "-S", str(source), "-B", str(build_dir), *flags], log)
         jobs = str(os.cpu_count() or 2)
         percent = re.compile(r"^\[\s*(\d+)%\]")
-        with reporter.task("build llama-server (about 8 minutes on 2 cores)", total=100) as task:
+        with reporter.task(f"build llama-server, {backend} (about 8 minutes on 2 cores)", total=100) as task:
             def on_line(line: str) -> None:
                 match = percent.match(line)
                 if match:
@@ -194,13 +262,14 @@ def _build_into(staging: Path, version: str, tools: dict[str, str], reporter: Re
         for gguf in (source / "models").glob("ggml-vocab-*.gguf"):
             shutil.copy2(gguf, vocab / gguf.name)
         shutil.copytree(source / "models" / "templates", staging / "share" / "templates")
-        commit = _vendored_commit(source)
+        commit = _vendored_commit(build_dir)
     shutil.rmtree(work)
     info = {
         "engine": "llamacpp",
+        "backend": backend,
         "llama_cpp_python_version": version,
         "llama_cpp_commit": commit,
-        "cmake_flags": list(CMAKE_FLAGS),
+        "cmake_flags": flags,
         "compiler": tools.get("c++"),
         "machine": platform.machine(),
         "build_seconds": round(time.time() - started, 1),
@@ -209,9 +278,9 @@ def _build_into(staging: Path, version: str, tools: dict[str, str], reporter: Re
     (staging / "install.json").write_text(json.dumps(info, indent=2))
 
 
-def _vendored_commit(source: Path) -> str | None:
+def _vendored_commit(build_dir: Path) -> str | None:
     """The llama.cpp commit the sdist vendors, when its build info says so."""
-    for candidate in (source / "build" / "common" / "build-info.cpp",):
+    for candidate in (build_dir / "common" / "build-info.cpp",):
         if candidate.is_file():
             match = re.search(r'LLAMA_COMMIT\s*=\s*"([^"]+)"', candidate.read_text())
             if match and match.group(1) != "unknown":

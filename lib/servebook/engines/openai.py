@@ -23,6 +23,7 @@ class OpenAIAdapter(EngineAdapter):
     reconciles = False
 
     def check(self, candidate: "Candidate") -> None:
+        self.check_common_knobs(candidate)
         knobs = candidate.knobs
         modelled = {"chunk_size": knobs.chunk_size, "max_running_requests": knobs.max_running_requests,
                     "kv_dtype": knobs.kv_dtype, "context_length": knobs.context_length}

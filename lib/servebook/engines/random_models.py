@@ -42,9 +42,12 @@ class ModelSpec:
     context_length: int = 32768
     dtype: str = "f16"
     recipe: int = 1  # bumped when the recipe changes, so old files are not mistaken for new ones
+    family: str = "random"  # "tiny" for the test models, whose file names predate the shape in the name
 
     @property
     def filename(self) -> str:
+        if self.family == "tiny":
+            return f"tiny-{self.name}-r{self.recipe}.gguf"
         shape = f"d{self.embedding_length}-l{self.block_count}-f{self.feed_forward_length}-h{self.head_count}" \
                 f"-kv{self.head_count_kv}-{self.dtype}"
         return f"random-{self.name}-{shape}-r{self.recipe}.gguf"
@@ -79,6 +82,22 @@ def random_model_path(spec: ModelSpec) -> Path:
     return models_dir() / spec.filename
 
 
+def custom_spec(name: str, *, layers: int, width: int, heads: int, kv_heads: int, ffn: int, dtype: str = "f16",
+                context_length: int = 131072, seed: int = 100) -> ModelSpec:
+    """A model of any llama shape, for `servebook models random --layers ... --name NAME`."""
+    if width % heads or heads % kv_heads:
+        raise ValueError(f"width {width} must divide into {heads} heads, and heads into {kv_heads} KV heads")
+    if dtype not in ("f16", "f32"):
+        raise ValueError(f"dtype {dtype!r}: f16 or f32")
+    return ModelSpec(name, seed, width, layers, ffn, heads, kv_heads, context_length, dtype)
+
+
+def find_custom(name: str) -> Path | None:
+    """A model written earlier with `models random --name NAME` (any shape)."""
+    found = sorted(models_dir().glob(f"random-{name}-d*.gguf"))
+    return found[-1] if found else None
+
+
 def resolve_random(name: str) -> ModelSpec:
     if name not in RANDOM_MODELS:
         raise KeyError(f"unknown random model {name!r}; known: "
@@ -108,7 +127,7 @@ def write_model(spec: ModelSpec, path: Path, install: LlamaCppInstall) -> Path:
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     os.close(fd)
     writer = GGUFWriter(tmp_name, "llama")
-    writer.add_name(f"servebook random {spec.name} (random weights)")
+    writer.add_name(f"servebook {spec.family} {spec.name} (random weights)")
     writer.add_context_length(spec.context_length)
     writer.add_embedding_length(spec.embedding_length)
     writer.add_block_count(spec.block_count)
@@ -139,16 +158,19 @@ def write_model(spec: ModelSpec, path: Path, install: LlamaCppInstall) -> Path:
 def _add_weights(writer, spec: ModelSpec, n_vocab: int) -> None:
     rng = np.random.default_rng(spec.seed)
     dtype = np.float16 if spec.dtype == "f16" else np.float32
-    small = min(_POOL, 1 << 20) if spec.parameters(n_vocab) < 50_000_000 else _POOL
-    pool = (rng.standard_normal(small, dtype=np.float32) * 0.02).astype(dtype)
     d, ff = spec.embedding_length, spec.feed_forward_length
     d_kv = d // spec.head_count * spec.head_count_kv
+    if spec.parameters(n_vocab) < 50_000_000:
+        def weight(*shape: int) -> np.ndarray:  # small models: every number drawn (the tiny models' recipe)
+            return (rng.standard_normal(shape, dtype=np.float32) * 0.02).astype(dtype)
+    else:
+        pool = (rng.standard_normal(_POOL, dtype=np.float32) * 0.02).astype(dtype)
 
-    def weight(*shape: int) -> np.ndarray:
-        # numpy shapes are ggml's reversed: token_embd is ggml [d, n_vocab].
-        start = int(rng.integers(0, pool.size))
-        return np.resize(np.roll(pool, -start), shape)
+        def weight(*shape: int) -> np.ndarray:  # large models: cut from the pool at a seeded offset
+            start = int(rng.integers(0, pool.size))
+            return np.resize(np.roll(pool, -start), shape)
 
+    # numpy shapes are ggml's reversed: token_embd is ggml [d, n_vocab].
     writer.add_tensor("token_embd.weight", weight(n_vocab, d))
     writer.add_tensor("output_norm.weight", np.ones(d, dtype=np.float32))
     for i in range(spec.block_count):
@@ -161,3 +183,42 @@ def _add_weights(writer, spec: ModelSpec, n_vocab: int) -> None:
         writer.add_tensor(f"blk.{i}.ffn_gate.weight", weight(ff, d))
         writer.add_tensor(f"blk.{i}.ffn_up.weight", weight(ff, d))
         writer.add_tensor(f"blk.{i}.ffn_down.weight", weight(d, ff))
+
+
+def generated_spec(value: str) -> ModelSpec | None:
+    """The spec behind a model reference `tiny:NAME` or `random:NAME`; None for a plain path.
+    Raises KeyError (listing the known names) for an unknown name."""
+    from .tiny_models import TINY_MODELS
+
+    if value.startswith("tiny:"):
+        name = value[len("tiny:"):]
+        if name not in TINY_MODELS:
+            raise KeyError(f"unknown tiny model {name!r}; known: " + ", ".join(f"tiny:{n}" for n in TINY_MODELS))
+        return TINY_MODELS[name]
+    if value.startswith(RANDOM_PREFIX):
+        name = value[len(RANDOM_PREFIX):]
+        if name in RANDOM_MODELS:
+            return RANDOM_MODELS[name]
+        custom = find_custom(name)
+        if custom is None:
+            raise KeyError(f"unknown random model {name!r}; known: "
+                           + ", ".join(f"{RANDOM_PREFIX}{n}" for n in RANDOM_MODELS)
+                           + " (or write one with `servebook models random --name NAME --layers ...`)")
+        return None
+    return None
+
+
+def generated_path(value: str) -> Path | None:
+    """Where a `tiny:` or `random:` model lives (written or not); None for a plain path."""
+    spec = generated_spec(value)
+    if spec is not None:
+        return models_dir() / spec.filename
+    return find_custom(value[len(RANDOM_PREFIX):]) if value.startswith(RANDOM_PREFIX) else None
+
+
+def ensure_generated(value: str, reporter: Reporter | None = None) -> Path | None:
+    """The file of a `tiny:` or `random:` model, written first if missing; None for a plain path."""
+    spec = generated_spec(value)
+    if spec is not None:
+        return ensure_model(spec, reporter=reporter)
+    return generated_path(value)

@@ -19,8 +19,7 @@ from ..engines import get_engine, known_engines
 from ..util.progress import Reporter
 from .process import PortInUse, ensure_port_free
 
-TINY_PREFIX = "tiny:"
-GPU_ENGINES = ("sglang", "vllm")
+GENERATED_PREFIXES = ("tiny:", "random:")
 BUSY_UTILIZATION_PCT = 10.0
 
 
@@ -51,18 +50,19 @@ class PreflightFailed(InputError):
 
 
 def resolve_model_path(value: str, field_name: str, reporter: Reporter) -> str:
-    if value.startswith(TINY_PREFIX):
-        from ..engines.tiny_models import TINY_MODELS, ensure_tiny_models
+    """A model reference as a file: `tiny:NAME` and `random:NAME` are written once (cached), a path must exist."""
+    from ..engines.random_models import ensure_generated
 
-        name = value[len(TINY_PREFIX):]
-        if name not in TINY_MODELS:
-            raise InputError(f"{field_name}: unknown tiny model {name!r}; known: "
-                             + ", ".join(f"tiny:{n}" for n in TINY_MODELS))
-        return str(ensure_tiny_models(reporter=reporter)[name])
+    try:
+        generated = ensure_generated(value, reporter)
+    except KeyError as error:
+        raise InputError(f"{field_name}: {error.args[0]}") from None
+    if generated is not None:
+        return str(generated)
     path = Path(value).expanduser()
     if not path.exists():
         raise InputError(f"{field_name}: model file not found: {path} "
-                         "(give an existing GGUF file, or tiny:target for the built-in tiny model)")
+                         "(give an existing GGUF file, tiny:target, or random:0.5b / 1b / 3b / 8b)")
     return str(path.resolve())
 
 
@@ -77,7 +77,7 @@ def gpu_checks(candidate: Candidate, inventory, disk_path: Path | None = None) -
         if free < needs.disk_gib:
             findings.append(Finding("E_DISK", "error", f"{disk_path} has {free:.0f} GiB free, the candidate needs "
                                                        f"{needs.disk_gib:g} GiB (launch.resources.disk_gib)"))
-    if candidate.engine not in GPU_ENGINES:
+    if not get_engine(candidate.engine).uses_gpus(candidate):
         return findings
     if not inventory.gpus:
         return findings + [Finding("N_NO_GPU", "note", inventory.note or "no GPU: GPU checks skipped")]
@@ -157,7 +157,7 @@ def preflight(candidate: Candidate, reporter: Reporter, *, inventory=None) -> Re
 
     inventory = inventory if inventory is not None else gpus.inventory()
     disk = Path(candidate.model.path).expanduser().parent if candidate.model.path and not \
-        candidate.model.path.startswith(TINY_PREFIX) else Path(os.environ.get("HF_HOME", Path.home()))
+        candidate.model.path.startswith(GENERATED_PREFIXES) else Path(os.environ.get("HF_HOME", Path.home()))
     findings = gpu_checks(candidate, inventory, disk if disk.exists() else None)
     if launch.mode == "local":
         findings += host_checks()
@@ -185,7 +185,8 @@ def describe(candidate: Candidate) -> list[str]:
 
     steps = []
     needs = candidate.launch.resources
-    if candidate.engine in GPU_ENGINES and not candidate.launch.simulator and candidate.launch.mode != "attach":
+    if get_engine(candidate.engine).uses_gpus(candidate) and not candidate.launch.simulator \
+            and candidate.launch.mode != "attach":
         groups = gpu_groups(candidate)
         checks = ["exist", "no other process (E_GPU_BUSY)"]
         if needs.gpu_memory_gib:
