@@ -68,6 +68,11 @@ def _gpu_architectures() -> str:
     return cuda_architectures(out.stdout)
 
 
+def _gpu_visible() -> bool:
+    """An NVIDIA GPU this process could use (the driver's device nodes, or its tools on PATH)."""
+    return Path("/dev/nvidiactl").exists() or bool(shutil.which("nvidia-smi"))
+
+
 def default_backend() -> str:
     """cuda where nvcc and a GPU are both there, else cpu."""
     return "cuda" if shutil.which("nvcc") and shutil.which("nvidia-smi") else "cpu"
@@ -114,15 +119,18 @@ def llamacpp_install_dir(version: str = LLAMACPP_PYTHON_VERSION, backend: str = 
 
 
 def find_llamacpp(version: str = LLAMACPP_PYTHON_VERSION, backend: str | None = None) -> LlamaCppInstall | None:
-    """The cached install of this version, or None. Without `backend`: the CUDA build where one is cached and
-    a GPU is visible, else the CPU build. SERVEBOOK_LLAMA_SERVER_DIR points at another build."""
+    """The cached install of this version, or None. Without `backend` (or SERVEBOOK_LLAMACPP_BACKEND): the CUDA
+    build where one is cached and a GPU is visible (or no CPU build is), else the CPU build.
+    SERVEBOOK_LLAMA_SERVER_DIR points at another build."""
     override = os.environ.get("SERVEBOOK_LLAMA_SERVER_DIR")
     if override:
         install = LlamaCppInstall(Path(override))
         return install if install.is_complete() else None
+    backend = backend or os.environ.get("SERVEBOOK_LLAMACPP_BACKEND")
     if backend is None:
         cuda = LlamaCppInstall(llamacpp_install_dir(version, "cuda"))
-        if cuda.is_complete() and shutil.which("nvidia-smi"):
+        cpu = LlamaCppInstall(llamacpp_install_dir(version, "cpu"))
+        if cuda.is_complete() and (not cpu.is_complete() or _gpu_visible()):
             return cuda
         backend = "cpu"
     install = LlamaCppInstall(llamacpp_install_dir(version, backend))

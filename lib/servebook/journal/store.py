@@ -309,6 +309,7 @@ class Journal(Renderable):
         css = {"failed": "invalid", "corrupt": "invalid", "incomplete": "warn"}
         for row in frame.itertuples(index=False):
             cells = "-" if pd.isna(row.cells) else f"{row.valid_cells}/{row.cells}"
-            table.add([row.run_id, row.status, row.verdict or "-", row.study or "-", row.candidate, cells,
+            table.add([row.run_id, row.status, "-" if pd.isna(row.verdict) else row.verdict,
+                       "-" if pd.isna(row.study) else row.study, row.candidate, cells,
                        row.failure or "-"], css.get(row.status, "accepted" if row.verdict == "accepted" else ""))
         return [Text(f"journal {self.root}: {len(frame)} runs ({summary})", "heading"), table]

@@ -1,0 +1,24 @@
+"""The committed H200 journal: real GPU runs that every version of servebook must still read and judge."""
+
+from pathlib import Path
+
+from servebook.config import load_study
+from servebook.journal import Journal
+from servebook.verdicts import judge
+
+ROOT = Path(__file__).parents[3]
+
+
+def test_the_h200_study_reads_and_judges_as_published():
+    journal = Journal(ROOT / "data" / "sample-journal")
+    runs = journal.runs()
+    assert len(runs) == 18 and {r.status for r in runs} == {"completed"}
+    environment = runs[0].manifest.environment
+    assert environment.gpus[0]["name"] == "NVIDIA H200" and environment.model_extra["engine_backend"] == "cuda"
+    for record in runs:
+        cells, telemetry = record.table("cells"), record.table("telemetry")
+        assert cells["gpu_power_w"].notna().all() and cells["joules_per_token"].notna().all()
+        assert set(telemetry["cell_id"]) == set(cells["cell_id"]) and (telemetry["source"] == "gpu").any()
+    outcomes = {item.entry.name: item.verdict.outcome
+                for item in judge(load_study(ROOT / "data/studies/h200-1b-llamacpp.yaml"), journal, append=False)}
+    assert outcomes["baseline"] == "accepted" and outcomes["draft-model"] == "rejected"
