@@ -242,14 +242,17 @@ def sim_cmd(
 
 @journal_app.command("ls")
 @_friendly
-def journal_ls(journal: Optional[Path] = JournalOption):
-    """Every run in the journal, incomplete ones included."""
+def journal_ls(journal: Optional[Path] = JournalOption,
+               wide: bool = typer.Option(False, "--wide", help="every column and the full run ids")):
+    """Every run in the journal, incomplete ones included (fits 80 columns; --wide for all columns)."""
+    from .util.render import to_rich
+
     j = _journal(journal)
     if not j.run_ids():
         out.print(f"no runs in {j.root}")
         return
     j.index()  # keep index.parquet in step with the manifests
-    out.print(j)
+    out.print(to_rich(j.listing(wide=wide)))
 
 
 @journal_app.command("show")

@@ -126,11 +126,15 @@ def _engine(candidate: Candidate, adapter: EngineAdapter, target: _Target, write
 
 
 def _write_raw(writer: RunWriter, log: MeasurementLog) -> None:
+    """Every raw table measured so far. Called after each cell too, so a run killed mid-plan keeps its
+    finished cells (each file replaced atomically: whole as of the last cell, never half-written)."""
     writer.write_table("requests", log.request_rows())
     writer.write_table("chunks", log.chunk_rows())
     writer.write_table("scrapes", log.scrape_rows())
     if log.telemetry:
         writer.write_table("telemetry", log.telemetry)
+    if log.outcomes:
+        writer.write_table("cells", log.cell_rows())
 
 
 def _measure(engine, candidate: Candidate, adapter: EngineAdapter, plan: Plan, writer: RunWriter,
@@ -147,7 +151,8 @@ def _measure(engine, candidate: Candidate, adapter: EngineAdapter, plan: Plan, w
                                         alive_check=alive_check, engine_log=writer.engine_log,
                                         request_extras=candidate.request_extras, reporter=reporter,
                                         on_model=lambda name: setattr(engine_info, "served_model", name),
-                                        engine_pid=engine_info.pid if candidate.launch.mode == "local" else None))
+                                        engine_pid=engine_info.pid if candidate.launch.mode == "local" else None,
+                                        on_cell=lambda: _write_raw(writer, log)))
     except EngineFailed as error:
         return error, "measure"
     except WarmupFailed as error:
@@ -225,12 +230,13 @@ def run_candidate(
     sealed = {**identity.model_dump(), "environment": environment, "engine": engine_info, "finished_at": utc_now()}
     if failed is not None:
         error, stage = failed
+        # A failed run yields no figures: its raw rows stay, the cell summaries written on the way do not.
+        (writer.dir / "cells.parquet").unlink(missing_ok=True)
         reporter.log(f"run {writer.run_id} FAILED during {stage}: {error.cause.cause}: {error.cause.message}")
         writer.seal(Manifest(**sealed, status="failed", summary=None, failure=Failure(
             stage=stage, cause=error.cause.cause, message=error.cause.message, exit_code=error.exit_code,
             log_tail=error.log_tail)))
         return journal.run(writer.run_id)
-    writer.write_table("cells", log.cell_rows())
     if log.gate_results:
         writer.write_table("gates", [r.row() for r in log.gate_results])
     writer.seal(Manifest(**sealed, status="completed", failure=None, summary=_summary(log)))

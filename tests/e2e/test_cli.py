@@ -48,7 +48,10 @@ def test_run_prints_the_published_tables_and_records_the_run(llama_install, tmp_
     assert record.manifest.summary.valid_cells == 8
 
     listing = servebook("journal", "ls", "--journal", journal).stdout
-    assert record.run_id in listing and "completed" in listing
+    assert record.run_id[4:] in listing and "completed" in listing
+    assert max(len(line) for line in listing.splitlines() if "│" in line) <= 80, "the run table fits 80 columns"
+    wide = servebook("journal", "ls", "--wide", "--journal", journal).stdout
+    assert "study" in wide and "engine" in wide
     shown = servebook("journal", "show", record.run_id[-10:], "--journal", journal).stdout
     assert "Cold prefill" in shown
 

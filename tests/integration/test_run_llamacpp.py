@@ -70,3 +70,30 @@ def test_drafter_with_synthetic_acceptance_drafts_and_reconciles(llama_install, 
     scrapes = record.table("scrapes")
     drafted = scrapes[(scrapes.name == "llamacpp:spec_decode_num_draft_tokens_total") & (scrapes.phase == "after")]
     assert drafted["value"].max() > 0
+
+
+def test_a_run_interrupted_after_some_cells_keeps_them_readable(llama_install, tmp_path, monkeypatch):
+    """Ctrl-C (or a kill) after the first cells: the run is incomplete, its finished cells are on disk."""
+    import servebook.measure.loop as loop
+    from servebook.present import report
+
+    finished = []
+    real = loop.Measurement.run_cell
+
+    async def run_cell_then_stop(self, spec, on_done=lambda: None):
+        if len(finished) == 2:
+            raise KeyboardInterrupt
+        outcome = await real(self, spec, on_done)
+        finished.append(spec.cell_id)
+        return outcome
+
+    monkeypatch.setattr(loop.Measurement, "run_cell", run_cell_then_stop)
+    journal = Journal(tmp_path)
+    with pytest.raises(KeyboardInterrupt):
+        run_candidate(tiny_candidate(), SMALL_PLAN, journal, reporter=Reporter(quiet=True))
+    [record] = journal.runs()
+    assert record.status == "incomplete"
+    cells = record.table("cells")
+    assert list(cells["cell_id"]) == finished and cells["valid"].all()
+    assert set(record.table("requests")["cell_id"]) >= set(finished)
+    assert "its 2 finished cells are below" in " ".join(str(report(record)).split())

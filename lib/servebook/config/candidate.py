@@ -149,6 +149,9 @@ class Pins(_Strict):
     image_digest: str | None = None
 
 
+#: launch fields that change what the engine does (port, host, timeouts and resources stay out)
+IDENTITY_LAUNCH_FIELDS = ("env", "image", "gpus", "replicas", "volumes", "compile_cache")
+
 #: engine kind -> the engine's own check of a candidate (raises ValueError naming the field).
 #: Each adapter in servebook.engines registers itself here, so the engines own their facts while
 #: config stays below them; `import servebook` registers every built-in engine.
@@ -182,6 +185,12 @@ class Candidate(_Strict):
         if not data.get("request_extras"):
             data.pop("request_extras", None)
         data["launch_mode"] = self.launch.mode
+        # What the engine process sees beyond its flags changes what it does (environment, image, GPUs,
+        # replicas, mounts, compile cache); only values that differ from the defaults enter, so
+        # candidates recorded before these were part of the identity keep their ids.
+        placement = self.launch.model_dump(mode="json", include=set(IDENTITY_LAUNCH_FIELDS), exclude_defaults=True)
+        if placement:
+            data["launch"] = placement
         if self.launch.simulator:
             # A simulated run must never pass for a measurement of the real engine.
             data["simulator"] = {"faults": sorted(self.launch.sim_faults)}

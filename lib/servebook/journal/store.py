@@ -302,14 +302,23 @@ class Journal(Renderable):
         return frame
 
     def blocks(self) -> list[Block]:
+        return self.listing(wide=False)
+
+    def listing(self, wide: bool = False) -> list[Block]:
+        """Every run, newest last. Narrow (fits 80 columns): the run id without its year, which
+        `journal show` accepts, status with the failure cause, verdict, candidate, valid cells."""
         frame = self.index(write=False)
         counts = frame["status"].value_counts()
         summary = ", ".join(f"{n} {status}" for status, n in counts.items()) or "no runs"
-        table = Table(["run", "status", "verdict", "study", "candidate", "valid cells", "failure"])
+        columns = ["run", "status", "verdict", "candidate", "valid"]
+        table = Table(columns + (["study", "engine", "started"] if wide else []))
         css = {"failed": "invalid", "corrupt": "invalid", "incomplete": "warn"}
         for row in frame.itertuples(index=False):
             cells = "-" if pd.isna(row.cells) else f"{row.valid_cells}/{row.cells}"
-            table.add([row.run_id, row.status, "-" if pd.isna(row.verdict) else row.verdict,
-                       "-" if pd.isna(row.study) else row.study, row.candidate, cells,
-                       row.failure or "-"], css.get(row.status, "accepted" if row.verdict == "accepted" else ""))
+            verdict = "-" if pd.isna(row.verdict) else row.verdict
+            status = row.status if pd.isna(row.failure) or not row.failure else f"{row.status}: {row.failure}"
+            values = [row.run_id if wide else row.run_id[4:], status, verdict, row.candidate, cells]
+            if wide:
+                values += ["-" if pd.isna(row.study) else row.study, row.engine or "-", row.started_at or "-"]
+            table.add(values, css.get(row.status, "accepted" if verdict == "accepted" else ""))
         return [Text(f"journal {self.root}: {len(frame)} runs ({summary})", "heading"), table]

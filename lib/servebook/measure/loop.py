@@ -282,7 +282,8 @@ class Measurement:
 
 async def measure_plan(base_url: str, adapter: EngineAdapter, plan: Plan, log: MeasurementLog, *, tag: str,
                        alive_check: Callable[[], None], engine_log: Path, request_extras: dict,
-                       reporter: Reporter, on_model: Callable[[str], None], engine_pid: int | None = None) -> None:
+                       reporter: Reporter, on_model: Callable[[str], None], engine_pid: int | None = None,
+                       on_cell: Callable[[], None] = lambda: None) -> None:
     """Warm up, measure every cell of the plan in order, then run the gates; progress per request."""
     cells = plan_cells(plan)
     total_requests = sum(c.n_requests for c in cells)
@@ -298,6 +299,7 @@ async def measure_plan(base_url: str, adapter: EngineAdapter, plan: Plan, log: M
                 task.update(task.completed, description=f"measure: {spec.label}")
                 outcome = await m.run_cell(spec, on_done=task.advance)
                 reporter.log(f"  {spec.label}: {_cell_line(spec, outcome.summary)}")
+                on_cell()
         if plan.gates:
             with reporter.task(f"gates: {', '.join(plan.gates)}"):
                 await m.run_gates()

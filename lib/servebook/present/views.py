@@ -20,7 +20,7 @@ class RunReport(Renderable):
     run: RunRecord
 
     def tables(self) -> list[Table]:
-        if self.run.status != "completed":
+        if self.run.status not in ("completed", "incomplete"):
             return []
         cells = self.run.table("cells")
         return [] if cells is None or cells.empty else cell_tables(cells)
@@ -29,7 +29,9 @@ class RunReport(Renderable):
         run, manifest = self.run, self.run.manifest
         blocks: list[Block] = [Text(f"run {run.run_id}  {run.candidate_label}  status: {run.status}", "heading")]
         if run.status == "incomplete":
-            blocks.append(Text("incomplete: the run has no manifest (interrupted, killed, or still running).",
+            finished = run.table("cells")
+            kept = f"; its {len(finished)} finished cells are below" if finished is not None else ""
+            blocks.append(Text(f"incomplete: the run has no manifest (interrupted, killed, or still running){kept}.",
                                "invalid"))
         if run.problem:
             blocks.append(Text(run.problem, "invalid"))

@@ -94,3 +94,19 @@ def test_overrides_are_validated_like_a_file():
     assert base.with_overrides({"knobs.drafter.kind": "ngram"}).knobs.drafter.kind == "ngram"
     with pytest.raises(ValidationError, match="chunk_sise"):
         base.with_overrides({"knobs.chunk_sise": 128})
+
+
+def test_identity_covers_what_the_engine_sees_and_keeps_recorded_ids():
+    from pathlib import Path
+
+    from servebook.journal import Journal
+
+    base = make_candidate(knobs={"chunk_size": 512, "max_running_requests": 4, "context_length": 16384})
+    assert make_candidate(knobs=base.knobs.model_dump(), launch={"env": {"OMP_NUM_THREADS": "1"}}).id != base.id
+    assert make_candidate(knobs=base.knobs.model_dump(), launch={"gpus": [1]}).id != base.id
+    moved = make_candidate(knobs=base.knobs.model_dump(), launch={"port": 9999, "ready_timeout_s": 30})
+    assert moved.id == base.id  # port and timeouts are not the experiment
+    # a run recorded by servebook 0.1.0 keeps its candidate id
+    fixture = Journal(Path(__file__).parents[2] / "fixtures" / "journal-v0.1.0")
+    completed = next(r for r in fixture.runs() if r.status == "completed")
+    assert Candidate.model_validate(completed.manifest.candidate).id == completed.manifest.candidate_id
