@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 
 from .config.candidate import Candidate
+from .config.errors import InputError
 from .config.plan import Plan
 from .engines import EngineAdapter, FailureCause, get_engine
 from .journal.manifest import EngineInfo, Environment, Failure, Manifest, RunIdentity, Summary
@@ -55,13 +56,25 @@ def _run_async(make_coroutine) -> None:
         pool.submit(lambda: asyncio.run(make_coroutine())).result()
 
 
-def _server_info(adapter: EngineAdapter, base_url: str) -> dict | None:
+def _api_key(candidate: Candidate) -> str | None:
+    """The key named by launch.api_key_env, read from the environment (never from a file servebook writes)."""
+    name = candidate.launch.api_key_env
+    if not name:
+        return None
+    value = os.environ.get(name)
+    if not value:
+        raise InputError(f"launch.api_key_env: the environment variable {name} is not set (export the key first)")
+    return value
+
+
+def _server_info(adapter: EngineAdapter, base_url: str, api_key: str | None) -> dict | None:
     """What the engine says about itself (version, server args), from the first info path that answers."""
     import httpx
 
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     for path in adapter.info_paths:
         try:
-            response = httpx.get(f"{base_url}{path}", timeout=5)
+            response = httpx.get(f"{base_url}{path}", timeout=5, headers=headers)
         except httpx.HTTPError:
             continue
         if response.status_code == 200:
@@ -82,7 +95,7 @@ class _Target:
     compose_plan: object | None = None
 
 
-def _target(candidate: Candidate, adapter: EngineAdapter, paths: ResolvedPaths) -> _Target:
+def _target(candidate: Candidate, adapter: EngineAdapter, paths: ResolvedPaths, api_key: str | None) -> _Target:
     launch = candidate.launch
     port = launch.port or free_port(launch.host if launch.mode == "local" else "127.0.0.1")
     if launch.mode == "attach":
@@ -94,6 +107,8 @@ def _target(candidate: Candidate, adapter: EngineAdapter, paths: ResolvedPaths) 
         return _Target(["docker", "compose", "-p", plan.project, "up"], f"http://127.0.0.1:{plan.host_ports[0]}",
                        plan)
     argv = adapter.argv(candidate, port=port, model_path=paths.model_path, draft_path=paths.draft_path)
+    if api_key and adapter.api_key_flag:
+        argv += [adapter.api_key_flag, api_key]  # launch.json and the manifest get the redacted argv
     if launch.simulator:
         argv = [sys.executable, "-m", "servebook.engines.simulator", "--flavor", candidate.engine,
                 *[f"--fault={fault}" for fault in launch.sim_faults], "--", *argv]
@@ -138,7 +153,8 @@ def _write_raw(writer: RunWriter, log: MeasurementLog) -> None:
 
 
 def _measure(engine, candidate: Candidate, adapter: EngineAdapter, plan: Plan, writer: RunWriter,
-             log: MeasurementLog, engine_info: EngineInfo, reporter: Reporter) -> tuple[EngineFailed, str] | None:
+             log: MeasurementLog, engine_info: EngineInfo, reporter: Reporter,
+             api_key: str | None = None) -> tuple[EngineFailed, str] | None:
     """Measure the ready engine; the failure and its stage when the engine did not serve the plan."""
 
     def alive_check() -> None:
@@ -152,7 +168,7 @@ def _measure(engine, candidate: Candidate, adapter: EngineAdapter, plan: Plan, w
                                         request_extras=candidate.request_extras, reporter=reporter,
                                         on_model=lambda name: setattr(engine_info, "served_model", name),
                                         engine_pid=engine_info.pid if candidate.launch.mode == "local" else None,
-                                        on_cell=lambda: _write_raw(writer, log)))
+                                        on_cell=lambda: _write_raw(writer, log), api_key=api_key))
     except EngineFailed as error:
         return error, "measure"
     except WarmupFailed as error:
@@ -170,7 +186,7 @@ def _measure(engine, candidate: Candidate, adapter: EngineAdapter, plan: Plan, w
 
 
 def _launch_and_measure(engine, candidate, adapter, plan, writer, log, engine_info, environment,
-                        reporter) -> tuple[EngineFailed, str] | None:
+                        reporter, api_key: str | None = None) -> tuple[EngineFailed, str] | None:
     """Start the engine, wait for it, record what it says about itself, measure; always stop it."""
     try:
         engine.start()
@@ -181,13 +197,13 @@ def _launch_and_measure(engine, candidate, adapter, plan, writer, log, engine_in
                                                               on_poll=lambda s: task.update(s)), 3)
             except EngineFailed as error:
                 return error, "launch"
-        info = _server_info(adapter, engine_info.base_url)
+        info = _server_info(adapter, engine_info.base_url, api_key)
         if info:
             writer.write_json("server_info.json", info)
             version = info.get("version") or (info.get("build_info") if isinstance(info.get("build_info"), str) else None)
             if version and not environment.engine_version:
                 environment.engine_version = str(version)
-        return _measure(engine, candidate, adapter, plan, writer, log, engine_info, reporter)
+        return _measure(engine, candidate, adapter, plan, writer, log, engine_info, reporter, api_key)
     finally:
         engine.stop()
 
@@ -210,7 +226,8 @@ def run_candidate(
     adapter = get_engine(candidate.engine)
     journal.ensure_writable()
     paths = preflight(candidate, reporter)
-    target = _target(candidate, adapter, paths)
+    api_key = _api_key(candidate)
+    target = _target(candidate, adapter, paths, api_key)
     writer = journal.start_run(candidate.id, run_id)
     identity = RunIdentity.model_validate({
         "candidate_id": candidate.id, "candidate_label": candidate.label,
@@ -224,7 +241,8 @@ def run_candidate(
     reporter.log(f"run {writer.run_id}: {candidate.label} ({candidate.id}) on {target.base_url}")
     log = MeasurementLog()
     engine_info = EngineInfo(argv=redact_argv(target.argv), base_url=target.base_url)
-    failed = _launch_and_measure(engine, candidate, adapter, plan, writer, log, engine_info, environment, reporter)
+    failed = _launch_and_measure(engine, candidate, adapter, plan, writer, log, engine_info, environment, reporter,
+                                 api_key)
 
     _write_raw(writer, log)
     sealed = {**identity.model_dump(), "environment": environment, "engine": engine_info, "finished_at": utc_now()}

@@ -97,3 +97,56 @@ def test_a_run_interrupted_after_some_cells_keeps_them_readable(llama_install, t
     assert list(cells["cell_id"]) == finished and cells["valid"].all()
     assert set(record.table("requests")["cell_id"]) >= set(finished)
     assert "its 2 finished cells are below" in " ".join(str(report(record)).split())
+
+
+def test_a_key_from_the_environment_protects_the_engine_and_never_reaches_the_journal(llama_install, tmp_path,
+                                                                                     monkeypatch):
+    key = "sk-servebook-test-5f1c2a"
+    monkeypatch.setenv("SERVEBOOK_TEST_KEY", key)
+    candidate = tiny_candidate(launch={"api_key_env": "SERVEBOOK_TEST_KEY"})
+    plan = SMALL_PLAN.model_copy(update={"prefill": None})
+    record = run_candidate(candidate, plan, Journal(tmp_path), reporter=Reporter(quiet=True))
+    assert record.status == "completed", record.manifest.failure
+    cells = record.table("cells")
+    # llama-server protects /metrics with the key too: reconciled cells prove the scrapes carried it
+    assert (cells["reconciliation"] == "ok").all() and cells["valid"].all()
+    argv = json.loads((record.dir / "launch.json").read_text())["argv"]
+    assert argv[argv.index("--api-key") + 1] == "***"
+    leaked = [p for p in record.dir.rglob("*") if p.is_file() and key.encode() in p.read_bytes()]
+    assert leaked == []
+
+
+def test_attach_to_a_server_that_needs_a_key(llama_install, tmp_path, monkeypatch):
+    import subprocess
+    import time
+
+    import httpx
+
+    from servebook.engines.tiny_models import tiny_model_path
+    from servebook.launch.process import free_port
+
+    key = "sk-attach-test-77"
+    monkeypatch.setenv("ATTACH_KEY", key)
+    port = free_port()
+    server = subprocess.Popen([str(llama_install.server), "-m", str(tiny_model_path("target")), "--port", str(port),
+                               "--host", "127.0.0.1", "-np", "2", "-c", "8192", "--metrics", "--api-key", key],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        assert httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).status_code == 401  # the key is needed
+        candidate = tiny_candidate(knobs={}, launch={"mode": "attach", "url": f"http://127.0.0.1:{port}",
+                                                     "api_key_env": "ATTACH_KEY"})
+        plan = SMALL_PLAN.model_copy(update={"prefill": None})
+        record = run_candidate(candidate, plan, Journal(tmp_path), reporter=Reporter(quiet=True))
+    finally:
+        server.kill()
+        server.wait(10)
+    assert record.status == "completed", record.manifest.failure
+    assert (record.table("cells")["reconciliation"] == "ok").all()

@@ -16,7 +16,7 @@ from typing import Callable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .secrets import looks_secret
+from .secrets import SECRET_FLAGS, looks_secret
 
 DrafterKind = Literal["none", "draft_model", "eagle", "eagle3", "mtp", "dflash", "ngram"]
 DRAFTERS_WITH_MODEL = {"draft_model", "eagle", "eagle3", "dflash"}
@@ -114,6 +114,10 @@ class Launch(_Strict):
     volumes: list[str] = Field(default_factory=list, description="compose: host:container volume mounts")
     compile_cache: str | None = Field(None, description="compose: host directory; each replica gets its own subfolder")
     resources: Resources = Resources()
+    api_key_env: str | None = Field(
+        None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="the environment variable that holds the API key: passed to the engine's --api-key when "
+                    "servebook launches it, sent with every request and /metrics scrape; only the name is recorded")
     simulator: bool = Field(False, description="run servebook's simulator in place of the engine (tests only)")
     sim_faults: list[str] = Field(default_factory=list, description="simulator faults to inject")
 
@@ -171,6 +175,18 @@ class Candidate(_Strict):
     pins: Pins = Pins()
 
     @model_validator(mode="after")
+    def _no_literal_secrets(self) -> "Candidate":
+        for where, args in (("extra_args", self.extra_args), ("launch.command", self.launch.command or [])):
+            for arg in args:
+                if arg.split("=", 1)[0] in SECRET_FLAGS:
+                    raise ValueError(f"{where}: {arg.split('=', 1)[0]} takes a secret, and candidates are recorded in "
+                                     "the journal; export the key and name the variable in launch.api_key_env")
+        secret = [k for k in self.request_extras if looks_secret(k)]
+        if secret:
+            raise ValueError(f"request_extras: {', '.join(secret)} look like secrets; use launch.api_key_env")
+        return self
+
+    @model_validator(mode="after")
     def _engine_accepts(self) -> "Candidate":
         check = ENGINE_CHECKS.get(self.engine)
         if check is None:
@@ -191,6 +207,8 @@ class Candidate(_Strict):
         placement = self.launch.model_dump(mode="json", include=set(IDENTITY_LAUNCH_FIELDS), exclude_defaults=True)
         if placement:
             data["launch"] = placement
+        if self.launch.api_key_env:
+            data["auth"] = True  # whether a key is used, never which
         if self.launch.simulator:
             # A simulated run must never pass for a measurement of the real engine.
             data["simulator"] = {"faults": sorted(self.launch.sim_faults)}

@@ -78,6 +78,8 @@ class EngineAdapter(ABC):
     process_markers: tuple[bytes, ...] = ()
     #: whether the engine is a local binary whose --version and model file go into the fingerprint
     fingerprints_binary: bool = False
+    #: the flag that makes the engine require an API key (llama.cpp, vLLM and SGLang all take --api-key)
+    api_key_flag: str | None = "--api-key"
 
     def build_fingerprint(self, candidate: "Candidate") -> dict:
         """What the environment records of the engine's build (servebook-built engines only)."""

@@ -117,7 +117,9 @@ class Measurement:
         # No keep-alive: llama-server closes idle and long-lived connections on its own schedule,
         # and a request sent on a connection the server just closed fails spuriously.
         limits = httpx.Limits(max_connections=256, max_keepalive_connections=0)
-        self.http = httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(self.plan.request_timeout_s, connect=10))
+        # The key goes with every request, /metrics and the tokenizer included (llama.cpp protects them all).
+        self.http = httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(self.plan.request_timeout_s, connect=10),
+                                      headers=self._auth)
         self.openai = AsyncOpenAI(base_url=f"{self.base_url}/v1", api_key=self.api_key, http_client=self.http,
                                   max_retries=0, timeout=self.plan.request_timeout_s)
         models = await self.http.get(f"{self.base_url}/v1/models", headers=self._auth)
@@ -283,12 +285,13 @@ class Measurement:
 async def measure_plan(base_url: str, adapter: EngineAdapter, plan: Plan, log: MeasurementLog, *, tag: str,
                        alive_check: Callable[[], None], engine_log: Path, request_extras: dict,
                        reporter: Reporter, on_model: Callable[[str], None], engine_pid: int | None = None,
-                       on_cell: Callable[[], None] = lambda: None) -> None:
+                       on_cell: Callable[[], None] = lambda: None, api_key: str | None = None) -> None:
     """Warm up, measure every cell of the plan in order, then run the gates; progress per request."""
     cells = plan_cells(plan)
     total_requests = sum(c.n_requests for c in cells)
     async with Measurement(base_url, adapter, plan, tag=tag, alive_check=alive_check, engine_log=engine_log,
-                           request_extras=request_extras, engine_pid=engine_pid) as m:
+                           request_extras=request_extras, engine_pid=engine_pid,
+                           api_key=api_key or "servebook") as m:
         m.log = log
         on_model(m.model_name)
         with reporter.task("warm up", total=plan.warmup_requests) as task:

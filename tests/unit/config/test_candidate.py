@@ -110,3 +110,14 @@ def test_identity_covers_what_the_engine_sees_and_keeps_recorded_ids():
     fixture = Journal(Path(__file__).parents[2] / "fixtures" / "journal-v0.1.0")
     completed = next(r for r in fixture.runs() if r.status == "completed")
     assert Candidate.model_validate(completed.manifest.candidate).id == completed.manifest.candidate_id
+
+
+def test_a_literal_key_is_refused_and_points_to_api_key_env():
+    for fields in ({"extra_args": ["--api-key", "sk-live-123"]}, {"extra_args": ["--admin-api-key=sk-1"]},
+                   {"request_extras": {"api_key": "sk-1"}}):
+        with pytest.raises(ValidationError, match="api_key_env"):
+            make_candidate(**fields)
+    with pytest.raises(ValidationError, match="api_key_env"):
+        make_candidate(launch={"api_key_env": "not a name"})
+    keyed = make_candidate(launch={"api_key_env": "SERVING_KEY"})
+    assert keyed.id != make_candidate().id and "SERVING_KEY" not in keyed.canonical_json()
