@@ -30,3 +30,18 @@ def requests_processing(base_url: str) -> float:
         if line.startswith("llamacpp:requests_processing"):
             return float(line.split()[-1])
     return 0.0
+
+
+def wait_healthy(port: int, timeout_s: float = 60.0) -> bool:
+    """Poll /health on loopback until it answers 200 (bounded: gives up after `timeout_s`)."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                return True
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    return False

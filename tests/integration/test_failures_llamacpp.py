@@ -17,7 +17,7 @@ from servebook.config import DecodePlan, Plan
 from servebook.util.progress import Reporter
 from servebook.run import run_candidate
 
-from .helpers import SMALL_PLAN, requests_processing, servers_on_port, tiny_candidate
+from .helpers import SMALL_PLAN, requests_processing, servers_on_port, tiny_candidate, wait_healthy
 
 pytestmark = pytest.mark.integration
 QUIET = Reporter(quiet=True)
@@ -137,13 +137,7 @@ def test_a_run_next_to_a_busy_engine_has_disturbed_cells_left_out_of_the_verdict
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not servers_on_port(port):
             time.sleep(0.05)
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
+        wait_healthy(port, max(1.0, deadline - time.monotonic()))
         for loader in loaders:
             loader.start()
         # Two engines share two cores, so the other one gets well under a core; a low limit makes the test

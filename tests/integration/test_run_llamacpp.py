@@ -8,7 +8,7 @@ from servebook.journal import Journal
 from servebook.util.progress import Reporter
 from servebook.run import run_candidate
 
-from .helpers import SMALL_PLAN, servers_on_port, tiny_candidate
+from .helpers import SMALL_PLAN, servers_on_port, tiny_candidate, wait_healthy
 
 pytestmark = pytest.mark.integration
 
@@ -118,7 +118,6 @@ def test_a_key_from_the_environment_protects_the_engine_and_never_reaches_the_jo
 
 def test_attach_to_a_server_that_needs_a_key(llama_install, tmp_path, monkeypatch):
     import subprocess
-    import time
 
     import httpx
 
@@ -132,14 +131,7 @@ def test_attach_to_a_server_that_needs_a_key(llama_install, tmp_path, monkeypatc
                                "--host", "127.0.0.1", "-np", "2", "-c", "8192", "--metrics", "--api-key", key],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
+        assert wait_healthy(port, 60)
         assert httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).status_code == 401  # the key is needed
         candidate = tiny_candidate(knobs={}, launch={"mode": "attach", "url": f"http://127.0.0.1:{port}",
                                                      "api_key_env": "ATTACH_KEY"})

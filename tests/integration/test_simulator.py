@@ -4,9 +4,7 @@ verdict with the right cause, never as a published number."""
 
 import subprocess
 import sys
-import time
 
-import httpx
 import pytest
 
 from servebook.config import Candidate
@@ -17,6 +15,8 @@ from servebook.run import run_candidate
 from servebook.config import VerdictRules
 from servebook.verdicts import judge_run
 from tests.conftest import QUIET, simulated
+
+from .helpers import wait_healthy
 
 pytestmark = pytest.mark.simulator
 PLAN = Plan.model_validate({"decode": {"concurrency": [1, 4], "categories": ["prose"], "output_tokens": 24,
@@ -93,13 +93,7 @@ def test_openai_engine_attaches_and_does_not_fake_reconciliation(tmp_path):
     server = subprocess.Popen([sys.executable, "-m", "servebook.engines.simulator", "--flavor", "vllm", "--port", str(port)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
+        wait_healthy(port, 20)
         candidate = Candidate.model_validate({"name": "attached", "engine": "openai", "model": {"id": "model"},
                                               "launch": {"mode": "attach", "url": f"http://127.0.0.1:{port}"}})
         record = run_candidate(candidate, PLAN, Journal(tmp_path), reporter=QUIET)
