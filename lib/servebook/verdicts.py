@@ -72,6 +72,8 @@ class Verdict:
     outcome: Outcome
     reasons: list[str]
     comparisons: list[Comparison] = field(default_factory=list)
+    #: rejected for something more runs cannot change (a failed gate or load, an invalid cell, a rule with no cells)
+    settled: bool = False
 
     @property
     def undecided(self) -> bool:
@@ -79,11 +81,9 @@ class Verdict:
         one run per side, and nothing else (a failed load, an invalid cell, a failed gate) already decided it."""
         if self.outcome == "inconclusive":
             return True
-        if self.outcome == "failed" or any(c.decision == "fail" for c in self.comparisons):
+        if self.outcome == "failed" or self.settled or any(c.decision == "fail" for c in self.comparisons):
             return False
-        compared_only = all(r.startswith(("within limits:", "left out:", "intervals:")) or any(r == c.text() for c in
-                            self.comparisons) for r in self.reasons) if self.outcome == "rejected" else True
-        return compared_only and any(c.decision == "single" for c in self.comparisons)
+        return any(c.decision == "single" for c in self.comparisons)
 
     def to_event(self, **context) -> dict:
         return {"outcome": self.outcome, "reasons": self.reasons,
@@ -219,6 +219,7 @@ def family_confidence(runs: list[pd.DataFrame], baseline_runs: list[pd.DataFrame
 def _compare(completed, baseline_runs, rules: VerdictRules, reasons: list[str], left_out: bool = False) -> Verdict:
     comparisons: list[Comparison] = []
     failing, straddling, passing = [], [], []
+    settled = bool(reasons)
     runs = [cells for _, cells in completed]
     confidence = family_confidence(runs, baseline_runs, rules)
     for rule in rules.rules:
@@ -229,6 +230,7 @@ def _compare(completed, baseline_runs, rules: VerdictRules, reasons: list[str], 
                               "disturbed cells were left out")
         elif not found:
             failing.append(describe(rule, found))
+            settled = True
         for c in found:
             if c.decision == "straddle":
                 hint = (f"; about {c.repeats_to_decide} runs per side would likely decide it"
@@ -244,7 +246,7 @@ def _compare(completed, baseline_runs, rules: VerdictRules, reasons: list[str], 
                  and any(c.change_low_pct is not None for c in comparisons) else [])
     if reasons or failing:
         return Verdict("rejected", reasons + failing + straddling + [f"within limits: {t}" for t in passing]
-                       + intervals, comparisons)
+                       + intervals, comparisons, settled)
     if straddling:
         return Verdict("inconclusive", straddling + [f"within limits: {t}" for t in passing] + intervals, comparisons)
     return Verdict("accepted", (passing or ["valid, and no comparison rules to apply"]) + intervals, comparisons)
