@@ -29,6 +29,7 @@ plan:
   decode: {concurrency: [1, 4], categories: [prose], output_tokens: 32, rounds: 2}
   prefill: {prompt_tokens: [256], requests: 1}
   warmup_requests: 1
+  max_foreign_cpu_cores: 4  # the verdicts here are about slots, not about other load on the CI host
 verdict:
   rules:
     # one slot against four at 4 concurrent requests: about -45% on a 2-core CPU, far from any noise
@@ -234,6 +235,7 @@ plan:
   decode: {concurrency: [4], categories: [prose], output_tokens: 32, rounds: 2}
   prefill: null
   warmup_requests: 1
+  max_foreign_cpu_cores: 4
 verdict:
   rules:
     - {metric: aggregate_tok_s, concurrency: [4], max_regression_pct: 7}

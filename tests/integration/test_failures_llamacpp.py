@@ -171,8 +171,8 @@ def test_every_cell_records_others_cpu_and_is_marked_exactly_when_over_the_limit
 
     from .helpers import SMALL_PLAN as plan
 
-    record = run_candidate(tiny_candidate(), plan.model_copy(update={"prefill": None}), Journal(tmp_path),
-                           reporter=QUIET)
+    default = plan.model_copy(update={"prefill": None, "max_foreign_cpu_cores": None})
+    record = run_candidate(tiny_candidate(), default, Journal(tmp_path), reporter=QUIET)
     cells = record.table("cells")
     assert cells["foreign_cpu_cores"].notna().all() and (cells["foreign_cpu_cores"] >= 0).all()
     busy = cells["invalid_reasons"].str.contains("host busy")

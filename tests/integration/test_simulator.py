@@ -21,7 +21,8 @@ from .helpers import wait_healthy
 pytestmark = pytest.mark.simulator
 PLAN = Plan.model_validate({"decode": {"concurrency": [1, 4], "categories": ["prose"], "output_tokens": 24,
                                        "rounds": 2},
-                            "prefill": {"prompt_tokens": [512], "requests": 2}, "warmup_requests": 1})
+                            "prefill": {"prompt_tokens": [512], "requests": 2}, "warmup_requests": 1,
+                            "max_foreign_cpu_cores": 4})
 
 
 @pytest.mark.parametrize("engine", ["sglang", "vllm", "llamacpp"])
