@@ -24,7 +24,8 @@ from .journal.store import Journal, RunRecord, RunWriter, utc_now
 from .launch.environment import fingerprint
 from .launch.preflight import ResolvedPaths, preflight
 from .launch.process import AttachedEngine, EngineFailed, EngineProcess, free_port
-from .launch.redaction import redact_argv, redact_env
+from .launch.verify import read_self_report, select_model, verify_attached, verify_claims
+from .config.secrets import Scrubber, redact_argv, redact_env
 from .measure.gates import gate_summary
 from .measure.loop import MeasurementLog, WarmupFailed, inactive_drafter, measure_plan
 from .util.files import tail_of
@@ -71,7 +72,7 @@ def _server_info(adapter: EngineAdapter, base_url: str, api_key: str | None) -> 
     """What the engine says about itself (version, server args), from the first info path that answers."""
     import httpx
 
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    headers = _auth_headers(api_key)
     for path in adapter.info_paths:
         try:
             response = httpx.get(f"{base_url}{path}", timeout=5, headers=headers)
@@ -166,7 +167,7 @@ def _measure(engine, candidate: Candidate, adapter: EngineAdapter, plan: Plan, w
         _run_async(lambda: measure_plan(engine_info.base_url, adapter, plan, log, tag=writer.run_id,
                                         alive_check=alive_check, engine_log=writer.engine_log,
                                         request_extras=candidate.request_extras, reporter=reporter,
-                                        on_model=lambda name: setattr(engine_info, "served_model", name),
+                                        model=engine_info.served_model,
                                         engine_pid=engine_info.pid if candidate.launch.mode == "local" else None,
                                         on_cell=lambda: _write_raw(writer, log), api_key=api_key))
     except EngineFailed as error:
@@ -185,6 +186,25 @@ def _measure(engine, candidate: Candidate, adapter: EngineAdapter, plan: Plan, w
     return (inactive, "measure") if inactive is not None else None
 
 
+def _select_model(candidate, adapter, engine_info, api_key: str | None) -> EngineFailed | None:
+    """Which of the endpoint's models to measure, and what the engine reports of the candidate's settings;
+    a launched engine that does not serve the named model is a failed load (attach refused this earlier)."""
+    if engine_info.served_model is not None:
+        return None
+    report = read_self_report(adapter, engine_info.base_url, _auth_headers(api_key))
+    claims, _ = verify_claims(candidate, report, None)
+    engine_info.verification = {"claims": claims, "reported": report.record}
+    try:
+        engine_info.served_model = select_model(report, candidate.model.served_name, engine_info.base_url)
+    except InputError as error:
+        return EngineFailed(FailureCause("model_not_served", str(error)), "", None)
+    return None
+
+
+def _auth_headers(api_key: str | None) -> dict:
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
 def _launch_and_measure(engine, candidate, adapter, plan, writer, log, engine_info, environment,
                         reporter, api_key: str | None = None) -> tuple[EngineFailed, str] | None:
     """Start the engine, wait for it, record what it says about itself, measure; always stop it."""
@@ -197,6 +217,9 @@ def _launch_and_measure(engine, candidate, adapter, plan, writer, log, engine_in
                                                               on_poll=lambda s: task.update(s)), 3)
             except EngineFailed as error:
                 return error, "launch"
+        unserved = _select_model(candidate, adapter, engine_info, api_key)
+        if unserved is not None:
+            return unserved, "launch"
         info = _server_info(adapter, engine_info.base_url, api_key)
         if info:
             writer.write_json("server_info.json", info)
@@ -228,7 +251,12 @@ def run_candidate(
     paths = preflight(candidate, reporter)
     api_key = _api_key(candidate)
     target = _target(candidate, adapter, paths, api_key)
-    writer = journal.start_run(candidate.id, run_id)
+    served_model, verification = None, None
+    if candidate.launch.mode == "attach":
+        # Before anything is recorded: a server that is not the one the candidate describes is refused.
+        served_model, verification = verify_attached(candidate, adapter, target.base_url, _auth_headers(api_key),
+                                                     paths.model_path)
+    writer = journal.start_run(candidate.id, run_id, Scrubber.from_environment(candidate.launch.api_key_env))
     identity = RunIdentity.model_validate({
         "candidate_id": candidate.id, "candidate_label": candidate.label,
         "candidate": candidate.model_dump(mode="json"), "plan_id": plan.id, "plan": plan.model_dump(mode="json"),
@@ -240,7 +268,8 @@ def run_candidate(
     engine = _engine(candidate, adapter, target, writer)
     reporter.log(f"run {writer.run_id}: {candidate.label} ({candidate.id}) on {target.base_url}")
     log = MeasurementLog()
-    engine_info = EngineInfo(argv=redact_argv(target.argv), base_url=target.base_url)
+    engine_info = EngineInfo(argv=redact_argv(target.argv), base_url=target.base_url, served_model=served_model,
+                             verification=verification)
     failed = _launch_and_measure(engine, candidate, adapter, plan, writer, log, engine_info, environment, reporter,
                                  api_key)
 

@@ -13,9 +13,8 @@ from pathlib import Path
 
 from .config.study import Study, StudyEntry
 from .engines import get_engine
-from .journal.store import Journal, RunRecord
-from .launch.redaction import redact_argv
-from .util.files import atomic_write_bytes
+from .journal.store import Journal
+from .config.secrets import Scrubber, redact_argv
 from .util.paths import repo_data_dir
 from .util.progress import Reporter
 
@@ -196,9 +195,10 @@ def _run_entry(study: Study, entry: StudyEntry, journal: Journal, kernel: _Kerne
 
     started = time.monotonic()
     run_id = journal.new_run_id(entry.candidate.id)
-    work = journal.root / ".sweeps" / study.name
+    # One working notebook per run: two sweeps of one study in one journal never share a file.
+    work = journal.root / ".sweeps"
     work.mkdir(parents=True, exist_ok=True)
-    output = work / f"{entry.name}.ipynb"
+    output = work / f"{run_id}.ipynb"
     parameters = {"candidate": entry.candidate.model_dump(mode="json"), "plan": study.plan.model_dump(mode="json"),
                   "journal": str(journal.root.resolve()), "run_id": run_id, "study": study.name,
                   "study_entry": entry.name}
@@ -217,17 +217,14 @@ def _run_entry(study: Study, entry: StudyEntry, journal: Journal, kernel: _Kerne
         message = f"notebook failed in cell {error.exec_count}: {error.ename}: {error.evalue}"[:600]
     finally:
         progress.flush()
-    record = _run_for(journal, run_id)
-    if record is not None and output.is_file():
-        atomic_write_bytes(record.dir / "notebook.ipynb", output.read_bytes())
+    record = journal.run(run_id) if (journal.runs_dir / run_id).is_dir() else None
+    if output.is_file():
+        if record is not None:
+            journal.add_notebook(run_id, output.read_bytes(), Scrubber.from_environment(entry.candidate.launch.api_key_env))
+        output.unlink()
     status = record.status if record is not None else "error"
     if record is not None and record.manifest is not None and record.manifest.failure is not None:
         message = message or record.manifest.failure.text
     reporter.log(f"candidate {entry.name}: {status}" + (f" ({message})" if message else ""))
     return SweepResult(entry.name, entry.candidate.id, record.run_id if record else None, status,
                        time.monotonic() - started, message)
-
-
-def _run_for(journal: Journal, run_id: str) -> RunRecord | None:
-    matches = [r for r in journal.run_ids() if r == run_id or r.startswith(run_id + ".")]
-    return journal.run(matches[-1]) if matches else None

@@ -13,6 +13,7 @@ import json
 from typing import Any, Literal
 
 from typing import Callable
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -137,6 +138,15 @@ class Launch(_Strict):
             raise ValueError("launch.url: attach mode needs the URL of the running server")
         if self.mode != "attach" and self.url:
             raise ValueError("launch.url is only for mode: attach")
+        if self.url:
+            parts = urlsplit(self.url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(f"launch.url {self.url!r}: not an http(s) URL; write it whole, "
+                                 "e.g. http://127.0.0.1:8080")
+            try:
+                parts.port
+            except ValueError:
+                raise ValueError(f"launch.url {self.url!r}: the port is not a number between 1 and 65535") from None
         if self.mode == "compose" and not self.image:
             raise ValueError("launch.image: compose mode needs a container image")
         if self.mode != "compose" and (self.image or self.replicas != 1 or self.volumes or self.compile_cache):

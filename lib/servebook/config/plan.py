@@ -70,6 +70,25 @@ class Plan(_Strict):
                                 "(default 0.5 cores)")
     request_timeout_s: float = Field(300.0, gt=0)
 
+    def unmatched(self, rule) -> list[str]:
+        """Why a verdict rule (config.rules.ComparisonRule) would select no cell, or some cell, this plan never
+        measures; empty when every selector names cells of this plan."""
+        if rule.kind == "prefill":
+            if self.prefill is None:
+                return [f"{rule.metric} needs prefill cells, and the plan has no prefill section"]
+            missing = sorted(set(rule.prompt_tokens or []) - set(self.prefill.prompt_tokens))
+            return [f"prompt_tokens {missing} are not in plan.prefill.prompt_tokens {self.prefill.prompt_tokens}"] \
+                if missing else []
+        if self.decode is None:
+            return [f"{rule.metric} needs decode cells, and the plan has no decode section"]
+        problems = []
+        missing = sorted(set(rule.concurrency or []) - set(self.decode.concurrency))
+        if missing:
+            problems.append(f"concurrency {missing} is not in plan.decode.concurrency {self.decode.concurrency}")
+        if rule.category and rule.category not in self.decode.categories:
+            problems.append(f"category {rule.category!r} is not in plan.decode.categories {self.decode.categories}")
+        return problems
+
     def canonical_json(self) -> str:
         data = self.model_dump(mode="json", exclude={"name"}, exclude_none=True)
         return json.dumps(data, sort_keys=True, separators=(",", ":"))

@@ -1,13 +1,111 @@
-"""Which names and flags carry secrets: one policy, used to refuse them in inputs and redact them in outputs."""
+"""Secrets (API keys, tokens): one policy, used to refuse them in inputs and to scrub every byte servebook writes.
+
+Two layers, because neither alone is enough:
+- by name: a field or variable whose name says it holds a secret (`api_key`, `HF_TOKEN`) and an
+  argument after a secret-taking flag (`--api-key`) are replaced wherever they appear, including
+  in what an engine reports about itself (SGLang's server info carries its `api_key`);
+- by value: the secrets servebook knows of (the key named by `launch.api_key_env`, and every
+  secret-named variable of its own environment, which engines inherit) are replaced in any text,
+  so a key an engine prints into its log, or a notebook echoes, is caught too.
+"""
 
 from __future__ import annotations
 
+import os
 import re
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
 
 REDACTED = "***"
-SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.I)
 SECRET_FLAGS = frozenset({"--api-key", "--admin-api-key", "--api-key-file", "--hf-token", "-hft", "--ssl-key-file"})
+_SECRET_WORDS = frozenset({"KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS",
+                           "AUTHORIZATION", "BEARER", "PRIVATEKEY"})
+# A name that points at a secret (`api_key_env: SB_KEY`, `api_key_file`) is not itself one.
+_REFERENCE_WORDS = frozenset({"ENV", "NAME", "FILE", "PATH", "FLAG", "VAR"})
+# Tokenizer vocabulary (`bos_token: "<s>"`, llama.cpp /props), not credentials.
+_VOCABULARY_WORDS = frozenset({"BOS", "EOS", "EOT", "PAD", "UNK", "SEP", "CLS", "MASK", "FIM", "PRE", "SUF", "MID",
+                               "START", "END", "STOP", "SPECIAL", "CHAT", "THINK", "IMAGE", "AUDIO"})
+_SHORTEST_SECRET_VALUE = 8  # shorter values ("1", "true") would blank out unrelated text
+
+
+def _words(name: str) -> list[str]:
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name)
+    return [w for w in re.split(r"[^A-Za-z0-9]+", spaced.upper()) if w]
 
 
 def looks_secret(name: str) -> bool:
-    return bool(SECRET_NAME.search(name))
+    """Whether a variable or field named `name` holds a secret: HF_TOKEN, api_key, apiKey, OPENAI_API_KEY yes;
+    max_tokens, TOKENIZERS_PARALLELISM, api_key_env, bos_token no."""
+    words = _words(name)
+    if not words or words[-1] in _REFERENCE_WORDS:
+        return False
+    for i, word in enumerate(words):
+        if word in _SECRET_WORDS:
+            if word == "TOKEN" and i and words[i - 1] in _VOCABULARY_WORDS:
+                continue
+            return True
+    return False
+
+
+def redact_env(env: Mapping[str, str]) -> dict[str, str]:
+    return {k: (REDACTED if looks_secret(k) else v) for k, v in env.items()}
+
+
+def redact_argv(argv: Iterable[str]) -> list[str]:
+    out: list[str] = []
+    hide_next = False
+    for arg in argv:
+        if hide_next:
+            out.append(REDACTED)
+            hide_next = False
+            continue
+        flag, eq, _ = arg.partition("=")
+        if flag in SECRET_FLAGS:
+            out.append(f"{flag}={REDACTED}" if eq else arg)
+            hide_next = not eq
+            continue
+        out.append(arg)
+    return out
+
+
+@dataclass(frozen=True)
+class Scrubber:
+    """Removes secrets from what is about to be written: JSON-like objects, text, bytes, table cells."""
+
+    values: tuple[str, ...] = ()
+
+    @classmethod
+    def from_environment(cls, *names: str | None, environ: Mapping[str, str] | None = None) -> "Scrubber":
+        """The values of the variables `names` (e.g. launch.api_key_env) and of every secret-named variable."""
+        environ = os.environ if environ is None else environ
+        found = {environ.get(n, "") for n in names if n}
+        found |= {v for k, v in environ.items() if looks_secret(k)}
+        return cls(tuple(sorted((v for v in found if len(v) >= _SHORTEST_SECRET_VALUE), key=len, reverse=True)))
+
+    def text(self, text: str) -> str:
+        for value in self.values:
+            if value in text:
+                text = text.replace(value, REDACTED)
+        return text
+
+    def bytes(self, data: bytes) -> bytes:
+        for value in self.values:
+            encoded = value.encode()
+            if encoded in data:
+                data = data.replace(encoded, REDACTED.encode())
+        return data
+
+    def json(self, obj: Any) -> Any:
+        """A copy of `obj` with secret-named string fields, secret flag arguments and known values replaced."""
+        if isinstance(obj, Mapping):
+            return {k: (REDACTED if isinstance(v, str) and v and looks_secret(str(k)) else self.json(v))
+                    for k, v in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            items = redact_argv(obj) if all(isinstance(x, str) for x in obj) else obj
+            return [self.json(x) for x in items]
+        if isinstance(obj, str):
+            return self.text(obj)
+        return obj
+
+    def contains_secret(self, data: bytes) -> bool:
+        return any(value.encode() in data for value in self.values)

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .candidate import Candidate
 from .errors import InputError, format_validation_error
+from .names import SAFE_NAME, check_safe_name, safe_name_from
 from .plan import Plan
 from .rules import VerdictRules
 
@@ -62,9 +63,14 @@ class Variant(_Strict):
     set: dict[str, Any] = Field(default_factory=dict, description="dotted overrides, e.g. knobs.chunk_size")
     note: str | None = None
 
+    @field_validator("name")
+    @classmethod
+    def _file_name(cls, name: str) -> str:
+        return check_safe_name(name, "variant name")
+
 
 class Study(_Strict):
-    name: str = Field(..., pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    name: str = Field(..., pattern=SAFE_NAME)
     description: str | None = None
     base: Candidate
     include_base: bool = Field(True, description="measure the base itself, named 'baseline'")
@@ -84,6 +90,20 @@ class Study(_Strict):
             raise ValueError(f"variant names must be unique and not 'baseline': {dupes or ['baseline']}")
         return variants
 
+    @model_validator(mode="after")
+    def _runnable(self) -> "Study":
+        """Everything a sweep would otherwise find out only after running every candidate."""
+        names = [entry.name for entry in self.expand()]
+        if self.verdict.baseline not in names:
+            hint = " (include_base is false, so 'baseline' is not measured)" if not self.include_base else ""
+            raise ValueError(f"verdict.baseline: no candidate named {self.verdict.baseline!r}{hint}; "
+                             f"the study's candidates are {', '.join(names) or 'none'}")
+        problems = [f"verdict.rules[{i}]: {problem}" for i, rule in enumerate(self.verdict.rules)
+                    for problem in self.plan.unmatched(rule)]
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
     @property
     def rules_hash(self) -> str:
         return hashlib.sha256(self.verdict.model_dump_json().encode()).hexdigest()[:12]
@@ -95,11 +115,18 @@ class Study(_Strict):
 
         def add(name: str, overrides: dict[str, Any], where: str) -> None:
             try:
-                candidate = self.base.with_overrides(overrides).model_copy(update={"name": name})
+                candidate = self.base.with_overrides(overrides)
             except ValidationError as error:
                 raise InputError(format_validation_error(error, f"study {self.name}, {where}")) from None
             if candidate.id in seen:
                 return
+            taken = {e.name for e in entries}
+            unique, n = name, 1
+            while unique in taken:  # two generated names that differed only in characters a file name cannot hold
+                n += 1
+                unique = f"{name}-{n}"
+            name = unique
+            candidate = candidate.model_copy(update={"name": name})
             seen[candidate.id] = name
             entries.append(StudyEntry(name, candidate, overrides))
 
@@ -126,4 +153,4 @@ def _combo_name(combo: dict[str, Any]) -> str:
     def value(v: Any) -> str:
         return json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else str(v)
 
-    return ",".join(f"{short(k)}={value(v)}" for k, v in combo.items())
+    return safe_name_from(",".join(f"{short(k)}={value(v)}" for k, v in combo.items()))

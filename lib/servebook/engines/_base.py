@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, TYPE_CHECKING
 
 from ..config.errors import InputError
 
@@ -80,6 +80,16 @@ class EngineAdapter(ABC):
     fingerprints_binary: bool = False
     #: the flag that makes the engine require an API key (llama.cpp, vLLM and SGLang all take --api-key)
     api_key_flag: str | None = "--api-key"
+    #: the flag that sets the name the API answers to (model.served_name)
+    served_name_flag: str | None = None
+    #: where the engine reports the settings it actually runs with (read besides /v1/models)
+    self_report_paths: tuple[str, ...] = ()
+
+    def reported_settings(self, bodies: dict[str, Any]) -> dict[str, Any]:
+        """What the engine says it runs with, in knob terms, from the JSON bodies of `self_report_paths` and
+        /v1/models. Keys: model_file, served_name, max_running_requests, context_length (total) or
+        context_per_slot, chunk_size, tensor_parallel_size, kv_dtype, drafter_active. Absent: not reported."""
+        return {}
 
     def build_fingerprint(self, candidate: "Candidate") -> dict:
         """What the environment records of the engine's build (servebook-built engines only)."""

@@ -8,7 +8,7 @@ not counted.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import Any, TYPE_CHECKING
 
 from .counters import counter_delta
 from . import register
@@ -38,7 +38,7 @@ _OWNED = {
     "kv_dtype": ("-ctk", "--cache-type-k", "-ctv", "--cache-type-v"),
     "drafter": ("--spec-type", "-md", "--model-draft", "--spec-draft-model", "--spec-draft-n-max", "--spec-synth-len", "--spec-synth-rates",
                 "--spec-ngram-mod-n-max", "--spec-ngram-mod-n-min"),
-    "launch": ("--host", "--port", "-m", "--model", "--metrics"),
+    "launch": ("--host", "--port", "-m", "--model", "--metrics", "--alias"),
 }
 
 _FAILURE_PATTERNS: list[tuple[str, re.Pattern]] = [
@@ -60,6 +60,25 @@ class LlamaCppAdapter(EngineAdapter):
     kind = "llamacpp"
     owned = _OWNED
     info_paths = ("/props",)
+    served_name_flag = "--alias"
+    self_report_paths = ("/props", "/slots")
+
+    def reported_settings(self, bodies: dict[str, Any]) -> dict[str, Any]:
+        props = bodies.get("/props") if isinstance(bodies.get("/props"), dict) else {}
+        out: dict[str, Any] = {}
+        if isinstance(props.get("total_slots"), int):
+            out["max_running_requests"] = props["total_slots"]
+        if props.get("model_path"):
+            out["model_file"] = props["model_path"]
+        if props.get("model_alias"):
+            out["served_name"] = props["model_alias"]
+        per_slot = (props.get("default_generation_settings") or {}).get("n_ctx")
+        if isinstance(per_slot, int):
+            out["context_per_slot"] = per_slot  # the total split over slots, or all of it when the KV is unified
+        slots = bodies.get("/slots")
+        if isinstance(slots, list) and slots and all(isinstance(s, dict) and "speculative" in s for s in slots):
+            out["drafter_active"] = any(bool(s["speculative"]) for s in slots)
+        return out
     container_port = 8080
     process_markers = (b"llama-server",)
     fingerprints_binary = True
@@ -135,6 +154,8 @@ class LlamaCppAdapter(EngineAdapter):
             args += ["-ngl", str(knobs.gpu_layers)]
         elif install is not None and install.backend == "cuda":
             args += ["-ngl", "999"]  # every layer: what a CUDA build is for
+        if candidate.model.served_name:
+            args += ["--alias", candidate.model.served_name]
         if knobs.context_length is not None:
             args += ["-c", str(knobs.context_length)]
         if knobs.max_running_requests is not None:

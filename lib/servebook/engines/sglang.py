@@ -8,7 +8,7 @@ scrape must come after readiness (servebook scrapes before every cell, long afte
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import Any, TYPE_CHECKING
 
 from .counters import counter_delta
 from . import _gpu, register
@@ -47,12 +47,27 @@ class SGLangAdapter(_gpu.PythonServerAdapter):
         "tensor_parallel_size": ("--tp-size", "--tp", "--tensor-parallel-size"),
         "drafter": ("--speculative-algorithm", "--speculative-draft-model-path", "--speculative-num-steps",
                     "--speculative-eagle-topk", "--speculative-num-draft-tokens"),
-        "launch": ("--host", "--port", "--model-path", "--enable-metrics", "--revision"),
+        "launch": ("--host", "--port", "--model-path", "--enable-metrics", "--revision", "--served-model-name"),
     }
     compile_pattern = re.compile(r"Capture cuda graph|torch\.compile|Compiling|compile_fx|autotun", re.I)
     title = "SGLang"
     kv_types = KV_TYPES
     info_paths = ("/server_info", "/get_server_info")
+    served_name_flag = "--served-model-name"
+    self_report_paths = ("/server_info", "/get_server_info")
+
+    def reported_settings(self, bodies: dict[str, Any]) -> dict[str, Any]:
+        info = next((b for p in self.self_report_paths if isinstance(b := bodies.get(p), dict)), {})
+        out: dict[str, Any] = {}
+        for field, knob in (("model_path", "model_file"), ("served_model_name", "served_name"),
+                            ("max_running_requests", "max_running_requests"), ("context_length", "context_length"),
+                            ("chunked_prefill_size", "chunk_size"), ("tp_size", "tensor_parallel_size"),
+                            ("kv_cache_dtype", "kv_dtype")):
+            if info.get(field) is not None:
+                out[knob] = info[field]
+        if "speculative_algorithm" in info:
+            out["drafter_active"] = bool(info["speculative_algorithm"])
+        return out
 
     def check(self, candidate: "Candidate") -> None:
         self.check_common(candidate)
@@ -71,6 +86,8 @@ class SGLangAdapter(_gpu.PythonServerAdapter):
                 "--port", str(port), "--enable-metrics", "--enable-cache-report"]
         if candidate.model.revision:
             args += ["--revision", candidate.model.revision]
+        if candidate.model.served_name:
+            args += ["--served-model-name", candidate.model.served_name]
         args += _gpu.knob_args(knobs, {
             "tensor_parallel_size": ("--tp-size",), "chunk_size": ("--chunked-prefill-size",),
             "max_running_requests": ("--max-running-requests",), "context_length": ("--context-length",),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING
+from typing import Any, TYPE_CHECKING
 
 from .counters import counter_delta
 from . import _gpu, register
@@ -53,13 +53,26 @@ class VLLMAdapter(_gpu.PythonServerAdapter):
         "kv_dtype": ("--kv-cache-dtype",),
         "tensor_parallel_size": ("-tp", "--tensor-parallel-size"),
         "drafter": ("--speculative-config", "--speculative_config"),
-        "launch": ("--host", "--port", "--revision", "--enable-prompt-tokens-details"),
+        "launch": ("--host", "--port", "--revision", "--enable-prompt-tokens-details", "--served-model-name"),
     }
     compile_pattern = re.compile(r"Compiling a graph|torch\.compile|Capturing CUDA graph|compile range|"
                                  r"Dynamo bytecode transform", re.I)
     title = "vLLM"
     kv_types = KV_TYPES
     info_paths = ("/version",)
+    served_name_flag = "--served-model-name"
+
+    def reported_settings(self, bodies: dict[str, Any]) -> dict[str, Any]:
+        # vLLM describes itself only through /v1/models: the model it loaded and its context length.
+        listed = (bodies.get("/v1/models") or {}).get("data") if isinstance(bodies.get("/v1/models"), dict) else None
+        if not isinstance(listed, list) or len(listed) != 1 or not isinstance(listed[0], dict):
+            return {}
+        out: dict[str, Any] = {}
+        if listed[0].get("root"):
+            out["model_file"] = listed[0]["root"]
+        if isinstance(listed[0].get("max_model_len"), int):
+            out["context_length"] = listed[0]["max_model_len"]
+        return out
 
     def stream_options(self) -> dict:
         # Usage on every chunk gives the tokens each chunk carried (several, with a drafter).
@@ -79,6 +92,8 @@ class VLLMAdapter(_gpu.PythonServerAdapter):
                 "--port", str(port), "--enable-prompt-tokens-details"]
         if candidate.model.revision:
             args += ["--revision", candidate.model.revision]
+        if candidate.model.served_name:
+            args += ["--served-model-name", candidate.model.served_name]
         args += _gpu.knob_args(knobs, {
             "tensor_parallel_size": ("-tp",), "chunk_size": ("--enable-chunked-prefill", "--max-num-batched-tokens"),
             "max_running_requests": ("--max-num-seqs",), "context_length": ("--max-model-len",),

@@ -90,6 +90,9 @@ class EngineInfo(_Record):
     ready_s: float | None = None
     measure_s: float | None = None
     served_model: str | None = None
+    #: attach and launch alike: each claim of the candidate against what the engine reports of itself
+    #: ("verified: 4", "claimed, not verified"), and the report itself
+    verification: dict[str, Any] | None = None
 
 
 class RunIdentity(_Record):

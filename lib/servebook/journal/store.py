@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -19,7 +20,9 @@ import pandas as pd
 from pydantic import ValidationError
 
 from ..config.errors import InputError
-from ..util.files import atomic_write_bytes, fsync_dir, tail_of
+from ..config.names import is_safe_name
+from ..config.secrets import Scrubber
+from ..util.files import atomic_write_bytes, fsync_dir, fsync_file, tail_of
 from ..util.render import Block, Renderable, Table, Text
 from .manifest import Manifest, RunIdentity
 
@@ -43,9 +46,11 @@ def utc_now() -> str:
 class RunWriter:
     """Writes one run's files. `seal` writes the manifest, after which the run is read-only."""
 
-    def __init__(self, directory: Path):
+    def __init__(self, directory: Path, scrubber: Scrubber | None = None):
         self.dir = directory
         self.run_id = directory.name
+        # Every byte this writer puts in the run passes through it: no secret reaches the journal.
+        self.scrubber = scrubber or Scrubber.from_environment()
 
     @property
     def sealed(self) -> bool:
@@ -64,12 +69,22 @@ class RunWriter:
         path = self.dir / name
         if isinstance(obj, RunIdentity):
             obj = obj.model_dump(mode="json", by_alias=True)
-        atomic_write_bytes(path, _dumps(obj))
+        atomic_write_bytes(path, self.scrubber.bytes(_dumps(self.scrubber.json(json.loads(_dumps(obj))))))
+        return path
+
+    def write_text(self, name: str, text: str) -> Path:
+        self._check_open()
+        path = self.dir / name
+        atomic_write_bytes(path, self.scrubber.bytes(text.encode()))
         return path
 
     def write_table(self, name: str, rows: Iterable[dict] | pd.DataFrame) -> Path:
         self._check_open()
         frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
+        if self.scrubber.values:  # response text could echo a key; only string cells can hold one
+            frame = frame.copy()
+            for column in frame.columns[frame.dtypes == object]:
+                frame[column] = frame[column].map(lambda v: self.scrubber.text(v) if isinstance(v, str) else v)
         path = self.dir / f"{name}.parquet"
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=self.dir)
         os.close(fd)
@@ -87,10 +102,25 @@ class RunWriter:
         """Write manifest.json last: from this moment the run is sealed and never rewritten."""
         self._check_open()
         manifest = manifest.model_copy(update={"run_id": self.run_id, "sealed_at": utc_now()})
-        fsync_dir(self.dir)  # every file written so far is durable before the manifest says so
+        self._scrub_text_files()
+        for path in self.dir.iterdir():  # every file written so far is durable before the manifest says so
+            if path.is_file():
+                fsync_file(path)
+        fsync_dir(self.dir)
         path = self.dir / "manifest.json"
-        atomic_write_bytes(path, manifest.to_json())
+        data = self.scrubber.json(json.loads(manifest.to_json()))
+        atomic_write_bytes(path, self.scrubber.bytes(_dumps(data)))
+        fsync_dir(self.dir.parent)
         return path
+
+    def _scrub_text_files(self) -> None:
+        """Files others wrote into the run (the engine's log, compose output) are scrubbed before sealing;
+        the engine is stopped by then, so nothing writes to them afterwards."""
+        for path in self.dir.iterdir():
+            if path.suffix in (".log", ".yaml", ".txt") and path.is_file():
+                data = path.read_bytes()
+                if self.scrubber.contains_secret(data):
+                    atomic_write_bytes(path, self.scrubber.bytes(data))
 
 
 def read_manifest(path: Path) -> tuple[Manifest | None, str | None]:
@@ -219,21 +249,38 @@ class Journal(Renderable):
         return self
 
     def new_run_id(self, candidate_id: str) -> str:
+        """Sortable by start time, and unique across writers: two sweeps that start the same candidate in the
+        same second get different ids, so each addresses exactly its own run."""
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        return f"{stamp}-{candidate_id[:8]}"
+        return f"{stamp}-{candidate_id[:8]}-{secrets.token_hex(2)}"
 
-    def start_run(self, candidate_id: str, run_id: str | None = None) -> RunWriter:
-        """Create the run directory; `run_id` lets a sweep name the run before the notebook starts it."""
+    def start_run(self, candidate_id: str, run_id: str | None = None, scrubber: Scrubber | None = None) -> RunWriter:
+        """Create the run directory. A `run_id` chosen beforehand (a sweep names the run before its notebook
+        starts) is taken exactly or refused, never silently changed into another."""
         self.ensure_writable()
-        base = run_id or self.new_run_id(candidate_id)
-        for attempt in range(100):
-            run_id = base if attempt == 0 else f"{base}.{attempt}"
+        if run_id is not None:
+            if not is_safe_name(run_id):
+                raise InputError(f"run id {run_id!r} cannot be used as a directory name")
             try:
                 (self.runs_dir / run_id).mkdir()
-                return RunWriter(self.runs_dir / run_id)
+            except FileExistsError:
+                raise InputError(f"run {run_id} already exists in {self.root}; run ids are never reused") from None
+            return RunWriter(self.runs_dir / run_id, scrubber)
+        for _ in range(100):
+            run_id = self.new_run_id(candidate_id)
+            try:
+                (self.runs_dir / run_id).mkdir()
+                return RunWriter(self.runs_dir / run_id, scrubber)
             except FileExistsError:
                 continue
-        raise RuntimeError(f"could not allocate a run directory for {base}")
+        raise RuntimeError(f"could not allocate a run directory for {candidate_id}")
+
+    def add_notebook(self, run_id: str, data: bytes, scrubber: Scrubber | None = None) -> Path:
+        """The executed notebook, added beside a run's files in one atomic, durable, scrubbed write."""
+        scrubber = scrubber or Scrubber.from_environment()
+        path = self.run(run_id).dir / "notebook.ipynb"
+        atomic_write_bytes(path, scrubber.bytes(data))
+        return path
 
     def run_ids(self) -> list[str]:
         if not self.runs_dir.is_dir():
@@ -241,6 +288,8 @@ class Journal(Renderable):
         return sorted(p.name for p in self.runs_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
 
     def run(self, run_id: str) -> RunRecord:
+        if not is_safe_name(run_id):
+            raise InputError(f"{run_id!r} is not a run id (run ids are file names: letters, digits, _ . , = + @ : -)")
         directory = self.runs_dir / run_id
         if not directory.is_dir():
             matches = [r for r in self.run_ids() if r.startswith(run_id) or run_id in r]

@@ -1,1 +1,1 @@
-"""Bringing an engine up and down: process, attach, compose, preflight, GPU inventory, fingerprint, redaction."""
+"""Bringing an engine up and down: process, attach, compose, preflight, GPU inventory, fingerprint."""

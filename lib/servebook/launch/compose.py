@@ -80,6 +80,9 @@ def render(candidate: Candidate, adapter: EngineAdapter, *, model_path: str, dra
             for variable in adapter.compile_cache_env:
                 environment[variable] = f"/root/.cache/compile/{variable.lower()}"
         command = adapter.argv(candidate, port=container_port, model_path=model_path, draft_path=draft_path)
+        if launch.api_key_env and adapter.api_key_flag:
+            # `docker compose` fills ${NAME} in from its own environment: the file holds the name, never the key.
+            command += [adapter.api_key_flag, "${" + launch.api_key_env + "}"]
         services[name] = {
             "image": image,
             "container_name": f"{project}-r{i}",

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .redaction import redact_env
+from ..config.secrets import redact_env
 
 
 def _cpu_model() -> str | None:

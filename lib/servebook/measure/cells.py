@@ -13,7 +13,7 @@ from typing import Literal
 
 from .client import RequestRecord
 from ..config.plan import Plan
-from .reconcile import Reconciliation
+from .reconcile import Reconciliation, server_cached_tokens
 
 
 @dataclass(frozen=True)
@@ -99,6 +99,28 @@ def steady_state(records: list[RequestRecord], concurrency: int) -> dict:
             "ramp_up_s": opened - first_send, "ramp_down_s": last_end - closed}
 
 
+def total_reported(records: list[RequestRecord], field: str) -> int | None:
+    """The sum of a usage field over requests, or None when any response left it out (never a silent 0)."""
+    values = [getattr(r, field) for r in records]
+    return None if any(v is None for v in values) else sum(values)
+
+
+def cold_evidence(records: list[RequestRecord], reconciliation: Reconciliation) -> tuple[bool | None, str]:
+    """Whether a prefill cell ran cold, and on what evidence: the responses' cached-token counts or the engine's
+    cache counter. Neither reporting means not verified, never cold by default."""
+    warm = [r for r in records if r.cached_tokens]
+    if warm:
+        return False, f"{len(warm)} requests hit the prompt cache ({max(r.cached_tokens for r in warm)} cached tokens)"
+    server = server_cached_tokens(reconciliation)
+    if server:
+        return False, f"the engine's counter says {server:g} prompt tokens came from its cache"
+    if records and all(r.cached_tokens == 0 for r in records):
+        return True, "every response reported 0 cached tokens"
+    if server == 0:
+        return True, "the engine's cache counter did not move"
+    return None, "neither the responses' usage nor the engine's counters report cached tokens"
+
+
 def summarize_cell(spec: CellSpec, records: list[RequestRecord], reconciliation: Reconciliation,
                    extra_reasons: list[str] | None = None) -> dict:
     ok = [r for r in records if r.ok]
@@ -115,10 +137,11 @@ def summarize_cell(spec: CellSpec, records: list[RequestRecord], reconciliation:
         if wrong_prompt:
             reasons.append(f"{len(wrong_prompt)} prompts were {sorted({r.prompt_tokens for r in wrong_prompt})} "
                            f"tokens instead of {spec.prompt_tokens}")
-        warm = [r for r in ok if r.cached_tokens]
-        if warm:
-            reasons.append(f"not cold: {len(warm)} requests hit the prompt cache "
-                           f"({max(r.cached_tokens for r in warm)} cached tokens)")
+        cold, why = cold_evidence(ok, reconciliation)
+        if cold is None:
+            reasons.append(f"cold not verified: {why}")
+        elif not cold:
+            reasons.append(f"not cold: {why}")
     if reconciliation.status == "mismatch":
         reasons.append(f"counters disagree: {reconciliation.message}")
 
@@ -140,8 +163,8 @@ def summarize_cell(spec: CellSpec, records: list[RequestRecord], reconciliation:
         "output_tokens": spec.output_tokens,
         "requests": len(records),
         "errors": len(errors),
-        "prompt_tokens": sum(r.prompt_tokens or 0 for r in ok),
-        "cached_tokens": sum(r.cached_tokens or 0 for r in ok),
+        "prompt_tokens": total_reported(ok, "prompt_tokens"),
+        "cached_tokens": total_reported(ok, "cached_tokens"),
         "completion_tokens": completion,
         "wall_s": wall,
         "aggregate_tok_s": completion / wall if wall and spec.kind == "decode" else None,

@@ -64,7 +64,8 @@ def _usage_fields(record: RequestRecord, usage: Any) -> None:
     record.completion_tokens = usage.completion_tokens
     details = getattr(usage, "prompt_tokens_details", None)
     cached = getattr(details, "cached_tokens", None) if details is not None else None
-    record.cached_tokens = int(cached or 0)
+    # An engine that does not report cached tokens leaves this None: "not reported" must not read as "none cached".
+    record.cached_tokens = None if cached is None else int(cached)
 
 
 def _timings_fields(record: RequestRecord, extra: dict | None) -> None:

@@ -30,7 +30,7 @@ from .gates import run_gate
 from .gpu import GpuSampler, NvmlReader, summarize_gpu
 from .host import DEFAULT_MAX_FOREIGN_CORES, cpu_sample, foreign_cores, own_processes, telemetry_rows
 from .reconcile import ClientCounts, reconcile
-from .cells import plan_cells
+from .cells import plan_cells, total_reported
 
 
 class WarmupFailed(RuntimeError):
@@ -96,6 +96,7 @@ class Measurement:
         engine_log: Path | None = None,
         request_extras: dict | None = None,
         engine_pid: int | None = None,
+        model: str | None = None,
     ):
         self.base_url = base_url.rstrip("/")
         self.adapter = adapter
@@ -108,7 +109,7 @@ class Measurement:
         self.engine_pid = engine_pid
         self.gpus = NvmlReader()
         self.log = MeasurementLog()
-        self.model_name = "default"
+        self.model_name = model
         self._filler: list[int] | None = None
         self._openers: list[int] = []
         self._prefill_count = 0
@@ -122,9 +123,10 @@ class Measurement:
                                       headers=self._auth)
         self.openai = AsyncOpenAI(base_url=f"{self.base_url}/v1", api_key=self.api_key, http_client=self.http,
                                   max_retries=0, timeout=self.plan.request_timeout_s)
-        models = await self.http.get(f"{self.base_url}/v1/models", headers=self._auth)
-        if models.status_code == 200 and models.json().get("data"):
-            self.model_name = models.json()["data"][0]["id"]
+        if self.model_name is None:  # chosen by the caller (model.served_name, checked against /v1/models)
+            models = await self.http.get(f"{self.base_url}/v1/models", headers=self._auth)
+            listed = models.json().get("data") if models.status_code == 200 else None
+            self.model_name = listed[0]["id"] if listed else "default"
         return self
 
     async def __aexit__(self, *exc) -> None:
@@ -253,11 +255,9 @@ class Measurement:
         cpu_after = cpu_sample(self.engine_pid)
         after = await self._scrape()
         ok = [r for r in records if r.ok]
-        client = ClientCounts(
-            prompt_tokens=sum(r.prompt_tokens or 0 for r in ok),
-            cached_tokens=sum(r.cached_tokens or 0 for r in ok),
-            completion_tokens=sum(r.completion_tokens or 0 for r in ok),
-        )
+        client = ClientCounts(prompt_tokens=total_reported(ok, "prompt_tokens"),
+                              cached_tokens=total_reported(ok, "cached_tokens"),
+                              completion_tokens=total_reported(ok, "completion_tokens"))
         counts = self.adapter.server_counts(before, after) if self.adapter.reconciles else None
         reconciliation = reconcile(client, counts)
         compiled = self._compilations_since(log_offset)
@@ -284,16 +284,15 @@ class Measurement:
 
 async def measure_plan(base_url: str, adapter: EngineAdapter, plan: Plan, log: MeasurementLog, *, tag: str,
                        alive_check: Callable[[], None], engine_log: Path, request_extras: dict,
-                       reporter: Reporter, on_model: Callable[[str], None], engine_pid: int | None = None,
+                       reporter: Reporter, model: str | None = None, engine_pid: int | None = None,
                        on_cell: Callable[[], None] = lambda: None, api_key: str | None = None) -> None:
     """Warm up, measure every cell of the plan in order, then run the gates; progress per request."""
     cells = plan_cells(plan)
     total_requests = sum(c.n_requests for c in cells)
     async with Measurement(base_url, adapter, plan, tag=tag, alive_check=alive_check, engine_log=engine_log,
-                           request_extras=request_extras, engine_pid=engine_pid,
+                           request_extras=request_extras, engine_pid=engine_pid, model=model,
                            api_key=api_key or "servebook") as m:
         m.log = log
-        on_model(m.model_name)
         with reporter.task("warm up", total=plan.warmup_requests) as task:
             await m.warmup()
             task.update(plan.warmup_requests)

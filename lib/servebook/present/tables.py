@@ -44,9 +44,10 @@ def fmt(value: Any, spec: str = ".1f", scale: float = 1.0, suffix: str = "") -> 
 
 
 def cell_check(cell: Any) -> str:
-    """'ok', 'ok (not_available)' when the counters could not be checked, or 'INVALID: why'."""
+    """'valid; counters ok', 'valid; counters not_available' (as recorded: never shortened to ok), or
+    'INVALID: why'."""
     if bool(cell["valid"]):
-        return "ok" if cell["reconciliation"] == "ok" else f"ok ({cell['reconciliation']})"
+        return f"valid; counters {cell['reconciliation']}"
     return f"INVALID: {cell['invalid_reasons']}"
 
 

@@ -21,6 +21,11 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def fsync_file(path: Path) -> None:
+    with open(path, "rb") as f:
+        os.fsync(f.fileno())
+
+
 def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> None:
     """Write to a temporary file beside `path`, then rename it over `path`: readers never see half a file.
 

@@ -64,7 +64,7 @@ class _Completion:
         return usage
 
     def envelope(self, obj: str, choices: list, usage: dict | None = None) -> dict:
-        data = {"id": self.request_id, "object": obj, "created": self.created, "model": self.app.config.model,
+        data = {"id": self.request_id, "object": obj, "created": self.created, "model": self.app.config.name,
                 "choices": choices}
         if usage:
             data["usage"] = usage
@@ -164,8 +164,10 @@ class SimApp:
 
         if not self.engine.ready:
             return self.not_ready()
-        return JSONResponse({"object": "list",
-                             "data": [{"id": self.config.model, "object": "model", "owned_by": "sim"}]})
+        listed = [{"id": name, "object": "model", "owned_by": "sim", "root": self.config.model,
+                   "max_model_len": self.config.context_length}
+                  for name in [self.config.name, *self.config.extra_models]]
+        return JSONResponse({"object": "list", "data": listed})
 
     async def tokenize(self, request):
         from starlette.responses import JSONResponse
@@ -175,10 +177,31 @@ class SimApp:
         return JSONResponse({"tokens": tokens, "count": len(tokens)})
 
     async def info(self, request):
+        """Each engine's own self-description, in its own shape (servebook verifies attached servers with it)."""
         from starlette.responses import JSONResponse
 
-        return JSONResponse({"version": f"sim-{self.config.flavor}", "simulator": True,
-                             "max_running_requests": self.config.timing.slots, "chunk": self.config.timing.chunk})
+        config, timing = self.config, self.config.timing
+        body: dict = {"version": f"sim-{config.flavor}", "simulator": True}
+        if config.flavor == "llamacpp":
+            per_slot = (config.context_length or 4096) // max(1, timing.slots)
+            body |= {"total_slots": timing.slots, "model_path": config.model, "model_alias": config.name,
+                     "default_generation_settings": {"n_ctx": per_slot}}
+        elif config.flavor == "sglang":
+            args = config.server_args
+            body |= {"model_path": config.model, "served_model_name": config.name,
+                     "max_running_requests": timing.slots, "chunked_prefill_size": args.get("chunked_prefill_size"),
+                     "context_length": config.context_length, "tp_size": args.get("tp_size", 1),
+                     "kv_cache_dtype": args.get("kv_cache_dtype"),
+                     "speculative_algorithm": args.get("speculative_algorithm"),
+                     "api_key": args.get("api_key")}  # SGLang reports its key among its server args
+        return JSONResponse(body)
+
+    async def slots(self, request):
+        from starlette.responses import JSONResponse
+
+        per_slot = (self.config.context_length or 4096) // max(1, self.config.timing.slots)
+        return JSONResponse([{"id": i, "n_ctx": per_slot, "speculative": self.config.timing.draft_tokens > 0,
+                              "is_processing": False} for i in range(self.config.timing.slots)])
 
     def prompt_of(self, body: dict, chat: bool) -> list[int]:
         if chat:
@@ -224,7 +247,8 @@ def build_app(engine: Engine):
     from starlette.routing import Route
 
     app = SimApp(engine)
-    return Starlette(routes=[
+    return Starlette(middleware=_auth_middleware(engine.config.api_key), routes=[
+        Route("/slots", app.slots),
         Route("/health", app.health), Route("/health_generate", app.health), Route("/ready", app.health),
         Route("/metrics", app.metrics), Route("/v1/models", app.models),
         Route("/tokenize", app.tokenize, methods=["POST"]),
@@ -233,3 +257,22 @@ def build_app(engine: Engine):
         Route("/v1/chat/completions", app.chat, methods=["POST"]),
         Route("/v1/completions", app.completions, methods=["POST"]),
     ])
+
+
+def _auth_middleware(api_key: str | None) -> list:
+    """--api-key: every route but the health checks wants `Authorization: Bearer KEY`, as llama.cpp does."""
+    from starlette.middleware import Middleware
+    from starlette.middleware.base import BaseHTTPMiddleware
+    from starlette.responses import JSONResponse
+
+    if not api_key:
+        return []
+
+    async def check(request, call_next):
+        if request.url.path in ("/health", "/v1/health") or \
+                request.headers.get("authorization") == f"Bearer {api_key}":
+            return await call_next(request)
+        return JSONResponse({"error": {"code": 401, "message": "Invalid API Key", "type": "authentication_error"}},
+                            401)
+
+    return [Middleware(BaseHTTPMiddleware, dispatch=check)]

@@ -36,7 +36,19 @@ class SimConfig:
     timing: TimingModel
     faults: set[str] = field(default_factory=set)
     metrics_enabled: bool = True
+    #: the name the API answers to (the engine's --alias / --served-model-name), and further models a router
+    #: would also list (--sim-models a,b), so model selection on multi-model endpoints can be tested
+    served_name: str | None = None
+    extra_models: list[str] = field(default_factory=list)
+    context_length: int | None = None
+    api_key: str | None = None
+    #: every flag the engine was given, as SGLang reports its server args (api_key included, as SGLang does)
+    server_args: dict = field(default_factory=dict)
     load_s: float = 0.3
+
+    @property
+    def name(self) -> str:
+        return self.served_name or self.model
     warmup_s: float = 0.2
 
 
@@ -49,8 +61,18 @@ def parse_engine_argv(flavor: str, argv: list[str], faults: set[str]) -> SimConf
     # noise, so the statistics of verdicts can be tested against a known truth.
     parser.add_argument("--sim-slowdown", type=float, default=1.0)
     parser.add_argument("--sim-run-noise", type=float, default=0.0)
+    parser.add_argument("--sim-models", default="")
+    parser.add_argument("--api-key", default=None)
     known, _ = parser.parse_known_args(argv)
     timing = TimingModel(slowdown=known.sim_slowdown, run_noise=known.sim_run_noise)
+    config = _parse_flavor(flavor, parser, argv, timing, faults)
+    config.extra_models = [m for m in known.sim_models.split(",") if m]
+    config.api_key = known.api_key
+    return config
+
+
+def _parse_flavor(flavor: str, parser: argparse.ArgumentParser, argv: list[str], timing: TimingModel,
+                  faults: set[str]) -> SimConfig:
     if flavor == "llamacpp":
         parser.add_argument("-m", "--model", default="model.gguf")
         parser.add_argument("-np", "--parallel", type=int, default=4)
@@ -58,10 +80,13 @@ def parse_engine_argv(flavor: str, argv: list[str], faults: set[str]) -> SimConf
         parser.add_argument("--spec-draft-n-max", type=int, default=3)
         parser.add_argument("--spec-type", default="none")
         parser.add_argument("--metrics", action="store_true")
+        parser.add_argument("-c", "--ctx-size", type=int, default=4096)
+        parser.add_argument("--alias", default=None)
         args, _ = parser.parse_known_args(argv)
         timing.slots, timing.chunk = args.parallel, args.ubatch_size
         timing.draft_tokens = args.spec_draft_n_max if args.spec_type != "none" else 0
-        return SimConfig(flavor, args.host, args.port, args.model, timing, faults, metrics_enabled=args.metrics)
+        return SimConfig(flavor, args.host, args.port, args.model, timing, faults, metrics_enabled=args.metrics,
+                         served_name=args.alias, context_length=args.ctx_size, server_args=vars(args))
     if flavor == "sglang":
         parser.add_argument("--model-path", default="model")
         parser.add_argument("--chunked-prefill-size", type=int, default=8192)
@@ -69,20 +94,28 @@ def parse_engine_argv(flavor: str, argv: list[str], faults: set[str]) -> SimConf
         parser.add_argument("--speculative-algorithm", default=None)
         parser.add_argument("--speculative-num-draft-tokens", type=int, default=4)
         parser.add_argument("--enable-metrics", action="store_true")
+        parser.add_argument("--context-length", type=int, default=None)
+        parser.add_argument("--served-model-name", default=None)
+        parser.add_argument("--tp-size", "--tp", type=int, default=1)
+        parser.add_argument("--kv-cache-dtype", default="auto")
         args, _ = parser.parse_known_args(argv)
         timing.slots = args.max_running_requests
         timing.chunk = args.chunked_prefill_size if args.chunked_prefill_size > 0 else 1 << 30
         timing.draft_tokens = args.speculative_num_draft_tokens if args.speculative_algorithm else 0
         return SimConfig(flavor, args.host, args.port, args.model_path, timing, faults,
-                         metrics_enabled=args.enable_metrics)
+                         metrics_enabled=args.enable_metrics, served_name=args.served_model_name,
+                         context_length=args.context_length, server_args=vars(args))
     parser.add_argument("model", nargs="?", default="model")
     parser.add_argument("--max-num-batched-tokens", type=int, default=8192)
     parser.add_argument("--max-num-seqs", type=int, default=256)
     parser.add_argument("--speculative-config", default=None)
+    parser.add_argument("--served-model-name", default=None)
+    parser.add_argument("--max-model-len", type=int, default=None)
     args, _ = parser.parse_known_args([a for a in argv if a not in ("vllm", "serve")])
     timing.slots, timing.chunk = args.max_num_seqs, args.max_num_batched_tokens
     if args.speculative_config:
         timing.draft_tokens = int(json.loads(args.speculative_config).get("num_speculative_tokens", 3))
-    return SimConfig(flavor, args.host, args.port, args.model, timing, faults)
+    return SimConfig(flavor, args.host, args.port, args.model, timing, faults, served_name=args.served_model_name,
+                     context_length=args.max_model_len, server_args=vars(args))
 
 

@@ -34,7 +34,7 @@ class Counters:
         self.flavor = config.flavor
         self.registry = CollectorRegistry()
         labels = ["model_name", "engine"] if config.flavor == "vllm" else []
-        self.labels = {"model_name": config.model, "engine": "0"} if labels else {}
+        self.labels = {"model_name": config.name, "engine": "0"} if labels else {}
         prefix = {"llamacpp": "llamacpp:", "sglang": "sglang:", "vllm": "vllm:"}[config.flavor]
 
         def counter(name, doc, extra=()):
@@ -70,6 +70,10 @@ class Counters:
             self.kv = gauge("kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage")
             self.drafted = counter("spec_decode_num_draft_tokens", "Number of draft tokens")
             self.accepted = counter("spec_decode_num_accepted_tokens", "Number of accepted tokens")
+            # vLLM exports its labelled counters at 0 from startup; a child created lazily would be absent from
+            # the first scrape and read as "no counter".
+            for metric in (self.prompt, self.cached, self.generated, self.drafted, self.accepted):
+                metric.labels(**self.labels)
 
     def _of(self, metric, **extra):
         return metric.labels(**self.labels, **extra) if (self.labels or extra) else metric

@@ -1,0 +1,186 @@
+"""What a server says about itself, checked against what the candidate claims.
+
+Attach mode measures a server servebook did not start, so the candidate's model and knobs are
+claims. They are checked against the engine's own report (llama.cpp /props and /slots, SGLang's
+server info, vLLM's /v1/models): a contradiction refuses the run before anything is recorded,
+and a claim the engine cannot report is recorded as "claimed, not verified", never as checked.
+The same report picks the model to measure on endpoints that serve several.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from ..config.candidate import Candidate
+from ..config.errors import InputError
+from ..engines import EngineAdapter
+
+VERIFIED = "verified"
+NOT_VERIFIED = "claimed, not verified"
+
+
+def check_reachable(url: str, timeout_s: float = 3.0) -> None:
+    """Fail at once, with one message, on a malformed URL or a port where nothing listens."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InputError(f"launch.url {url!r}: not an http(s) URL; write it whole, e.g. http://127.0.0.1:8080")
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        raise InputError(f"launch.url {url!r}: the port is not a number between 1 and 65535") from None
+    try:
+        socket.create_connection((parts.hostname, port), timeout=timeout_s).close()
+    except OSError as error:
+        raise InputError(f"launch.url {url}: nothing answers at {parts.hostname}:{port} "
+                         f"({error.strerror or error}); start the server, or fix the URL") from None
+
+
+@dataclass
+class SelfReport:
+    """The models an endpoint lists and the settings its engine reports, in knob terms."""
+
+    models: list[str] | None  # None: /v1/models did not answer
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def record(self) -> dict:
+        return {"models": self.models, "settings": self.settings}
+
+
+def read_self_report(adapter: EngineAdapter, base_url: str, headers: dict, timeout_s: float = 5.0) -> SelfReport:
+    import httpx
+
+    bodies: dict[str, Any] = {}
+    with httpx.Client(timeout=timeout_s, headers=headers) as http:
+        for path in ("/v1/models", *adapter.self_report_paths):
+            try:
+                response = http.get(f"{base_url}{path}")
+                if response.status_code == 200:
+                    bodies[path] = response.json()
+            except (httpx.HTTPError, ValueError):
+                continue
+    listed = bodies.get("/v1/models")
+    models = None
+    if isinstance(listed, dict) and isinstance(listed.get("data"), list):
+        models = [str(m["id"]) for m in listed["data"] if isinstance(m, dict) and "id" in m]
+    return SelfReport(models, adapter.reported_settings(bodies))
+
+
+def select_model(report: SelfReport, served_name: str | None, where: str) -> str | None:
+    """The model name to send requests to: `model.served_name` when the endpoint lists it, the only model when
+    there is one; refused when the name is not offered or when several are offered and none was named."""
+    models = report.models
+    if not models:
+        return served_name  # an endpoint without /v1/models takes the name it is given (or its default)
+    if served_name is not None:
+        if served_name not in models:
+            raise InputError(f"model.served_name: {where} does not serve {served_name!r}; it offers "
+                             f"{', '.join(models)}")
+        return served_name
+    if len(models) > 1:
+        raise InputError(f"model.served_name: {where} serves {len(models)} models ({', '.join(models)}); "
+                         "name the one to measure")
+    return models[0]
+
+
+def _same_model(claimed: str, reported: str) -> bool:
+    return claimed == reported or os.path.basename(claimed.rstrip("/")) == os.path.basename(reported.rstrip("/"))
+
+
+def _context_matches(claimed: int, settings: dict, slots: int | None) -> bool | None:
+    if "context_length" in settings:
+        return settings["context_length"] == claimed
+    per_slot = settings.get("context_per_slot")
+    if per_slot is None:
+        return None
+    # llama.cpp splits the context over its slots, padded to 256 tokens each, or gives each all of it (unified KV).
+    n = slots or settings.get("max_running_requests") or 1
+    return abs(per_slot * n - claimed) <= 256 * n or abs(per_slot - claimed) <= 256
+
+
+def verify_claims(candidate: Candidate, report: SelfReport, model_file: str | None) -> tuple[dict[str, str], list[str]]:
+    """Per claim, what the check found ('verified: 4', 'claimed, not verified'), and the contradictions."""
+    settings, knobs = report.settings, candidate.knobs
+    found: dict[str, str] = {}
+    wrong: list[str] = []
+
+    def judge(name: str, claimed: Any, matches: bool | None, reported: Any) -> None:
+        if matches is None:
+            found[name] = NOT_VERIFIED
+        elif matches:
+            found[name] = f"{VERIFIED}: {reported}"
+        else:
+            found[name] = f"contradicted: server reports {reported}"
+            wrong.append(f"{name}: the candidate says {claimed}, the server reports {reported}")
+
+    claimed_model = model_file or candidate.model.path or candidate.model.id
+    if claimed_model:
+        reported = settings.get("model_file")
+        judge("model", claimed_model, None if reported is None else _same_model(claimed_model, str(reported)),
+              reported)
+    if candidate.model.served_name and settings.get("served_name") is not None:
+        judge("served_name", candidate.model.served_name, settings["served_name"] == candidate.model.served_name,
+              settings["served_name"])
+    simple = {"max_running_requests": knobs.max_running_requests, "chunk_size": knobs.chunk_size,
+              "kv_dtype": knobs.kv_dtype, "tensor_parallel_size": knobs.tensor_parallel_size}
+    for name, claimed in simple.items():
+        if claimed is None:
+            continue
+        reported = settings.get(name)
+        judge(f"knobs.{name}", claimed, None if reported is None else str(reported) == str(claimed), reported)
+    if knobs.context_length is not None:
+        matches = _context_matches(knobs.context_length, settings, knobs.max_running_requests)
+        reported = settings.get("context_length", settings.get("context_per_slot"))
+        judge("knobs.context_length", knobs.context_length, matches,
+              reported if "context_length" in settings else f"{reported} per slot")
+    active = settings.get("drafter_active")
+    judge("knobs.drafter", knobs.drafter.kind, None if active is None else active == (knobs.drafter.kind != "none"),
+          None if active is None else ("a drafter" if active else "no drafter"))
+    return found, wrong
+
+
+def wait_until_answering(adapter: EngineAdapter, base_url: str, headers: dict, timeout_s: float) -> None:
+    """An attached server should be up already; give one that is still loading its ready timeout."""
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if httpx.get(f"{base_url}{adapter.health_path()}", timeout=5, headers=headers).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            raise InputError(f"launch.url {base_url}: the server answers, but {adapter.health_path()} did not "
+                             f"report ready within {timeout_s:g} s")
+        time.sleep(0.5)
+
+
+def _model_file(value: str | None) -> str | None:
+    """tiny:NAME and random:NAME as the file name they are written to (without writing them)."""
+    from ..engines.random_models import generated_path
+
+    try:
+        found = generated_path(value) if value else None
+    except KeyError:
+        return value
+    return str(found) if found is not None else value
+
+
+def verify_attached(candidate: Candidate, adapter: EngineAdapter, base_url: str, headers: dict,
+                    model_file: str | None) -> tuple[str | None, dict]:
+    """The model to measure and the verification record, or InputError when the server contradicts the candidate
+    (nothing is recorded: the candidate describes another server)."""
+    check_reachable(base_url)
+    wait_until_answering(adapter, base_url, headers, candidate.launch.ready_timeout_s)
+    report = read_self_report(adapter, base_url, headers)
+    model = select_model(report, candidate.model.served_name, base_url)
+    found, wrong = verify_claims(candidate, report, _model_file(model_file))
+    if wrong:
+        raise InputError(f"attach {base_url}: the server is not the candidate it claims to be: " + "; ".join(wrong))
+    return model, {"claims": found, "reported": report.record}
