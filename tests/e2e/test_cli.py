@@ -102,3 +102,32 @@ def test_ctrl_c_stops_the_engine_and_leaves_an_incomplete_run(llama_install, tmp
     assert record.status == "incomplete"
     listing = servebook("journal", "ls", "--journal", journal).stdout
     assert "incomplete" in listing
+
+
+def test_mutated_studies_through_the_cli_give_messages_not_tracebacks(tmp_path):
+    """A sample of the property test in tests/unit/config/test_fuzz_inputs.py, through the real command."""
+    import random
+
+    import yaml
+
+    rng = random.Random(20261130)
+    hostile = [None, -1, "a/b", "../..", [], {}, {"x": 1}, "1e309", True, "", ["a"], 3.5]
+    seed = yaml.safe_load((REPO / "data/studies/tiny-demo.yaml").read_text())
+    outcomes = []
+    for i in range(10):
+        study = yaml.safe_load(yaml.safe_dump(seed))
+        node = study
+        key = rng.choice(list(node))
+        for _ in range(rng.randint(0, 2)):  # walk down to a random field
+            child = node[key]
+            if not isinstance(child, (dict, list)) or not child:
+                break
+            node, key = child, rng.choice(list(child) if isinstance(child, dict) else range(len(child)))
+        node[key] = rng.choice(hostile)
+        path = tmp_path / f"mutant-{i}.yaml"
+        path.write_text(yaml.safe_dump(study))
+        result = servebook("sweep", path, "--dry-run", check=False)
+        assert "Traceback" not in result.stdout + result.stderr, (path.read_text(), result.stderr)
+        assert result.returncode in (0, 2), result.stderr
+        outcomes.append(result.returncode)
+    assert 2 in outcomes  # the sample does reach the refusals

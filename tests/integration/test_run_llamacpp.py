@@ -4,6 +4,8 @@ import json
 
 import pytest
 
+from servebook.config.errors import InputError
+
 from servebook.journal import Journal
 from servebook.util.progress import Reporter
 from servebook.run import run_candidate
@@ -130,15 +132,29 @@ def test_attach_to_a_server_that_needs_a_key(llama_install, tmp_path, monkeypatc
     server = subprocess.Popen([str(llama_install.server), "-m", str(tiny_model_path("target")), "--port", str(port),
                                "--host", "127.0.0.1", "-np", "2", "-c", "8192", "--metrics", "--api-key", key],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    attach = {"mode": "attach", "url": f"http://127.0.0.1:{port}", "api_key_env": "ATTACH_KEY"}
+    journal = Journal(tmp_path)
     try:
         assert wait_healthy(port, 60)
         assert httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).status_code == 401  # the key is needed
-        candidate = tiny_candidate(knobs={}, launch={"mode": "attach", "url": f"http://127.0.0.1:{port}",
-                                                     "api_key_env": "ATTACH_KEY"})
+        # Claims the server contradicts are refused before anything is recorded.
+        for knobs, model, words in [({"max_running_requests": 8}, "tiny:target",
+                                     "max_running_requests: the candidate says 8, the server reports 2"),
+                                    ({}, "tiny:draft", "model: the candidate says"),
+                                    ({"context_length": 32768}, "tiny:target", "context_length")]:
+            liar = tiny_candidate(knobs=knobs, model={"path": model}, launch=attach)
+            with pytest.raises(InputError, match=words):
+                run_candidate(liar, SMALL_PLAN, journal, reporter=Reporter(quiet=True))
+        assert journal.run_ids() == []
+        candidate = tiny_candidate(knobs={"max_running_requests": 2, "context_length": 8192, "chunk_size": 256},
+                                   launch=attach)
         plan = SMALL_PLAN.model_copy(update={"prefill": None})
-        record = run_candidate(candidate, plan, Journal(tmp_path), reporter=Reporter(quiet=True))
+        record = run_candidate(candidate, plan, journal, reporter=Reporter(quiet=True))
     finally:
         server.kill()
         server.wait(10)
     assert record.status == "completed", record.manifest.failure
     assert (record.table("cells")["reconciliation"] == "ok").all()
+    claims = record.manifest.engine.verification["claims"]
+    assert claims["knobs.max_running_requests"] == "verified: 2" and claims["model"].startswith("verified")
+    assert claims["knobs.chunk_size"] == "claimed, not verified"  # llama.cpp does not report its batch size

@@ -145,3 +145,42 @@ def test_multi_token_chunks_are_counted_where_the_engine_reports_usage_per_chunk
     assert (chunks["tokens"] > 1).any(), "an accepted draft run arrives as one chunk of several tokens"
     per_request = chunks.groupby("request_id")["tokens"].sum()
     assert (per_request == requests.set_index("request_id").loc[per_request.index, "completion_tokens"]).all()
+
+
+def test_a_router_serving_two_models_needs_served_name(tmp_path):
+    """A multi-model endpoint (an SGLang router, say): servebook measures the named model, never the first listed."""
+    router = ["--sim-models", "big-model,small-model"]
+    unnamed = simulated("sglang").model_copy(update={"extra_args": router})
+    record = run_candidate(unnamed, PLAN, Journal(tmp_path), reporter=QUIET)
+    assert record.status == "failed" and record.manifest.failure.cause == "model_not_served"
+    assert "serves 3 models (org/model, big-model, small-model); name the one" in record.manifest.failure.message
+    named = Candidate.model_validate({**unnamed.model_dump(), "model": {"id": "org/model", "served_name": "tuned"}})
+    named = named.model_copy(update={"extra_args": router})
+    record = run_candidate(named, PLAN, Journal(tmp_path), reporter=QUIET)
+    assert record.status == "completed", record.manifest.failure
+    assert record.manifest.engine.served_model == "tuned"
+
+
+def test_attach_refuses_a_server_that_contradicts_the_candidate(tmp_path):
+    from servebook.config.errors import InputError
+
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "servebook.engines.simulator", "--flavor", "sglang", "--",
+                               "python3", "-m", "sglang.launch_server", "--model-path", "org/model", "--port",
+                               str(port), "--max-running-requests", "8", "--chunked-prefill-size", "4096",
+                               "--enable-metrics"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert wait_healthy(port, 30)
+        attach = {"mode": "attach", "url": f"http://127.0.0.1:{port}"}
+        claims_16 = Candidate.model_validate({"engine": "sglang", "model": {"id": "org/model"}, "launch": attach,
+                                              "knobs": {"max_running_requests": 16, "chunk_size": 4096}})
+        with pytest.raises(InputError, match="max_running_requests: the candidate says 16, the server reports 8"):
+            run_candidate(claims_16, PLAN, Journal(tmp_path), reporter=QUIET)
+        honest = claims_16.model_copy(update={"knobs": claims_16.knobs.model_copy(update={"max_running_requests": 8})})
+        record = run_candidate(honest, PLAN, Journal(tmp_path), reporter=QUIET)
+    finally:
+        server.kill()
+        server.wait(10)
+    assert record.status == "completed", record.manifest.failure
+    claims = record.manifest.engine.verification["claims"]
+    assert claims["knobs.chunk_size"] == "verified: 4096" and claims["knobs.max_running_requests"] == "verified: 8"

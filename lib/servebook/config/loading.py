@@ -116,19 +116,23 @@ def _check_override_paths(data: dict, source: str) -> None:
                 break
 
 
-def load_study(path: str | Path) -> Study:
-    path = Path(path)
-    data = read_yaml(path, "study file")
+def study_from_data(data: Any, source: str) -> Study:
+    """A study from parsed YAML, checked whole (fields, override paths, every expanded candidate, baseline,
+    rule selectors) or one InputError naming `source` and the field."""
     if not isinstance(data, dict):
-        raise InputError(f"{path}: a study is a mapping with name, base, axes, variants, plan, verdict")
+        raise InputError(f"{source}: a study is a mapping with name, base, axes, variants, plan, verdict")
     try:
-        _check_override_paths(data, str(path))
+        _check_override_paths(data, source)
     except InputError as error:
         message = str(error)
-        raise InputError(message if message.startswith(str(path)) else f"{path}: {message}") from None
-    study = validate(Study, data, str(path))
+        raise InputError(message if message.startswith(source) else f"{source}: {message}") from None
+    study = validate(Study, data, source)
     try:
         study.expand()
     except InputError as error:
-        raise InputError(f"{path}: {error}") from None
+        raise InputError(f"{source}: {error}") from None
     return study
+
+
+def load_study(path: str | Path) -> Study:
+    return study_from_data(read_yaml(path, "study file"), str(path))

@@ -167,3 +167,14 @@ def estimate_tables(cells: pd.DataFrame, label: str = "candidate") -> list[Table
                                                             for _, metric, spec, scale in columns if metric in group])
             tables.append(table)
     return tables
+
+
+def verification_table(verification: dict | None) -> Table | None:
+    """Each claim of the candidate against the engine's own report: verified, contradicted, or claimed only."""
+    claims = (verification or {}).get("claims") or {}
+    if not claims:
+        return None
+    table = Table(["claim", "what the server reports"], title="Claims checked against the server's self-report")
+    for claim, found in claims.items():
+        table.add([claim, found], "" if str(found).startswith("verified") else "warn")
+    return table

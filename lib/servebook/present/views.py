@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from ..config.study import Study
 from ..journal.store import RunRecord
 from ..util.render import Block, Renderable, Table, Text
-from .tables import DECODE_DEFINITIONS, PREFILL_DEFINITIONS, cell_tables
+from .tables import DECODE_DEFINITIONS, PREFILL_DEFINITIONS, cell_tables, verification_table
 
 VERDICT_STYLE = {"accepted": "accepted", "rejected": "warn", "failed": "invalid"}
 
@@ -45,6 +45,9 @@ class RunReport(Renderable):
         blocks += tables
         if tables:
             blocks.append(Text(" ".join(DECODE_DEFINITIONS[:3] + PREFILL_DEFINITIONS[:1]), "dim"))
+        claims = verification_table(manifest.engine.verification if manifest else None)
+        if claims is not None:
+            blocks.append(claims)
         return blocks
 
 

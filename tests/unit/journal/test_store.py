@@ -80,3 +80,20 @@ def test_unwritable_journal_is_one_clear_error(tmp_path):
     blocker.write_text("x")
     with pytest.raises(InputError, match="journal: cannot write"):
         Journal(blocker / "journal").ensure_writable()
+
+
+def test_run_ids_are_file_names_and_a_chosen_id_is_taken_exactly(tmp_path):
+    from servebook.config.errors import InputError
+
+    journal = Journal(tmp_path)
+    for bad in ("../escape", "a/b", ".hidden"):
+        with pytest.raises(InputError):
+            journal.start_run("abcdef123456", bad)
+        with pytest.raises(InputError):
+            journal.run(bad)
+    assert not (tmp_path / "escape").exists()
+    journal.start_run("abcdef123456", "chosen-1")
+    with pytest.raises(InputError, match="never reused"):
+        journal.start_run("abcdef123456", "chosen-1")
+    ids = {journal.new_run_id("abcdef123456") for _ in range(50)}
+    assert len(ids) > 40  # unique across writers starting in the same second

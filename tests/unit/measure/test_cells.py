@@ -61,3 +61,18 @@ def test_plan_expands_to_cells():
 def test_decode_rate_needs_two_tokens_and_a_span():
     assert record(0, 0, 1, 1, completion=1).decode_rate is None
     assert record(0, 0, 1, 2, completion=5).decode_rate == pytest.approx(4.0)
+
+
+def test_cold_prefill_needs_evidence():
+    spec = CellSpec("prefill-512", "prefill", None, 1, 2, 1, prompt_tokens=100)
+    unreported = [record(i, 0, 0.1, 0.1, completion=1, cached=None) for i in range(2)]
+    no_counter = Reconciliation("not_available", [Check("cached tokens", None, None)])
+    s = summarize_cell(spec, unreported, no_counter)
+    assert not s["valid"] and "cold not verified" in s["invalid_reasons"] and s["cached_tokens"] is None
+    counter_says_cold = Reconciliation("not_available", [Check("cached tokens", None, 0)])
+    assert summarize_cell(spec, unreported, counter_says_cold)["valid"]
+    counter_says_warm = Reconciliation("not_available", [Check("cached tokens", None, 64)])
+    assert "not cold: the engine's counter says 64" in summarize_cell(spec, unreported, counter_says_warm)[
+        "invalid_reasons"]
+    reported_zero = [record(i, 0, 0.1, 0.1, completion=1, cached=0) for i in range(2)]
+    assert summarize_cell(spec, reported_zero, no_counter)["valid"]

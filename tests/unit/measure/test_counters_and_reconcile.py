@@ -80,3 +80,34 @@ def test_reconcile_not_available_without_metrics():
     off = Scrape(t=0.0, available=False, error="/metrics answered 501")
     assert adapter.server_counts(off, off) is None
     assert reconcile(ClientCounts(1, 0, 1), None).status == "not_available"
+
+
+def test_a_missing_counter_or_usage_field_is_not_available_never_ok():
+    from servebook.engines import ServerCounts
+
+    full = ServerCounts(prompt_tokens=150, cached_tokens=50, generation_tokens=64, draft_tokens=None,
+                        accepted_tokens=None)
+    no_cache_counter = ServerCounts(prompt_tokens=150, cached_tokens=None, generation_tokens=64, draft_tokens=None,
+                                    accepted_tokens=None)
+    client = ClientCounts(prompt_tokens=150, cached_tokens=50, completion_tokens=64)
+    assert reconcile(client, full).status == "ok"
+    partial = reconcile(client, no_cache_counter)
+    assert partial.status == "not_available" and "cached tokens: no server counter, not checked" in partial.message
+    unreported = reconcile(ClientCounts(prompt_tokens=150, cached_tokens=None, completion_tokens=64), full)
+    assert unreported.status == "not_available" and "not in the responses' usage" in unreported.message
+    # a disagreement still wins over what could not be checked
+    wrong = reconcile(ClientCounts(prompt_tokens=150, cached_tokens=None, completion_tokens=63), full)
+    assert wrong.status == "mismatch"
+
+
+def test_usage_without_cached_tokens_is_recorded_as_unknown_not_zero():
+    from types import SimpleNamespace
+
+    from servebook.measure.client import RequestRecord, _usage_fields
+
+    record = RequestRecord("r", "cell", 1, "prose", 8, t_send=0.0)
+    _usage_fields(record, SimpleNamespace(prompt_tokens=10, completion_tokens=8, prompt_tokens_details=None))
+    assert record.cached_tokens is None
+    _usage_fields(record, SimpleNamespace(prompt_tokens=10, completion_tokens=8,
+                                          prompt_tokens_details=SimpleNamespace(cached_tokens=0)))
+    assert record.cached_tokens == 0

@@ -28,6 +28,8 @@ async def serve(config: SimConfig) -> None:
     engine = Engine(config)
     log(f"simulated {config.flavor} engine (servebook simulator, not a real engine): model {config.model}, "
         f"{config.timing.slots} slots, chunk {config.timing.chunk}, draft tokens {config.timing.draft_tokens}")
+    # As vLLM and SGLang do at startup: every argument, secrets included (servebook must scrub them).
+    log(f"server args: {config.server_args!r}")
     if "oom_warmup" in config.faults:
         await asyncio.sleep(config.load_s)
         message = {"llamacpp": "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 81920.00 MiB on device 0: "

@@ -22,13 +22,14 @@ from typing import Any
 import yaml
 
 from ..._version import __version__
+from ...config.secrets import Scrubber
 from ...journal.store import Journal
 from ...util.files import atomic_write_bytes
 from ...util.progress import Reporter
 from ..comparison import diff_table
 from .notebook_html import render_notebook
 from ..figures import forest_spec
-from ..tables import DECODE_DEFINITIONS, GAP_NOTE, PREFILL_DEFINITIONS, estimate_tables
+from ..tables import DECODE_DEFINITIONS, GAP_NOTE, PREFILL_DEFINITIONS, estimate_tables, verification_table
 from .pages import (ESTIMATE_NOTE, LOG_LINES, cells_detail, cells_frame, charts, comparisons_of, content_hash,
                     environment_table, judged_runs, noise_table_for, planning_table, run_fingerprint, sections,
                     status_reason, summarize_run)
@@ -174,6 +175,7 @@ class SiteBuilder:
             run["sections"] = sections([s]) if s["cells"] else []
             run["cells_detail"] = cells_detail(s)
             run["environment"] = environment_table(s)
+            run["claims"] = verification_table(s.get("verification"))
             run["candidate_yaml"] = yaml.safe_dump(s["candidate"], sort_keys=False) if s["candidate"] else "-"
             run["command"] = shlex.join(s["argv"]) if s["argv"] else "-"
             run["downloads"] = downloads
@@ -211,7 +213,7 @@ class SiteBuilder:
                 table = pyarrow.parquet.read_table(source / name)
                 pyarrow.csv.write_csv(table, target / name.replace(".parquet", ".csv"))
             elif name in ("manifest.json", "launch.json", "engine.log"):
-                shutil.copyfile(source / name, target / name)
+                _write(target / name, _scrubbed(source / name))
         self.state["pages"][f"runs/{run_id}/data"] = key
         return listing
 
@@ -300,6 +302,18 @@ class BuildReport:
     def __str__(self) -> str:
         return (f"site: {self.runs} runs, {len(self.written)} files written, {self.skipped} pages unchanged, "
                 f"{self.seconds:.1f}s -> {self.out / 'index.html'}")
+
+
+def _scrubbed(path: Path) -> bytes:
+    """A journal file as published: a journal written before scrubbing (or by hand) still publishes no secret."""
+    scrubber = Scrubber.from_environment()
+    data = path.read_bytes()
+    if path.suffix == ".json":
+        try:
+            data = (json.dumps(scrubber.json(json.loads(data)), indent=2) + "\n").encode()
+        except ValueError:
+            pass
+    return scrubber.bytes(data)
 
 
 def _write(path: Path, text: str | bytes) -> None:

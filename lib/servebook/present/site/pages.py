@@ -13,6 +13,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
+from ...config.secrets import Scrubber, redact_argv
 from ...journal.store import RunRecord
 from ...util.render import Row, Table
 from ..figures import chunk_gap_histogram_data, figure_specs
@@ -53,7 +54,9 @@ def summarize_run(record: RunRecord) -> dict:
             launch_argv = json.loads((record.dir / "launch.json").read_text()).get("argv") or []
         except (json.JSONDecodeError, AttributeError):
             launch_argv = []
-    sealed = manifest.model_dump(mode="json", by_alias=True) if manifest is not None else {}
+    # Scrubbed by name again here, so a journal written before scrubbing publishes no key on its pages.
+    sealed = Scrubber().json(manifest.model_dump(mode="json", by_alias=True)) if manifest is not None else {}
+    launch_argv = redact_argv(launch_argv)
     return {
         "run_id": record.run_id,
         "status": record.status,
@@ -71,6 +74,7 @@ def summarize_run(record: RunRecord) -> dict:
         "problem": record.problem,
         "summary": sealed.get("summary"),
         "environment": sealed.get("environment") or {},
+        "verification": (sealed.get("engine") or {}).get("verification"),
         "argv": (manifest.engine.argv if manifest is not None else []) or launch_argv,
         "cells": cell_rows,
         "verdicts": verdicts,

@@ -1,0 +1,53 @@
+"""A study is checked whole at load: nothing a sweep would only find after running every candidate."""
+
+import pytest
+
+from servebook.config.errors import InputError
+from servebook.config.loading import load_study
+
+BASE = """
+name: s
+base: {engine: llamacpp, model: {path: "tiny:target"}}
+plan: {decode: {concurrency: [1, 2], categories: [prose]}, prefill: {prompt_tokens: [512]}}
+"""
+
+
+def load(tmp_path, extra: str):
+    path = tmp_path / "study.yaml"
+    path.write_text(BASE + extra)
+    return load_study(path)
+
+
+def test_a_missing_baseline_is_refused_before_anything_runs(tmp_path):
+    with pytest.raises(InputError, match="no candidate named 'baseline'.*include_base is false"):
+        load(tmp_path, "include_base: false\nvariants: [{name: v, set: {knobs.chunk_size: 64}}]\n")
+    assert load(tmp_path, "include_base: false\nvariants: [{name: v, set: {knobs.chunk_size: 64}}]\n"
+                          "verdict: {baseline: v}\n").verdict.baseline == "v"
+
+
+@pytest.mark.parametrize("rule, words", [
+    ("{metric: aggregate_tok_s, concurrency: [4], max_regression_pct: 5}", "concurrency \\[4\\]"),
+    ("{metric: ttft_s, category: code, max_regression_pct: 5}", "category 'code'"),
+    ("{metric: prefill_tok_s, prompt_tokens: [2048], max_regression_pct: 5}", "prompt_tokens \\[2048\\]"),
+])
+def test_a_rule_that_selects_cells_the_plan_never_measures_is_refused(tmp_path, rule, words):
+    with pytest.raises(InputError, match=f"verdict.rules\\[0\\]: .*{words}"):
+        load(tmp_path, f"verdict: {{rules: [{rule}]}}\n")
+
+
+def test_a_prefill_rule_without_prefill_cells_is_refused(tmp_path):
+    with pytest.raises(InputError, match="no prefill section"):
+        load(tmp_path, "verdict: {rules: [{metric: prefill_tok_s, max_regression_pct: 5}]}\n"
+                       "plan: {prefill: null}\n")
+
+
+@pytest.mark.parametrize("name", ["a/b", "../../etc", ".x"])
+def test_variant_names_must_be_file_names(tmp_path, name):
+    with pytest.raises(InputError, match="cannot be used as a file name"):
+        load(tmp_path, f"variants: [{{name: '{name}', set: {{knobs.chunk_size: 64}}}}]\n")
+
+
+def test_axis_values_with_slashes_become_safe_entry_names(tmp_path):
+    study = load(tmp_path, "axes: {grid: {model.served_name: [plain, 'a/../b']}}\n")
+    names = [e.name for e in study.expand()]
+    assert all("/" not in n and ".." not in n for n in names), names
