@@ -100,6 +100,24 @@ def models_tiny():
         out.print(f"tiny:{name}  {path}  ({path.stat().st_size / 1e6:.0f} MB)")
 
 
+@models_app.command("memory")
+@_friendly
+def models_memory(
+    model: str = typer.Argument(..., help="a GGUF file, tiny:NAME / random:NAME, or a config.json (or its folder)"),
+    gpu_gib: float = typer.Option(141.0, help="memory of one GPU (an H200 has 141 GiB)"),
+    gpus: int = typer.Option(8, help="GPUs on the host"),
+    context: int = typer.Option(32768, help="tokens each request may hold"),
+    kv_dtype: str = typer.Option("f16", help="KV cache element type (f16, bf16, fp8, q8_0, ...)"),
+    memory_fraction: float = typer.Option(0.9, help="share of each GPU the engine takes"),
+    overhead_gib: float = typer.Option(1.0, help="per GPU: activations and graphs the arithmetic cannot know"),
+):
+    """The memory arithmetic of a model: KV bytes per token, and replicas versus wider TP on a host."""
+    from .present.views import size_model
+
+    out.print(size_model(model, gpu_gib=gpu_gib, gpus=gpus, context_length=context, kv_dtype=kv_dtype,
+                         memory_fraction=memory_fraction, overhead_gib=overhead_gib))
+
+
 @models_app.command("random")
 @_friendly
 def models_random(

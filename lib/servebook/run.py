@@ -201,6 +201,26 @@ def _select_model(candidate, adapter, engine_info, api_key: str | None) -> Engin
     return None
 
 
+def _memory_check(candidate, adapter, engine_info, writer) -> dict | None:
+    """The model's KV arithmetic against the KV cache the engine logged when it loaded (llama.cpp's log says)."""
+    from .engines.sizing import ModelShape, check_against_engine
+
+    head = writer.engine_log.read_bytes()[:2_000_000].decode("utf-8", "replace") if writer.engine_log.is_file() else ""
+    logged = adapter.logged_kv_cache(head)  # the allocation is logged at load, near the top
+    model_file = next((engine_info.argv[i + 1] for i, a in enumerate(engine_info.argv[:-1]) if a in ("-m", "--model")),
+                      None)
+    if logged is None or not model_file or not os.path.isfile(model_file):
+        return None
+    try:
+        shape = ModelShape.from_gguf(model_file)
+    except Exception as error:  # a file the gguf reader cannot parse is a missing check, not a failed run
+        return {"status": "not checked", "why": f"{type(error).__name__}: {error}"}
+    check = check_against_engine(shape, logged.cells, logged.bytes, logged.k_type)
+    return {"status": "agrees" if check.agrees else "disagrees", **check.row(), "kv_dtype": logged.k_type,
+            "kv_bytes_per_token": shape.kv_bytes_per_token(logged.k_type), "weight_bytes": shape.weight_bytes,
+            "layers": shape.layers, "kv_heads": shape.kv_heads, "head_dim": shape.head_dim}
+
+
 def _auth_headers(api_key: str | None) -> dict:
     return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
@@ -217,6 +237,7 @@ def _launch_and_measure(engine, candidate, adapter, plan, writer, log, engine_in
                                                               on_poll=lambda s: task.update(s)), 3)
             except EngineFailed as error:
                 return error, "launch"
+        engine_info.memory = _memory_check(candidate, adapter, engine_info, writer)
         unserved = _select_model(candidate, adapter, engine_info, api_key)
         if unserved is not None:
             return unserved, "launch"

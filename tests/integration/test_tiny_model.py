@@ -52,3 +52,22 @@ def test_forced_length_is_exact(server):
         "messages": [{"role": "user", "content": "hi"}], "max_tokens": 37, "ignore_eos": True}).json()
     assert response["usage"]["completion_tokens"] == 37
     assert response["choices"][0]["finish_reason"] == "length"
+
+
+@pytest.mark.parametrize("context_length, slots, kv_dtype", [(2048, 1, None), (8192, 3, None), (8192, 2, "q8_0")])
+def test_memory_arithmetic_matches_the_kv_buffer_llamacpp_logs(llama_install, tmp_path, context_length, slots,
+                                                               kv_dtype):
+    from servebook.engines.sizing import ModelShape, check_against_engine
+
+    knobs = {"context_length": context_length, "max_running_requests": slots, "kv_dtype": kv_dtype}
+    candidate = tiny_candidate(knobs={k: v for k, v in knobs.items() if v is not None})
+    paths = preflight(candidate, Reporter(quiet=True))
+    port, adapter = free_port(), get_engine("llamacpp")
+    log = tmp_path / "engine.log"
+    argv = adapter.argv(candidate, port=port, model_path=paths.model_path, draft_path=None)
+    with EngineProcess(argv, adapter, f"http://127.0.0.1:{port}", log) as engine:
+        engine.wait_ready(60)
+    logged = adapter.logged_kv_cache(log.read_text())
+    assert logged is not None and logged.cells >= context_length
+    check = check_against_engine(ModelShape.from_gguf(paths.model_path), logged.cells, logged.bytes, logged.k_type)
+    assert check.agrees, check.row()  # within 1%

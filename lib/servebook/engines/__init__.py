@@ -7,7 +7,7 @@ check in `config.ENGINE_CHECKS`, so a candidate naming an engine is validated by
 from __future__ import annotations
 
 from ..config.candidate import ENGINE_CHECKS
-from ._base import EngineAdapter, EngineFailed, FailureCause, ServerCounts
+from ._base import EngineAdapter, EngineFailed, FailureCause, KvLog, ServerCounts
 
 _REGISTRY: dict[str, EngineAdapter] = {}
 
@@ -31,4 +31,4 @@ def known_engines() -> list[str]:
 
 from . import llamacpp, openai, sglang, vllm  # noqa: E402,F401  (each registers itself)
 
-__all__ = ["EngineAdapter", "EngineFailed", "FailureCause", "ServerCounts", "get_engine", "known_engines", "register"]
+__all__ = ["EngineAdapter", "EngineFailed", "FailureCause", "KvLog", "ServerCounts", "get_engine", "known_engines", "register"]

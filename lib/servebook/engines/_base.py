@@ -60,6 +60,15 @@ def classify_by_patterns(patterns: list[tuple[str, re.Pattern]], log_tail: str,
     return FailureCause("crash", "engine stopped answering")
 
 
+@dataclass(frozen=True)
+class KvLog:
+    """A KV cache allocation as the engine logged it: total cells (tokens) over all streams, and bytes."""
+
+    cells: int
+    bytes: float
+    k_type: str | None = None
+
+
 class EngineAdapter(ABC):
     kind: str
     #: knob name -> every spelling of the flags that knob sets; the same flag in extra_args is refused
@@ -84,6 +93,10 @@ class EngineAdapter(ABC):
     served_name_flag: str | None = None
     #: where the engine reports the settings it actually runs with (read besides /v1/models)
     self_report_paths: tuple[str, ...] = ()
+
+    def logged_kv_cache(self, log_text: str) -> "KvLog | None":
+        """The KV cache the engine says it allocated at load, when its log says (llama.cpp does)."""
+        return None
 
     def reported_settings(self, bodies: dict[str, Any]) -> dict[str, Any]:
         """What the engine says it runs with, in knob terms, from the JSON bodies of `self_report_paths` and

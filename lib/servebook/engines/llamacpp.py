@@ -12,7 +12,7 @@ from typing import Any, TYPE_CHECKING
 
 from .counters import counter_delta
 from . import register
-from ._base import EngineAdapter, FailureCause, ServerCounts, classify_by_patterns
+from ._base import EngineAdapter, FailureCause, KvLog, ServerCounts, classify_by_patterns
 
 if TYPE_CHECKING:
     from ..config.candidate import Candidate
@@ -38,7 +38,7 @@ _OWNED = {
     "kv_dtype": ("-ctk", "--cache-type-k", "-ctv", "--cache-type-v"),
     "drafter": ("--spec-type", "-md", "--model-draft", "--spec-draft-model", "--spec-draft-n-max", "--spec-synth-len", "--spec-synth-rates",
                 "--spec-ngram-mod-n-max", "--spec-ngram-mod-n-min"),
-    "launch": ("--host", "--port", "-m", "--model", "--metrics", "--alias"),
+    "launch": ("--host", "--port", "-m", "--model", "--metrics", "--alias", "-lv", "--verbosity", "--log-verbosity"),
 }
 
 _FAILURE_PATTERNS: list[tuple[str, re.Pattern]] = [
@@ -54,6 +54,8 @@ _FAILURE_PATTERNS: list[tuple[str, re.Pattern]] = [
 
 
 _ERROR_LEVEL = re.compile(r"^\s*[\d.]+\s+E\s")
+_KV_SIZE = re.compile(r"llama_kv_cache: size =\s*([\d.]+) MiB \(\s*(\d+) cells,\s*\d+ layers,\s*(\d+)/\d+ seqs\),"
+                      r" K \((\w+)\)")
 
 
 class LlamaCppAdapter(EngineAdapter):
@@ -149,7 +151,9 @@ class LlamaCppAdapter(EngineAdapter):
         install = find_llamacpp()
         binary = str(install.server) if install else "llama-server"
         knobs = candidate.knobs
-        args = [binary, "-m", model_path, "--host", candidate.launch.host, "--port", str(port), "--metrics"]
+        # -lv 4 makes the log carry the KV cache allocation, which the memory arithmetic is checked against.
+        args = [binary, "-m", model_path, "--host", candidate.launch.host, "--port", str(port), "--metrics",
+                "-lv", "4"]
         if knobs.gpu_layers is not None:
             args += ["-ngl", str(knobs.gpu_layers)]
         elif install is not None and install.backend == "cuda":
@@ -208,6 +212,15 @@ class LlamaCppAdapter(EngineAdapter):
                                    headers=headers)
         response.raise_for_status()
         return response.json()["tokens"]
+
+    def logged_kv_cache(self, log_text: str) -> KvLog | None:
+        # "llama_kv_cache: size = 8.00 MiB ( 2048 cells, 4 layers, 2/2 seqs), K (f16): 4.00 MiB, V (f16): ..."
+        # The cells are per stream; without a unified KV each sequence has its own stream.
+        found = _KV_SIZE.findall(log_text)
+        if not found:
+            return None
+        mib, cells, streams, k_type = found[0]
+        return KvLog(int(cells) * int(streams), float(mib) * 2**20, k_type)
 
     def error_lines(self, log_text: str) -> list[str]:
         # llama.cpp prefixes every log line with its level: "0.00.916.810 E srv ..."

@@ -93,6 +93,8 @@ class EngineInfo(_Record):
     #: attach and launch alike: each claim of the candidate against what the engine reports of itself
     #: ("verified: 4", "claimed, not verified"), and the report itself
     verification: dict[str, Any] | None = None
+    #: the memory arithmetic of the model against the KV cache the engine logged at load (llama.cpp)
+    memory: dict[str, Any] | None = None
 
 
 class RunIdentity(_Record):

@@ -178,3 +178,26 @@ def verification_table(verification: dict | None) -> Table | None:
     for claim, found in claims.items():
         table.add([claim, found], "" if str(found).startswith("verified") else "warn")
     return table
+
+
+def memory_table(memory: dict | None) -> Table | None:
+    """The model's KV arithmetic against the KV cache the engine logged at load."""
+    if not memory or "kv_cells" not in memory:
+        return None
+    table = Table(["KV cells", "engine log", "arithmetic", "ratio", "per token", "weights", "check"],
+                  title="Memory: the arithmetic against the engine's own KV allocation")
+    table.add([memory["kv_cells"], f"{memory['kv_logged_mib']:.2f} MiB", f"{memory['kv_arithmetic_mib']:.2f} MiB",
+               f"{memory['kv_ratio']:.4f}", f"{memory['kv_bytes_per_token']:.0f} B ({memory.get('kv_dtype')})",
+               f"{memory['weight_bytes'] / 2**20:.1f} MiB", memory["status"]],
+              "" if memory["status"] == "agrees" else "invalid")
+    return table
+
+
+def fit_table(fits: list, gpu_gib: float, kv_dtype: str | None) -> Table:
+    """Replicas versus wider tensor parallelism on one host, from the memory arithmetic."""
+    table = Table(["TP", "replicas", "token pool per replica", f"requests at {fits[0].context_length if fits else '-'}"
+                   " tokens per replica", "requests on the host"],
+                  title=f"What fits: {gpu_gib:g} GiB per GPU, KV {kv_dtype or 'f16'} (arithmetic, not measured)")
+    for f in fits:
+        table.add([f.tensor_parallel, f.replicas, f"{f.token_pool:,}", f.requests_at_context, f.total_requests])
+    return table

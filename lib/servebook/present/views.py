@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from ..config.study import Study
 from ..journal.store import RunRecord
 from ..util.render import Block, Renderable, Table, Text
-from .tables import DECODE_DEFINITIONS, PREFILL_DEFINITIONS, cell_tables, verification_table
+from .tables import (DECODE_DEFINITIONS, PREFILL_DEFINITIONS, cell_tables, fit_table, memory_table,
+                     verification_table)
 
 VERDICT_STYLE = {"accepted": "accepted", "rejected": "warn", "failed": "invalid"}
 
@@ -45,9 +46,10 @@ class RunReport(Renderable):
         blocks += tables
         if tables:
             blocks.append(Text(" ".join(DECODE_DEFINITIONS[:3] + PREFILL_DEFINITIONS[:1]), "dim"))
-        claims = verification_table(manifest.engine.verification if manifest else None)
-        if claims is not None:
-            blocks.append(claims)
+        for extra in (verification_table(manifest.engine.verification if manifest else None),
+                      memory_table(manifest.engine.memory if manifest else None)):
+            if extra is not None:
+                blocks.append(extra)
         return blocks
 
 
@@ -130,3 +132,53 @@ class DryRunView(Renderable):
                        Text("\n".join(lines), pre=True)]
         blocks.append(Text(f"{len(self.entries)} candidates, plan {self.plan_id}; nothing was started (--dry-run)"))
         return blocks
+
+
+@dataclass
+class MemoryView(Renderable):
+    """A model's memory arithmetic and what fits on a host, replicas versus wider TP."""
+
+    shape: object  # engines.sizing.ModelShape
+    fits: list
+    gpu_gib: float
+    gpus: int
+    kv_dtype: str
+
+    def blocks(self) -> list[Block]:
+        s = self.shape
+        state = f", {s.recurrent_state_bytes / 2**20:.1f} MiB recurrent state per request" \
+            if s.recurrent_state_bytes else ""
+        blocks: list[Block] = [Text(
+            f"{s.name}: {s.layers} layers ({s.attention_layers} with a KV cache), {s.kv_heads} KV heads x {s.head_dim}, "
+            f"weights {s.weight_bytes / 2**30:.2f} GiB, KV {s.kv_bytes_per_token(self.kv_dtype):,.0f} bytes per "
+            f"token ({self.kv_dtype}){state}", "heading")]
+        if self.fits:
+            blocks.append(fit_table(self.fits, self.gpu_gib, self.kv_dtype))
+        else:
+            blocks.append(Text(f"the weights do not fit in {self.gpus} x {self.gpu_gib:g} GiB at any tensor "
+                               "parallel width", "invalid"))
+        return blocks
+
+
+def size_model(model: str, *, gpu_gib: float = 141.0, gpus: int = 8, context_length: int = 32768,
+               kv_dtype: str = "f16", **options) -> MemoryView:
+    """The memory arithmetic of `model` (a GGUF file, tiny:/random:NAME, or a config.json or its folder)."""
+    from pathlib import Path
+
+    from ..config.errors import InputError
+    from ..engines.random_models import generated_path
+    from ..engines.sizing import ModelShape, replica_table
+
+    try:
+        path = generated_path(model) or Path(model)
+    except KeyError as error:
+        raise InputError(f"model: {error.args[0]}") from None
+    if not Path(path).exists():
+        raise InputError(f"model: {path} not found (write tiny and random models with `servebook models`)")
+    try:
+        shape = ModelShape.from_file(path)
+        fits = replica_table(shape, gpu_gib=gpu_gib, context_length=context_length, kv_dtype=kv_dtype, gpus=gpus,
+                             **options)
+    except (KeyError, ValueError, TypeError) as error:
+        raise InputError(f"model {model}: cannot read its shape ({error})") from None
+    return MemoryView(shape, fits, gpu_gib, gpus, kv_dtype)

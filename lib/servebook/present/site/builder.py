@@ -29,7 +29,7 @@ from ...util.progress import Reporter
 from ..comparison import diff_table
 from .notebook_html import render_notebook
 from ..figures import forest_spec
-from ..tables import DECODE_DEFINITIONS, GAP_NOTE, PREFILL_DEFINITIONS, estimate_tables, verification_table
+from ..tables import DECODE_DEFINITIONS, GAP_NOTE, PREFILL_DEFINITIONS, estimate_tables, memory_table, verification_table
 from .pages import (ESTIMATE_NOTE, LOG_LINES, cells_detail, cells_frame, charts, comparisons_of, content_hash,
                     environment_table, judged_runs, noise_table_for, planning_table, run_fingerprint, sections,
                     status_reason, summarize_run)
@@ -176,6 +176,7 @@ class SiteBuilder:
             run["cells_detail"] = cells_detail(s)
             run["environment"] = environment_table(s)
             run["claims"] = verification_table(s.get("verification"))
+            run["memory"] = memory_table(s.get("memory"))
             run["candidate_yaml"] = yaml.safe_dump(s["candidate"], sort_keys=False) if s["candidate"] else "-"
             run["command"] = shlex.join(s["argv"]) if s["argv"] else "-"
             run["downloads"] = downloads

@@ -75,6 +75,7 @@ def summarize_run(record: RunRecord) -> dict:
         "summary": sealed.get("summary"),
         "environment": sealed.get("environment") or {},
         "verification": (sealed.get("engine") or {}).get("verification"),
+        "memory": (sealed.get("engine") or {}).get("memory"),
         "argv": (manifest.engine.argv if manifest is not None else []) or launch_argv,
         "cells": cell_rows,
         "verdicts": verdicts,

@@ -1,0 +1,172 @@
+"""Memory arithmetic: what a model needs, so a GPU budget says how many tokens and requests fit.
+
+From a model's shape (a Hugging Face `config.json` or GGUF metadata): weight bytes, KV bytes per
+token (attention layers x KV heads x head dim x 2 for K and V x element size), per-request
+recurrent state where the model has linear-attention layers, and from those the largest token
+pool and the most concurrent requests at a context length within a memory budget, for every
+tensor-parallel width of a host (replicas versus wider TP).
+
+The arithmetic is checked, not trusted: `check_against_engine` compares it with the KV buffer
+llama.cpp logs when it loads a model (`llama_kv_cache: size = ... (N cells, L layers, S/S seqs)`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# Bytes per element of the KV cache types the engines name; llama.cpp's block types carry a scale
+# per 32 elements (q8_0: 34 bytes per 32 values).
+KV_DTYPE_BYTES = {"f32": 4.0, "float32": 4.0, "f16": 2.0, "float16": 2.0, "bf16": 2.0, "bfloat16": 2.0,
+                  "auto": 2.0, "fp8": 1.0, "fp8_e4m3": 1.0, "fp8_e5m2": 1.0, "q8_0": 34 / 32, "q5_1": 24 / 32,
+                  "q5_0": 22 / 32, "iq4_nl": 18 / 32, "q4_1": 20 / 32, "q4_0": 18 / 32}
+WEIGHT_DTYPE_BYTES = {"float32": 4.0, "float16": 2.0, "bfloat16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
+GIB = 2**30
+
+
+def kv_element_bytes(kv_dtype: str | None) -> float:
+    name = (kv_dtype or "f16").lower()
+    if name not in KV_DTYPE_BYTES:
+        raise ValueError(f"unknown KV cache type {kv_dtype!r}; known: {', '.join(sorted(KV_DTYPE_BYTES))}")
+    return KV_DTYPE_BYTES[name]
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    name: str
+    layers: int
+    attention_layers: int  # layers that keep a KV cache (all of them, except in hybrid models)
+    kv_heads: int
+    head_dim: int
+    weight_bytes: int
+    context_length: int | None = None
+    #: per request, whatever the context: the state of linear-attention / SSM layers (hybrid models)
+    recurrent_state_bytes: int = 0
+    source: str = ""
+
+    def kv_bytes_per_token(self, kv_dtype: str | None = None) -> float:
+        return self.attention_layers * self.kv_heads * self.head_dim * 2 * kv_element_bytes(kv_dtype)
+
+    @classmethod
+    def from_gguf(cls, path: str | Path) -> "ModelShape":
+        """The shape a llama.cpp engine will load: metadata plus the exact bytes of every tensor."""
+        from gguf import GGUFReader
+
+        reader = GGUFReader(str(path))
+
+        def field(key: str) -> Any:
+            found = reader.fields.get(key)
+            return None if found is None else found.contents()
+
+        arch = field("general.architecture")
+        heads = int(field(f"{arch}.attention.head_count"))
+        kv_heads = field(f"{arch}.attention.head_count_kv")
+        embedding = int(field(f"{arch}.embedding_length"))
+        head_dim = field(f"{arch}.attention.key_length") or embedding // heads
+        layers = int(field(f"{arch}.block_count"))
+        context = field(f"{arch}.context_length")
+        return cls(name=str(field("general.name") or Path(path).stem), layers=layers, attention_layers=layers,
+                   kv_heads=int(kv_heads if kv_heads is not None else heads), head_dim=int(head_dim),
+                   weight_bytes=sum(int(t.n_bytes) for t in reader.tensors),
+                   context_length=int(context) if context else None, source=str(path))
+
+    @classmethod
+    def from_config(cls, config: dict, name: str = "model", weight_dtype: str | None = None) -> "ModelShape":
+        """A Hugging Face `config.json`. Weight bytes are the parameter count times the dtype's size (an
+        estimate: embeddings tied or not, biases); hybrid models list `layer_types`, and their linear-attention
+        layers hold a fixed state per request instead of a KV cache."""
+        text = config.get("text_config") or config
+        layers = int(text["num_hidden_layers"])
+        heads = int(text["num_attention_heads"])
+        kv_heads = int(text.get("num_key_value_heads") or heads)
+        hidden = int(text["hidden_size"])
+        head_dim = int(text.get("head_dim") or hidden // heads)
+        kinds = text.get("layer_types") or ["full_attention"] * layers
+        attention = sum(1 for k in kinds if "linear" not in str(k) and "mamba" not in str(k))
+        state = 0
+        if attention < layers:
+            linear = layers - attention
+            value_heads = int(text.get("linear_num_value_heads") or heads)
+            key_dim = int(text.get("linear_key_head_dim") or head_dim)
+            value_dim = int(text.get("linear_value_head_dim") or head_dim)
+            state = linear * value_heads * key_dim * value_dim * 4  # fp32 recurrent state per request
+        vocab = int(text.get("vocab_size") or 0)
+        ff = int(text.get("intermediate_size") or 4 * hidden)
+        experts = int(text.get("num_experts") or text.get("num_local_experts") or 1)
+        expert_ff = int(text.get("moe_intermediate_size") or ff)
+        per_block = hidden * head_dim * (heads * 2 + kv_heads * 2) + 3 * hidden * expert_ff * experts
+        params = per_block * layers + vocab * hidden * (1 if text.get("tie_word_embeddings") else 2)
+        dtype = weight_dtype or str(text.get("torch_dtype") or config.get("torch_dtype") or "bfloat16")
+        return cls(name=name, layers=layers, attention_layers=attention, kv_heads=kv_heads, head_dim=head_dim,
+                   weight_bytes=int(params * WEIGHT_DTYPE_BYTES.get(dtype, 2.0)),
+                   context_length=text.get("max_position_embeddings"), recurrent_state_bytes=state,
+                   source="config.json")
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> "ModelShape":
+        path = Path(path)
+        if path.is_dir():
+            path = path / "config.json"
+        if path.suffix == ".json":
+            return cls.from_config(json.loads(path.read_text()), name=path.parent.name)
+        return cls.from_gguf(path)
+
+
+@dataclass(frozen=True)
+class Fit:
+    """What fits in one replica of `tensor_parallel` GPUs with `gpu_gib` each."""
+
+    tensor_parallel: int
+    replicas: int
+    token_pool: int
+    requests_at_context: int
+    context_length: int
+
+    @property
+    def total_requests(self) -> int:
+        return self.replicas * self.requests_at_context
+
+
+def fit(shape: ModelShape, *, gpu_gib: float, tensor_parallel: int, context_length: int, kv_dtype: str | None = None,
+        gpus: int = 8, memory_fraction: float = 0.9, overhead_gib: float = 1.0) -> Fit:
+    """`memory_fraction` of each GPU is the engine's to use (SGLang's mem_fraction_static, vLLM's
+    gpu_memory_utilization); `overhead_gib` per GPU is activations and graphs, which the arithmetic cannot know."""
+    usable = (gpu_gib * memory_fraction - overhead_gib) * GIB * tensor_parallel - shape.weight_bytes
+    per_token = shape.kv_bytes_per_token(kv_dtype)
+    pool = max(0, int(usable // per_token)) if usable > 0 else 0
+    per_request = context_length * per_token + shape.recurrent_state_bytes
+    requests = max(0, int(usable // per_request)) if usable > 0 else 0
+    return Fit(tensor_parallel, gpus // tensor_parallel, pool, requests, context_length)
+
+
+def replica_table(shape: ModelShape, *, gpu_gib: float, context_length: int, kv_dtype: str | None = None,
+                  gpus: int = 8, **options) -> list[Fit]:
+    """Replicas versus wider TP on one host: each power-of-two width up to `gpus` that holds the weights."""
+    widths = [w for w in (1, 2, 4, 8, 16) if w <= gpus]
+    return [f for f in (fit(shape, gpu_gib=gpu_gib, tensor_parallel=w, context_length=context_length,
+                            kv_dtype=kv_dtype, gpus=gpus, **options) for w in widths) if f.token_pool > 0]
+
+
+@dataclass(frozen=True)
+class KvCheck:
+    cells: int
+    logged_bytes: float
+    arithmetic_bytes: float
+
+    @property
+    def ratio(self) -> float:
+        return self.arithmetic_bytes / self.logged_bytes if self.logged_bytes else float("nan")
+
+    @property
+    def agrees(self) -> bool:
+        return abs(self.ratio - 1) <= 0.01
+
+    def row(self) -> dict:
+        return {"kv_cells": self.cells, "kv_logged_mib": self.logged_bytes / 2**20,
+                "kv_arithmetic_mib": self.arithmetic_bytes / 2**20, "kv_ratio": self.ratio, "kv_agrees": self.agrees}
+
+
+def check_against_engine(shape: ModelShape, cells: int, logged_bytes: float, kv_dtype: str | None = None) -> KvCheck:
+    return KvCheck(cells, logged_bytes, cells * shape.kv_bytes_per_token(kv_dtype))

@@ -1,0 +1,49 @@
+"""Memory arithmetic from recorded model shapes and a recorded llama.cpp load log."""
+
+import pytest
+
+from servebook.engines import get_engine
+from servebook.engines.sizing import ModelShape, check_against_engine, fit, replica_table
+
+LLAMA_31_8B = {"num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,
+               "vocab_size": 128256, "intermediate_size": 14336, "torch_dtype": "bfloat16",
+               "max_position_embeddings": 131072}
+# llama-server 0.3.36, tiny:target, -np 2 -c 4096 -lv 4 (recorded)
+LOAD_LOG = ("0.00.451.113 I llama_kv_cache:        CPU KV buffer size =     8.00 MiB\n"
+            "0.00.454.267 I llama_kv_cache: size =    8.00 MiB (  2048 cells,   4 layers,  2/2 seqs), "
+            "K (f16):    4.00 MiB, V (f16):    4.00 MiB\n")
+
+
+def test_kv_bytes_per_token_of_a_public_shape():
+    shape = ModelShape.from_config(LLAMA_31_8B, "llama-3.1-8b")
+    assert shape.kv_bytes_per_token("bf16") == 32 * 8 * 128 * 2 * 2 == 131072
+    assert shape.kv_bytes_per_token("fp8") == 65536
+    assert shape.weight_bytes / 2**30 == pytest.approx(14.96, rel=0.01)  # 8.03B parameters in bf16
+
+
+def test_more_tensor_parallel_means_fewer_replicas_but_more_room_each():
+    shape = ModelShape.from_config(LLAMA_31_8B)
+    fits = replica_table(shape, gpu_gib=141, context_length=32768, gpus=8)
+    assert [f.tensor_parallel for f in fits] == [1, 2, 4, 8] and [f.replicas for f in fits] == [8, 4, 2, 1]
+    assert fits[0].token_pool < fits[1].token_pool < fits[3].token_pool
+    # weights are paid once per replica: the whole host holds the most tokens with the widest replica
+    assert fits[0].total_requests <= fits[-1].total_requests
+    assert fit(shape, gpu_gib=16, tensor_parallel=1, context_length=32768).token_pool == 0
+
+
+def test_hybrid_models_pay_a_fixed_state_per_request():
+    hybrid = {**LLAMA_31_8B, "layer_types": ["linear_attention"] * 24 + ["full_attention"] * 8,
+              "linear_num_value_heads": 32, "linear_key_head_dim": 128, "linear_value_head_dim": 128}
+    shape = ModelShape.from_config(hybrid)
+    assert shape.attention_layers == 8 and shape.kv_bytes_per_token("bf16") == 8 * 8 * 128 * 2 * 2
+    assert shape.recurrent_state_bytes == 24 * 32 * 128 * 128 * 4
+
+
+def test_the_arithmetic_is_checked_against_llamacpp_s_logged_kv_buffer():
+    logged = get_engine("llamacpp").logged_kv_cache(LOAD_LOG)
+    assert (logged.cells, logged.bytes, logged.k_type) == (4096, 8 * 2**20, "f16")
+    tiny = ModelShape("tiny", layers=4, attention_layers=4, kv_heads=2, head_dim=64, weight_bytes=84091904)
+    assert check_against_engine(tiny, logged.cells, logged.bytes, "f16").agrees
+    wrong = ModelShape("tiny", layers=4, attention_layers=4, kv_heads=4, head_dim=64, weight_bytes=84091904)
+    assert not check_against_engine(wrong, logged.cells, logged.bytes, "f16").agrees
+    assert get_engine("sglang").logged_kv_cache(LOAD_LOG) is None
