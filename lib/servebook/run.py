@@ -26,6 +26,7 @@ from .launch.preflight import ResolvedPaths, preflight
 from .launch.process import AttachedEngine, EngineFailed, EngineProcess, free_port
 from .launch.verify import read_self_report, select_model, verify_attached, verify_claims
 from .config.secrets import Scrubber, redact_argv, redact_env
+from .measure.equivalence import compare_outputs
 from .measure.gates import gate_summary
 from .measure.loop import MeasurementLog, WarmupFailed, inactive_drafter, measure_plan
 from .util.files import tail_of
@@ -43,6 +44,7 @@ def _summary(log: MeasurementLog) -> Summary:
         decode_aggregate_tok_s={c["cell_id"]: c["aggregate_tok_s"] for c in valid if c["kind"] == "decode"},
         prefill_tok_s={c["cell_id"]: c["prefill_tok_s"] for c in valid if c["kind"] == "prefill"},
         gates=gate_summary(log.gate_results) if log.gate_results else {},
+        batch_invariance=compare_outputs(log.outputs, log.outputs, "solo", "concurrent") if log.outputs else None,
     )
 
 
@@ -149,6 +151,8 @@ def _write_raw(writer: RunWriter, log: MeasurementLog) -> None:
     writer.write_table("scrapes", log.scrape_rows())
     if log.telemetry:
         writer.write_table("telemetry", log.telemetry)
+    if log.outputs:
+        writer.write_table("outputs", log.outputs)
     if log.outcomes:
         writer.write_table("cells", log.cell_rows())
 
@@ -169,7 +173,8 @@ def _measure(engine, candidate: Candidate, adapter: EngineAdapter, plan: Plan, w
                                         request_extras=candidate.request_extras, reporter=reporter,
                                         model=engine_info.served_model,
                                         engine_pid=engine_info.pid if candidate.launch.mode == "local" else None,
-                                        on_cell=lambda: _write_raw(writer, log), api_key=api_key))
+                                        on_cell=lambda: _write_raw(writer, log), api_key=api_key,
+                                        slots=_slots(candidate, engine_info)))
     except EngineFailed as error:
         return error, "measure"
     except WarmupFailed as error:
@@ -192,7 +197,7 @@ def _select_model(candidate, adapter, engine_info, api_key: str | None) -> Engin
     if engine_info.served_model is not None:
         return None
     report = read_self_report(adapter, engine_info.base_url, _auth_headers(api_key))
-    claims, _ = verify_claims(candidate, report, None)
+    claims, _ = verify_claims(candidate, report, _model_file(engine_info.argv))
     engine_info.verification = {"claims": claims, "reported": report.record}
     try:
         engine_info.served_model = select_model(report, candidate.model.served_name, engine_info.base_url)
@@ -201,14 +206,18 @@ def _select_model(candidate, adapter, engine_info, api_key: str | None) -> Engin
     return None
 
 
+def _model_file(argv: list[str]) -> str | None:
+    """The model file a launched llama.cpp engine was given."""
+    return next((argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("-m", "--model")), None)
+
+
 def _memory_check(candidate, adapter, engine_info, writer) -> dict | None:
     """The model's KV arithmetic against the KV cache the engine logged when it loaded (llama.cpp's log says)."""
     from .engines.sizing import ModelShape, check_against_engine
 
     head = writer.engine_log.read_bytes()[:2_000_000].decode("utf-8", "replace") if writer.engine_log.is_file() else ""
     logged = adapter.logged_kv_cache(head)  # the allocation is logged at load, near the top
-    model_file = next((engine_info.argv[i + 1] for i, a in enumerate(engine_info.argv[:-1]) if a in ("-m", "--model")),
-                      None)
+    model_file = _model_file(engine_info.argv)
     if logged is None or not model_file or not os.path.isfile(model_file):
         return None
     try:
@@ -219,6 +228,13 @@ def _memory_check(candidate, adapter, engine_info, writer) -> dict | None:
     return {"status": "agrees" if check.agrees else "disagrees", **check.row(), "kv_dtype": logged.k_type,
             "kv_bytes_per_token": shape.kv_bytes_per_token(logged.k_type), "weight_bytes": shape.weight_bytes,
             "layers": shape.layers, "kv_heads": shape.kv_heads, "head_dim": shape.head_dim}
+
+
+def _slots(candidate: Candidate, engine_info: EngineInfo) -> int | None:
+    """How many requests the engine runs at once: what it reports, else what the candidate sets."""
+    reported = ((engine_info.verification or {}).get("reported") or {}).get("settings") or {}
+    value = reported.get("max_running_requests") or candidate.knobs.max_running_requests
+    return int(value) if value else None
 
 
 def _auth_headers(api_key: str | None) -> dict:

@@ -15,6 +15,8 @@ from typing import Literal
 
 import pandas as pd
 
+from .measure.equivalence import compare_outputs
+from .measure.equivalence import describe as describe_equivalence
 from .config.errors import InputError
 from .config.rules import LOWER_IS_BETTER, METRIC_WORDS, ComparisonRule, VerdictRules
 from .config.study import Study, StudyEntry
@@ -348,6 +350,20 @@ def baseline_evidence(runs: list[pd.DataFrame | None]) -> list[pd.DataFrame]:
     return out
 
 
+def _output_equivalence(baseline_records: list, records: list) -> str | None:
+    """Greedy outputs of the candidate's newest run against the baseline's (plan.equivalence), as a note: a drafter
+    or a batching change must not change what the model says."""
+    def outputs(found: list):
+        table = next((t for t in (r.table("outputs") for r in reversed(found) if r.status == "completed")
+                      if t is not None), None)
+        return None if table is None else table.to_dict("records")
+
+    reference, other = outputs(baseline_records), outputs(records)
+    if reference is None or other is None:
+        return None
+    return describe_equivalence(compare_outputs(reference, other), "the baseline")
+
+
 def judge(study: Study, journal: Journal, *, append: bool = True) -> list[Judged]:
     """Judge every candidate's recorded runs under the study's current rules; append an event to the
     candidate's newest run where the verdict changed."""
@@ -367,6 +383,10 @@ def judge(study: Study, journal: Journal, *, append: bool = True) -> list[Judged
             continue
         verdict = judge_runs([(r.manifest, r.table("cells")) for r in records], baseline_cells, rules,
                              is_baseline=entry.name == rules.baseline)
+        if entry.name != rules.baseline:
+            equivalence = _output_equivalence(baseline_records, records)
+            if equivalence:
+                verdict.reasons.append(equivalence)
         event = verdict.to_event(study=study.name, candidate=entry.name, candidate_id=entry.candidate.id,
                                  rules_hash=rules.hash, rules=rules.model_dump(mode="json"),
                                  run_ids=[r.run_id for r in records],

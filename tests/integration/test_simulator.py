@@ -184,3 +184,32 @@ def test_attach_refuses_a_server_that_contradicts_the_candidate(tmp_path):
     assert record.status == "completed", record.manifest.failure
     claims = record.manifest.engine.verification["claims"]
     assert claims["knobs.chunk_size"] == "verified: 4096" and claims["knobs.max_running_requests"] == "verified: 8"
+
+
+GATE_PLAN = Plan.model_validate({"decode": None, "prefill": None, "warmup_requests": 1, "gate_cases": 2,
+                                 "gates": ["agent_protocol", "needle"], "needle_tokens": [1024, 4096]})
+
+
+def test_the_agent_protocol_and_needle_gates_pass_on_a_capable_server(tmp_path):
+    record = run_candidate(simulated("vllm"), GATE_PLAN, Journal(tmp_path), reporter=QUIET)
+    assert record.status == "completed", record.manifest.failure
+    gates = record.manifest.summary.gates
+    assert gates["agent_protocol"].passed == gates["agent_protocol"].cases == 5
+    assert gates["needle@1024"].passed == 2 and gates["needle@4096"].passed == 2
+
+
+@pytest.mark.parametrize("fault, gate, reason, failing", [
+    # an empty reply breaks both cases that expect text
+    ("empty_reply", "agent_protocol", "ordinary_text: an empty answer", 2),
+    ("no_parallel_tool_calls", "agent_protocol", "parallel_tool_calls: 1 tool call(s) for two cities", 1),
+    ("wrong_tool", "agent_protocol", "tool_selection: chose book_table", 1),
+    ("history_rejected", "agent_protocol", "reasoning_and_tool_result: request failed: BadRequestError", 1),
+    ("null_string_argument", "agent_protocol", 'nullable_argument: the nullable argument came back as the string', 1),
+    ("lost_needle", "needle@1024", "depth 25%: answered 'I do not know.'", 4),
+])
+def test_each_gate_fault_fails_its_case_with_the_right_reason(tmp_path, fault, gate, reason, failing):
+    record = run_candidate(simulated("sglang", fault), GATE_PLAN, Journal(tmp_path), reporter=QUIET)
+    gates = record.manifest.summary.gates
+    assert gates[gate].passed < gates[gate].cases
+    assert gates[gate].first_failure.startswith(reason), gates[gate].first_failure
+    assert (~record.table("gates")["passed"]).sum() == failing  # the other cases still pass

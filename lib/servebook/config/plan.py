@@ -6,10 +6,11 @@ import hashlib
 import json
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
-Category = Literal["prose", "code"]
+Category = Literal["prose", "code", "structured"]
+Gate = Literal["json_schema", "nullable_argument", "agent_protocol", "needle"]
 
 
 class _Strict(BaseModel):
@@ -32,6 +33,9 @@ class DecodePlan(_Strict):
     min_cell_s: float | None = Field(
         None, gt=0, le=3600, description="keep each of the concurrency's streams busy with more requests until the "
                                          "cell has measured at least this long (a short cell is mostly ramp)")
+    prompt_tokens: int | None = Field(
+        None, ge=32, le=1_048_576, description="exact decode prompt length; every prompt then starts with its own "
+                                               "token, so no two share a prefix (checked by the cache counters)")
 
     @field_validator("concurrency")
     @classmethod
@@ -56,19 +60,70 @@ class PrefillPlan(_Strict):
         return _ascending_unique(v, "prompt_tokens")
 
 
+class ReusePlan(_Strict):
+    """Agent-style turns: each turn resends the whole conversation so far and appends to it."""
+
+    conversations: int = Field(2, ge=1, le=64, description="independent conversations, one after another")
+    turns: int = Field(4, ge=2, le=64)
+    first_prompt_tokens: int = Field(1024, ge=32)
+    turn_tokens: int = Field(256, ge=8, description="tokens each turn appends (the previous answer and a new ask)")
+    output_tokens: int = Field(16, ge=1)
+
+
+class WavePlan(_Strict):
+    """Bursts of requests sent at once, typically more than the candidate has slots: those beyond the
+    slots queue, and the wait shows in TTFT (p50, p90) and in aggregate throughput."""
+
+    concurrency: list[int] = Field(default_factory=lambda: [8])
+    waves: int = Field(2, ge=1, le=100, description="bursts per cell, each sent when the previous one finished")
+    output_tokens: int = Field(32, ge=2)
+    prompt_tokens: int = Field(256, ge=32)
+
+    @field_validator("concurrency")
+    @classmethod
+    def _concurrency(cls, v: list[int]) -> list[int]:
+        if not v or any(c < 1 for c in v):
+            raise ValueError("waves.concurrency needs values >= 1")
+        return _ascending_unique(v, "waves.concurrency")
+
+
+class EquivalencePlan(_Strict):
+    """Greedy output with a fixed seed, each prompt alone and then all at once: batching must not change it,
+    and a drafter must not change it against the baseline (compared across runs)."""
+
+    prompts: int = Field(3, ge=1, le=32)
+    output_tokens: int = Field(48, ge=2, le=4096)
+    prompt_tokens: int = Field(128, ge=32)
+
+
 class Plan(_Strict):
     name: str | None = None
     decode: DecodePlan | None = DecodePlan()
     prefill: PrefillPlan | None = PrefillPlan()
     warmup_requests: int = Field(2, ge=0, description="unrecorded requests before the first cell")
-    gates: list[Literal["json_schema", "nullable_argument"]] = Field(
-        default_factory=list, description="protocol checks run after the cells, each scored k/n")
+    reuse: ReusePlan | None = None
+    waves: WavePlan | None = None
+    equivalence: EquivalencePlan | None = None
+    gates: list[Gate] = Field(
+        default_factory=list, description="protocol checks run after the cells, each scored k/n; agent_protocol "
+                                          "is five fixed cases, needle one case per gate_cases at each needle length")
     gate_cases: int = Field(3, ge=1, le=50)
+    needle_tokens: list[int] | None = Field(None, description="prompt lengths of the needle gate")
     record_chunks: bool = True
     max_foreign_cpu_cores: float | None = Field(
         None, gt=0, description="CPU other processes may use during a cell before it counts as disturbed "
                                 "(default 0.5 cores)")
     request_timeout_s: float = Field(300.0, gt=0)
+
+    @model_validator(mode="after")
+    def _needles(self) -> "Plan":
+        if "needle" in self.gates and not self.needle_tokens:
+            raise ValueError("needle_tokens: the needle gate needs the prompt lengths to test (e.g. [8192, 32768])")
+        if self.needle_tokens and "needle" not in self.gates:
+            raise ValueError("needle_tokens is for the needle gate: add needle to gates")
+        if any(n < 256 for n in self.needle_tokens or []):
+            raise ValueError("needle_tokens: at least 256 tokens")
+        return self
 
     def unmatched(self, rule) -> list[str]:
         """Why a verdict rule (config.rules.ComparisonRule) would select no cell, or some cell, this plan never

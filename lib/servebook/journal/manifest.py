@@ -52,6 +52,8 @@ class Summary(_Record):
     decode_aggregate_tok_s: dict[str, float | None] = Field(default_factory=dict)
     prefill_tok_s: dict[str, float | None] = Field(default_factory=dict)
     gates: dict[str, GateScore] = Field(default_factory=dict)
+    #: greedy outputs batched against the same prompts alone (plan.equivalence): identical share, divergences
+    batch_invariance: dict[str, Any] | None = None
 
 
 class PreflightFinding(_Record):

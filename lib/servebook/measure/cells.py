@@ -19,7 +19,7 @@ from .reconcile import Reconciliation, server_cached_tokens
 @dataclass(frozen=True)
 class CellSpec:
     cell_id: str
-    kind: Literal["decode", "prefill"]
+    kind: Literal["decode", "prefill", "reuse", "wave"]
     category: str
     concurrency: int
     n_requests: int
@@ -36,6 +36,10 @@ class CellSpec:
     def label(self) -> str:
         if self.kind == "decode":
             return f"decode {self.category} x{self.concurrency}"
+        if self.kind == "reuse":
+            return f"prompt reuse, {self.n_requests} turns"
+        if self.kind == "wave":
+            return f"waves of {self.concurrency} requests"
         return f"cold prefill {self.prompt_tokens} tokens"
 
 
@@ -46,11 +50,19 @@ def plan_cells(plan: Plan) -> list[CellSpec]:
             for c in plan.decode.concurrency:
                 cells.append(CellSpec(f"decode-{category}-c{c}", "decode", category, c,
                                       c * plan.decode.rounds, plan.decode.output_tokens,
-                                      min_s=plan.decode.min_cell_s))
+                                      prompt_tokens=plan.decode.prompt_tokens, min_s=plan.decode.min_cell_s))
     if plan.prefill:
         for n in plan.prefill.prompt_tokens:
             cells.append(CellSpec(f"prefill-{n}", "prefill", "prose", 1, plan.prefill.requests, 1, n,
                                   min_s=plan.prefill.min_cell_s))
+    if plan.reuse:
+        reuse = plan.reuse
+        cells.append(CellSpec("reuse", "reuse", "prose", 1, reuse.conversations * reuse.turns, reuse.output_tokens,
+                              reuse.first_prompt_tokens))
+    if plan.waves:
+        for c in plan.waves.concurrency:
+            cells.append(CellSpec(f"wave-c{c}", "wave", "prose", c, c * plan.waves.waves, plan.waves.output_tokens,
+                                  plan.waves.prompt_tokens))
     return cells
 
 
@@ -121,14 +133,29 @@ def cold_evidence(records: list[RequestRecord], reconciliation: Reconciliation) 
     return None, "neither the responses' usage nor the engine's counters report cached tokens"
 
 
+def reuse_summary(records: list[RequestRecord]) -> dict:
+    """First-turn against next-turn TTFT, and how much of each next turn's prompt came from the cache."""
+    first = [r for r in records if r.turn == 1]
+    later = [r for r in records if r.turn is not None and r.turn > 1]
+    cached = total_reported(later, "cached_tokens")
+    prompt = total_reported(later, "prompt_tokens")
+    return {"first_turn_ttft_s": _median([r.ttft for r in first if r.ttft is not None]),
+            "next_turn_ttft_s": _median([r.ttft for r in later if r.ttft is not None]),
+            "cached_share": cached / prompt if cached is not None and prompt else None}
+
+
 def summarize_cell(spec: CellSpec, records: list[RequestRecord], reconciliation: Reconciliation,
-                   extra_reasons: list[str] | None = None) -> dict:
+                   extra_reasons: list[str] | None = None, slots: int | None = None) -> dict:
     ok = [r for r in records if r.ok]
     errors = [r for r in records if not r.ok]
     reasons: list[str] = list(extra_reasons or [])
     if errors:
         reasons.append(f"{len(errors)} of {len(records)} requests failed ({errors[0].error})")
-    wrong_length = [r for r in ok if r.completion_tokens != spec.output_tokens]
+    if spec.category == "structured":
+        # A grammar decides when the JSON ends, so the length is capped, not forced; the rate is over what came.
+        wrong_length = [r for r in ok if not 1 <= r.completion_tokens <= spec.output_tokens]
+    else:
+        wrong_length = [r for r in ok if r.completion_tokens != spec.output_tokens]
     if wrong_length:
         got = sorted({r.completion_tokens for r in wrong_length})
         reasons.append(f"{len(wrong_length)} requests returned {got} tokens instead of {spec.output_tokens}")
@@ -142,6 +169,12 @@ def summarize_cell(spec: CellSpec, records: list[RequestRecord], reconciliation:
             reasons.append(f"cold not verified: {why}")
         elif not cold:
             reasons.append(f"not cold: {why}")
+    if spec.kind in ("decode", "wave") and spec.prompt_tokens is not None and spec.category != "structured":
+        # The plan asked for prompts that share no prefix: any cache hit means they did.
+        shared = [r for r in ok if r.cached_tokens]
+        if shared:
+            reasons.append(f"prompts shared a prefix: {len(shared)} requests hit the prompt cache "
+                           f"(up to {max(r.cached_tokens for r in shared)} cached tokens)")
     if reconciliation.status == "mismatch":
         reasons.append(f"counters disagree: {reconciliation.message}")
 
@@ -167,13 +200,16 @@ def summarize_cell(spec: CellSpec, records: list[RequestRecord], reconciliation:
         "cached_tokens": total_reported(ok, "cached_tokens"),
         "completion_tokens": completion,
         "wall_s": wall,
-        "aggregate_tok_s": completion / wall if wall and spec.kind == "decode" else None,
+        "aggregate_tok_s": completion / wall if wall and spec.kind in ("decode", "wave") else None,
         **(steady_state(records, spec.concurrency) if spec.kind == "decode" else
            {"steady_tok_s": None, "steady_s": None, "ramp_up_s": None, "ramp_down_s": None}),
         "per_request_tok_s": _median(rates),
         "ttft_s": _median(ttfts),
         "ttft_p90_s": _p90(ttfts),
         "prefill_tok_s": _median(prefill_rates) if spec.kind == "prefill" else None,
+        **(reuse_summary(ok) if spec.kind == "reuse" else {}),
+        **({"slots": slots, "queued": max(0, spec.concurrency - slots) if slots else None}
+           if spec.kind == "wave" else {}),
         "draft_acceptance": (sum(accepted) / sum(drafted)) if drafted and sum(drafted) else None,
         "reconciliation": reconciliation.status,
         "reconciliation_message": reconciliation.message,

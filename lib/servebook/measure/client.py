@@ -33,6 +33,8 @@ class RequestRecord:
     server_predicted_per_second: float | None = None
     server_draft_tokens: int | None = None
     server_draft_accepted: int | None = None
+    turn: int | None = None  # reuse cells: the request's turn in its conversation (1 = the first)
+    conversation: int | None = None
     chunk_times: list[float] = field(default_factory=list, repr=False)
     chunk_tokens: list[int | None] = field(default_factory=list, repr=False)
 

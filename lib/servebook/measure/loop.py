@@ -25,10 +25,11 @@ from ..util.progress import Reporter
 from ..engines.counters import Scrape
 from .scrape import scrape
 from ..config.plan import Plan
-from .prompts import decode_prompt, exact_length_prompt, filler_text
-from .gates import run_gate
+from .prompts import corpus, decode_prompt, exact_length_prompt, filler_text, structured_format, structured_prompt
+from .gates import run_gate, run_needles
 from .gpu import GpuSampler, NvmlReader, summarize_gpu
 from .host import DEFAULT_MAX_FOREIGN_CORES, cpu_sample, foreign_cores, own_processes, telemetry_rows
+from .equivalence import SEED, compare_outputs, describe
 from .reconcile import ClientCounts, reconcile
 from .cells import plan_cells, total_reported
 
@@ -54,6 +55,7 @@ class MeasurementLog:
     partial_records: list[RequestRecord] = field(default_factory=list)
     gate_results: list = field(default_factory=list)
     telemetry: list[dict] = field(default_factory=list)
+    outputs: list[dict] = field(default_factory=list)  # the equivalence requests' greedy outputs
 
     def request_rows(self) -> list[dict]:
         rows = [r.row() for o in self.outcomes for r in o.records]
@@ -97,6 +99,7 @@ class Measurement:
         request_extras: dict | None = None,
         engine_pid: int | None = None,
         model: str | None = None,
+        slots: int | None = None,
     ):
         self.base_url = base_url.rstrip("/")
         self.adapter = adapter
@@ -110,7 +113,8 @@ class Measurement:
         self.gpus = NvmlReader()
         self.log = MeasurementLog()
         self.model_name = model
-        self._filler: list[int] | None = None
+        self.slots = slots
+        self._fillers: dict[str, list[int]] = {}
         self._openers: list[int] = []
         self._prefill_count = 0
 
@@ -181,31 +185,99 @@ class Measurement:
                 record = RequestRecord(f"{spec.cell_id}-{i}", spec.cell_id, spec.concurrency, spec.category,
                                        spec.output_tokens, t_send=0.0)
                 records.append(record)
-                await stream_request(self.openai, record, StreamRequest(
-                    self.model_name, spec.output_tokens,
-                    messages=decode_prompt(spec.category, i, f"{self.tag}:{spec.cell_id}:{i}"), extra_body=extras,
-                    stream_options=self.adapter.stream_options(), keep_chunk_times=self.plan.record_chunks))
+                request = await self._decode_request(spec, i, extras)
+                await stream_request(self.openai, record, request)
                 on_done()
 
         await asyncio.gather(*(stream() for _ in range(spec.concurrency)))
         return records
 
-    async def _prefill_requests(self, spec: CellSpec, on_done) -> list[RequestRecord]:
-        if self._filler is None:
-            self._filler = await self.tokenize(filler_text())
+    async def _decode_request(self, spec: CellSpec, i: int, extras: dict) -> StreamRequest:
+        """Chat prompts from the category's corpus, or, when the plan sets prompt_tokens, token prompts of exactly
+        that length that share no prefix; `structured` asks for JSON under a json_schema."""
+        options = {"stream_options": self.adapter.stream_options(), "keep_chunk_times": self.plan.record_chunks}
+        tag = f"{self.tag}:{spec.cell_id}:{i}"
+        if spec.category == "structured":
+            # No forced length under a grammar: an engine that must not stop where the JSON ends fails the request.
+            free = {k: v for k, v in extras.items() if k not in ("ignore_eos", "min_tokens")}
+            return StreamRequest(self.model_name, spec.output_tokens, messages=structured_prompt(i, tag),
+                                 extra_body={**free, "response_format": structured_format(spec.output_tokens)},
+                                 **options)
+        if spec.prompt_tokens is None:
+            return StreamRequest(self.model_name, spec.output_tokens, messages=decode_prompt(spec.category, i, tag),
+                                 extra_body=extras, **options)
+        prompt = await self._unique_prompt(spec.category, spec.prompt_tokens, tag)
+        return StreamRequest(self.model_name, spec.output_tokens, prompt=prompt, extra_body=extras, **options)
+
+    async def _filler(self, category: str) -> list[int]:
+        if category not in self._fillers:
+            text = filler_text() if category == "prose" else "\n\n".join(corpus(category))
+            self._fillers[category] = await self.tokenize(text)
+        return self._fillers[category]
+
+    async def _unique_prompt(self, category: str, length: int, tag: str) -> list[int]:
+        """Exactly `length` tokens whose first token no other prompt of this run starts with."""
+        if not self._openers:
             # Engines reuse the longest cached common prefix, even a single token, so the
-            # first token of every cold prompt differs from the first token of every other.
-            self._openers = sorted(set(self._filler))
+            # first token of every prompt differs from the first token of every other.
+            self._openers = sorted(set(await self._filler("prose")))
+        opener = self._openers[self._prefill_count % len(self._openers)]
+        self._prefill_count += 1
+        prefix = [opener] + await self.tokenize(f" [{tag}]\n")
+        return exact_length_prompt(await self._filler(category), prefix, length)
+
+    async def _wave_requests(self, spec: CellSpec, on_done) -> list[RequestRecord]:
+        """Bursts of `concurrency` requests sent at once; the next burst when the last one finished."""
+        extras = self._extras(spec.output_tokens)
+        records: list[RequestRecord] = []
+
+        async def one(i: int, prompt: list[int]) -> None:
+            record = RequestRecord(f"{spec.cell_id}-{i}", spec.cell_id, spec.concurrency, spec.category,
+                                   spec.output_tokens, t_send=0.0)
+            records.append(record)
+            await stream_request(self.openai, record, StreamRequest(
+                self.model_name, spec.output_tokens, prompt=prompt, extra_body=extras,
+                stream_options=self.adapter.stream_options(), keep_chunk_times=self.plan.record_chunks))
+            on_done()
+
+        for wave in range(spec.n_requests // spec.concurrency):
+            ids = [wave * spec.concurrency + k for k in range(spec.concurrency)]
+            # Prompts are built before the burst, so the burst itself is only sends.
+            prompts = [await self._unique_prompt(spec.category, spec.prompt_tokens, f"{self.tag}:{spec.cell_id}:{i}")
+                       for i in ids]
+            await asyncio.gather(*(one(i, prompt) for i, prompt in zip(ids, prompts)))
+        return records
+
+    async def _reuse_requests(self, spec: CellSpec, on_done) -> list[RequestRecord]:
+        """Conversations one after another; each turn resends the conversation so far plus `turn_tokens`."""
+        reuse = self.plan.reuse
+        extras = self._extras(spec.output_tokens)
+        filler = await self._filler("prose")
+        records: list[RequestRecord] = []
+        for conversation in range(reuse.conversations):
+            prompt = await self._unique_prompt("prose", reuse.first_prompt_tokens,
+                                               f"{self.tag}:{spec.cell_id}:conversation-{conversation}")
+            offset = conversation * 7919
+            for turn in range(1, reuse.turns + 1):
+                record = RequestRecord(f"{spec.cell_id}-{conversation}-{turn}", spec.cell_id, 1, spec.category,
+                                       spec.output_tokens, t_send=0.0, turn=turn, conversation=conversation)
+                records.append(record)
+                await stream_request(self.openai, record, StreamRequest(
+                    self.model_name, spec.output_tokens, prompt=list(prompt), extra_body=extras,
+                    stream_options=self.adapter.stream_options(), keep_chunk_times=self.plan.record_chunks))
+                on_done()
+                start = (offset + turn * reuse.turn_tokens) % max(1, len(filler) - reuse.turn_tokens)
+                prompt += filler[start:start + reuse.turn_tokens]
+        return records
+
+    async def _prefill_requests(self, spec: CellSpec, on_done) -> list[RequestRecord]:
         extras = self._extras(1)
         records = []
         started = time.monotonic()
         i = 0
         while i < spec.n_requests or (spec.min_s is not None and i < spec.max_requests
                                       and time.monotonic() - started < spec.min_s):
-            opener = self._openers[self._prefill_count % len(self._openers)]
-            self._prefill_count += 1
-            prefix = [opener] + await self.tokenize(f" [{self.tag}:{spec.cell_id}:{i}]\n")
-            prompt = exact_length_prompt(self._filler, prefix, spec.prompt_tokens)
+            prompt = await self._unique_prompt("prose", spec.prompt_tokens, f"{self.tag}:{spec.cell_id}:{i}")
             record = RequestRecord(f"{spec.cell_id}-{i}", spec.cell_id, 1, spec.category, 1, t_send=0.0)
             await stream_request(self.openai, record, StreamRequest(
                 self.model_name, 1, prompt=prompt, extra_body=extras, stream_options=self.adapter.stream_options(),
@@ -215,8 +287,37 @@ class Measurement:
             i += 1
         return records
 
+    async def run_equivalence(self) -> None:
+        """Each prompt alone, then all at once, greedy with a fixed seed; the prompts are the same in every run,
+        so runs can be compared with each other (a drafter against the baseline)."""
+        plan = self.plan.equivalence
+        filler = await self._filler("prose")
+        span = max(1, len(filler) - plan.prompt_tokens)
+        prompts = [filler[(i * 331) % span:][:plan.prompt_tokens] for i in range(plan.prompts)]
+        extras = {**self._extras(plan.output_tokens), "seed": SEED}
+
+        async def one(i: int, prompt: list[int], mode: str) -> None:
+            response = await self.openai.completions.create(model=self.model_name, prompt=prompt,
+                                                            max_tokens=plan.output_tokens, temperature=0,
+                                                            extra_body=extras)
+            text = response.choices[0].text or ""
+            self.log.outputs.append({"prompt": i, "mode": mode, "text": text, "tokens": await self.tokenize(text),
+                                     "completion_tokens": response.usage.completion_tokens if response.usage else None})
+
+        for i, prompt in enumerate(prompts):
+            await one(i, prompt, "solo")
+        await asyncio.gather(*(one(i, prompt, "concurrent") for i, prompt in enumerate(prompts)))
+
     async def run_gates(self) -> None:
         for gate in self.plan.gates:
+            if gate == "needle":
+                async def count(text: str) -> int | None:
+                    tokens = await self.adapter.tokenize(self.http, self.base_url, text, self.model_name, self._auth)
+                    return None if tokens is None else len(tokens)
+
+                self.log.gate_results.extend(await run_needles(self.openai, self.model_name, self.plan.needle_tokens,
+                                                               self.plan.gate_cases, filler_text(), count))
+                continue
             self.log.gate_results.extend(await run_gate(self.openai, self.model_name, gate, self.plan.gate_cases))
 
     def _log_size(self) -> int:
@@ -242,7 +343,8 @@ class Measurement:
         log_offset = self._log_size()
         before = await self._scrape()
         cpu_before = cpu_sample(self.engine_pid)
-        runner = self._decode_requests if spec.kind == "decode" else self._prefill_requests
+        runner = {"decode": self._decode_requests, "prefill": self._prefill_requests, "wave": self._wave_requests,
+                  "reuse": self._reuse_requests}[spec.kind]
         with GpuSampler(self.gpus) as gpu:
             records = await runner(spec, on_done)
         if any(not r.ok for r in records):
@@ -267,7 +369,7 @@ class Measurement:
         if foreign is not None and foreign > limit:
             extra.append(f"host busy: other processes used {foreign:.2f} CPU cores during the cell (limit {limit:g})")
         own = own_processes(self.engine_pid) if self.engine_pid else set()
-        summary = summarize_cell(spec, records, reconciliation, extra)
+        summary = summarize_cell(spec, records, reconciliation, extra, slots=self.slots)
         # Not checked (None) where servebook does not know the engine's processes (attach, compose).
         summary["foreign_cpu_cores"] = foreign
         summary.update(summarize_gpu(gpu.samples, own, summary["completion_tokens"], summary["wall_s"]))
@@ -285,12 +387,13 @@ class Measurement:
 async def measure_plan(base_url: str, adapter: EngineAdapter, plan: Plan, log: MeasurementLog, *, tag: str,
                        alive_check: Callable[[], None], engine_log: Path, request_extras: dict,
                        reporter: Reporter, model: str | None = None, engine_pid: int | None = None,
-                       on_cell: Callable[[], None] = lambda: None, api_key: str | None = None) -> None:
+                       on_cell: Callable[[], None] = lambda: None, api_key: str | None = None,
+                       slots: int | None = None) -> None:
     """Warm up, measure every cell of the plan in order, then run the gates; progress per request."""
     cells = plan_cells(plan)
     total_requests = sum(c.n_requests for c in cells)
     async with Measurement(base_url, adapter, plan, tag=tag, alive_check=alive_check, engine_log=engine_log,
-                           request_extras=request_extras, engine_pid=engine_pid, model=model,
+                           request_extras=request_extras, engine_pid=engine_pid, model=model, slots=slots,
                            api_key=api_key or "servebook") as m:
         m.log = log
         with reporter.task("warm up", total=plan.warmup_requests) as task:
@@ -302,6 +405,11 @@ async def measure_plan(base_url: str, adapter: EngineAdapter, plan: Plan, log: M
                 outcome = await m.run_cell(spec, on_done=task.advance)
                 reporter.log(f"  {spec.label}: {_cell_line(spec, outcome.summary)}")
                 on_cell()
+        if plan.equivalence:
+            with reporter.task("output equivalence: greedy, alone and batched"):
+                await m.run_equivalence()
+            reporter.log("  " + describe(compare_outputs(log.outputs, log.outputs, "solo", "concurrent"),
+                                         "the same prompts alone (batch invariance)"))
         if plan.gates:
             with reporter.task(f"gates: {', '.join(plan.gates)}"):
                 await m.run_gates()
@@ -309,7 +417,12 @@ async def measure_plan(base_url: str, adapter: EngineAdapter, plan: Plan, log: M
 
 def _cell_line(spec: CellSpec, s: dict) -> str:
     flag = "valid" if s["valid"] else f"INVALID ({s['invalid_reasons']})"
-    if spec.kind == "decode" and s["aggregate_tok_s"]:
+    if spec.kind == "reuse" and s.get("next_turn_ttft_s") is not None:
+        share = "-" if s.get("cached_share") is None else f"{s['cached_share']:.0%}"
+        figure = f"next-turn TTFT {s['next_turn_ttft_s'] * 1000:.0f} ms, {share} of it cached"
+    elif spec.kind == "wave" and s["aggregate_tok_s"]:
+        figure = f"{s['aggregate_tok_s']:.1f} tok/s aggregate, TTFT p90 {(s['ttft_p90_s'] or 0) * 1000:.0f} ms"
+    elif spec.kind == "decode" and s["aggregate_tok_s"]:
         figure = f"{s['aggregate_tok_s']:.1f} tok/s aggregate"
     elif s.get("prefill_tok_s"):
         figure = f"{s['prefill_tok_s']:.0f} tok/s prefill"

@@ -43,3 +43,18 @@ def exact_length_prompt(filler_tokens: list[int], prefix_tokens: list[int], leng
     body_len = length - len(prefix_tokens)
     repeats = body_len // len(filler_tokens) + 1
     return list(prefix_tokens) + (list(filler_tokens) * repeats)[:body_len]
+
+
+def structured_format(output_tokens: int) -> dict:
+    """A json_schema response format that asks for enough notes to fill about `output_tokens` tokens."""
+    schema = {"type": "object", "required": ["notes"], "additionalProperties": False,
+              "properties": {"notes": {"type": "array", "items": {"type": "string", "minLength": 8},
+                                       "minItems": max(1, output_tokens // 12)}}}
+    return {"type": "json_schema", "json_schema": {"name": "notes", "schema": schema}}
+
+
+def structured_prompt(index: int, tag: str) -> list[dict]:
+    """Chat messages asking for JSON notes on a passage (grammar-constrained decoding under load)."""
+    passages = corpus("prose")
+    return [{"role": "user", "content": f"[{tag}] Summarise as JSON notes, one string per sentence:\n"
+                                        f"{passages[index % len(passages)]}"}]

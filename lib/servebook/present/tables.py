@@ -90,9 +90,43 @@ def prefill_table(cells: pd.DataFrame, label: str | None = None) -> Table | None
     return table
 
 
+def wave_table(cells: pd.DataFrame, label: str | None = None) -> Table | None:
+    """Bursts beyond the slot count: how long the queued requests wait for their first token."""
+    waves = cells[cells["kind"] == "wave"] if "kind" in cells else cells.iloc[0:0]
+    if waves.empty:
+        return None
+    table = Table(([label.capitalize()] if label else []) + ["Requests at once", "Slots", "Queued", "Aggregate tok/s",
+                                                             "TTFT p50", "TTFT p90", "Check"],
+                  title="Waves beyond the slot count (queue wait shows in TTFT)")
+    for cell in _rows(waves, ["order", "concurrency"] if label else ["concurrency"]):
+        slots = number(cell.get("slots"))
+        table.add(([cell[label]] if label else []) + [
+            int(cell["concurrency"]), "-" if slots is None else int(slots),
+            "-" if number(cell.get("queued")) is None else int(cell["queued"]), fmt(cell["aggregate_tok_s"]),
+            fmt(cell["ttft_s"], ".0f", 1000, " ms"), fmt(cell["ttft_p90_s"], ".0f", 1000, " ms"), cell_check(cell)],
+            "" if cell["valid"] else "invalid")
+    return table
+
+
+def reuse_table(cells: pd.DataFrame, label: str | None = None) -> Table | None:
+    """Prompt reuse across turns: what the cache saves the next turn."""
+    reuse = cells[cells["kind"] == "reuse"] if "kind" in cells else cells.iloc[0:0]
+    if reuse.empty:
+        return None
+    table = Table(([label.capitalize()] if label else []) + ["Requests", "First-turn TTFT", "Next-turn TTFT",
+                                                             "Cached share (next turns)", "Check"],
+                  title="Prompt reuse across turns")
+    for cell in _rows(reuse, ["order"] if label else ["cell_id"]):
+        table.add(([cell[label]] if label else []) + [
+            int(cell["requests"]), fmt(cell.get("first_turn_ttft_s"), ".0f", 1000, " ms"),
+            fmt(cell.get("next_turn_ttft_s"), ".0f", 1000, " ms"), fmt(cell.get("cached_share"), ".0%"),
+            cell_check(cell)], "" if cell["valid"] else "invalid")
+    return table
+
+
 def cell_tables(cells: pd.DataFrame, label: str | None = None) -> list[Table]:
-    prefill = prefill_table(cells, label)
-    return decode_tables(cells, label) + ([prefill] if prefill is not None else [])
+    extra = [prefill_table(cells, label), reuse_table(cells, label), wave_table(cells, label)]
+    return decode_tables(cells, label) + [t for t in extra if t is not None]
 
 
 #: (title, metric, cell kind, format spec, scale) of the side-by-side figures of a comparison

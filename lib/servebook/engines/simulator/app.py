@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 import uuid
 
@@ -110,6 +111,8 @@ class _Completion:
             text += "".join(WORDS[(produced + i) % len(WORDS)] for i in range(n))
             produced += n
         finish = "length" if produced >= self.max_tokens else "stop"
+        if self.chat:
+            text = self.capable_answer(text)
         choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish} \
             if self.chat else {"index": 0, "text": text, "finish_reason": "length"}
         return self.envelope("chat.completion" if self.chat else "text_completion", [choice],
@@ -121,12 +124,37 @@ class _Completion:
         choice = {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
         return self.envelope("chat.completion", [choice], self.usage(len(tokenize(content))))
 
+    def capable_answer(self, text: str) -> str:
+        """What a capable model says where the gates can tell: a recalled needle, a reply to a tool's result."""
+        faults = self.app.config.faults
+        content = " ".join(str(m.get("content") or "") for m in self.body.get("messages") or [])
+        needle = re.search(r"access code for vault (\d+) is (\d+)", content)
+        if needle and "What is the access code" in content:
+            return "I do not know." if "lost_needle" in faults else needle.group(2)
+        if "empty_reply" in faults:
+            return ""
+        return text or "Hello."
+
     def tool_call(self) -> dict:
-        function = self.body["tools"][0]["function"]
-        arguments = tool_arguments(function, "null_string_argument" in self.app.config.faults)
-        message = {"role": "assistant", "content": None, "tool_calls": [{
-            "id": f"call_{self.request_id[-8:]}", "type": "function",
-            "function": {"name": function["name"], "arguments": json.dumps(arguments)}}]}
+        faults = self.app.config.faults
+        tools = [t["function"] for t in self.body["tools"]]
+        asked = " ".join(str(m.get("content") or "") for m in self.body.get("messages") or [] if m.get("role") == "user")
+        function = tools[0]
+        if len(tools) > 1 and "wrong_tool" not in faults:
+            # choose as a capable model would: the tool whose name and description share the most words with the ask
+            words = set(re.findall(r"[a-z]+", asked.lower())) | ({"weather"} if "rain" in asked.lower() else set())
+            function = max(tools, key=lambda f: len(words & set(re.findall(r"[a-z]+", (
+                f["name"].replace("_", " ") + " " + f.get("description", "")).lower()))))
+        arguments = tool_arguments(function, "null_string_argument" in faults)
+        cities = [c for c in ("Oslo", "Lima", "Pune") if c in asked]
+        wanted = cities if self.body.get("parallel_tool_calls") and len(cities) > 1 and \
+            "no_parallel_tool_calls" not in faults else cities[:1] or [None]
+        calls = []
+        for i, city in enumerate(wanted):
+            args = {**arguments, **({"city": city} if city and "city" in arguments else {})}
+            calls.append({"id": f"call_{self.request_id[-6:]}{i}", "type": "function",
+                          "function": {"name": function["name"], "arguments": json.dumps(args)}})
+        message = {"role": "assistant", "content": None, "tool_calls": calls}
         return {**self.envelope("chat.completion", [{"index": 0, "message": message, "finish_reason": "tool_calls"}]),
                 "usage": {"prompt_tokens": 20, "completion_tokens": 10, "total_tokens": 30}}
 
@@ -218,12 +246,16 @@ class SimApp:
         if not self.engine.ready:
             return self.not_ready()
         completion = _Completion(self, await request.json(), chat)
-        if completion.body.get("tools"):
+        if completion.body.get("stream"):  # timing is what streams measure; a grammar only shapes the text
+            return StreamingResponse(completion.stream(), media_type="text/event-stream")
+        messages = completion.body.get("messages") or []
+        if messages and messages[-1].get("role") == "tool" and "history_rejected" in self.config.faults:
+            return JSONResponse({"error": {"code": 400, "type": "invalid_request_error", "message":
+                                           "Cannot have 2 or more assistant messages at the end of the list."}}, 400)
+        if completion.body.get("tools") and not (messages and messages[-1].get("role") == "tool"):
             return JSONResponse(completion.tool_call())
         if (completion.body.get("response_format") or {}).get("type") in ("json_schema", "json_object"):
             return JSONResponse(completion.structured())
-        if completion.body.get("stream"):
-            return StreamingResponse(completion.stream(), media_type="text/event-stream")
         return JSONResponse(await completion.whole())
 
     async def chat(self, request):

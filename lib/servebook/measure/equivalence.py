@@ -1,0 +1,54 @@
+"""Output equivalence: greedy decoding with a fixed seed must give the same tokens whether a request runs
+alone or in a batch, and whether a drafter proposes tokens or not (a drafter only changes speed).
+
+Scored as the share of identical tokens, position by position, and the first position that differs.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+SEED = 1234
+
+
+def identical_share(a: list[int], b: list[int]) -> tuple[float, int | None]:
+    """Share of positions (over the longer output) holding the same token, and the first that differs."""
+    longest = max(len(a), len(b))
+    if longest == 0:
+        return 1.0, None
+    same = sum(1 for x, y in zip(a, b) if x == y)
+    first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
+    if first is None and len(a) != len(b):
+        first = min(len(a), len(b))
+    return same / longest, first
+
+
+def compare_outputs(reference: Iterable[dict], other: Iterable[dict], reference_mode: str = "solo",
+                    other_mode: str = "solo") -> dict | None:
+    """Per prompt, `other`'s tokens against `reference`'s: the overall identical share and each divergence."""
+    ref = {row["prompt"]: list(row["tokens"]) for row in reference if row["mode"] == reference_mode}
+    oth = {row["prompt"]: list(row["tokens"]) for row in other if row["mode"] == other_mode}
+    common = sorted(set(ref) & set(oth))
+    if not common:
+        return None
+    same = total = 0
+    diverged = []
+    for prompt in common:
+        share, first = identical_share(ref[prompt], oth[prompt])
+        longest = max(len(ref[prompt]), len(oth[prompt]))
+        same += round(share * longest)
+        total += longest
+        if first is not None:
+            diverged.append({"prompt": prompt, "first_difference": first})
+    return {"prompts": len(common), "identical_share": same / total if total else 1.0, "diverged": diverged}
+
+
+def describe(result: dict | None, against: str) -> str:
+    if result is None:
+        return f"output equivalence against {against}: not measured"
+    if not result["diverged"]:
+        return f"output identical to {against} on {result['prompts']} greedy prompts"
+    first = result["diverged"][0]
+    return (f"output diverges from {against} in {len(result['diverged'])} of {result['prompts']} greedy prompts "
+            f"({result['identical_share']:.0%} of tokens identical; prompt {first['prompt']} first differs at token "
+            f"{first['first_difference']})")
