@@ -213,3 +213,15 @@ def test_each_gate_fault_fails_its_case_with_the_right_reason(tmp_path, fault, g
     assert gates[gate].passed < gates[gate].cases
     assert gates[gate].first_failure.startswith(reason), gates[gate].first_failure
     assert (~record.table("gates")["passed"]).sum() == failing  # the other cases still pass
+
+
+def test_output_equivalence_catches_a_batch_variant_engine(tmp_path):
+    plan = Plan.model_validate({"decode": None, "prefill": None, "warmup_requests": 1,
+                                "equivalence": {"prompts": 3, "output_tokens": 24, "prompt_tokens": 64}})
+    clean = run_candidate(simulated("vllm"), plan, Journal(tmp_path / "a"), reporter=QUIET)
+    assert clean.manifest.summary.batch_invariance["diverged"] == []
+    assert clean.manifest.summary.batch_invariance["identical_share"] == 1.0
+    broken = run_candidate(simulated("vllm", "batch_variant"), plan, Journal(tmp_path / "b"), reporter=QUIET)
+    result = broken.manifest.summary.batch_invariance
+    assert result["identical_share"] < 1.0 and result["diverged"]
+    assert all(d["first_difference"] >= 5 for d in result["diverged"])

@@ -206,10 +206,52 @@ def chunk_gap_spec(histograms: dict[str, dict]) -> dict:
     return {"data": traces, "layout": layout}
 
 
-def figure_specs(cells: pd.DataFrame, gap_histograms: dict[str, dict]) -> list[dict]:
-    """Every chart of a set of runs, as figure dicts (what the site embeds)."""
-    return [aggregate_vs_concurrency_spec(cells), per_request_vs_concurrency_spec(cells),
-            ttft_vs_concurrency_spec(cells), prefill_vs_prompt_size_spec(cells), chunk_gap_spec(gap_histograms)]
+def wave_wait_spec(cells: pd.DataFrame) -> dict:
+    return _line_spec(cells, "concurrency", "ttft_p90_s", "Queue wait in waves: TTFT p90 vs requests sent at once",
+                      "requests sent at once", "ms", "wave", scale=1000.0, split_category=False)
+
+
+def turn_ttft_data(run: RunRecord) -> list[dict]:
+    """Median TTFT per turn of a run's reuse cell (ms), with the share of each turn's prompt read from the cache."""
+    requests = run.table("requests") if run.status == "completed" else None
+    if requests is None or "turn" not in requests or requests["turn"].isna().all():
+        return []
+    out = []
+    for turn, group in requests[requests["turn"].notna() & requests["error"].isna()].groupby("turn"):
+        ttft = (group["t_first"] - group["t_send"]).median() * 1000
+        cached, prompt = group["cached_tokens"].sum(), group["prompt_tokens"].sum()
+        out.append({"turn": int(turn), "ttft_ms": float(ttft),
+                    "cached_share": None if group["cached_tokens"].isna().any() or not prompt else float(cached / prompt)})
+    return out
+
+
+def turn_ttft_spec(turns: dict[str, list[dict]]) -> dict:
+    """TTFT of each turn of a growing conversation: turn 1 reads its prompt cold, later turns mostly from cache."""
+    traces = [{"type": "scatter", "mode": "lines+markers", "name": name, "x": [t["turn"] for t in points],
+               "y": [t["ttft_ms"] for t in points], "line": {"color": PALETTE[i % len(PALETTE)]},
+               "customdata": [None if t["cached_share"] is None else round(100 * t["cached_share"]) for t in points],
+               "hovertemplate": "turn %{x}: %{y:.0f} ms, %{customdata}% of the prompt cached<extra>%{fullData.name}"
+                                "</extra>"}
+              for i, (name, points) in enumerate(turns.items()) if points]
+    layout = {**_LAYOUT, "title": {"text": "Prompt reuse: TTFT per turn of a growing conversation (median over "
+                                            "conversations)"},
+              "xaxis": {**_AXIS, "title": {"text": "turn"}, "dtick": 1},
+              "yaxis": {**_AXIS, "title": {"text": "TTFT (ms)"}, "rangemode": "tozero"},
+              "legend": {"title": {"text": "run"}}}
+    return {"data": traces, "layout": layout}
+
+
+def figure_specs(cells: pd.DataFrame, gap_histograms: dict[str, dict],
+                 turns: dict[str, list[dict]] | None = None) -> list[dict]:
+    """Every chart of a set of runs, as figure dicts (what the site embeds); the reuse and wave charts only where
+    the plan measured them."""
+    specs = [aggregate_vs_concurrency_spec(cells), per_request_vs_concurrency_spec(cells),
+             ttft_vs_concurrency_spec(cells), prefill_vs_prompt_size_spec(cells)]
+    if not cells.empty and "kind" in cells and (cells["kind"] == "wave").any():
+        specs.append(wave_wait_spec(cells))
+    if turns and any(turns.values()):
+        specs.append(turn_ttft_spec(turns))
+    return specs + [chunk_gap_spec(gap_histograms)]
 
 
 def as_figure(spec: dict):
@@ -220,5 +262,6 @@ def as_figure(spec: dict):
 
 def run_figures(runs: list[RunRecord]) -> list:
     """The same charts as plotly figures, for notebooks."""
-    specs = figure_specs(cells_frame(runs), {run.candidate_label: chunk_gap_histogram_data(run) for run in runs})
+    specs = figure_specs(cells_frame(runs), {run.candidate_label: chunk_gap_histogram_data(run) for run in runs},
+                         {f"{run.candidate_label} {run.run_id[-4:]}": turn_ttft_data(run) for run in runs})
     return [as_figure(spec) for spec in specs]

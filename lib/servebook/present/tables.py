@@ -23,6 +23,17 @@ PREFILL_DEFINITIONS = [
     "is cached; includes scheduling and first-token overhead. Verified cold by the cached-token counters.",
     "First token: median TTFT of those requests.",
 ]
+REUSE_DEFINITIONS = [
+    "Each conversation's turn resends the whole conversation so far plus new tokens, as agents do; conversations "
+    "run one after another and start with their own first token, so turn 1 is cold.",
+    "First-turn / next-turn TTFT: medians over conversations. Cached share: cached prompt tokens over prompt tokens "
+    "of the next turns, as the responses report them; the engine's cache counter is reconciled with that sum.",
+]
+WAVE_DEFINITIONS = [
+    "A wave sends all its requests at once; the next wave goes when the last one finished. Requests beyond the "
+    "candidate's slots (as the engine reports them, else as the candidate sets them) wait in the queue.",
+    "TTFT p50 / p90: over every request of the cell; the queue wait is in them.",
+]
 GAP_NOTE = ("Chunk gaps (ITL) are recorded per streamed chunk: speculative decoding sends several tokens in one "
             "chunk, so a gap is not a per-token figure.")
 
@@ -135,6 +146,10 @@ COMPARED_METRICS = [
     ("Per-request decode tok/s (median)", "per_request_tok_s", "decode", ".0f", 1.0),
     ("TTFT ms (median)", "ttft_s", "decode", ".0f", 1000.0),
     ("Cold prefill tok/s", "prefill_tok_s", "prefill", ".0f", 1.0),
+    ("Waves: TTFT p90 ms (queue wait)", "ttft_p90_s", "wave", ".0f", 1000.0),
+    ("Waves: aggregate tok/s", "aggregate_tok_s", "wave", ".1f", 1.0),
+    ("Reuse: next-turn TTFT ms", "next_turn_ttft_s", "reuse", ".0f", 1000.0),
+    ("Reuse: cached share of next turns", "cached_share", "reuse", ".0%", 1.0),
 ]
 
 
@@ -162,6 +177,10 @@ _DECODE_ESTIMATES = [("Aggregate tok/s", "aggregate_tok_s", ".1f", 1.0),
                      ("Per request tok/s", "per_request_tok_s", ".1f", 1.0),
                      ("TTFT ms", "ttft_s", ".0f", 1000.0)]
 _PREFILL_ESTIMATES = [("Prefill tok/s", "prefill_tok_s", ".0f", 1.0), ("First token ms", "ttft_s", ".0f", 1000.0)]
+_WAVE_ESTIMATES = [("Aggregate tok/s", "aggregate_tok_s", ".1f", 1.0), ("TTFT p50 ms", "ttft_s", ".0f", 1000.0),
+                   ("TTFT p90 ms", "ttft_p90_s", ".0f", 1000.0)]
+_REUSE_ESTIMATES = [("First-turn TTFT ms", "first_turn_ttft_s", ".0f", 1000.0),
+                    ("Next-turn TTFT ms", "next_turn_ttft_s", ".0f", 1000.0)]
 
 
 def estimate_text(values: list, spec: str, scale: float = 1.0) -> str:
@@ -184,14 +203,17 @@ def estimate_tables(cells: pd.DataFrame, label: str = "candidate") -> list[Table
         return []
     valid = cells[cells["valid"].astype(bool)]
     tables = []
+    titles = {"prefill": ("Cold prefill", "Prompt tokens"), "wave": ("Waves beyond the slot count", "Requests at once"),
+              "reuse": ("Prompt reuse across turns", "Requests")}
     for kind, key, columns in (("decode", "concurrency", _DECODE_ESTIMATES),
-                               ("prefill", "target_prompt_tokens", _PREFILL_ESTIMATES)):
+                               ("prefill", "target_prompt_tokens", _PREFILL_ESTIMATES),
+                               ("wave", "concurrency", _WAVE_ESTIMATES), ("reuse", "requests", _REUSE_ESTIMATES)):
         part = valid[valid["kind"] == kind]
         for category, group in (part.groupby("category", sort=False) if kind == "decode" else [(None, part)]):
             if group.empty:
                 continue
-            title = f"Decode, {category} prompts" if kind == "decode" else "Cold prefill"
-            table = Table([label.capitalize(), "Concurrency" if kind == "decode" else "Prompt tokens", "Runs"]
+            title, key_title = (f"Decode, {category} prompts", "Concurrency") if kind == "decode" else titles[kind]
+            table = Table([label.capitalize(), key_title, "Runs"]
                           + [c[0] for c in columns if c[1] in group], title=title + " (mean of runs, 95% interval)")
             order = list(dict.fromkeys(group[label]))
             for name in order:

@@ -106,10 +106,18 @@ class _Completion:
 
     async def whole(self) -> dict:
         text, produced, cached = "", 0, 0
-        async for n, cached in self.app.engine.generate(self.prompt, self.max_tokens, self.ignore_eos,
-                                                        self.min_tokens):
-            text += "".join(WORDS[(produced + i) % len(WORDS)] for i in range(n))
-            produced += n
+        # A batch-variant kernel: with company, the output drifts after a few tokens (fault batch_variant).
+        self.app.in_flight += 1
+        drift = 0
+        try:
+            async for n, cached in self.app.engine.generate(self.prompt, self.max_tokens, self.ignore_eos,
+                                                            self.min_tokens):
+                if "batch_variant" in self.app.config.faults and self.app.in_flight > 1 and produced >= 5:
+                    drift = 1
+                text += "".join(WORDS[(produced + i + drift) % len(WORDS)] for i in range(n))
+                produced += n
+        finally:
+            self.app.in_flight -= 1
         finish = "length" if produced >= self.max_tokens else "stop"
         if self.chat:
             text = self.capable_answer(text)
@@ -165,6 +173,7 @@ class SimApp:
     def __init__(self, engine: Engine):
         self.engine = engine
         self.config = engine.config
+        self.in_flight = 0  # whole (non-streamed) completions being generated right now
 
     def not_ready(self):
         from starlette.responses import JSONResponse

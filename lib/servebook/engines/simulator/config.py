@@ -9,7 +9,9 @@ from dataclasses import dataclass, field
 FLAVORS = ("llamacpp", "sglang", "vllm")
 FAULTS = ("never_ready", "crash_mid_stream", "oom_warmup", "wrong_usage", "null_string_argument", "compile_in_cell",
           # each fails one case of a gate, as a broken chat template or parser would
-          "empty_reply", "no_parallel_tool_calls", "wrong_tool", "history_rejected", "lost_needle")
+          "empty_reply", "no_parallel_tool_calls", "wrong_tool", "history_rejected", "lost_needle",
+          # greedy output changes when requests share a batch (output equivalence fails)
+          "batch_variant")
 
 
 

@@ -31,7 +31,7 @@ from .notebook_html import render_notebook
 from ..figures import forest_spec
 from ..tables import DECODE_DEFINITIONS, GAP_NOTE, PREFILL_DEFINITIONS, estimate_tables, memory_table, verification_table
 from .pages import (ESTIMATE_NOTE, LOG_LINES, cells_detail, cells_frame, charts, comparisons_of, content_hash,
-                    environment_table, judged_runs, noise_table_for, planning_table, run_fingerprint, sections,
+                    environment_table, judged_runs, memory_overview, noise_table_for, planning_table, run_fingerprint, sections,
                     status_reason, summarize_run)
 
 _HERE = Path(__file__).parent
@@ -212,6 +212,10 @@ class SiteBuilder:
             if name.endswith(".parquet"):
                 shutil.copyfile(source / name, target / name)
                 table = pyarrow.parquet.read_table(source / name)
+                nested = [i for i, f in enumerate(table.schema) if pyarrow.types.is_list(f.type)]
+                for i in nested:  # CSV has no lists: token ids become one space-separated string
+                    strings = [None if v is None else " ".join(map(str, v)) for v in table.column(i).to_pylist()]
+                    table = table.set_column(i, table.schema.field(i).name, pyarrow.array(strings, pyarrow.string()))
                 pyarrow.csv.write_csv(table, target / name.replace(".parquet", ".csv"))
             elif name in ("manifest.json", "launch.json", "engine.log"):
                 _write(target / name, _scrubbed(source / name))
@@ -240,6 +244,7 @@ class SiteBuilder:
                 "estimates": estimate_tables(cells_frame([s for s in shown if s["cells"]])),
                 "noise": noise_table_for(groups, rules),
                 "planning": planning_table(chosen),
+                "memory": memory_overview(chosen),
                 "definitions": DECODE_DEFINITIONS + PREFILL_DEFINITIONS + [GAP_NOTE, ESTIMATE_NOTE],
             }
             forest = forest_spec(comparisons_of(chosen))

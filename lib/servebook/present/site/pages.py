@@ -16,8 +16,9 @@ import pandas as pd
 from ...config.secrets import Scrubber, redact_argv
 from ...journal.store import RunRecord
 from ...util.render import Row, Table
-from ..figures import chunk_gap_histogram_data, figure_specs
-from ..tables import DECODE_DEFINITIONS, GAP_NOTE, PREFILL_DEFINITIONS, decode_tables, fmt, number, prefill_table
+from ..figures import chunk_gap_histogram_data, figure_specs, turn_ttft_data
+from ..tables import (DECODE_DEFINITIONS, GAP_NOTE, PREFILL_DEFINITIONS, REUSE_DEFINITIONS, WAVE_DEFINITIONS,
+                      decode_tables, fmt, number, prefill_table, reuse_table, wave_table)
 
 LOG_LINES = 60
 REPLICAS = (1, 2, 4, 8)
@@ -89,6 +90,7 @@ def summarize_run(record: RunRecord) -> dict:
         "prefill_value": mean([c["prefill_tok_s"] for c in prefill if c["target_prompt_tokens"] == top_p]),
         "prefill_at": top_p,
         "chunk_gaps": chunk_gap_histogram_data(record),
+        "reuse_turns": turn_ttft_data(record),
         "log_tail": record.log_tail(LOG_LINES),
         "files": sorted(p.name for p in record.dir.iterdir() if p.is_file() and not p.name.startswith(".")),
     }
@@ -109,7 +111,8 @@ def charts(summaries: list[dict], prefix: str) -> list[dict]:
     cells = cells_frame(summaries)
     if cells.empty:
         return []
-    specs = figure_specs(cells, {s["label"]: s["chunk_gaps"] for s in summaries})
+    specs = figure_specs(cells, {s["label"]: s["chunk_gaps"] for s in summaries},
+                         {f"{s['label']} {s['run_id'][-4:]}": s.get("reuse_turns") or [] for s in summaries})
     return [{"id": f"{prefix}-chart-{i}", "figure": spec} for i, spec in enumerate(specs)]
 
 
@@ -124,6 +127,12 @@ def sections(summaries: list[dict]) -> list[dict]:
     prefill = prefill_table(cells, label)
     if prefill is not None:
         out.append({"title": "Cold prefill", "tables": [prefill], "definitions": PREFILL_DEFINITIONS})
+    reuse = reuse_table(cells, label)
+    if reuse is not None:
+        out.append({"title": "Prompt reuse across turns", "tables": [reuse], "definitions": REUSE_DEFINITIONS})
+    waves = wave_table(cells, label)
+    if waves is not None:
+        out.append({"title": "Waves beyond the slot count", "tables": [waves], "definitions": WAVE_DEFINITIONS})
     return out
 
 
@@ -153,6 +162,39 @@ def environment_table(summary: dict) -> Table:
             value = json.dumps(value, sort_keys=True) if value else "-"
         frame.rows.append(Row([key, "-" if value is None else value]))
     return frame
+
+
+def memory_overview(summaries: list[dict]) -> Table | None:
+    """Per model and GPU: the KV arithmetic (checked against the engine's own allocation where it logs one) and,
+    where the run recorded its GPU, how many tokens fit beside the weights on one of them."""
+    from ...engines.sizing import ModelShape, fit
+
+    rows: dict[tuple, list] = {}
+    for s in summaries:
+        memory = s.get("memory") or {}
+        if "kv_bytes_per_token" not in memory:
+            continue
+        gpus = (s.get("environment") or {}).get("gpus") or []
+        gpu = f"{gpus[0]['name']} ({gpus[0]['memory_total_mib'] / 1024:.0f} GiB)" if gpus else "CPU (no GPU recorded)"
+        model = (s.get("candidate") or {}).get("model") or {}
+        key = (model.get("path") or model.get("id") or "-", gpu, memory.get("kv_dtype"))
+        if key in rows:
+            continue
+        pool = "-"
+        if gpus:
+            shape = ModelShape("m", memory["layers"], memory["layers"], memory["kv_heads"], memory["head_dim"],
+                               int(memory["weight_bytes"]))
+            pool = f"{fit(shape, gpu_gib=gpus[0]['memory_total_mib'] / 1024, tensor_parallel=1, context_length=1, kv_dtype=memory.get('kv_dtype')).token_pool:,}"
+        rows[key] = [key[0], gpu, f"{memory['kv_bytes_per_token']:,.0f} B ({memory.get('kv_dtype')})",
+                     f"{memory['weight_bytes'] / 2**30:.2f} GiB",
+                     f"{memory['status']} (ratio {memory['kv_ratio']:.4f})", pool]
+    if not rows:
+        return None
+    table = Table(["model", "GPU", "KV per token", "weights", "arithmetic vs engine log", "token pool on one GPU"],
+                  title="Memory per model and GPU")
+    for row in rows.values():
+        table.add(row, "" if row[4].startswith("agrees") else "invalid")
+    return table
 
 
 def planning_table(summaries: list[dict]) -> Table:
