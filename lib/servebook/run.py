@@ -285,6 +285,7 @@ def run_candidate(
     reporter = reporter or Reporter()
     adapter = get_engine(candidate.engine)
     journal.ensure_writable()
+    adapter.check_plan_fits(candidate, plan)
     paths = preflight(candidate, reporter)
     api_key = _api_key(candidate)
     target = _target(candidate, adapter, paths, api_key)

@@ -127,6 +127,8 @@ def sweep(
     reporter = reporter or Reporter()
     journal.ensure_writable()
     entries = study.expand()
+    for entry in entries:  # before any engine starts: a plan that cannot fit a candidate stops the sweep here
+        get_engine(entry.candidate.engine).check_plan_fits(entry.candidate, study.plan)
     kernel = _Kernel(notebook, kernel_name, start_timeout, execution_timeout)
     results = _sweep_repeats(study, entries, journal, kernel, reporter, retry_failed)
     if max_repeats is not None:

@@ -144,7 +144,8 @@ def test_attach_to_a_server_that_needs_a_key(llama_install, tmp_path, monkeypatc
                                     ({"context_length": 32768}, "tiny:target", "context_length")]:
             liar = tiny_candidate(knobs=knobs, model={"path": model}, launch=attach)
             with pytest.raises(InputError, match=words):
-                run_candidate(liar, SMALL_PLAN, journal, reporter=Reporter(quiet=True))
+                run_candidate(liar, SMALL_PLAN.model_copy(update={"prefill": None}), journal,
+                              reporter=Reporter(quiet=True))
         assert journal.run_ids() == []
         candidate = tiny_candidate(knobs={"max_running_requests": 2, "context_length": 8192, "chunk_size": 256},
                                    launch=attach)

@@ -125,6 +125,24 @@ class Plan(_Strict):
             raise ValueError("needle_tokens: at least 256 tokens")
         return self
 
+    def longest_requests(self) -> list[tuple[str, int]]:
+        """(where, prompt + output tokens) of the longest request of each section, for the context check."""
+        out = []
+        if self.decode and self.decode.prompt_tokens:
+            out.append(("decode.prompt_tokens", self.decode.prompt_tokens + self.decode.output_tokens))
+        if self.prefill:
+            out.append(("prefill.prompt_tokens", max(self.prefill.prompt_tokens) + 1))
+        if self.reuse:
+            r = self.reuse
+            out.append(("reuse", r.first_prompt_tokens + (r.turns - 1) * r.turn_tokens + r.output_tokens))
+        if self.waves:
+            out.append(("waves.prompt_tokens", self.waves.prompt_tokens + self.waves.output_tokens))
+        if self.equivalence:
+            out.append(("equivalence", self.equivalence.prompt_tokens + self.equivalence.output_tokens))
+        if self.needle_tokens:
+            out.append(("needle_tokens", max(self.needle_tokens) + 64))
+        return out
+
     def unmatched(self, rule) -> list[str]:
         """Why a verdict rule (config.rules.ComparisonRule) would select no cell, or some cell, this plan never
         measures; empty when every selector names cells of this plan."""

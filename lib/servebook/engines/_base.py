@@ -94,6 +94,23 @@ class EngineAdapter(ABC):
     #: where the engine reports the settings it actually runs with (read besides /v1/models)
     self_report_paths: tuple[str, ...] = ()
 
+    def context_per_request(self, candidate: "Candidate") -> int | None:
+        """The most tokens one request may hold under this candidate, when its knobs say (None: unknown)."""
+        return candidate.knobs.context_length
+
+    def check_plan_fits(self, candidate: "Candidate", plan) -> None:
+        """Refuse, before launch, a plan whose longest request cannot fit the candidate's context per request."""
+        limit = self.context_per_request(candidate)
+        if limit is None:
+            return
+        too_long = [f"{where} needs {tokens} tokens" for where, tokens in plan.longest_requests() if tokens > limit]
+        if too_long:
+            raise InputError(f"plan: {'; '.join(too_long)}, but {candidate.label} holds {limit} tokens per request "
+                             f"(knobs.context_length{self.context_note})")
+
+    #: how the context per request follows from the knobs, for the message above
+    context_note: str = ""
+
     def logged_kv_cache(self, log_text: str) -> "KvLog | None":
         """The KV cache the engine says it allocated at load, when its log says (llama.cpp does)."""
         return None

@@ -213,6 +213,14 @@ class LlamaCppAdapter(EngineAdapter):
         response.raise_for_status()
         return response.json()["tokens"]
 
+    context_note = " shared by max_running_requests slots"
+
+    def context_per_request(self, candidate: "Candidate") -> int | None:
+        knobs = candidate.knobs
+        if knobs.context_length is None or knobs.max_running_requests is None:
+            return None
+        return knobs.context_length // knobs.max_running_requests
+
     def logged_kv_cache(self, log_text: str) -> KvLog | None:
         # "llama_kv_cache: size = 8.00 MiB ( 2048 cells, 4 layers, 2/2 seqs), K (f16): 4.00 MiB, V (f16): ..."
         # The cells are per stream; without a unified KV each sequence has its own stream.

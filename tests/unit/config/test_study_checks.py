@@ -51,3 +51,18 @@ def test_axis_values_with_slashes_become_safe_entry_names(tmp_path):
     study = load(tmp_path, "axes: {grid: {model.served_name: [plain, 'a/../b']}}\n")
     names = [e.name for e in study.expand()]
     assert all("/" not in n and ".." not in n for n in names), names
+
+
+def test_a_plan_longer_than_a_candidate_s_context_per_request_is_refused_before_launch():
+    from servebook.config import Plan
+    from servebook.engines import get_engine
+    from tests.conftest import make_candidate
+
+    plan = Plan.model_validate({"prefill": {"prompt_tokens": [4096]},
+                                "reuse": {"turns": 8, "first_prompt_tokens": 2048, "turn_tokens": 512}})
+    four_slots = make_candidate(knobs={"context_length": 16384, "max_running_requests": 4})
+    with pytest.raises(InputError, match="prefill.prompt_tokens needs 4097 tokens; reuse needs 5648 tokens, "
+                                         "but .* holds 4096 tokens per request"):
+        get_engine("llamacpp").check_plan_fits(four_slots, plan)
+    get_engine("llamacpp").check_plan_fits(four_slots.with_overrides({"knobs.max_running_requests": 1}), plan)
+    get_engine("llamacpp").check_plan_fits(make_candidate(), plan)  # unknown context: nothing to check
