@@ -261,16 +261,27 @@ def sim_cmd(
 @journal_app.command("ls")
 @_friendly
 def journal_ls(journal: Optional[Path] = JournalOption,
-               wide: bool = typer.Option(False, "--wide", help="every column and the full run ids")):
-    """Every run in the journal, incomplete ones included (fits 80 columns; --wide for all columns)."""
+               wide: bool = typer.Option(False, "--wide", help="every column and the full run ids"),
+               study: Optional[str] = typer.Option(None, help="only runs of this study"),
+               status: Optional[str] = typer.Option(None, help="only runs with this status (completed, failed, "
+                                                               "incomplete, corrupt)"),
+               since: Optional[str] = typer.Option(None, help="only runs started at or after this ISO date or time"),
+               limit: int = typer.Option(50, help="the newest N runs that match (0: all)")):
+    """Runs in the journal, newest last, incomplete ones included (fits 80 columns; --wide for all columns).
+    Reads index.parquet, refreshed only for runs sealed or judged since it was written."""
     from .util.render import to_rich
 
     j = _journal(journal)
-    if not j.run_ids():
+    every = j.index()
+    if every.empty:
         out.print(f"no runs in {j.root}")
         return
-    j.index()  # keep index.parquet in step with the manifests
-    out.print(to_rich(j.listing(wide=wide)))
+    matching = j.select(study=study, status=status, since=since, frame=every)
+    chosen = matching.tail(limit) if limit else matching
+    out.print(to_rich(j.listing(wide=wide, frame=chosen, total=len(every))))
+    if len(chosen) < len(matching):
+        err.print(f"showing the newest {len(chosen)} of {len(matching)}; --limit 0 for all, or filter with "
+                  "--study/--status/--since")
 
 
 @journal_app.command("show")

@@ -196,7 +196,7 @@ def _run_entry(study: Study, entry: StudyEntry, journal: Journal, kernel: _Kerne
     import papermill
 
     started = time.monotonic()
-    run_id = journal.new_run_id(entry.candidate.id)
+    run_id = journal.reserve_run(entry.candidate.id)
     # One working notebook per run: two sweeps of one study in one journal never share a file.
     work = journal.root / ".sweeps"
     work.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -249,31 +248,38 @@ class Journal(Renderable):
         return self
 
     def new_run_id(self, candidate_id: str) -> str:
-        """Sortable by start time, and unique across writers: two sweeps that start the same candidate in the
-        same second get different ids, so each addresses exactly its own run."""
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        return f"{stamp}-{candidate_id[:8]}-{secrets.token_hex(2)}"
+        return f"{stamp}-{candidate_id[:8]}"
 
-    def start_run(self, candidate_id: str, run_id: str | None = None, scrubber: Scrubber | None = None) -> RunWriter:
-        """Create the run directory. A `run_id` chosen beforehand (a sweep names the run before its notebook
-        starts) is taken exactly or refused, never silently changed into another."""
+    def reserve_run(self, candidate_id: str) -> str:
+        """A run id nobody else has, with its (empty) directory made: mkdir is atomic, so two writers that start
+        the same candidate in the same second get `ID` and `ID.1`, and each addresses exactly its own run."""
         self.ensure_writable()
-        if run_id is not None:
-            if not is_safe_name(run_id):
-                raise InputError(f"run id {run_id!r} cannot be used as a directory name")
+        base = self.new_run_id(candidate_id)
+        for attempt in range(1000):
+            run_id = base if attempt == 0 else f"{base}.{attempt}"
             try:
                 (self.runs_dir / run_id).mkdir()
-            except FileExistsError:
-                raise InputError(f"run {run_id} already exists in {self.root}; run ids are never reused") from None
-            return RunWriter(self.runs_dir / run_id, scrubber)
-        for _ in range(100):
-            run_id = self.new_run_id(candidate_id)
-            try:
-                (self.runs_dir / run_id).mkdir()
-                return RunWriter(self.runs_dir / run_id, scrubber)
+                return run_id
             except FileExistsError:
                 continue
-        raise RuntimeError(f"could not allocate a run directory for {candidate_id}")
+        raise RuntimeError(f"could not allocate a run directory for {base}")
+
+    def start_run(self, candidate_id: str, run_id: str | None = None, scrubber: Scrubber | None = None) -> RunWriter:
+        """The writer of a new run. A `run_id` chosen beforehand (a sweep reserves the run before its notebook
+        starts) is taken exactly: its directory may exist only empty, as reserved, never with another run in it."""
+        self.ensure_writable()
+        if run_id is None:
+            run_id = self.reserve_run(candidate_id)
+        elif not is_safe_name(run_id):
+            raise InputError(f"run id {run_id!r} cannot be used as a directory name")
+        directory = self.runs_dir / run_id
+        try:
+            directory.mkdir()
+        except FileExistsError:
+            if any(directory.iterdir()):
+                raise InputError(f"run {run_id} already exists in {self.root}; run ids are never reused") from None
+        return RunWriter(directory, scrubber)
 
     def add_notebook(self, run_id: str, data: bytes, scrubber: Scrubber | None = None) -> Path:
         """The executed notebook, added beside a run's files in one atomic, durable, scrubbed write."""
@@ -319,46 +325,112 @@ class Journal(Renderable):
         found = self.find_all(candidate_id, plan_id, statuses)
         return found[-1] if found else None
 
+    def _row(self, record: RunRecord) -> dict:
+        identity = record.identity
+        summary = record.manifest.summary if record.manifest else None
+        failure = record.manifest.failure if record.manifest else None
+        return {
+            "run_id": record.run_id,
+            "status": record.status,
+            "candidate": identity.label,
+            "candidate_id": identity.candidate_id,
+            "plan_id": identity.plan_id,
+            "engine": identity.engine_kind,
+            "started_at": identity.started_at,
+            "cells": summary.cells if summary else None,
+            "valid_cells": summary.valid_cells if summary else None,
+            "failure": failure.cause if failure else None,
+            "study": identity.study,
+            "verdict": (record.latest_verdict or {}).get("outcome"),
+        }
+
+    def _stamps(self) -> dict[str, str]:
+        """Per run directory, what changes when its row must: the manifest (sealing) and the verdicts folder
+        (a new event); an incomplete run is re-read every time, as it may still be writing."""
+        stamps: dict[str, str] = {}
+        try:
+            entries = list(os.scandir(self.runs_dir))
+        except FileNotFoundError:
+            return stamps
+        for entry in entries:
+            if entry.name.startswith(".") or not entry.is_dir():
+                continue
+            try:
+                manifest = os.stat(os.path.join(entry.path, "manifest.json")).st_mtime_ns
+            except FileNotFoundError:
+                stamps[entry.name] = ""
+                continue
+            try:
+                verdicts = os.stat(os.path.join(entry.path, "verdicts")).st_mtime_ns
+            except FileNotFoundError:
+                verdicts = 0
+            stamps[entry.name] = f"{manifest}:{verdicts}"
+        return stamps
+
     def index(self, write: bool = True) -> pd.DataFrame:
-        """One row per run, derived from the manifests (incomplete runs included)."""
-        rows = []
-        for record in self.runs():
-            identity = record.identity
-            summary = record.manifest.summary if record.manifest else None
-            failure = record.manifest.failure if record.manifest else None
-            rows.append({
-                "run_id": record.run_id,
-                "status": record.status,
-                "candidate": identity.label,
-                "candidate_id": identity.candidate_id,
-                "plan_id": identity.plan_id,
-                "engine": identity.engine_kind,
-                "started_at": identity.started_at,
-                "cells": summary.cells if summary else None,
-                "valid_cells": summary.valid_cells if summary else None,
-                "failure": failure.cause if failure else None,
-                "study": identity.study,
-                "verdict": (record.latest_verdict or {}).get("outcome"),
-            })
-        frame = pd.DataFrame(rows, columns=INDEX_COLUMNS)
+        """One row per run (incomplete runs included), newest last. index.parquet keeps the rows with what they
+        were read from, so only runs sealed or judged since are read again; it is derived from the manifests,
+        and deleting it only makes the next call slower."""
+        stamps = self._stamps()
+        path = self.root / "index.parquet"
+        known = pd.DataFrame(columns=INDEX_COLUMNS + ["stamp"])
+        try:
+            stored = pd.read_parquet(path)
+            if set(INDEX_COLUMNS + ["stamp"]) <= set(stored.columns):
+                known = stored
+        except (OSError, ValueError, ImportError):
+            pass  # absent, unreadable or from an older servebook: rebuilt from the manifests
+        by_id = dict(zip(known["run_id"], known["stamp"])) if len(known) else {}
+        fresh = [run_id for run_id, stamp in stamps.items() if not stamp or by_id.get(run_id) != stamp]
+        unchanged = known[known["run_id"].isin([r for r in stamps if r not in set(fresh)])]
+        rows = [{**self._row(self.run(run_id)), "stamp": stamps[run_id]} for run_id in sorted(fresh)]
+        frame = pd.concat([unchanged, pd.DataFrame(rows, columns=INDEX_COLUMNS + ["stamp"])], ignore_index=True) \
+            if rows else unchanged.reset_index(drop=True)
+        frame = frame.sort_values("run_id", kind="stable").reset_index(drop=True)
+        for column in INDEX_COLUMNS + ["stamp"]:  # one representation, read back or freshly built
+            if column not in ("cells", "valid_cells"):
+                frame[column] = frame[column].astype(object).where(frame[column].notna(), None)
         frame[["cells", "valid_cells"]] = frame[["cells", "valid_cells"]].astype("Int64")
-        if write and self.runs_dir.is_dir():
-            path = self.root / "index.parquet"
+        changed = bool(fresh) or len(unchanged) != len(known)
+        if write and changed and self.runs_dir.is_dir():
             fd, tmp = tempfile.mkstemp(prefix=".index.", dir=self.root)
             os.close(fd)
-            frame.to_parquet(tmp, index=False)
-            os.replace(tmp, path)
+            try:
+                frame.to_parquet(tmp, index=False)
+                os.replace(tmp, path)
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+        return frame[INDEX_COLUMNS]
+
+    def select(self, *, study: str | None = None, status: str | None = None, since: str | None = None,
+               limit: int | None = None, frame: pd.DataFrame | None = None) -> pd.DataFrame:
+        """The index (or `frame`, read from it) filtered: a study, a status, runs started at or after `since`
+        (an ISO date or time), the newest `limit`."""
+        frame = self.index() if frame is None else frame
+        if study:
+            frame = frame[frame["study"] == study]
+        if status:
+            frame = frame[frame["status"] == status]
+        if since:
+            frame = frame[frame["started_at"].fillna("") >= since]
+        if limit:
+            frame = frame.tail(limit)
         return frame
+
 
     def blocks(self) -> list[Block]:
         return self.listing(wide=False)
 
-    def listing(self, wide: bool = False) -> list[Block]:
-        """Every run, newest last. Narrow (fits 80 columns): the run id without its year, which
-        `journal show` accepts, status with the failure cause, verdict, candidate, valid cells."""
-        frame = self.index(write=False)
+    def listing(self, wide: bool = False, frame: pd.DataFrame | None = None, total: int | None = None) -> list[Block]:
+        """Runs, newest last (every run, or the `frame` selected from the index). Narrow (fits 80 columns): the
+        run id without its year, which `journal show` accepts, status with the failure cause, verdict,
+        candidate, valid cells."""
+        frame = self.index() if frame is None else frame
         counts = frame["status"].value_counts()
         summary = ", ".join(f"{n} {status}" for status, n in counts.items()) or "no runs"
+        if total is not None and total != len(frame):
+            summary += f"; {total} in the journal"
         columns = ["run", "status", "verdict", "candidate", "valid"]
         table = Table(columns + (["study", "engine", "started"] if wide else []))
         css = {"failed": "invalid", "corrupt": "invalid", "incomplete": "warn"}

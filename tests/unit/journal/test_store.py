@@ -1,6 +1,7 @@
 import json
 import os
 
+import pandas as pd
 import pytest
 
 from servebook.config import InputError
@@ -92,8 +93,38 @@ def test_run_ids_are_file_names_and_a_chosen_id_is_taken_exactly(tmp_path):
         with pytest.raises(InputError):
             journal.run(bad)
     assert not (tmp_path / "escape").exists()
-    journal.start_run("abcdef123456", "chosen-1")
+    journal.start_run("abcdef123456", "chosen-1").write_json("launch.json", {})
     with pytest.raises(InputError, match="never reused"):
         journal.start_run("abcdef123456", "chosen-1")
-    ids = {journal.new_run_id("abcdef123456") for _ in range(50)}
-    assert len(ids) > 40  # unique across writers starting in the same second
+    reserved = [journal.reserve_run("abcdef123456") for _ in range(20)]
+    assert len(set(reserved)) == 20  # one second, one candidate: every writer still gets its own run
+    assert journal.start_run("abcdef123456", reserved[3]).dir.name == reserved[3]  # a reserved run is taken
+
+
+def test_the_index_rereads_only_runs_sealed_or_judged_since(tmp_path, monkeypatch):
+    import shutil
+
+    from servebook.journal.synthetic import write_synthetic_run
+
+    journal = Journal(tmp_path)
+    runs = [write_synthetic_run(journal, index=i, requests=0, status="incomplete" if i == 4 else "completed")
+            for i in range(5)]
+    first = journal.index()
+    assert len(first) == 5 and (tmp_path / "index.parquet").is_file()
+    reads = []
+    original = Journal.run
+    monkeypatch.setattr(Journal, "run", lambda self, run_id: reads.append(run_id) or original(self, run_id))
+    pd.testing.assert_frame_equal(journal.index(), first)
+    assert reads == [runs[4].run_id]  # only the incomplete run, which may still be writing
+    runs[1].append_verdict({"outcome": "rejected", "reasons": ["x"]})
+    write_synthetic_run(journal, index=9, requests=0)
+    shutil.rmtree(runs[2].dir)
+    reads.clear()
+    again = journal.index()
+    assert sorted(reads) == sorted([runs[1].run_id, runs[4].run_id, again.run_id.iloc[-1]])
+    assert again.set_index("run_id").loc[runs[1].run_id, "verdict"] == "rejected"
+    assert runs[2].run_id not in set(again.run_id) and len(again) == 5
+    (tmp_path / "index.parquet").unlink()
+    pd.testing.assert_frame_equal(journal.index(), again)  # derived: rebuilt from the manifests alike
+    only = journal.select(status="completed", limit=2)
+    assert list(only.run_id) == list(again[again.status == "completed"].run_id[-2:])
