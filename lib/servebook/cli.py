@@ -29,11 +29,12 @@ out = Console()
 err = Console(stderr=True)
 
 JournalOption = typer.Option(
-    None, "--journal", "-j", help="journal directory (default: $SERVEBOOK_JOURNAL or ./journal)"
+    None, "--journal", "-j", help="journal directory or fsspec URL such as s3://bucket/prefix "
+                                  "(default: $SERVEBOOK_JOURNAL or ./journal)"
 )
 
 
-def _journal(path: Optional[Path]) -> Journal:
+def _journal(path: Optional[str]) -> Journal:
     return Journal(path or os.environ.get("SERVEBOOK_JOURNAL") or "journal")
 
 
@@ -158,7 +159,7 @@ def models_random(
 def run(
     candidate_file: Path = typer.Argument(..., help="candidate YAML"),
     plan_file: Optional[Path] = typer.Option(None, "--plan", "-p", help="plan YAML (default: the built-in plan)"),
-    journal: Optional[Path] = JournalOption,
+    journal: Optional[str] = JournalOption,
     set_: list[str] = typer.Option([], "--set", help="override a candidate field, e.g. knobs.chunk_size=256"),
 ):
     """Launch one candidate, measure it, reconcile, and record the run in the journal."""
@@ -180,7 +181,7 @@ def run(
 @_friendly
 def sweep_cmd(
     study_file: Path = typer.Argument(..., help="study YAML (data/studies/*.yaml)"),
-    journal: Optional[Path] = JournalOption,
+    journal: Optional[str] = JournalOption,
     dry_run: bool = typer.Option(False, "--dry-run", help="print every engine command line; touch nothing"),
     retry_failed: bool = typer.Option(False, help="run again candidates whose recorded run failed"),
     kernel: str = typer.Option("python3", help="Jupyter kernel name for papermill"),
@@ -188,6 +189,12 @@ def sweep_cmd(
     until_decided: bool = typer.Option(False, "--until-decided",
                                        help="add repeats where verdicts are inconclusive, interleaved, until decided"),
     max_repeats: int = typer.Option(10, "--max-repeats", min=1, help="with --until-decided: runs per candidate at most"),
+    parallel: str = typer.Option("1", "--parallel", help="auto (or N): candidates at once on disjoint GPU groups "
+                                                          "(tensor_parallel_size each); serial on hosts without GPUs"),
+    gpus: Optional[str] = typer.Option(None, "--gpus", help="with --parallel: the GPU indices to share out "
+                                                             "(default: every GPU nvidia-smi lists)"),
+    ray: Optional[str] = typer.Option(None, "--ray", help="a Ray cluster address (auto, ray://host:10001): each "
+                                                           "candidate run becomes a Ray task asking for its GPUs"),
 ):
     """Run notebooks/qualify.ipynb once per candidate of a study, then judge every run."""
     from .present import DryRunView, VerdictsView
@@ -200,12 +207,24 @@ def sweep_cmd(
         out.print(DryRunView(plan_dry_run(study), study.plan.id), soft_wrap=True)
         return
     j = _journal(journal).ensure_writable()
-    results = sweep(study, j, reporter=Reporter(), retry_failed=retry_failed, kernel_name=kernel,
-                    execution_timeout=execution_timeout, max_repeats=max_repeats if until_decided else None)
+    try:
+        gpu_list = [int(g) for g in gpus.split(",")] if gpus else None
+    except ValueError:
+        raise InputError(f"--gpus {gpus!r}: comma-separated GPU indices, e.g. 0,1,2,3") from None
+    if ray:
+        from .distributed import sweep_on_ray
+
+        results = sweep_on_ray(study, j, address=ray, reporter=Reporter(), retry_failed=retry_failed,
+                               kernel_name=kernel, execution_timeout=execution_timeout)
+    else:
+        results = sweep(study, j, reporter=Reporter(), retry_failed=retry_failed, kernel_name=kernel,
+                        execution_timeout=execution_timeout, max_repeats=max_repeats if until_decided else None,
+                        parallel=parallel if parallel == "auto" else (int(parallel) if parallel.isdigit() else parallel),
+                        gpus=gpu_list)
     out.print(VerdictsView(judge(study, j), noise_floor(study, j)))
     ran = sum(1 for r in results if r.status != "skipped")
     out.print(f"\n{ran} runs made, {len(results) - ran} skipped (already recorded). "
-              f"Results: {j.root}/runs; compare them with `servebook journal ls --journal {j.root}` "
+              f"Results: {j.location}/runs; compare them with `servebook journal ls --journal {j.location}` "
               f"or notebooks/compare.ipynb (study_path={study_file}).")
 
 
@@ -213,7 +232,7 @@ def sweep_cmd(
 @_friendly
 def judge_cmd(
     study_file: Path = typer.Argument(..., help="study YAML whose verdict rules to apply"),
-    journal: Optional[Path] = JournalOption,
+    journal: Optional[str] = JournalOption,
 ):
     """Re-judge a study's recorded runs under its current rules, without running anything."""
     from .present import VerdictsView
@@ -226,7 +245,7 @@ def judge_cmd(
 @app.command("site")
 @_friendly
 def site_cmd(
-    journal: Optional[Path] = JournalOption,
+    journal: Optional[str] = JournalOption,
     out_dir: Path = typer.Option(Path("site"), "--out", "-o", help="output directory"),
 ):
     """Render the journal as a static site (works from file://, no network; incremental)."""
@@ -234,7 +253,7 @@ def site_cmd(
 
     j = _journal(journal)
     if not j.runs_dir.is_dir():
-        raise InputError(f"journal: no runs in {j.root} (run `servebook sweep` or `servebook run` first)")
+        raise InputError(f"journal: no runs in {j.location} (run `servebook sweep` or `servebook run` first)")
     report = build_site(j, out_dir, reporter=Reporter())
     out.print(f"{report}\nopen file://{out_dir.resolve() / 'index.html'}", highlight=False, soft_wrap=True)
 
@@ -260,7 +279,7 @@ def sim_cmd(
 
 @journal_app.command("ls")
 @_friendly
-def journal_ls(journal: Optional[Path] = JournalOption,
+def journal_ls(journal: Optional[str] = JournalOption,
                wide: bool = typer.Option(False, "--wide", help="every column and the full run ids"),
                study: Optional[str] = typer.Option(None, help="only runs of this study"),
                status: Optional[str] = typer.Option(None, help="only runs with this status (completed, failed, "
@@ -274,7 +293,7 @@ def journal_ls(journal: Optional[Path] = JournalOption,
     j = _journal(journal)
     every = j.index()
     if every.empty:
-        out.print(f"no runs in {j.root}")
+        out.print(f"no runs in {j.location}")
         return
     matching = j.select(study=study, status=status, since=since, frame=every)
     chosen = matching.tail(limit) if limit else matching
@@ -287,7 +306,7 @@ def journal_ls(journal: Optional[Path] = JournalOption,
 @journal_app.command("show")
 @_friendly
 def journal_show(run_id: str = typer.Argument(..., help="run id (a unique prefix or fragment is enough)"),
-                 journal: Optional[Path] = JournalOption):
+                 journal: Optional[str] = JournalOption):
     """One run's tables, or its failure cause and log tail."""
     from .present import report
 

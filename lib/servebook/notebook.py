@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,7 @@ def project_path(path: str | None) -> str | None:
     """A relative path as the user meant it: from the current directory if it exists there, else from
     the servebook project root. JupyterLab starts kernels in notebooks/, papermill and the CLI
     usually in the project root; the same parameters must work in both."""
-    if path is None or Path(path).is_absolute() or Path(path).exists():
+    if path is None or "://" in path or Path(path).is_absolute() or Path(path).exists():
         return path
     return str(repo_data_dir().parent / path)
 
@@ -43,10 +45,15 @@ def resolve_plan(plan: dict | None = None, plan_path: str | None = None) -> Plan
 
 def qualify(*, candidate: dict | None = None, candidate_path: str | None = None, plan: dict | None = None,
             plan_path: str | None = None, overrides: dict[str, Any] | None = None, journal: str = "journal",
-            run_id: str | None = None, study: str | None = None, study_entry: str | None = None) -> RunRecord:
+            run_id: str | None = None, study: str | None = None, study_entry: str | None = None,
+            visible_gpus: list[int] | None = None) -> RunRecord:
     """Run one candidate and return its record (a one-line summary when displayed; `report(record)` has
-    the tables)."""
+    the tables). `visible_gpus`: the GPUs this run may use, as a parallel sweep assigns them."""
     from .run import run_candidate
+
+    if visible_gpus is not None:
+        # The kernel is this run's own process: the engine it starts, and preflight, see only these GPUs.
+        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in visible_gpus)
 
     resolved = resolve_candidate(candidate, candidate_path, overrides)
     resolved_plan = resolve_plan(plan, plan_path)

@@ -7,10 +7,13 @@ judges every run of the study at the end. The executed notebook is stored in its
 
 from __future__ import annotations
 
+import concurrent.futures
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .config.errors import InputError
 from .config.study import Study, StudyEntry
 from .engines import get_engine
 from .journal.store import Journal
@@ -102,12 +105,73 @@ class _ProgressStream:
 
 @dataclass
 class _Kernel:
-    """How papermill runs the qualify notebook."""
+    """How papermill runs the qualify notebook (and, in a parallel sweep, on which GPUs)."""
 
     notebook: Path
     name: str
     start_timeout: int
     execution_timeout: int | None
+    pool: "GpuPool | None" = None
+
+
+def _need(entry: StudyEntry) -> int:
+    return entry.candidate.knobs.tensor_parallel_size * entry.candidate.launch.replicas
+
+
+class GpuPool:
+    """GPUs handed out in disjoint groups: a candidate waits until enough of them are free."""
+
+    def __init__(self, gpus: list[int], workers: int):
+        self.free = sorted(gpus)
+        self.workers = workers
+        self._changed = threading.Condition()
+
+    def acquire(self, count: int) -> list[int]:
+        with self._changed:
+            while True:
+                group = self._contiguous(count)
+                if group is not None:
+                    self.free = [g for g in self.free if g not in group]
+                    return group
+                self._changed.wait()
+
+    def _contiguous(self, count: int) -> list[int] | None:
+        """Neighbouring indices first (they usually share a switch), else any free ones."""
+        for start in range(len(self.free) - count + 1):
+            window = self.free[start:start + count]
+            if window[-1] - window[0] == count - 1:
+                return window
+        return self.free[:count] if len(self.free) >= count else None
+
+    def release(self, group: list[int]) -> None:
+        with self._changed:
+            self.free = sorted(self.free + group)
+            self._changed.notify_all()
+
+
+def _gpu_pool(entries: list[StudyEntry], parallel: str | int, gpus: list[int] | None,
+              reporter: Reporter) -> GpuPool | None:
+    """None for a serial sweep; else the GPUs to share out and how many candidates may run at once."""
+    if parallel in (1, "1", None):
+        return None
+    if parallel != "auto" and (not str(parallel).isdigit() or int(parallel) < 1):
+        raise InputError(f"--parallel {parallel!r}: auto, or a number of candidates at once")
+    if gpus is None:
+        from .launch.gpus import inventory
+
+        gpus = [g.index for g in inventory().gpus]
+    if not gpus:
+        reporter.log("parallel: no GPUs on this host, so candidates run one at a time (engines sharing CPU cores "
+                     "measure each other)")
+        return None
+    widest = max(_need(e) for e in entries)
+    if widest > len(gpus):
+        raise InputError(f"parallel: a candidate needs {widest} GPUs (tensor_parallel_size x replicas), the host "
+                         f"has {len(gpus)} ({gpus})")
+    at_once = len(gpus) // min(_need(e) for e in entries)
+    workers = at_once if parallel == "auto" else min(int(parallel), at_once)
+    reporter.log(f"parallel: up to {workers} candidates at once on GPUs {gpus}")
+    return GpuPool(gpus, workers)
 
 
 def sweep(
@@ -121,15 +185,23 @@ def sweep(
     execution_timeout: int | None = 3600,
     notebook: Path = QUALIFY_NOTEBOOK,
     max_repeats: int | None = None,
+    parallel: str | int = 1,
+    gpus: list[int] | None = None,
 ) -> list[SweepResult]:
     """`study.repeats` papermill executions per candidate not yet recorded under the study's plan, interleaved;
-    failures go on. With `max_repeats`, then add repeats where verdicts are inconclusive until decided."""
+    failures go on. With `max_repeats`, then add repeats where verdicts are inconclusive until decided.
+
+    `parallel`: 1 runs one candidate at a time; "auto" (or a number) runs candidates at once on disjoint groups of
+    the host's GPUs (`gpus`, default what nvidia-smi lists), each group as wide as the candidate's tensor
+    parallel size times its replicas. A host without GPUs stays serial under "auto": two engines sharing CPU
+    cores measure each other."""
     reporter = reporter or Reporter()
     journal.ensure_writable()
     entries = study.expand()
     for entry in entries:  # before any engine starts: a plan that cannot fit a candidate stops the sweep here
         get_engine(entry.candidate.engine).check_plan_fits(entry.candidate, study.plan)
     kernel = _Kernel(notebook, kernel_name, start_timeout, execution_timeout)
+    kernel.pool = _gpu_pool(entries, parallel, gpus, reporter)
     results = _sweep_repeats(study, entries, journal, kernel, reporter, retry_failed)
     if max_repeats is not None:
         results += _until_decided(study, journal, kernel, reporter, max_repeats)
@@ -168,31 +240,49 @@ def _until_decided(study: Study, journal: Journal, kernel: "_Kernel", reporter: 
 
 def _sweep_repeats(study: Study, entries: list[StudyEntry], journal: Journal, kernel: "_Kernel",
                    reporter: Reporter, retry_failed: bool) -> list[SweepResult]:
-    results: list[SweepResult] = []
     statuses = ("completed", "failed") if not retry_failed else ("completed",)
     total = len(entries) * study.repeats
     # Repeats are interleaved (A B C A B C ...), baseline included, so slow drift hits every candidate alike.
+    order = [(repeat, entry) for repeat in range(study.repeats) for entry in entries]
+
+    def recorded(repeat: int, entry: StudyEntry) -> SweepResult | None:
+        found = journal.find_all(entry.candidate.id, study.plan.id, statuses=statuses)
+        failed = [r for r in found if r.status == "failed"]
+        if len(found) <= repeat and not failed:
+            return None
+        existing = failed[0] if failed else found[repeat]
+        why = "a failed load is a record, not repeated" if failed else f"repeat {repeat + 1} recorded"
+        reporter.log(f"skip {entry.name} (repeat {repeat + 1}/{study.repeats}): {why} ({existing.run_id})")
+        return SweepResult(entry.name, entry.candidate.id, existing.run_id, "skipped", 0.0,
+                           f"{why}: {existing.status} run {existing.run_id}")
+
+    def one(repeat: int, entry: StudyEntry, task) -> SweepResult:
+        result = recorded(repeat, entry)
+        if result is None:
+            group = kernel.pool.acquire(_need(entry)) if kernel.pool else None
+            try:
+                # checked again with the GPUs in hand: a parallel repeat may have failed meanwhile
+                result = recorded(repeat, entry) if group is not None else None
+                if result is None:
+                    where = f" on GPUs {group}" if group is not None else ""
+                    reporter.log(f"{entry.name}: repeat {repeat + 1} of {study.repeats}{where}")
+                    result = _run_entry(study, entry, journal, kernel, reporter, group)
+            finally:
+                if group is not None:
+                    kernel.pool.release(group)
+        task.advance()
+        return result
+
     with reporter.task(f"sweep {study.name}: {len(entries)} candidates x {study.repeats} repeats", total=total) as task:
-        for repeat in range(study.repeats):
-            for entry in entries:
-                recorded = journal.find_all(entry.candidate.id, study.plan.id, statuses=statuses)
-                failed = [r for r in recorded if r.status == "failed"]
-                if len(recorded) > repeat or failed:
-                    existing = failed[0] if failed else recorded[repeat]
-                    why = "a failed load is a record, not repeated" if failed else f"repeat {repeat + 1} recorded"
-                    results.append(SweepResult(entry.name, entry.candidate.id, existing.run_id, "skipped", 0.0,
-                                               f"{why}: {existing.status} run {existing.run_id}"))
-                    reporter.log(f"skip {entry.name} (repeat {repeat + 1}/{study.repeats}): {why} "
-                                 f"({existing.run_id})")
-                else:
-                    reporter.log(f"{entry.name}: repeat {repeat + 1} of {study.repeats}")
-                    results.append(_run_entry(study, entry, journal, kernel, reporter))
-                task.advance()
-    return results
+        if kernel.pool is None:
+            return [one(repeat, entry, task) for repeat, entry in order]
+        with concurrent.futures.ThreadPoolExecutor(kernel.pool.workers, thread_name_prefix="servebook-sweep") as pool:
+            futures = [pool.submit(one, repeat, entry, task) for repeat, entry in order]
+            return [future.result() for future in futures]
 
 
 def _run_entry(study: Study, entry: StudyEntry, journal: Journal, kernel: _Kernel,
-               reporter: Reporter) -> SweepResult:
+               reporter: Reporter, visible_gpus: list[int] | None = None) -> SweepResult:
     import papermill
 
     started = time.monotonic()
@@ -202,8 +292,8 @@ def _run_entry(study: Study, entry: StudyEntry, journal: Journal, kernel: _Kerne
     work.mkdir(parents=True, exist_ok=True)
     output = work / f"{run_id}.ipynb"
     parameters = {"candidate": entry.candidate.model_dump(mode="json"), "plan": study.plan.model_dump(mode="json"),
-                  "journal": str(journal.root.resolve()), "run_id": run_id, "study": study.name,
-                  "study_entry": entry.name}
+                  "journal": journal.url or str(journal.root.resolve()), "run_id": run_id, "study": study.name,
+                  "study_entry": entry.name, "visible_gpus": visible_gpus}
     reporter.log(f"candidate {entry.name} ({entry.candidate.id}) -> run {run_id}")
     progress = _ProgressStream(reporter, f"  [{entry.name}] ")
     message = ""

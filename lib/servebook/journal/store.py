@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import pandas as pd
 from pydantic import ValidationError
@@ -45,11 +46,14 @@ def utc_now() -> str:
 class RunWriter:
     """Writes one run's files. `seal` writes the manifest, after which the run is read-only."""
 
-    def __init__(self, directory: Path, scrubber: Scrubber | None = None):
+    def __init__(self, directory: Path, scrubber: Scrubber | None = None,
+                 on_write: Callable[[Path], None] | None = None):
         self.dir = directory
         self.run_id = directory.name
         # Every byte this writer puts in the run passes through it: no secret reaches the journal.
         self.scrubber = scrubber or Scrubber.from_environment()
+        # A remote journal pushes each file as it is written, so an interrupted run keeps what it measured there too.
+        self.on_write = on_write or (lambda path: None)
 
     @property
     def sealed(self) -> bool:
@@ -69,12 +73,14 @@ class RunWriter:
         if isinstance(obj, RunIdentity):
             obj = obj.model_dump(mode="json", by_alias=True)
         atomic_write_bytes(path, self.scrubber.bytes(_dumps(self.scrubber.json(json.loads(_dumps(obj))))))
+        self.on_write(path)
         return path
 
     def write_text(self, name: str, text: str) -> Path:
         self._check_open()
         path = self.dir / name
         atomic_write_bytes(path, self.scrubber.bytes(text.encode()))
+        self.on_write(path)
         return path
 
     def write_table(self, name: str, rows: Iterable[dict] | pd.DataFrame) -> Path:
@@ -95,6 +101,7 @@ class RunWriter:
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
+        self.on_write(path)
         return path
 
     def seal(self, manifest: Manifest) -> Path:
@@ -103,13 +110,15 @@ class RunWriter:
         manifest = manifest.model_copy(update={"run_id": self.run_id, "sealed_at": utc_now()})
         self._scrub_text_files()
         for path in self.dir.iterdir():  # every file written so far is durable before the manifest says so
-            if path.is_file():
+            if path.is_file() and not path.name.startswith("."):
                 fsync_file(path)
+                self.on_write(path)  # on a remote journal: every file is on the store before the manifest
         fsync_dir(self.dir)
         path = self.dir / "manifest.json"
         data = self.scrubber.json(json.loads(manifest.to_json()))
         atomic_write_bytes(path, self.scrubber.bytes(_dumps(data)))
         fsync_dir(self.dir.parent)
+        self.on_write(path)
         return path
 
     def _scrub_text_files(self) -> None:
@@ -139,6 +148,8 @@ class RunRecord(Renderable):
     dir: Path
     manifest: Manifest | None
     problem: str | None = None  # why a manifest that exists could not be read
+    #: what else must happen to a file added to the run (a remote journal pushes it to the store)
+    on_write: Callable[[Path], None] | None = field(default=None, repr=False, compare=False)
 
     @property
     def run_id(self) -> str:
@@ -200,6 +211,8 @@ class RunRecord(Renderable):
             n += 1
             path = folder / f"{stamp}-{n}.json"
         atomic_write_bytes(path, _dumps({"judged_at": utc_now(), **event}))
+        if self.on_write:
+            self.on_write(path)
         return path
 
     def log_tail(self, lines: int = 40) -> str:
@@ -227,8 +240,40 @@ class RunRecord(Renderable):
 
 
 class Journal(Renderable):
-    def __init__(self, root: str | Path):
-        self.root = Path(root).expanduser()
+    """Runs under a directory, or under any fsspec URL (`s3://bucket/prefix`), worked on through a local mirror
+    (see journal/remote.py)."""
+
+    def __init__(self, root: str | Path, storage_options: dict | None = None, mirror: Path | None = None):
+        from .remote import Mirror, is_remote, mirror_dir
+
+        self.mirror = None
+        self.url: str | None = None
+        if is_remote(root):
+            self.url = str(root).rstrip("/")
+            self.root = Path(mirror) if mirror is not None else mirror_dir(self.url)
+            self.root.mkdir(parents=True, exist_ok=True)
+            self.mirror = Mirror(self.url, self.root, storage_options)
+            self.pull()
+        else:
+            self.root = Path(str(root).removeprefix("file://")).expanduser()
+
+    @property
+    def location(self) -> str:
+        """Where the journal is, as the user named it: its URL, or its directory."""
+        return self.url or str(self.root)
+
+    def pull(self) -> int:
+        """Bring the local mirror of a remote journal up to date (a local journal is always up to date)."""
+        if self.mirror is None:
+            return 0
+        try:
+            return self.mirror.pull()
+        except Exception as error:  # noqa: BLE001 - the store's own words, once, instead of a traceback
+            raise InputError(f"journal {self.url}: cannot read it ({type(error).__name__}: {error})") from None
+
+    def _push(self, path: Path) -> None:
+        if self.mirror is not None:
+            self.mirror.push(path)
 
     @property
     def runs_dir(self) -> Path:
@@ -245,11 +290,18 @@ class Journal(Renderable):
                 f"journal: cannot write to {self.root} ({error.strerror or error}); "
                 "pass --journal with a writable directory"
             ) from None
+        if self.mirror is not None:
+            try:
+                self.mirror.ensure_writable()
+            except Exception as error:  # noqa: BLE001
+                raise InputError(f"journal: cannot write to {self.url} ({type(error).__name__}: {error})") from None
         return self
 
     def new_run_id(self, candidate_id: str) -> str:
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        return f"{stamp}-{candidate_id[:8]}"
+        # Writers on other hosts reserve in other mirrors: on a shared store the id itself must not collide.
+        unique = f"-{secrets.token_hex(3)}" if self.mirror is not None else ""
+        return f"{stamp}-{candidate_id[:8]}{unique}"
 
     def reserve_run(self, candidate_id: str) -> str:
         """A run id nobody else has, with its (empty) directory made: mkdir is atomic, so two writers that start
@@ -279,13 +331,14 @@ class Journal(Renderable):
         except FileExistsError:
             if any(directory.iterdir()):
                 raise InputError(f"run {run_id} already exists in {self.root}; run ids are never reused") from None
-        return RunWriter(directory, scrubber)
+        return RunWriter(directory, scrubber, on_write=self._push if self.mirror is not None else None)
 
     def add_notebook(self, run_id: str, data: bytes, scrubber: Scrubber | None = None) -> Path:
         """The executed notebook, added beside a run's files in one atomic, durable, scrubbed write."""
         scrubber = scrubber or Scrubber.from_environment()
         path = self.run(run_id).dir / "notebook.ipynb"
         atomic_write_bytes(path, scrubber.bytes(data))
+        self._push(path)
         return path
 
     def run_ids(self) -> list[str]:
@@ -307,9 +360,9 @@ class Journal(Renderable):
                                  "(see `servebook journal ls`)")
         manifest_path = directory / "manifest.json"
         if not manifest_path.is_file():
-            return RunRecord(directory, None)
+            return RunRecord(directory, None, on_write=self._push if self.mirror is not None else None)
         manifest, problem = read_manifest(manifest_path)
-        return RunRecord(directory, manifest, problem)
+        return RunRecord(directory, manifest, problem, on_write=self._push if self.mirror is not None else None)
 
     def runs(self) -> list[RunRecord]:
         return [self.run(r) for r in self.run_ids()]
@@ -442,4 +495,4 @@ class Journal(Renderable):
             if wide:
                 values += ["-" if pd.isna(row.study) else row.study, row.engine or "-", row.started_at or "-"]
             table.add(values, css.get(row.status, "accepted" if verdict == "accepted" else ""))
-        return [Text(f"journal {self.root}: {len(frame)} runs ({summary})", "heading"), table]
+        return [Text(f"journal {self.location}: {len(frame)} runs ({summary})", "heading"), table]

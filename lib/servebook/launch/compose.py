@@ -8,6 +8,8 @@ because simultaneous loads contend for host memory and disk and make the first o
 
 from __future__ import annotations
 
+import os
+
 import shutil
 import subprocess
 import time
@@ -47,11 +49,24 @@ class ComposePlan:
         return sequence
 
 
+def visible_gpus() -> list[int] | None:
+    """The GPUs this process was given (CUDA_VISIBLE_DEVICES, as a parallel sweep or Ray sets it), by index."""
+    value = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if value is None or not value.strip():
+        return None
+    try:
+        return [int(part) for part in value.split(",") if part.strip()]
+    except ValueError:
+        return None  # UUIDs or MIG names: not indices servebook can check
+
+
 def gpu_groups(candidate: Candidate) -> list[list[int]]:
-    """GPUs per replica: consecutive groups of tensor_parallel_size from launch.gpus (default 0, 1, ...)."""
+    """GPUs per replica: consecutive groups of tensor_parallel_size from launch.gpus, else from the GPUs this
+    process was given, else 0, 1, ..."""
     tp = candidate.knobs.tensor_parallel_size
     replicas = candidate.launch.replicas
-    gpus = candidate.launch.gpus if candidate.launch.gpus is not None else list(range(tp * replicas))
+    gpus = candidate.launch.gpus if candidate.launch.gpus is not None else \
+        (visible_gpus() or list(range(tp * replicas)))
     if len(gpus) < tp * replicas:
         raise InputError(f"launch.gpus: {replicas} replica(s) at tensor_parallel_size {tp} need {tp * replicas} "
                          f"GPUs, only {len(gpus)} listed ({gpus})")
