@@ -50,7 +50,7 @@ def test_runs_are_added_only_where_undecided_and_stop_at_the_budget(tmp_path, mo
     journal = Journal(tmp_path / "journal")
     rng = np.random.default_rng(1)
     monkeypatch.setattr(sweep_module, "_run_entry",
-                        lambda study, entry, journal, kernel, reporter: seal(journal, study, entry, rng))
+                        lambda study, entry, journal, kernel, reporter, gpus=None: seal(journal, study, entry, rng))
     results = sweep_module.sweep(study, journal, reporter=Reporter(quiet=True), max_repeats=6)
     counts = {}
     for r in results:
