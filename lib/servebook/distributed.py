@@ -28,7 +28,8 @@ def _run_on_worker(study: dict, entry_name: str, journal: str, kernel: dict) -> 
     loaded = Study.model_validate(study)
     entry = next(e for e in loaded.expand() if e.name == entry_name)
     gpus = [int(g) for g in ray.get_gpu_ids()] or None
-    result = _run_entry(loaded, entry, Journal(journal), _Kernel(**kernel), Reporter(quiet=True), gpus)
+    # One candidate per task: papermill owns its kernel (a kernel kept in a Ray worker would outlive the sweep).
+    result = _run_entry(loaded, entry, Journal(journal), _Kernel(**kernel, reuse=False), Reporter(quiet=True), gpus)
     return asdict(result)
 
 

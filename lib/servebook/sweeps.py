@@ -105,13 +105,109 @@ class _ProgressStream:
 
 @dataclass
 class _Kernel:
-    """How papermill runs the qualify notebook (and, in a parallel sweep, on which GPUs)."""
+    """How papermill runs the qualify notebook (and, in a parallel sweep, on which GPUs).
+
+    One Jupyter kernel serves a sweep's candidates one after another (one per worker in a parallel sweep):
+    starting a kernel and importing servebook, pandas and plotly in it was most of the harness's cost per
+    candidate. Each candidate still gets its own executed notebook; a kernel that died or timed out is
+    replaced, and kernels are renewed every `renew_after` candidates so nothing accumulates in them."""
 
     notebook: Path
     name: str
     start_timeout: int
     execution_timeout: int | None
     pool: "GpuPool | None" = None
+    reuse: bool = True
+    renew_after: int = 25
+
+    def __post_init__(self) -> None:
+        self._local = threading.local()
+        self._all: list = []
+        self._lock = threading.Lock()
+
+    def manager(self):
+        """This thread's kernel manager (None: papermill starts and stops a kernel of its own)."""
+        if not self.reuse:
+            return None
+        from jupyter_client.manager import AsyncKernelManager
+        from jupyter_core.utils import run_sync
+
+        km = getattr(self._local, "km", None)
+        used = getattr(self._local, "used", 0)
+        if km is not None and (used >= self.renew_after or (km.has_kernel and not run_sync(km.is_alive)())):
+            self.discard()
+            km = None
+        if km is None:
+            km = AsyncKernelManager(kernel_name=self.name)
+            self._local.km, self._local.used = km, 0
+            with self._lock:
+                self._all.append(km)
+        self._local.used += 1
+        return km
+
+    def discard(self) -> None:
+        """Shut this thread's kernel down (after a failure that may have left it busy or broken)."""
+        km = getattr(self._local, "km", None)
+        self._local.km = None
+        if km is not None:
+            _shutdown(km)
+            with self._lock:
+                if km in self._all:
+                    self._all.remove(km)
+
+    def close(self) -> None:
+        with self._lock:
+            kernels, self._all = list(self._all), []
+        for km in kernels:
+            _shutdown(km)
+
+
+_KEPT_KERNEL_ENGINE = "servebook-kept-kernel"
+
+
+def _register_kept_kernel_engine() -> None:
+    """A papermill engine that runs a notebook on a kernel it is handed and leaves that kernel running, but
+    closes the client it opened: papermill's own keeps a kept kernel's client sockets open, a dozen file
+    descriptors per candidate."""
+    import logging
+
+    from papermill.clientwrap import PapermillNotebookClient
+    from papermill.engines import NBClientEngine, papermill_engines
+
+    if _KEPT_KERNEL_ENGINE in papermill_engines._engines:
+        return
+
+    class KeptKernelClient(PapermillNotebookClient):
+        def execute(self, **kwargs):
+            try:
+                return super().execute(**kwargs)
+            finally:
+                if self.kc is not None:
+                    self.kc.stop_channels()
+                    self.kc = None
+
+    class KeptKernelEngine(NBClientEngine):
+        @classmethod
+        def execute_managed_notebook(cls, nb_man, kernel_name, log_output=False, stdout_file=None,
+                                     stderr_file=None, start_timeout=60, execution_timeout=None, **kwargs):
+            for unused in ("input_path", "timeout", "startup_timeout"):
+                kwargs.pop(unused, None)
+            return KeptKernelClient(nb_man, timeout=execution_timeout, startup_timeout=start_timeout,
+                                    kernel_name=kernel_name, log=logging.getLogger("papermill"),
+                                    log_output=log_output, stdout_file=stdout_file, stderr_file=stderr_file,
+                                    **kwargs).execute()
+
+    papermill_engines.register(_KEPT_KERNEL_ENGINE, KeptKernelEngine)
+
+
+def _shutdown(km) -> None:
+    from jupyter_core.utils import run_sync
+
+    try:
+        if km.has_kernel:
+            run_sync(km.shutdown_kernel)(now=True)
+    except Exception:  # noqa: BLE001 - a kernel that is already gone needs no shutdown
+        pass
 
 
 def _need(entry: StudyEntry) -> int:
@@ -187,6 +283,7 @@ def sweep(
     max_repeats: int | None = None,
     parallel: str | int = 1,
     gpus: list[int] | None = None,
+    reuse_kernel: bool = True,
 ) -> list[SweepResult]:
     """`study.repeats` papermill executions per candidate not yet recorded under the study's plan, interleaved;
     failures go on. With `max_repeats`, then add repeats where verdicts are inconclusive until decided.
@@ -200,11 +297,14 @@ def sweep(
     entries = study.expand()
     for entry in entries:  # before any engine starts: a plan that cannot fit a candidate stops the sweep here
         get_engine(entry.candidate.engine).check_plan_fits(entry.candidate, study.plan)
-    kernel = _Kernel(notebook, kernel_name, start_timeout, execution_timeout)
+    kernel = _Kernel(notebook, kernel_name, start_timeout, execution_timeout, reuse=reuse_kernel)
     kernel.pool = _gpu_pool(entries, parallel, gpus, reporter)
-    results = _sweep_repeats(study, entries, journal, kernel, reporter, retry_failed)
-    if max_repeats is not None:
-        results += _until_decided(study, journal, kernel, reporter, max_repeats)
+    try:
+        results = _sweep_repeats(study, entries, journal, kernel, reporter, retry_failed)
+        if max_repeats is not None:
+            results += _until_decided(study, journal, kernel, reporter, max_repeats)
+    finally:
+        kernel.close()
     journal.index()
     return results
 
@@ -297,16 +397,23 @@ def _run_entry(study: Study, entry: StudyEntry, journal: Journal, kernel: _Kerne
     reporter.log(f"candidate {entry.name} ({entry.candidate.id}) -> run {run_id}")
     progress = _ProgressStream(reporter, f"  [{entry.name}] ")
     message = ""
+    km = kernel.manager()
+    kept = {"km": km, "engine_name": _KEPT_KERNEL_ENGINE} if km is not None else {}
+    if km is not None:
+        _register_kept_kernel_engine()
     try:
         papermill.execute_notebook(
             str(kernel.notebook), str(output), parameters=parameters, kernel_name=kernel.name,
             start_timeout=kernel.start_timeout, execution_timeout=kernel.execution_timeout,
             progress_bar=False, log_output=False, stderr_file=progress, cwd=str(Path.cwd()),
             # The kernel only listens on loopback; its warning about TCP transport is noise in CI logs.
-            extra_arguments=["--IPKernelApp.log_level=ERROR"],
+            extra_arguments=["--IPKernelApp.log_level=ERROR"], **kept,
         )
     except papermill.PapermillExecutionError as error:
         message = f"notebook failed in cell {error.exec_count}: {error.ename}: {error.evalue}"[:600]
+    except BaseException:
+        kernel.discard()  # a timeout or an interrupt may leave the kernel busy: the next candidate gets a new one
+        raise
     finally:
         progress.flush()
     record = journal.run(run_id) if (journal.runs_dir / run_id).is_dir() else None

@@ -52,25 +52,17 @@ class ModelShape:
     @classmethod
     def from_gguf(cls, path: str | Path) -> "ModelShape":
         """The shape a llama.cpp engine will load: metadata plus the exact bytes of every tensor."""
-        from gguf import GGUFReader
-
-        reader = GGUFReader(str(path))
-
-        def field(key: str) -> Any:
-            found = reader.fields.get(key)
-            return None if found is None else found.contents()
-
-        arch = field("general.architecture")
-        heads = int(field(f"{arch}.attention.head_count"))
-        kv_heads = field(f"{arch}.attention.head_count_kv")
-        embedding = int(field(f"{arch}.embedding_length"))
-        head_dim = field(f"{arch}.attention.key_length") or embedding // heads
-        layers = int(field(f"{arch}.block_count"))
-        context = field(f"{arch}.context_length")
-        return cls(name=str(field("general.name") or Path(path).stem), layers=layers, attention_layers=layers,
+        fields, tensor_bytes = read_gguf_header(path)
+        arch = fields.get("general.architecture")
+        heads = int(fields[f"{arch}.attention.head_count"])
+        kv_heads = fields.get(f"{arch}.attention.head_count_kv")
+        embedding = int(fields[f"{arch}.embedding_length"])
+        head_dim = fields.get(f"{arch}.attention.key_length") or embedding // heads
+        layers = int(fields[f"{arch}.block_count"])
+        context = fields.get(f"{arch}.context_length")
+        return cls(name=str(fields.get("general.name") or Path(path).stem), layers=layers, attention_layers=layers,
                    kv_heads=int(kv_heads if kv_heads is not None else heads), head_dim=int(head_dim),
-                   weight_bytes=sum(int(t.n_bytes) for t in reader.tensors),
-                   context_length=int(context) if context else None, source=str(path))
+                   weight_bytes=tensor_bytes, context_length=int(context) if context else None, source=str(path))
 
     @classmethod
     def from_config(cls, config: dict, name: str = "model", weight_dtype: str | None = None) -> "ModelShape":
@@ -170,3 +162,69 @@ class KvCheck:
 
 def check_against_engine(shape: ModelShape, cells: int, logged_bytes: float, kv_dtype: str | None = None) -> KvCheck:
     return KvCheck(cells, logged_bytes, cells * shape.kv_bytes_per_token(kv_dtype))
+
+
+_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+
+
+def read_gguf_header(path: str | Path) -> tuple[dict[str, Any], int]:
+    """The scalar metadata of a GGUF file and the bytes of all its tensors, from its header alone.
+
+    gguf's own reader decodes every array (150,000 vocabulary strings) into numpy views, which takes
+    seconds per run; this walks over the arrays and reads only what the arithmetic needs."""
+    import struct
+
+    from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
+
+    with open(path, "rb") as f:
+        data = f.read(64 * 2**20)  # metadata and tensor infos of even large vocabularies fit
+    if data[:4] != b"GGUF":
+        raise ValueError(f"{path}: not a GGUF file")
+    offset = 8  # magic and version
+
+    def take(fmt: str):
+        nonlocal offset
+        value = struct.unpack_from(fmt, data, offset)[0]
+        offset += struct.calcsize(fmt)
+        return value
+
+    def string() -> str:
+        nonlocal offset
+        length = take("<Q")
+        text = data[offset:offset + length].decode("utf-8", "replace")
+        offset += length
+        return text
+
+    def skip_array() -> None:
+        nonlocal offset
+        kind, count = take("<I"), take("<Q")
+        if kind == 8:
+            for _ in range(count):
+                offset += 8 + struct.unpack_from("<Q", data, offset)[0]
+        elif kind in _SCALARS:
+            offset += count * struct.calcsize(_SCALARS[kind])
+        else:
+            for _ in range(count):
+                skip_array()
+
+    tensors, count = take("<Q"), take("<Q")
+    fields: dict[str, Any] = {}
+    for _ in range(count):
+        key, kind = string(), take("<I")
+        if kind == 8:
+            fields[key] = string()
+        elif kind == 9:
+            skip_array()
+        else:
+            fields[key] = take(_SCALARS[kind])
+    total = 0
+    for _ in range(tensors):
+        string()
+        dims = [take("<Q") for _ in range(take("<I"))]
+        block, size = GGML_QUANT_SIZES[GGMLQuantizationType(take("<I"))]
+        take("<Q")
+        elements = 1
+        for d in dims:
+            elements *= d
+        total += elements // block * size
+    return fields, total
