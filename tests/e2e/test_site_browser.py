@@ -124,3 +124,29 @@ def test_index_sorts_and_filters_and_compare_shows_deltas(site, browser):
     assert "%" in page.inner_text("#delta")
     assert problems == []
     page.close()
+
+
+def test_a_big_index_is_paged_and_filters_and_sorts_across_pages(browser, tmp_path):
+    journal = Journal(tmp_path / "journal")
+    for i in range(230):
+        write_synthetic_run(journal, index=i, study=f"study-{i % 3}", requests=0,
+                            status="failed" if i % 50 == 7 else "completed", label=f"candidate-{i % 7}")
+    build_site(journal, tmp_path / "site")
+    page, problems, _ = visit(browser, (tmp_path / "site" / "index.html").as_uri())
+    assert page.locator("#runs tbody tr").count() == 100  # one page, not 230 rows
+    assert "1-100 of 230 runs" in page.inner_text("#pager")
+    page.click("#pager button:has-text('older')")
+    page.click("#pager button:has-text('older')")
+    assert page.locator("#runs tbody tr").count() == 30 and "201-230 of 230" in page.inner_text("#pager")
+    page.select_option("#status-filter", "failed")  # across every page, not just the one shown
+    assert page.locator("#runs tbody tr").count() == 5 and page.inner_text("#pager") == ""
+    page.select_option("#status-filter", "")
+    page.fill("#filter", "candidate-3")
+    assert page.locator("#runs tbody tr").count() == 33
+    page.click("th:has-text('run')")
+    page.click("th:has-text('run')")  # descending: the newest first
+    newest = max(r.run_id for r in journal.runs() if r.candidate_label == "candidate-3")
+    assert page.locator("#runs tbody tr").first.inner_text().startswith(newest)
+    link = page.locator("#runs tbody tr a").first.get_attribute("href")
+    assert (tmp_path / "site" / link).is_file()
+    assert problems == []

@@ -45,33 +45,53 @@ def _clean(values) -> list:
     return [None if v is None or (isinstance(v, float) and np.isnan(v)) else float(v) for v in values]
 
 
-def _points(group: pd.DataFrame, x: str, y: str, scale: float) -> dict:
+def _points(group: list[dict], x: str, y: str, scale: float) -> dict:
     """Per x: the mean over runs and its 95% interval (as plotly error bars); one run gives no bar."""
     from ..estimates import Estimate
 
+    at_x: dict[float, list[dict]] = {}
+    for row in group:
+        value = _number(row.get(x))
+        if value is not None:
+            at_x.setdefault(value, []).append(row)
     xs, ys, plus, minus, runs, bad = [], [], [], [], [], []
-    for value, at in group.groupby(x, sort=True):
-        figures = [float(v) * scale for v in at[y] if v is not None and not pd.isna(v)]
+    for value in sorted(at_x):
+        rows = at_x[value]
+        figures = [v * scale for v in (_number(r.get(y)) for r in rows) if v is not None]
         if not figures:
             continue
         estimate = Estimate.of(figures)
-        xs.append(float(value))
+        xs.append(value)
         ys.append(estimate.mean)
         plus.append(None if estimate.high is None else estimate.high - estimate.mean)
         minus.append(None if estimate.low is None else estimate.mean - estimate.low)
         runs.append(estimate.n)
-        bad.append(not bool(at["valid"].astype(bool).all()))
+        bad.append(not all(bool(r.get("valid")) for r in rows))
     return {"x": xs, "y": ys, "plus": plus, "minus": minus, "runs": runs, "bad": bad}
 
 
-def _line_spec(cells: pd.DataFrame, x: str, y: str, title: str, x_title: str, y_title: str, kind: str,
+def _number(value) -> float | None:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if value != value else value
+
+
+def _records(cells) -> list[dict]:
+    if isinstance(cells, pd.DataFrame):
+        return [] if cells.empty else cells.to_dict("records")
+    return list(cells)
+
+
+def _line_spec(cells, x: str, y: str, title: str, x_title: str, y_title: str, kind: str,
                scale: float = 1.0, split_category: bool = True) -> dict:
     """One line per candidate, the mean over its runs with a 95% interval; decode categories side by side
-    (one panel each), so ten candidates stay ten lines per panel."""
+    (one panel each), so ten candidates stay ten lines per panel. `cells`: a frame or its records."""
     traces = []
-    subset = cells[cells["kind"] == kind] if not cells.empty and "kind" in cells else pd.DataFrame()
-    categories = list(dict.fromkeys(subset["category"])) if split_category and kind == "decode" and not subset.empty \
-        else [None]
+    subset = [c for c in _records(cells) if c.get("kind") == kind]
+    categories = list(dict.fromkeys(c.get("category") for c in subset)) if split_category and kind == "decode" \
+        and subset else [None]
     colors: dict[str, str] = {}
     layout = {**_LAYOUT, "title": {"text": title}}
     width = 1.0 / len(categories)
@@ -88,8 +108,11 @@ def _line_spec(cells: pd.DataFrame, x: str, y: str, title: str, x_title: str, y_
                 "x": (domain[0] + domain[1]) / 2, "y": 1.02, "xanchor": "center", "yanchor": "bottom"})
         if kind == "decode":
             layout[f"xaxis{axis}"]["dtick"] = 0.30103  # log2 steps: 1, 2, 4, 8 evenly spaced
-        part = subset if category is None else subset[subset["category"] == category]
-        for candidate, group in part.groupby("candidate", sort=False):
+        part = subset if category is None else [c for c in subset if c.get("category") == category]
+        by_candidate: dict = {}
+        for row in part:
+            by_candidate.setdefault(row.get("candidate"), []).append(row)
+        for candidate, group in by_candidate.items():
             color = colors.setdefault(candidate, PALETTE[len(colors) % len(PALETTE)])
             points = _points(group, x, y, scale)
             traces.append({
@@ -178,7 +201,9 @@ def prefill_vs_prompt_size_spec(cells: pd.DataFrame) -> dict:
 
 def chunk_gap_histogram_data(run: RunRecord, bins: int = 50) -> dict:
     """Binned gaps between content chunks of a run's decode requests (ms)."""
-    chunks = run.table("chunks") if run.status == "completed" else None
+    path = run.dir / "chunks.parquet"
+    chunks = pd.read_parquet(path, columns=["cell_id", "gap_s"]) \
+        if run.status == "completed" and path.is_file() else None
     if chunks is None or chunks.empty:
         return {"centers": [], "counts": [], "width": 0.0}
     gaps = (chunks[chunks["cell_id"].str.startswith("decode") & chunks["gap_s"].notna()]["gap_s"] * 1000).to_numpy()
@@ -213,7 +238,10 @@ def wave_wait_spec(cells: pd.DataFrame) -> dict:
 
 def turn_ttft_data(run: RunRecord) -> list[dict]:
     """Median TTFT per turn of a run's reuse cell (ms), with the share of each turn's prompt read from the cache."""
-    requests = run.table("requests") if run.status == "completed" else None
+    cells = run.table("cells") if run.status == "completed" else None
+    if cells is None or "kind" not in cells or not (cells["kind"] == "reuse").any():
+        return []  # only runs that measured reuse have turns; the request table is not read for the others
+    requests = run.table("requests")
     if requests is None or "turn" not in requests or requests["turn"].isna().all():
         return []
     out = []
@@ -241,13 +269,14 @@ def turn_ttft_spec(turns: dict[str, list[dict]]) -> dict:
     return {"data": traces, "layout": layout}
 
 
-def figure_specs(cells: pd.DataFrame, gap_histograms: dict[str, dict],
+def figure_specs(cells, gap_histograms: dict[str, dict],
                  turns: dict[str, list[dict]] | None = None) -> list[dict]:
     """Every chart of a set of runs, as figure dicts (what the site embeds); the reuse and wave charts only where
     the plan measured them."""
+    cells = _records(cells)  # once, for every chart
     specs = [aggregate_vs_concurrency_spec(cells), per_request_vs_concurrency_spec(cells),
              ttft_vs_concurrency_spec(cells), prefill_vs_prompt_size_spec(cells)]
-    if not cells.empty and "kind" in cells and (cells["kind"] == "wave").any():
+    if any(c.get("kind") == "wave" for c in cells):
         specs.append(wave_wait_spec(cells))
     if turns and any(turns.values()):
         specs.append(turn_ttft_spec(turns))

@@ -62,19 +62,40 @@ def cell_check(cell: Any) -> str:
     return f"INVALID: {cell['invalid_reasons']}"
 
 
-def _rows(cells: pd.DataFrame, order: list[str]) -> list[dict]:
-    present = [c for c in order if c in cells.columns]
-    return cells.sort_values(present).to_dict("records") if present else cells.to_dict("records")
 
 
-def decode_tables(cells: pd.DataFrame, label: str | None = None) -> list[Table]:
+def records(cells) -> list[dict]:
+    """Cells as plain dicts: the site has them so already, and pandas costs milliseconds per small frame."""
+    if isinstance(cells, pd.DataFrame):
+        return [] if cells.empty else cells.to_dict("records")
+    return list(cells)
+
+
+def _of_kind(cells, kind: str) -> list[dict]:
+    return [c for c in records(cells) if c.get("kind") == kind]
+
+
+def _rows(rows: list[dict], order: list[str]) -> list[dict]:
+    def key(cell: dict) -> tuple:
+        return tuple((v is None or v != v, v if v is not None and v == v else 0)
+                     for v in (cell.get(c) for c in order))
+
+    return sorted(rows, key=key)
+
+
+def _by(rows: list[dict], column: str) -> dict:
+    """Rows grouped by a column, groups in order of first appearance."""
+    groups: dict = {}
+    for row in rows:
+        groups.setdefault(row.get(column), []).append(row)
+    return groups
+
+
+def decode_tables(cells, label: str | None = None) -> list[Table]:
     """Per prompt category: Concurrency | Aggregate | Per request | TTFT | Check (and the candidate first
     when `label` names a column that tells runs apart)."""
-    if cells.empty or "kind" not in cells:
-        return []
-    decode = cells[cells["kind"] == "decode"]
     tables = []
-    for category, group in decode.groupby("category", sort=False):
+    for category, group in _by(_of_kind(cells, "decode"), "category").items():
         table = Table(([label.capitalize()] if label else []) + ["Concurrency", "Aggregate tok/s",
                                                                  "Per request tok/s", "TTFT", "Check"],
                       title=f"Decode, {category} prompts")
@@ -86,11 +107,9 @@ def decode_tables(cells: pd.DataFrame, label: str | None = None) -> list[Table]:
     return tables
 
 
-def prefill_table(cells: pd.DataFrame, label: str | None = None) -> Table | None:
-    if cells.empty or "kind" not in cells:
-        return None
-    prefill = cells[cells["kind"] == "prefill"]
-    if prefill.empty:
+def prefill_table(cells, label: str | None = None) -> Table | None:
+    prefill = _of_kind(cells, "prefill")
+    if not prefill:
         return None
     table = Table(([label.capitalize()] if label else []) + ["Prompt tokens", "Prefill tok/s", "First token", "Check"],
                   title="Cold prefill")
@@ -101,10 +120,10 @@ def prefill_table(cells: pd.DataFrame, label: str | None = None) -> Table | None
     return table
 
 
-def wave_table(cells: pd.DataFrame, label: str | None = None) -> Table | None:
+def wave_table(cells, label: str | None = None) -> Table | None:
     """Bursts beyond the slot count: how long the queued requests wait for their first token."""
-    waves = cells[cells["kind"] == "wave"] if "kind" in cells else cells.iloc[0:0]
-    if waves.empty:
+    waves = _of_kind(cells, "wave")
+    if not waves:
         return None
     table = Table(([label.capitalize()] if label else []) + ["Requests at once", "Slots", "Queued", "Aggregate tok/s",
                                                              "TTFT p50", "TTFT p90", "Check"],
@@ -119,10 +138,10 @@ def wave_table(cells: pd.DataFrame, label: str | None = None) -> Table | None:
     return table
 
 
-def reuse_table(cells: pd.DataFrame, label: str | None = None) -> Table | None:
+def reuse_table(cells, label: str | None = None) -> Table | None:
     """Prompt reuse across turns: what the cache saves the next turn."""
-    reuse = cells[cells["kind"] == "reuse"] if "kind" in cells else cells.iloc[0:0]
-    if reuse.empty:
+    reuse = _of_kind(cells, "reuse")
+    if not reuse:
         return None
     table = Table(([label.capitalize()] if label else []) + ["Requests", "First-turn TTFT", "Next-turn TTFT",
                                                              "Cached share (next turns)", "Check"],
@@ -135,9 +154,10 @@ def reuse_table(cells: pd.DataFrame, label: str | None = None) -> Table | None:
     return table
 
 
-def cell_tables(cells: pd.DataFrame, label: str | None = None) -> list[Table]:
-    extra = [prefill_table(cells, label), reuse_table(cells, label), wave_table(cells, label)]
-    return decode_tables(cells, label) + [t for t in extra if t is not None]
+def cell_tables(cells, label: str | None = None) -> list[Table]:
+    rows = records(cells)
+    extra = [prefill_table(rows, label), reuse_table(rows, label), wave_table(rows, label)]
+    return decode_tables(rows, label) + [t for t in extra if t is not None]
 
 
 #: (title, metric, cell kind, format spec, scale) of the side-by-side figures of a comparison

@@ -26,14 +26,15 @@ def fsync_file(path: Path) -> None:
         os.fsync(f.fileno())
 
 
-def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> None:
+def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True, make_parent: bool = True) -> None:
     """Write to a temporary file beside `path`, then rename it over `path`: readers never see half a file.
 
     `durable` also fsyncs the file and its directory, so the write survives a power cut (the journal
     needs that; a rebuildable site page does not).
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if make_parent:
+        path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shlex
 import shutil
@@ -35,6 +36,14 @@ from .pages import (ESTIMATE_NOTE, LOG_LINES, cells_detail, cells_frame, charts,
                     status_reason, summarize_run)
 
 _HERE = Path(__file__).parent
+INDEX_PAGE = 100  # runs per page of the index
+CSV_TABLES = ("cells.parquet", "gates.parquet", "outputs.parquet")
+# A field named like a secret ("api_key":, "hf_token":) or a secret flag: only such files are parsed and scrubbed
+# by name ("max_tokens" is not one); every file is scrubbed by value.
+_SECRET_HINT = re.compile(rb'"[A-Za-z0-9_-]*(?:key|token|secret|passw(?:or)?d|credentials?|authorization|bearer)"\s*:'
+                          rb"|--[a-z-]*(?:key|token)\b", re.I)
+# libyaml when present: the candidate on every run page is dumped with it (the pure-Python dumper took 3 ms a run)
+_YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 TEMPLATES = _HERE / "templates"
 ASSETS = _HERE / "assets"
 STATE_FILE = ".servebook-site.json"
@@ -50,6 +59,7 @@ class SiteBuilder:
         self.reporter = reporter or Reporter(quiet=True)
         self.written: list[str] = []
         self.skipped = 0
+        self.scrubber = Scrubber.from_environment()  # once per build: it reads the whole environment
 
     @cached_property
     def env(self):
@@ -177,7 +187,7 @@ class SiteBuilder:
             run["environment"] = environment_table(s)
             run["claims"] = verification_table(s.get("verification"))
             run["memory"] = memory_table(s.get("memory"))
-            run["candidate_yaml"] = yaml.safe_dump(s["candidate"], sort_keys=False) if s["candidate"] else "-"
+            run["candidate_yaml"] = yaml.dump(s["candidate"], Dumper=_YAML_DUMPER, sort_keys=False) if s["candidate"] else "-"
             run["command"] = shlex.join(s["argv"]) if s["argv"] else "-"
             run["downloads"] = downloads
             run["notebook"] = notebook
@@ -189,7 +199,10 @@ class SiteBuilder:
         self._page(f"runs/{run_id}.html", [s["fingerprint"], links], render)
 
     def _downloads(self, s: dict) -> list[dict]:
-        """Copies of the raw files, plus a CSV of every parquet table, beside the run page."""
+        """Copies of the raw files beside the run page (hard links where the site and the journal share a file
+        system), plus a CSV of the small tables people open in a spreadsheet (cells, gates, outputs); the
+        per-request, per-chunk and per-scrape tables stay parquet only, as converting them was most of a site
+        build's time."""
         run_id = s["run_id"]
         source = self.journal.runs_dir / run_id
         target = self.out / "runs" / run_id / "data"
@@ -198,8 +211,10 @@ class SiteBuilder:
         for name in s["files"]:
             if name.endswith(".parquet"):
                 listing.append({"name": name, "href": f"{run_id}/data/{name}", "note": "parquet"})
-                listing.append({"name": name.replace(".parquet", ".csv"),
-                                "href": f"{run_id}/data/{name.replace('.parquet', '.csv')}", "note": "CSV of the same"})
+                if name in CSV_TABLES:
+                    listing.append({"name": name.replace(".parquet", ".csv"),
+                                    "href": f"{run_id}/data/{name.replace('.parquet', '.csv')}",
+                                    "note": "CSV of the same"})
             elif name in ("manifest.json", "launch.json", "engine.log"):
                 listing.append({"name": name, "href": f"{run_id}/data/{name}", "note": ""})
         if self.state["pages"].get(f"runs/{run_id}/data") == key and target.is_dir():
@@ -210,7 +225,9 @@ class SiteBuilder:
 
         for name in s["files"]:
             if name.endswith(".parquet"):
-                shutil.copyfile(source / name, target / name)
+                _link_or_copy(source / name, target / name)
+                if name not in CSV_TABLES:
+                    continue
                 table = pyarrow.parquet.read_table(source / name)
                 nested = [i for i, f in enumerate(table.schema) if pyarrow.types.is_list(f.type)]
                 for i in nested:  # CSV has no lists: token ids become one space-separated string
@@ -218,7 +235,7 @@ class SiteBuilder:
                     table = table.set_column(i, table.schema.field(i).name, pyarrow.array(strings, pyarrow.string()))
                 pyarrow.csv.write_csv(table, target / name.replace(".parquet", ".csv"))
             elif name in ("manifest.json", "launch.json", "engine.log"):
-                _write(target / name, _scrubbed(source / name))
+                _write(target / name, _scrubbed(source / name, self.scrubber))
         self.state["pages"][f"runs/{run_id}/data"] = key
         return listing
 
@@ -271,8 +288,14 @@ class SiteBuilder:
         counts: dict[str, int] = {}
         for r in rows:
             counts[r["status"]] = counts.get(r["status"], 0) + 1
-        self._page("index.html", [rows, links],
-                   lambda: self._render("index.html.j2", "", title="runs", runs=rows, counts=sorted(counts.items())))
+        # Every row for the page's script (filter, sort, pages); the first page also as HTML, so the newest runs
+        # show at once and without scripts, and ten thousand runs do not make ten thousand table rows.
+        self._page("assets/index-data.js", rows,
+                   lambda: "window.SERVEBOOK_INDEX = " + json.dumps(rows, default=str).replace("<", "\\u003c") + ";\n")
+        first = rows[:INDEX_PAGE]
+        self._page("index.html", [first, len(rows), counts, links],
+                   lambda: self._render("index.html.j2", "", title="runs", runs=first, total=len(rows),
+                                        page_size=INDEX_PAGE, counts=sorted(counts.items())))
 
     def _compare_page(self, summaries: list[dict], links: list) -> None:
         keep = ("cell_id", "kind", "concurrency", "target_prompt_tokens", "aggregate_tok_s", "per_request_tok_s",
@@ -310,11 +333,10 @@ class BuildReport:
                 f"{self.seconds:.1f}s -> {self.out / 'index.html'}")
 
 
-def _scrubbed(path: Path) -> bytes:
+def _scrubbed(path: Path, scrubber: Scrubber) -> bytes:
     """A journal file as published: a journal written before scrubbing (or by hand) still publishes no secret."""
-    scrubber = Scrubber.from_environment()
     data = path.read_bytes()
-    if path.suffix == ".json":
+    if path.suffix == ".json" and _SECRET_HINT.search(data):  # parsed only where a secret could be named
         try:
             data = (json.dumps(scrubber.json(json.loads(data)), indent=2) + "\n").encode()
         except ValueError:
@@ -322,9 +344,25 @@ def _scrubbed(path: Path) -> bytes:
     return scrubber.bytes(data)
 
 
+_MADE: set[Path] = set()
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    """A sealed run's files never change, so the site may share them with the journal rather than copy them."""
+    target.unlink(missing_ok=True)
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
+
+
 def _write(path: Path, text: str | bytes) -> None:
-    # Site pages are rebuilt from the journal at will, so they skip the journal's fsyncs.
-    atomic_write_bytes(path, text.encode() if isinstance(text, str) else text, durable=False)
+    # Site pages are rebuilt from the journal at will, so they skip the journal's fsyncs; the folders made are
+    # remembered, as asking the file system again for each of thousands of files was a tenth of a build.
+    if path.parent not in _MADE:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _MADE.add(path.parent)
+    atomic_write_bytes(path, text.encode() if isinstance(text, str) else text, durable=False, make_parent=False)
 
 
 def build_site(journal: Journal, out: str | Path, reporter: Reporter | None = None) -> BuildReport:

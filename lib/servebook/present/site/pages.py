@@ -38,11 +38,21 @@ def run_fingerprint(directory: Path) -> str:
     return content_hash(parts)
 
 
+def _cell_rows(path: Path) -> list[dict]:
+    """A run's cells as JSON-ready dicts (NaN as None), read with pyarrow: a pandas frame per run was the slowest
+    part of a site build."""
+    if not path.is_file():
+        return []
+    import pyarrow.parquet
+
+    rows = pyarrow.parquet.read_table(path).to_pylist()
+    return [{k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()} for row in rows]
+
+
 def summarize_run(record: RunRecord) -> dict:
     """Everything the pages need from one run, as JSON, so unchanged runs are never re-read."""
     identity, manifest = record.identity, record.manifest
-    cells = record.table("cells") if record.status == "completed" else None
-    cell_rows = [] if cells is None or cells.empty else json.loads(cells.to_json(orient="records"))
+    cell_rows = _cell_rows(record.dir / "cells.parquet") if record.status == "completed" else []
     verdicts = record.verdicts()
     latest = verdicts[-1] if verdicts else {}
     decode = [c for c in cell_rows if c.get("kind") == "decode" and c.get("valid")]
@@ -90,7 +100,7 @@ def summarize_run(record: RunRecord) -> dict:
         "prefill_value": mean([c["prefill_tok_s"] for c in prefill if c["target_prompt_tokens"] == top_p]),
         "prefill_at": top_p,
         "chunk_gaps": chunk_gap_histogram_data(record),
-        "reuse_turns": turn_ttft_data(record),
+        "reuse_turns": turn_ttft_data(record) if any(c.get("kind") == "reuse" for c in cell_rows) else [],
         "log_tail": record.log_tail(LOG_LINES),
         "files": sorted(p.name for p in record.dir.iterdir() if p.is_file() and not p.name.startswith(".")),
     }
@@ -107,9 +117,15 @@ def cells_frame(summaries: Iterable[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def cell_records(summaries: Iterable[dict]) -> list[dict]:
+    """Every cell of the runs as a plain dict labelled by candidate (what tables and charts take)."""
+    return [dict(cell, candidate=s["label"], run_id=s["run_id"], order=i)
+            for i, s in enumerate(summaries) for cell in s["cells"]]
+
+
 def charts(summaries: list[dict], prefix: str) -> list[dict]:
-    cells = cells_frame(summaries)
-    if cells.empty:
+    cells = cell_records(summaries)
+    if not cells:
         return []
     specs = figure_specs(cells, {s["label"]: s["chunk_gaps"] for s in summaries},
                          {f"{s['label']} {s['run_id'][-4:]}": s.get("reuse_turns") or [] for s in summaries})
@@ -118,7 +134,7 @@ def charts(summaries: list[dict], prefix: str) -> list[dict]:
 
 def sections(summaries: list[dict]) -> list[dict]:
     """The tables practitioners publish, per category and for cold prefill, with their definitions."""
-    cells = cells_frame(summaries)
+    cells = cell_records(summaries)
     label = "candidate" if len(summaries) > 1 else None
     out = []
     decode = decode_tables(cells, label)
