@@ -43,12 +43,16 @@ def test_every_status_is_rendered_and_marked(journal, tmp_path):
 
 
 def test_downloads_include_parquet_and_csv(journal, tmp_path):
+    import pandas as pd
+
     build_site(journal, tmp_path / "site")
-    run = journal.runs()[0]
+    run = next(r for r in journal.runs() if r.status == "completed")
     data = tmp_path / "site" / "runs" / run.run_id / "data"
-    assert (data / "requests.parquet").is_file()
-    csv = (data / "requests.csv").read_text().splitlines()
-    assert csv[0].startswith('"request_id"') and len(csv) == 51
+    # every raw table as parquet, identical to the journal's; the small ones also as CSV
+    pd.testing.assert_frame_equal(pd.read_parquet(data / "requests.parquet"), run.table("requests"))
+    assert not (data / "requests.csv").exists()
+    csv = (data / "cells.csv").read_text().splitlines()
+    assert csv[0].startswith('"cell_id"') and len(csv) == len(run.table("cells")) + 1
 
 
 def test_journal_strings_are_escaped(tmp_path):
