@@ -45,10 +45,12 @@ unit: setup
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest -q tests/unit
 
-bench: engine
+bench: engine browser
 	$(BIN)/python benchmarks/decode_rate_vs_server.py
 	$(BIN)/python benchmarks/sweep_overhead.py
-	$(BIN)/python benchmarks/site_build.py
+	$(BIN)/python benchmarks/sweep_parallel.py
+	$(BIN)/python benchmarks/journal_ls.py
+	$(BIN)/python benchmarks/site_build.py --runs 1000
 
 clean:
 	rm -rf $(VENV) site .pytest_cache
