@@ -138,7 +138,8 @@ class _Kernel:
             self.discard()
             km = None
         if km is None:
-            km = AsyncKernelManager(kernel_name=self.name)
+            # Longer than a run takes to stop its engine (10 s), so a kernel asked to stop after Ctrl-C finishes that.
+            km = AsyncKernelManager(kernel_name=self.name, shutdown_wait_time=20.0)
             self._local.km, self._local.used = km, 0
             with self._lock:
                 self._all.append(km)
@@ -201,13 +202,18 @@ def _register_kept_kernel_engine() -> None:
 
 
 def _shutdown(km) -> None:
+    """Ask the kernel to stop, as papermill does with its own: a cell still running (a run stopping its engine
+    after Ctrl-C) gets the kernel's grace period to finish; a kernel that does not stop is killed."""
     from jupyter_core.utils import run_sync
 
+    process = getattr(getattr(km, "provisioner", None), "process", None)
     try:
         if km.has_kernel:
-            run_sync(km.shutdown_kernel)(now=True)
-    except Exception:  # noqa: BLE001 - a kernel that is already gone needs no shutdown
+            run_sync(km.shutdown_kernel)(now=False)
+    except BaseException:  # noqa: BLE001 - a kernel that is already gone needs no shutdown
         pass
+    if process is not None and process.poll() is None:
+        process.kill()
 
 
 def _need(entry: StudyEntry) -> int:

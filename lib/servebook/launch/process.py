@@ -45,7 +45,9 @@ def ensure_port_free(host: str, port: int) -> None:
 def _die_with_parent() -> None:
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        # PR_SET_PDEATHSIG. SIGKILL, not SIGTERM: an engine asked to stop may take its time or hang (llama-server
+        # was seen ignoring SIGTERM for minutes), and one whose parent died must not outlive it.
+        libc.prctl(1, signal.SIGKILL)
     except OSError:
         pass
 
