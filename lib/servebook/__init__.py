@@ -10,6 +10,7 @@ The notebook user's public face::
     sb.sweep(study, sb.Journal("journal"))  # one papermill execution per candidate
     sb.judge(study, sb.Journal("journal"))  # verdicts with reasons
     sb.compare(study_path="data/studies/tiny-demo.yaml")
+    sb.size_model("random:1b", gpu_gib=141, context_length=32768)  # memory arithmetic, replicas vs TP
 
 Names are imported on first use, so `import servebook` stays light.
 """
@@ -30,7 +31,8 @@ _PUBLIC = {
     "judge": "verdicts", "Verdict": "verdicts", "noise_floor": "verdicts",
     "sweep": "sweeps", "dry_run": "sweeps",
     "build_site": "present", "report": "present", "RunReport": "present", "RunComparison": "present",
-    "StudyView": "present", "VerdictsView": "present", "figures": "present",
+    "StudyView": "present", "VerdictsView": "present", "figures": "present", "size_model": "present",
+    "MemoryView": "present",
     "qualify": "notebook", "compare": "notebook", "show": "notebook",
 }
 
@@ -54,7 +56,8 @@ if TYPE_CHECKING:  # what static tools and editors see
     from .config import Candidate, InputError, Plan, Study, VerdictRules, load_candidate, load_plan, load_study
     from .journal import Journal, Manifest, RunRecord
     from .notebook import compare, qualify, show
-    from .present import RunComparison, RunReport, StudyView, VerdictsView, build_site, figures, report
+    from .present import (MemoryView, RunComparison, RunReport, StudyView, VerdictsView, build_site, figures,
+                          report, size_model)
     from .run import run_candidate
     from .sweeps import dry_run, sweep
     from .verdicts import Verdict, judge, noise_floor

@@ -47,3 +47,21 @@ def test_the_arithmetic_is_checked_against_llamacpp_s_logged_kv_buffer():
     wrong = ModelShape("tiny", layers=4, attention_layers=4, kv_heads=4, head_dim=64, weight_bytes=84091904)
     assert not check_against_engine(wrong, logged.cells, logged.bytes, "f16").agrees
     assert get_engine("sglang").logged_kv_cache(LOAD_LOG) is None
+
+
+def test_size_model_reads_a_config_and_refuses_what_it_cannot_read(tmp_path):
+    import json
+
+    import servebook as sb
+    from servebook.config.errors import InputError
+
+    (tmp_path / "llama").mkdir()
+    (tmp_path / "llama" / "config.json").write_text(json.dumps(LLAMA_31_8B))
+    view = sb.size_model(str(tmp_path / "llama"), gpu_gib=141, gpus=8, context_length=32768, kv_dtype="fp8")
+    assert [f.tensor_parallel for f in view.fits] == [1, 2, 4, 8]
+    assert "65,536 bytes per token (fp8)" in " ".join(str(view).split())
+    with pytest.raises(InputError, match="not found"):
+        sb.size_model(str(tmp_path / "missing.gguf"))
+    (tmp_path / "broken.json").write_text("{}")
+    with pytest.raises(InputError, match="cannot read its shape"):
+        sb.size_model(str(tmp_path / "broken.json"))
