@@ -45,6 +45,7 @@ class DryRunEntry:
 
 def dry_run(study: Study) -> list[DryRunEntry]:
     """Every step and command of the study, without building, generating, probing or launching anything."""
+    from .engines.random_models import model_file_name
     from .launch.compose import render
     from .launch.preflight import describe
 
@@ -52,8 +53,8 @@ def dry_run(study: Study) -> list[DryRunEntry]:
     for entry in study.expand():
         candidate = entry.candidate
         adapter = get_engine(candidate.engine)
-        model = _display_path(candidate.model.path or candidate.model.id)
-        draft = _display_path(candidate.knobs.drafter.model)
+        model = model_file_name(candidate.model.path or candidate.model.id)
+        draft = model_file_name(candidate.knobs.drafter.model)
         steps = describe(candidate)
         if candidate.launch.mode == "compose":
             plan = render(candidate, adapter, model_path=model, draft_path=draft,
@@ -70,17 +71,6 @@ def dry_run(study: Study) -> list[DryRunEntry]:
         argv = ["<port: free>" if a == "0" and i and argv[i - 1] == "--port" else a for i, a in enumerate(argv)]
         out.append(DryRunEntry(entry, steps, redact_argv(argv)))
     return out
-
-
-def _display_path(value: str | None) -> str | None:
-    """Where a tiny: or random: model will live, without generating it."""
-    from .engines.random_models import generated_path
-
-    try:
-        found = generated_path(value) if value else None
-    except KeyError:
-        return value
-    return str(found) if found is not None else value
 
 
 class _ProgressStream:

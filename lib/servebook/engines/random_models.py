@@ -216,6 +216,16 @@ def generated_path(value: str) -> Path | None:
     return find_custom(value[len(RANDOM_PREFIX):]) if value.startswith(RANDOM_PREFIX) else None
 
 
+def model_file_name(value: str | None) -> str | None:
+    """A model reference as the file it names: tiny:NAME and random:NAME as the path they are (or will be)
+    written to, without writing them; anything else (a path, a hub id, an unknown name) as given."""
+    try:
+        found = generated_path(value) if value else None
+    except KeyError:
+        return value
+    return str(found) if found is not None else value
+
+
 def ensure_generated(value: str, reporter: Reporter | None = None) -> Path | None:
     """The file of a `tiny:` or `random:` model, written first if missing; None for a plain path."""
     spec = generated_spec(value)

@@ -435,7 +435,8 @@ class Journal(Renderable):
             pass  # absent, unreadable or from an older servebook: rebuilt from the manifests
         by_id = dict(zip(known["run_id"], known["stamp"])) if len(known) else {}
         fresh = [run_id for run_id, stamp in stamps.items() if not stamp or by_id.get(run_id) != stamp]
-        unchanged = known[known["run_id"].isin([r for r in stamps if r not in set(fresh)])]
+        fresh_ids = set(fresh)
+        unchanged = known[known["run_id"].isin([r for r in stamps if r not in fresh_ids])]
         rows = [{**self._row(self.run(run_id)), "stamp": stamps[run_id]} for run_id in sorted(fresh)]
         frame = pd.concat([unchanged, pd.DataFrame(rows, columns=INDEX_COLUMNS + ["stamp"])], ignore_index=True) \
             if rows else unchanged.reset_index(drop=True)

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 from ..config.candidate import Candidate
 from ..config.errors import InputError
 from ..engines import EngineAdapter
+from ..engines.random_models import model_file_name
 
 VERIFIED = "verified"
 NOT_VERIFIED = "claimed, not verified"
@@ -161,17 +162,6 @@ def wait_until_answering(adapter: EngineAdapter, base_url: str, headers: dict, t
         time.sleep(0.5)
 
 
-def _model_file(value: str | None) -> str | None:
-    """tiny:NAME and random:NAME as the file name they are written to (without writing them)."""
-    from ..engines.random_models import generated_path
-
-    try:
-        found = generated_path(value) if value else None
-    except KeyError:
-        return value
-    return str(found) if found is not None else value
-
-
 def verify_attached(candidate: Candidate, adapter: EngineAdapter, base_url: str, headers: dict,
                     model_file: str | None) -> tuple[str | None, dict]:
     """The model to measure and the verification record, or InputError when the server contradicts the candidate
@@ -180,7 +170,7 @@ def verify_attached(candidate: Candidate, adapter: EngineAdapter, base_url: str,
     wait_until_answering(adapter, base_url, headers, candidate.launch.ready_timeout_s)
     report = read_self_report(adapter, base_url, headers)
     model = select_model(report, candidate.model.served_name, base_url)
-    found, wrong = verify_claims(candidate, report, _model_file(model_file))
+    found, wrong = verify_claims(candidate, report, model_file_name(model_file))
     if wrong:
         raise InputError(f"attach {base_url}: the server is not the candidate it claims to be: " + "; ".join(wrong))
     return model, {"claims": found, "reported": report.record}

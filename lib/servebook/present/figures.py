@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ..journal.store import RunRecord
+from .tables import number, records
 
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"]
 _LAYOUT = {
@@ -51,13 +52,13 @@ def _points(group: list[dict], x: str, y: str, scale: float) -> dict:
 
     at_x: dict[float, list[dict]] = {}
     for row in group:
-        value = _number(row.get(x))
+        value = number(row.get(x))
         if value is not None:
             at_x.setdefault(value, []).append(row)
     xs, ys, plus, minus, runs, bad = [], [], [], [], [], []
     for value in sorted(at_x):
         rows = at_x[value]
-        figures = [v * scale for v in (_number(r.get(y)) for r in rows) if v is not None]
+        figures = [v * scale for v in (number(r.get(y)) for r in rows) if v is not None]
         if not figures:
             continue
         estimate = Estimate.of(figures)
@@ -70,26 +71,12 @@ def _points(group: list[dict], x: str, y: str, scale: float) -> dict:
     return {"x": xs, "y": ys, "plus": plus, "minus": minus, "runs": runs, "bad": bad}
 
 
-def _number(value) -> float | None:
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if value != value else value
-
-
-def _records(cells) -> list[dict]:
-    if isinstance(cells, pd.DataFrame):
-        return [] if cells.empty else cells.to_dict("records")
-    return list(cells)
-
-
 def _line_spec(cells, x: str, y: str, title: str, x_title: str, y_title: str, kind: str,
                scale: float = 1.0, split_category: bool = True) -> dict:
     """One line per candidate, the mean over its runs with a 95% interval; decode categories side by side
     (one panel each), so ten candidates stay ten lines per panel. `cells`: a frame or its records."""
     traces = []
-    subset = [c for c in _records(cells) if c.get("kind") == kind]
+    subset = [c for c in records(cells) if c.get("kind") == kind]
     categories = list(dict.fromkeys(c.get("category") for c in subset)) if split_category and kind == "decode" \
         and subset else [None]
     colors: dict[str, str] = {}
@@ -273,7 +260,7 @@ def figure_specs(cells, gap_histograms: dict[str, dict],
                  turns: dict[str, list[dict]] | None = None) -> list[dict]:
     """Every chart of a set of runs, as figure dicts (what the site embeds); the reuse and wave charts only where
     the plan measured them."""
-    cells = _records(cells)  # once, for every chart
+    cells = records(cells)  # once, for every chart
     specs = [aggregate_vs_concurrency_spec(cells), per_request_vs_concurrency_spec(cells),
              ttft_vs_concurrency_spec(cells), prefill_vs_prompt_size_spec(cells)]
     if any(c.get("kind") == "wave" for c in cells):

@@ -344,9 +344,6 @@ def _scrubbed(path: Path, scrubber: Scrubber) -> bytes:
     return scrubber.bytes(data)
 
 
-_MADE: set[Path] = set()
-
-
 def _link_or_copy(source: Path, target: Path) -> None:
     """A sealed run's files never change, so the site may share them with the journal rather than copy them."""
     target.unlink(missing_ok=True)
@@ -357,12 +354,15 @@ def _link_or_copy(source: Path, target: Path) -> None:
 
 
 def _write(path: Path, text: str | bytes) -> None:
-    # Site pages are rebuilt from the journal at will, so they skip the journal's fsyncs; the folders made are
-    # remembered, as asking the file system again for each of thousands of files was a tenth of a build.
-    if path.parent not in _MADE:
+    # Site pages are rebuilt from the journal at will, so they skip the journal's fsyncs. The folder is made only
+    # when the write finds it missing: asking the file system first, for each of thousands of files, was a tenth
+    # of a build.
+    data = text.encode() if isinstance(text, str) else text
+    try:
+        atomic_write_bytes(path, data, durable=False, make_parent=False)
+    except FileNotFoundError:
         path.parent.mkdir(parents=True, exist_ok=True)
-        _MADE.add(path.parent)
-    atomic_write_bytes(path, text.encode() if isinstance(text, str) else text, durable=False, make_parent=False)
+        atomic_write_bytes(path, data, durable=False, make_parent=False)
 
 
 def build_site(journal: Journal, out: str | Path, reporter: Reporter | None = None) -> BuildReport:
