@@ -10,18 +10,17 @@ cluster with KubeRay; on Slurm, with Ray's own `ray start` in the job script (se
 from __future__ import annotations
 
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .config.errors import InputError
 from .config.study import Study, StudyEntry
-from .engines import get_engine
-from .journal.store import Journal
-from .sweeps import QUALIFY_NOTEBOOK, SweepResult, _Kernel, _need, _run_entry
+from .journal import Journal
+from .sweeps import QUALIFY_NOTEBOOK, PapermillRunner, SweepResult, check_study_fits, gpus_needed, run_pending
+from .util.errors import InputError
 from .util.progress import Reporter
 
 
-def _run_on_worker(study: dict, entry_name: str, journal: str, kernel: dict) -> dict:
+def _run_on_worker(study: dict[str, Any], entry_name: str, journal: str, kernel: dict[str, Any]) -> dict[str, Any]:
     """Inside the Ray task: the candidate's notebook on the GPUs Ray gave this task."""
     import ray
 
@@ -29,8 +28,39 @@ def _run_on_worker(study: dict, entry_name: str, journal: str, kernel: dict) -> 
     entry = next(e for e in loaded.expand() if e.name == entry_name)
     gpus = [int(g) for g in ray.get_gpu_ids()] or None
     # One candidate per task: papermill owns its kernel (a kernel kept in a Ray worker would outlive the sweep).
-    result = _run_entry(loaded, entry, Journal(journal), _Kernel(**kernel, reuse=False), Reporter(quiet=True), gpus)
-    return asdict(result)
+    runner = PapermillRunner(**kernel, reuse=False)
+    return asdict(runner.run(loaded, entry, Journal(journal), Reporter(quiet=True), gpus))
+
+
+@dataclass
+class RayRunner:
+    """A runner whose runs are Ray tasks: `run` submits one and waits for it, so a sweep's worker threads keep
+    as many tasks in flight as it has workers, and Ray starts each where its GPUs are free."""
+
+    kernel: dict[str, Any]
+    _remote: Any = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        import ray
+
+        self._remote = ray.remote(_run_on_worker)  # once, before worker threads share it
+
+    def run(self, study: Study, entry: StudyEntry, journal: Journal, reporter: Reporter,
+            gpus: list[int] | None = None) -> SweepResult:
+        import ray
+
+        task = self._remote.options(num_gpus=gpus_needed(entry), num_cpus=1).remote(
+            study.model_dump(mode="json"), entry.name, journal.location, self.kernel)
+        try:
+            result = SweepResult(**ray.get(task))
+        except Exception as error:  # noqa: BLE001 - a lost worker is one failed entry, not a lost sweep
+            result = SweepResult(entry.name, entry.candidate.id, None, "error", 0.0,
+                                 f"{type(error).__name__}: {error}"[:600])
+        reporter.log(f"candidate {result.name}: {result.status}" + (f" ({result.message})" if result.message else ""))
+        return result
+
+    def close(self) -> None:
+        return None
 
 
 def sweep_on_ray(study: Study, journal: Journal, *, address: str | None = "auto", reporter: Reporter | None = None,
@@ -48,43 +78,18 @@ def sweep_on_ray(study: Study, journal: Journal, *, address: str | None = "auto"
     reporter = reporter or Reporter()
     journal.ensure_writable()
     entries = study.expand()
-    for entry in entries:
-        get_engine(entry.candidate.engine).check_plan_fits(entry.candidate, study.plan)
+    check_study_fits(study, entries)
     if not ray.is_initialized():
         ray.init(address=address, **(init or {}), log_to_driver=False)
-    statuses = ("completed", "failed") if not retry_failed else ("completed",)
-    kernel = {"notebook": QUALIFY_NOTEBOOK, "name": kernel_name, "start_timeout": start_timeout,
-              "execution_timeout": execution_timeout}
-    remote = ray.remote(_run_on_worker)
-    results: list[SweepResult] = []
-    pending: dict[Any, StudyEntry] = {}
-    for repeat in range(study.repeats):  # submitted interleaved; Ray starts them as GPUs free up
-        for entry in entries:
-            found = journal.find_all(entry.candidate.id, study.plan.id, statuses=statuses)
-            if len(found) > repeat or any(r.status == "failed" for r in found):
-                results.append(SweepResult(entry.name, entry.candidate.id, None, "skipped", 0.0, "recorded"))
-                continue
-            task = remote.options(num_gpus=_need(entry), num_cpus=1).remote(
-                study.model_dump(mode="json"), entry.name, journal.location, kernel)
-            pending[task] = entry
-    reporter.log(f"ray: {len(pending)} runs submitted to {ray.get_runtime_context().gcs_address}")
+    runner = RayRunner({"notebook": QUALIFY_NOTEBOOK, "kernel_name": kernel_name, "start_timeout": start_timeout,
+                        "execution_timeout": execution_timeout})
+    reporter.log(f"ray: runs go to {ray.get_runtime_context().gcs_address}")
     started = time.monotonic()
-    with reporter.task(f"sweep {study.name} on Ray", total=len(pending)) as progress:
-        waiting = list(pending)
-        while waiting:
-            done, waiting = ray.wait(waiting, num_returns=1)
-            for ref in done:
-                try:
-                    result = SweepResult(**ray.get(ref))
-                except Exception as error:  # noqa: BLE001 - a lost worker is one failed entry, not a lost sweep
-                    entry = pending[ref]
-                    result = SweepResult(entry.name, entry.candidate.id, None, "error", 0.0,
-                                         f"{type(error).__name__}: {error}"[:600])
-                reporter.log(f"candidate {result.name}: {result.status}" +
-                             (f" ({result.message})" if result.message else ""))
-                results.append(result)
-                progress.advance()
-    reporter.log(f"ray: {len(pending)} runs in {time.monotonic() - started:.1f} s")
+    # Every pending run in flight at once (bounded): Ray queues them until GPUs are free.
+    workers = max(1, min(64, len(entries) * study.repeats))
+    results = run_pending(study, entries, journal, runner, reporter, retry_failed, workers=workers,
+                          title=f"sweep {study.name} on Ray")
+    reporter.log(f"ray: {sum(r.status != 'skipped' for r in results)} runs in {time.monotonic() - started:.1f} s")
     journal.pull()  # what workers on other hosts sealed in a remote journal
     journal.index()
     return results

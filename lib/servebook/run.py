@@ -2,7 +2,8 @@
 
 A server that never becomes ready, or dies, yields a sealed `failed` run with its classified
 cause and log tail and no summary numbers. Ctrl-C stops the engine and leaves the run
-unsealed, so the journal shows it as incomplete. The engine is always stopped before the run
+unsealed, so the journal shows it as incomplete. Faults are raised where they happen and caught once,
+here, where the run is sealed. The engine is always stopped before the run
 is sealed, so nothing under a sealed run (its engine.log included) changes afterwards.
 """
 
@@ -13,24 +14,33 @@ import concurrent.futures
 import os
 import sys
 import time
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import openai
 
 from .config.candidate import Candidate
-from .config.errors import InputError
 from .config.plan import Plan
-from .engines import EngineAdapter, FailureCause, get_engine
+from .config.secrets import Scrubber, redact_argv, redact_env
+from .engines import EngineAdapter, get_engine
+from .journal import Journal, RunRecord, RunWriter, utc_now
 from .journal.manifest import EngineInfo, Environment, Failure, Manifest, RunIdentity, Summary
-from .journal.store import Journal, RunRecord, RunWriter, utc_now
 from .launch.environment import fingerprint
 from .launch.preflight import ResolvedPaths, preflight
-from .launch.process import AttachedEngine, EngineFailed, EngineProcess, free_port
-from .launch.verify import read_self_report, select_model, verify_attached, verify_claims
-from .config.secrets import Scrubber, redact_argv, redact_env
+from .launch.process import AttachedEngine, Engine, EngineProcess, free_port
+from .launch.verify import check_tokenizer, read_self_report, select_model, verify_attached, verify_claims
+from .measure.endpoint import Endpoint
 from .measure.equivalence import compare_outputs
 from .measure.gates import gate_summary
-from .measure.loop import MeasurementLog, WarmupFailed, inactive_drafter, measure_plan
-from .util.files import tail_of
+from .measure.log import MeasurementLog
+from .measure.loop import inactive_drafter, measure_plan
+from .util.errors import EngineFailed, InputError
 from .util.progress import Reporter
+
+if TYPE_CHECKING:
+    from .launch.compose import ComposePlan
 
 
 def _summary(log: MeasurementLog) -> Summary:
@@ -40,6 +50,7 @@ def _summary(log: MeasurementLog) -> Summary:
         cells=len(cell_rows),
         valid_cells=len(valid),
         invalid_cells={c["cell_id"]: c["invalid_reasons"] for c in cell_rows if not c["valid"]},
+        invalid_codes={c["cell_id"]: c["invalid_codes"].split(",") for c in cell_rows if not c["valid"]},
         reconciled_cells=sum(1 for c in cell_rows if c["reconciliation"] == "ok"),
         decode_aggregate_tok_s={c["cell_id"]: c["aggregate_tok_s"] for c in valid if c["kind"] == "decode"},
         prefill_tok_s={c["cell_id"]: c["prefill_tok_s"] for c in valid if c["kind"] == "prefill"},
@@ -48,7 +59,7 @@ def _summary(log: MeasurementLog) -> Summary:
     )
 
 
-def _run_async(make_coroutine) -> None:
+def _run_async(make_coroutine: Callable[[], Coroutine[Any, Any, None]]) -> None:
     """asyncio.run, also from inside a Jupyter kernel, whose thread already runs an event loop."""
     try:
         asyncio.get_running_loop()
@@ -70,7 +81,7 @@ def _api_key(candidate: Candidate) -> str | None:
     return value
 
 
-def _server_info(adapter: EngineAdapter, base_url: str, api_key: str | None) -> dict | None:
+def _server_info(adapter: EngineAdapter, base_url: str, api_key: str | None) -> dict[str, Any] | None:
     """What the engine says about itself (version, server args), from the first info path that answers."""
     import httpx
 
@@ -95,7 +106,7 @@ class _Target:
 
     argv: list[str]
     base_url: str
-    compose_plan: object | None = None
+    compose_plan: ComposePlan | None = None
 
 
 def _target(candidate: Candidate, adapter: EngineAdapter, paths: ResolvedPaths, api_key: str | None) -> _Target:
@@ -109,7 +120,9 @@ def _target(candidate: Candidate, adapter: EngineAdapter, paths: ResolvedPaths, 
         plan = render(candidate, adapter, model_path=paths.model_path, draft_path=paths.draft_path, first_port=port)
         return _Target(["docker", "compose", "-p", plan.project, "up"], f"http://127.0.0.1:{plan.host_ports[0]}",
                        plan)
-    argv = adapter.argv(candidate, port=port, model_path=paths.model_path, draft_path=paths.draft_path)
+    binary = None if launch.simulator else paths.engine_binary
+    argv = adapter.argv(candidate, port=port, model_path=paths.model_path, draft_path=paths.draft_path,
+                        binary=binary, backend=paths.backend)
     if api_key and adapter.api_key_flag:
         argv += [adapter.api_key_flag, api_key]  # launch.json and the manifest get the redacted argv
     if launch.simulator:
@@ -131,15 +144,16 @@ def _environment(candidate: Candidate, adapter: EngineAdapter, paths: ResolvedPa
     return Environment.model_validate(data)
 
 
-def _engine(candidate: Candidate, adapter: EngineAdapter, target: _Target, writer: RunWriter):
+def _engine(candidate: Candidate, adapter: EngineAdapter, target: _Target, writer: RunWriter) -> Engine:
     launch = candidate.launch
     if launch.mode == "attach":
         return AttachedEngine(target.base_url, adapter, writer.engine_log)
     if launch.mode == "compose":
         from .launch.compose import ComposeEngine
 
+        assert target.compose_plan is not None
         writer.write_json("compose.json", target.compose_plan.document)
-        return ComposeEngine(target.compose_plan, adapter, writer.dir / "compose.yaml", writer.engine_log)
+        return ComposeEngine(target.compose_plan, adapter, writer.path("compose.yaml"), writer.engine_log)
     return EngineProcess(target.argv, adapter, target.base_url, writer.engine_log, env=launch.env)
 
 
@@ -157,10 +171,18 @@ def _write_raw(writer: RunWriter, log: MeasurementLog) -> None:
         writer.write_table("cells", log.cell_rows())
 
 
-def _measure(engine, candidate: Candidate, adapter: EngineAdapter, plan: Plan, writer: RunWriter,
-             log: MeasurementLog, engine_info: EngineInfo, reporter: Reporter,
-             api_key: str | None = None) -> tuple[EngineFailed, str] | None:
-    """Measure the ready engine; the failure and its stage when the engine did not serve the plan."""
+def _endpoint(candidate: Candidate, adapter: EngineAdapter, engine_info: EngineInfo, writer: RunWriter,
+              api_key: str | None) -> Endpoint:
+    """The engine as the measurement sees it, fixed now that it answers."""
+    return Endpoint(engine_info.base_url or "", adapter, model=engine_info.served_model,
+                    api_key=api_key or "servebook", slots=_slots(candidate, engine_info),
+                    engine_pid=engine_info.pid if candidate.launch.mode == "local" else None,
+                    engine_log=writer.engine_log, request_extras=candidate.request_extras)
+
+
+def _measure(engine: Engine, endpoint: Endpoint, candidate: Candidate, plan: Plan, writer: RunWriter,
+             log: MeasurementLog, engine_info: EngineInfo, reporter: Reporter) -> None:
+    """Measure the ready engine; EngineFailed when it did not serve the plan."""
 
     def alive_check() -> None:
         if engine.wait_exit(2.0):  # a dying engine needs a moment to be reaped
@@ -168,42 +190,32 @@ def _measure(engine, candidate: Candidate, adapter: EngineAdapter, plan: Plan, w
 
     started = time.monotonic()
     try:
-        _run_async(lambda: measure_plan(engine_info.base_url, adapter, plan, log, tag=writer.run_id,
-                                        alive_check=alive_check, engine_log=writer.engine_log,
-                                        request_extras=candidate.request_extras, reporter=reporter,
-                                        model=engine_info.served_model,
-                                        engine_pid=engine_info.pid if candidate.launch.mode == "local" else None,
-                                        on_cell=lambda: _write_raw(writer, log), api_key=api_key,
-                                        slots=_slots(candidate, engine_info)))
-    except EngineFailed as error:
-        return error, "measure"
-    except WarmupFailed as error:
-        cause = FailureCause("warmup_failed", f"the first request failed: {error}")
-        return EngineFailed(cause, tail_of(writer.engine_log), None), "warmup"
-    except RuntimeError as error:
-        if engine.exit_code() is not None:
-            return engine.failure(), "measure"
-        raise RuntimeError(f"run {writer.run_id}: {error}") from error
+        _run_async(lambda: measure_plan(endpoint, plan, log, tag=writer.run_id, alive_check=alive_check,
+                                        reporter=reporter, on_cell=lambda: _write_raw(writer, log)))
+    except (OSError, httpx.HTTPError, openai.OpenAIError):
+        if engine.exit_code() is not None:  # the engine's death explains a lost connection
+            raise engine.failure().at("measure") from None
+        raise
     engine_info.measure_s = round(time.monotonic() - started, 3)
     if engine.exit_code() is not None:
-        return engine.failure(), "measure"
-    inactive = inactive_drafter(candidate.knobs.drafter.kind, adapter, log, writer.engine_log)
-    return (inactive, "measure") if inactive is not None else None
+        raise engine.failure().at("measure")
+    inactive_drafter(candidate.knobs.drafter.kind, endpoint.adapter, log, writer.engine_log)
 
 
-def _select_model(candidate, adapter, engine_info, api_key: str | None) -> EngineFailed | None:
+def _select_model(candidate: Candidate, adapter: EngineAdapter, engine_info: EngineInfo,
+                  api_key: str | None) -> None:
     """Which of the endpoint's models to measure, and what the engine reports of the candidate's settings;
     a launched engine that does not serve the named model is a failed load (attach refused this earlier)."""
     if engine_info.served_model is not None:
-        return None
-    report = read_self_report(adapter, engine_info.base_url, _auth_headers(api_key))
+        return
+    base_url = engine_info.base_url or ""
+    report = read_self_report(adapter, base_url, _auth_headers(api_key))
     claims, _ = verify_claims(candidate, report, _model_file(engine_info.argv))
     engine_info.verification = {"claims": claims, "reported": report.record}
     try:
-        engine_info.served_model = select_model(report, candidate.model.served_name, engine_info.base_url)
+        engine_info.served_model = select_model(report, candidate.model.served_name, base_url)
     except InputError as error:
-        return EngineFailed(FailureCause("model_not_served", str(error)), "", None)
-    return None
+        raise EngineFailed("model_not_served", str(error), stage="launch") from None
 
 
 def _model_file(argv: list[str]) -> str | None:
@@ -211,7 +223,7 @@ def _model_file(argv: list[str]) -> str | None:
     return next((argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("-m", "--model")), None)
 
 
-def _memory_check(candidate, adapter, engine_info, writer) -> dict | None:
+def _memory_check(adapter: EngineAdapter, engine_info: EngineInfo, writer: RunWriter) -> dict[str, Any] | None:
     """The model's KV arithmetic against the KV cache the engine logged when it loaded (llama.cpp's log says)."""
     from .engines.sizing import ModelShape, check_against_engine
 
@@ -237,35 +249,60 @@ def _slots(candidate: Candidate, engine_info: EngineInfo) -> int | None:
     return int(value) if value else None
 
 
-def _auth_headers(api_key: str | None) -> dict:
+def _auth_headers(api_key: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
 
-def _launch_and_measure(engine, candidate, adapter, plan, writer, log, engine_info, environment,
-                        reporter, api_key: str | None = None) -> tuple[EngineFailed, str] | None:
-    """Start the engine, wait for it, record what it says about itself, measure; always stop it."""
+def _launch_and_measure(engine: Engine, candidate: Candidate, plan: Plan, writer: RunWriter, log: MeasurementLog,
+                        engine_info: EngineInfo, environment: Environment, reporter: Reporter,
+                        api_key: str | None) -> None:
+    """Start the engine, wait for it, record what it says about itself, measure; always stop it.
+    EngineFailed (with its stage) when the engine did not come up or did not serve the plan."""
+    adapter = get_engine(candidate.engine)
     try:
         engine.start()
         engine_info.pid = engine.pid
         with reporter.task(f"start {candidate.engine} and wait for readiness") as task:
             try:
-                engine_info.ready_s = round(engine.wait_ready(candidate.launch.ready_timeout_s,
-                                                              on_poll=lambda s: task.update(s)), 3)
+                ready_s = engine.wait_ready(candidate.launch.ready_timeout_s, on_poll=lambda s: task.update(s))
             except EngineFailed as error:
-                return error, "launch"
-        engine_info.memory = _memory_check(candidate, adapter, engine_info, writer)
-        unserved = _select_model(candidate, adapter, engine_info, api_key)
-        if unserved is not None:
-            return unserved, "launch"
-        info = _server_info(adapter, engine_info.base_url, api_key)
-        if info:
-            writer.write_json("server_info.json", info)
-            version = info.get("version") or (info.get("build_info") if isinstance(info.get("build_info"), str) else None)
-            if version and not environment.engine_version:
-                environment.engine_version = str(version)
-        return _measure(engine, candidate, adapter, plan, writer, log, engine_info, reporter, api_key)
+                raise error.at("launch")
+        engine_info.ready_s = round(ready_s, 3)
+        engine_info.memory = _memory_check(adapter, engine_info, writer)
+        _select_model(candidate, adapter, engine_info, api_key)
+        _record_server_info(adapter, engine_info, environment, writer, api_key)
+        # A launched server whose tokenizer servebook cannot know beforehand (a command template) is asked now.
+        check_tokenizer(adapter, engine_info.base_url or "", _auth_headers(api_key), engine_info.served_model,
+                        plan.needs_tokenizer if candidate.launch.mode != "attach" else [])
+        endpoint = _endpoint(candidate, adapter, engine_info, writer, api_key)
+        _measure(engine, endpoint, candidate, plan, writer, log, engine_info, reporter)
     finally:
         engine.stop()
+
+
+def _record_server_info(adapter: EngineAdapter, engine_info: EngineInfo, environment: Environment,
+                        writer: RunWriter, api_key: str | None) -> None:
+    info = _server_info(adapter, engine_info.base_url or "", api_key)
+    if not info:
+        return
+    writer.write_json("server_info.json", info)
+    build = info.get("build_info")
+    version = info.get("version") or (build if isinstance(build, str) else None)
+    if version and not environment.engine_version:
+        environment.engine_version = str(version)
+
+
+def _start(candidate: Candidate, plan: Plan, journal: Journal, paths: ResolvedPaths, target: _Target,
+           extra_manifest: dict[str, Any] | None, run_id: str | None) -> tuple[RunWriter, RunIdentity]:
+    """The run's directory and its launch record: from here on the journal shows the run (incomplete until sealed)."""
+    writer = journal.start_run(candidate.id, run_id, Scrubber.from_environment(candidate.launch.api_key_env))
+    identity = RunIdentity.model_validate({
+        "candidate_id": candidate.id, "candidate_label": candidate.label,
+        "candidate": candidate.model_dump(mode="json"), "plan_id": plan.id, "plan": plan.model_dump(mode="json"),
+        "started_at": utc_now(), **(extra_manifest or {})})
+    writer.write_launch({**identity.model_dump(mode="json"), "argv": redact_argv(target.argv),
+                         "env": redact_env(candidate.launch.env), "cwd": os.getcwd(), "base_url": target.base_url})
+    return writer, identity
 
 
 def run_candidate(
@@ -274,13 +311,14 @@ def run_candidate(
     journal: Journal,
     *,
     reporter: Reporter | None = None,
-    extra_manifest: dict | None = None,
+    extra_manifest: dict[str, Any] | None = None,
     run_id: str | None = None,
 ) -> RunRecord:
     """Launch `candidate`, measure `plan`, seal the run in `journal` and return it as recorded.
 
     `extra_manifest` adds context (the study and the name of the candidate in it);
     `run_id` lets a sweep choose the run's directory name before the notebook starts.
+    Bad input raises InputError before anything is recorded; an engine that fails yields a sealed `failed` run.
     """
     reporter = reporter or Reporter()
     adapter = get_engine(candidate.engine)
@@ -293,38 +331,41 @@ def run_candidate(
     if candidate.launch.mode == "attach":
         # Before anything is recorded: a server that is not the one the candidate describes is refused.
         served_model, verification = verify_attached(candidate, adapter, target.base_url, _auth_headers(api_key),
-                                                     paths.model_path)
-    writer = journal.start_run(candidate.id, run_id, Scrubber.from_environment(candidate.launch.api_key_env))
-    identity = RunIdentity.model_validate({
-        "candidate_id": candidate.id, "candidate_label": candidate.label,
-        "candidate": candidate.model_dump(mode="json"), "plan_id": plan.id, "plan": plan.model_dump(mode="json"),
-        "started_at": utc_now(), **(extra_manifest or {})})
-    writer.write_json("launch.json", {**identity.model_dump(mode="json"), "argv": redact_argv(target.argv),
-                                      "env": redact_env(candidate.launch.env), "cwd": os.getcwd(),
-                                      "base_url": target.base_url})
+                                                     paths.model_path, plan.needs_tokenizer)
+    writer, identity = _start(candidate, plan, journal, paths, target, extra_manifest, run_id)
     environment = _environment(candidate, adapter, paths)
     engine = _engine(candidate, adapter, target, writer)
     reporter.log(f"run {writer.run_id}: {candidate.label} ({candidate.id}) on {target.base_url}")
     log = MeasurementLog()
     engine_info = EngineInfo(argv=redact_argv(target.argv), base_url=target.base_url, served_model=served_model,
                              verification=verification)
-    failed = _launch_and_measure(engine, candidate, adapter, plan, writer, log, engine_info, environment, reporter,
-                                 api_key)
-
+    failure: EngineFailed | None = None
+    try:
+        _launch_and_measure(engine, candidate, plan, writer, log, engine_info, environment, reporter, api_key)
+    except EngineFailed as error:
+        failure = error
+    except InputError:
+        if not log.outcomes:  # bad input found once the engine answered: nothing was measured, nothing is kept
+            writer.abandon()
+        raise
     _write_raw(writer, log)
     sealed = {**identity.model_dump(), "environment": environment, "engine": engine_info, "finished_at": utc_now()}
-    if failed is not None:
-        error, stage = failed
-        # A failed run yields no figures: its raw rows stay, the cell summaries written on the way do not.
-        (writer.dir / "cells.parquet").unlink(missing_ok=True)
-        reporter.log(f"run {writer.run_id} FAILED during {stage}: {error.cause.cause}: {error.cause.message}")
-        writer.seal(Manifest(**sealed, status="failed", summary=None, failure=Failure(
-            stage=stage, cause=error.cause.cause, message=error.cause.message, exit_code=error.exit_code,
-            log_tail=error.log_tail)))
-        return journal.run(writer.run_id)
+    if failure is not None:
+        return _seal_failed(journal, writer, sealed, failure, reporter)
     if log.gate_results:
         writer.write_table("gates", [r.row() for r in log.gate_results])
     writer.seal(Manifest(**sealed, status="completed", failure=None, summary=_summary(log)))
     record = journal.run(writer.run_id)
     journal.index()
     return record
+
+
+def _seal_failed(journal: Journal, writer: RunWriter, sealed: dict[str, Any], error: EngineFailed,
+                 reporter: Reporter) -> RunRecord:
+    """A failed run yields no figures: its raw rows stay, the cell summaries written on the way do not."""
+    writer.discard_table("cells")
+    stage = error.stage or "measure"
+    reporter.log(f"run {writer.run_id} FAILED during {stage}: {error.cause}: {error.message}")
+    writer.seal(Manifest(**sealed, status="failed", summary=None, failure=Failure(
+        stage=stage, cause=error.cause, message=error.message, exit_code=error.exit_code, log_tail=error.log_tail)))
+    return journal.run(writer.run_id)

@@ -15,14 +15,15 @@ from typing import Literal
 
 import pandas as pd
 
-from .measure.equivalence import compare_outputs
-from .measure.equivalence import describe as describe_equivalence
-from .config.errors import InputError
 from .config.rules import LOWER_IS_BETTER, METRIC_WORDS, ComparisonRule, VerdictRules
 from .config.study import Study, StudyEntry
 from .estimates import CONFIDENCE, Change, Decision, Estimate, change, decide, repeats_to_decide, runs_needed_for
+from .journal import Journal, RunRecord
 from .journal.manifest import Failure, Manifest
-from .journal.store import Journal, RunRecord
+from .measure.equivalence import compare_outputs
+from .measure.equivalence import describe as describe_equivalence
+from .measure.validity import codes_of, only_disturbed
+from .util.errors import InputError
 
 Outcome = Literal["accepted", "rejected", "inconclusive", "failed"]
 
@@ -162,18 +163,18 @@ def describe(rule: ComparisonRule, comparisons: list[Comparison]) -> str:
     return f"{len(comparisons)} cell(s) within limits, the worst {worst.text()}"
 
 
-DISTURBED = ("host busy:", "gpu busy:")
-
-
-def _only_disturbed(reasons: str) -> bool:
-    parts = [r.strip() for r in str(reasons or "").split("; ") if r.strip()]
-    return bool(parts) and all(r.startswith(DISTURBED) for r in parts)
+def cell_codes(cells: pd.DataFrame) -> list[list[str]]:
+    """Each recorded cell's fault codes (read from the text only for journals written before codes)."""
+    codes = cells["invalid_codes"] if "invalid_codes" in cells.columns else [None] * len(cells)
+    texts = cells["invalid_reasons"] if "invalid_reasons" in cells.columns else [None] * len(cells)
+    return [codes_of(c, t) for c, t in zip(codes, texts)]
 
 
 def _undisturbed(cells: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(cells, disturbed cells): a cell whose only fault is other processes' load (host CPU or the engine's
+    """(cells, disturbed cells): a cell whose only faults are other processes' load (host CPU or the engine's
     GPU) is evidence lost, not a fault of the candidate, so it leaves the statistics instead of rejecting."""
-    only_busy = ~cells["valid"].astype(bool) & cells["invalid_reasons"].map(_only_disturbed)
+    disturbed = [only_disturbed(codes) for codes in cell_codes(cells)]
+    only_busy = ~cells["valid"].astype(bool) & pd.Series(disturbed, index=cells.index, dtype=bool)
     return cells[~only_busy], cells[only_busy]
 
 

@@ -43,15 +43,27 @@ def seal(journal, study, entry, rng):
     return SweepResult(entry.name, entry.candidate.id, writer.run_id, "completed", 0.0)
 
 
+class FakeRunner:
+    """A runner that seals a run with a figure drawn around the truth, instead of launching anything."""
+
+    def __init__(self, rng):
+        self.rng, self.closed = rng, 0
+
+    def run(self, study, entry, journal, reporter, gpus=None):
+        return seal(journal, study, entry, self.rng)
+
+    def close(self):
+        self.closed += 1
+
+
 def test_runs_are_added_only_where_undecided_and_stop_at_the_budget(tmp_path, monkeypatch):
     path = tmp_path / "study.yaml"
     path.write_text(textwrap.dedent(STUDY))
     study = load_study(path)
     journal = Journal(tmp_path / "journal")
     rng = np.random.default_rng(1)
-    monkeypatch.setattr(sweep_module, "_run_entry",
-                        lambda study, entry, journal, kernel, reporter, gpus=None: seal(journal, study, entry, rng))
-    results = sweep_module.sweep(study, journal, reporter=Reporter(quiet=True), max_repeats=6)
+    runner = FakeRunner(rng)
+    results = sweep_module.sweep(study, journal, reporter=Reporter(quiet=True), max_repeats=6, runner=runner)
     counts = {}
     for r in results:
         counts[r.name] = counts.get(r.name, 0) + (r.status == "completed")
@@ -59,5 +71,20 @@ def test_runs_are_added_only_where_undecided_and_stop_at_the_budget(tmp_path, mo
     assert counts["near-limit"] == 6, "a change on the limit stays undecided until the budget is spent"
     assert counts["baseline"] == 6
     # resumable: a second call with the same budget adds nothing
-    again = sweep_module.sweep(study, journal, reporter=Reporter(quiet=True), max_repeats=6)
+    again = sweep_module.sweep(study, journal, reporter=Reporter(quiet=True), max_repeats=6, runner=runner)
     assert all(r.status == "skipped" for r in again)
+    assert runner.closed == 2, "the sweep releases its runner"
+
+
+def test_the_skip_policy_is_one_function_a_failed_load_is_a_record(tmp_path):
+    path = tmp_path / "study.yaml"
+    path.write_text(textwrap.dedent(STUDY))
+    study = load_study(path)
+    journal = Journal(tmp_path / "journal")
+    entry = study.expand()[1]
+    assert sweep_module.recorded(study, entry, journal, 0, retry_failed=False) is None
+    writer = journal.start_run(entry.candidate.id)
+    writer.seal(Manifest(status="failed", candidate_id=entry.candidate.id, plan_id=study.plan.id))
+    skip = sweep_module.recorded(study, entry, journal, 2, retry_failed=False)
+    assert skip is not None and skip.status == "skipped" and "failed load" in skip.message
+    assert sweep_module.recorded(study, entry, journal, 0, retry_failed=True) is None

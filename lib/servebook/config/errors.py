@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
+from ..util.errors import InputError
 
-class InputError(ValueError):
-    """Bad user input; the message names the file, the field and the fix."""
+__all__ = ["InputError", "format_validation_error"]
 
 
 def format_validation_error(error: ValidationError, source: str) -> str:

@@ -125,6 +125,14 @@ class Plan(_Strict):
             raise ValueError("needle_tokens: at least 256 tokens")
         return self
 
+    @property
+    def needs_tokenizer(self) -> list[str]:
+        """The sections of this plan that build prompts of exact token length, through the engine's tokenizer."""
+        out = [name for name, present in (
+            ("prefill", self.prefill), ("reuse", self.reuse), ("waves", self.waves), ("equivalence", self.equivalence),
+            ("decode.prompt_tokens", self.decode and self.decode.prompt_tokens)) if present]
+        return out
+
     def longest_requests(self) -> list[tuple[str, int]]:
         """(where, prompt + output tokens) of the longest request of each section, for the context check."""
         out = []

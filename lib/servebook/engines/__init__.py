@@ -7,7 +7,8 @@ check in `config.ENGINE_CHECKS`, so a candidate naming an engine is validated by
 from __future__ import annotations
 
 from ..config.candidate import ENGINE_CHECKS
-from ._base import EngineAdapter, EngineFailed, FailureCause, KvLog, ServerCounts
+from ..util.errors import EngineFailed, FailureCause
+from ._base import Diagnosis, EngineAdapter, KvLog, ServerCounts
 
 _REGISTRY: dict[str, EngineAdapter] = {}
 
@@ -31,4 +32,4 @@ def known_engines() -> list[str]:
 
 from . import llamacpp, openai, sglang, vllm  # noqa: E402,F401  (each registers itself)
 
-__all__ = ["EngineAdapter", "EngineFailed", "FailureCause", "KvLog", "ServerCounts", "get_engine", "known_engines", "register"]
+__all__ = ["Diagnosis", "EngineAdapter", "EngineFailed", "FailureCause", "KvLog", "ServerCounts", "get_engine", "known_engines", "register"]

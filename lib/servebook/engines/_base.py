@@ -7,7 +7,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, TYPE_CHECKING
 
-from ..config.errors import InputError
+from ..util.errors import EngineFailed, FailureCause, InputError
 
 if TYPE_CHECKING:
     from ..config.candidate import Candidate
@@ -30,34 +30,28 @@ class ServerCounts:
 
 
 @dataclass(frozen=True)
-class FailureCause:
-    cause: str  # bad_flag | out_of_memory | model_load | port_in_use | timeout | crash
+class Diagnosis:
+    """What an adapter reads out of an engine's log: the cause (a code) and the line that shows it (prose)."""
+
+    cause: FailureCause
     message: str
 
-
-class EngineFailed(RuntimeError):
-    """The engine did not become ready, or died. Carries the classified cause and the log tail."""
-
-    def __init__(self, cause: FailureCause, log_tail: str, exit_code: int | None):
-        super().__init__(f"{cause.cause}: {cause.message}")
-        self.cause = cause
-        self.log_tail = log_tail
-        self.exit_code = exit_code
+    def failed(self, log_tail: str = "", exit_code: int | None = None) -> EngineFailed:
+        return EngineFailed(self.cause, self.message, log_tail=log_tail, exit_code=exit_code)
 
 
-
-def classify_by_patterns(patterns: list[tuple[str, re.Pattern]], log_tail: str,
-                         exit_code: int | None) -> FailureCause:
+def classify_by_patterns(patterns: list[tuple[FailureCause, re.Pattern[str]]], log_tail: str,
+                         exit_code: int | None) -> Diagnosis:
     """The first cause whose pattern matches a log line (in the order given), else how the process ended."""
     for cause, pattern in patterns:
         for line in log_tail.splitlines():
             if pattern.search(line):
-                return FailureCause(cause, line.strip())
+                return Diagnosis(cause, line.strip())
     if exit_code is not None and exit_code < 0:
-        return FailureCause("crash", f"engine killed by signal {-exit_code}")
+        return Diagnosis("crash", f"engine killed by signal {-exit_code}")
     if exit_code is not None:
-        return FailureCause("crash", f"engine exited with code {exit_code}")
-    return FailureCause("crash", "engine stopped answering")
+        return Diagnosis("crash", f"engine exited with code {exit_code}")
+    return Diagnosis("crash", "engine stopped answering")
 
 
 @dataclass(frozen=True)
@@ -121,6 +115,10 @@ class EngineAdapter(ABC):
         context_per_slot, chunk_size, tensor_parallel_size, kv_dtype, drafter_active. Absent: not reported."""
         return {}
 
+    def backend(self) -> str | None:
+        """The compute backend of the engine build servebook would launch ("cuda", "cpu"; None: not servebook's)."""
+        return None
+
     def build_fingerprint(self, candidate: "Candidate") -> dict:
         """What the environment records of the engine's build (servebook-built engines only)."""
         return {}
@@ -158,8 +156,10 @@ class EngineAdapter(ABC):
         """Raise ValueError naming the field when a knob is unknown to or unsupported by this engine."""
 
     @abstractmethod
-    def argv(self, candidate: "Candidate", *, port: int, model_path: str, draft_path: str | None) -> list[str]:
-        """The engine's command line, as a list (never a shell string)."""
+    def argv(self, candidate: "Candidate", *, port: int, model_path: str, draft_path: str | None,
+             binary: str | None = None, backend: str | None = None) -> list[str]:
+        """The engine's command line, as a list (never a shell string). Pure: `binary` and `backend` are what
+        preflight resolved (None in a dry run), so the same candidate gives the same line whatever is cached."""
 
     @abstractmethod
     def server_counts(self, before: "Scrape", after: "Scrape") -> ServerCounts | None:
@@ -174,7 +174,7 @@ class EngineAdapter(ABC):
         return {"ignore_eos": True, "min_tokens": output_tokens}
 
     @abstractmethod
-    def classify_failure(self, log_tail: str, exit_code: int | None) -> FailureCause:
+    def classify_failure(self, log_tail: str, exit_code: int | None) -> Diagnosis:
         """Why the engine did not come up or died, from its log."""
 
     def error_lines(self, log_text: str) -> list[str]:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 
-from ._base import EngineAdapter, FailureCause, classify_by_patterns
+from ..util.errors import FailureCause
+from ._base import Diagnosis, EngineAdapter, classify_by_patterns
 
-FAILURE_PATTERNS: list[tuple[str, re.Pattern]] = [
+FAILURE_PATTERNS: list[tuple[FailureCause, re.Pattern[str]]] = [
     ("port_in_use", re.compile(r"address already in use|errno 98", re.I)),
     ("bad_flag", re.compile(r"unrecognized arguments|error: argument|invalid choice|"
                             r"the following arguments are required", re.I)),
@@ -18,7 +19,7 @@ FAILURE_PATTERNS: list[tuple[str, re.Pattern]] = [
 ]
 
 
-def classify(log_tail: str, exit_code: int | None) -> FailureCause:
+def classify(log_tail: str, exit_code: int | None) -> Diagnosis:
     return classify_by_patterns(FAILURE_PATTERNS, log_tail, exit_code)
 
 
@@ -71,7 +72,7 @@ class PythonServerAdapter(EngineAdapter):
         return await tokenize_via(http, f"{base_url}/tokenize",
                                   {"prompt": text, "model": model, "add_special_tokens": False}, headers)
 
-    def classify_failure(self, log_tail: str, exit_code: int | None) -> FailureCause:
+    def classify_failure(self, log_tail: str, exit_code: int | None) -> Diagnosis:
         return classify(log_tail, exit_code)
 
     def error_lines(self, log_text: str) -> list[str]:

@@ -12,7 +12,8 @@ from typing import Any, TYPE_CHECKING
 
 from .counters import counter_delta
 from . import register
-from ._base import EngineAdapter, FailureCause, KvLog, ServerCounts, classify_by_patterns
+from ..util.errors import FailureCause
+from ._base import Diagnosis, EngineAdapter, KvLog, ServerCounts, classify_by_patterns
 
 if TYPE_CHECKING:
     from ..config.candidate import Candidate
@@ -41,7 +42,7 @@ _OWNED = {
     "launch": ("--host", "--port", "-m", "--model", "--metrics", "--alias", "-lv", "--verbosity", "--log-verbosity"),
 }
 
-_FAILURE_PATTERNS: list[tuple[str, re.Pattern]] = [
+_FAILURE_PATTERNS: list[tuple[FailureCause, re.Pattern[str]]] = [
     ("port_in_use", re.compile(r"couldn't bind|address already in use|failed to bind", re.I)),
     ("bad_flag", re.compile(r"invalid argument|unknown argument|error while handling argument|"
                             r"has been removed|argument .* is not|unrecognized", re.I)),
@@ -145,18 +146,22 @@ class LlamaCppAdapter(EngineAdapter):
             raise ValueError("knobs.drafter.num_steps/topk are SGLang settings; llama.cpp takes max_draft_tokens")
         self.check_extra_args(candidate)
 
-    def argv(self, candidate: "Candidate", *, port: int, model_path: str, draft_path: str | None) -> list[str]:
+    def backend(self) -> str | None:
         from .llamacpp_build import find_llamacpp
 
         install = find_llamacpp()
-        binary = str(install.server) if install else "llama-server"
+        return install.backend if install is not None else None
+
+    def argv(self, candidate: "Candidate", *, port: int, model_path: str, draft_path: str | None,
+             binary: str | None = None, backend: str | None = None) -> list[str]:
+        binary = binary or "llama-server"
         knobs = candidate.knobs
         # -lv 4 makes the log carry the KV cache allocation, which the memory arithmetic is checked against.
         args = [binary, "-m", model_path, "--host", candidate.launch.host, "--port", str(port), "--metrics",
                 "-lv", "4"]
         if knobs.gpu_layers is not None:
             args += ["-ngl", str(knobs.gpu_layers)]
-        elif install is not None and install.backend == "cuda":
+        elif backend == "cuda":
             args += ["-ngl", "999"]  # every layer: what a CUDA build is for
         if candidate.model.served_name:
             args += ["--alias", candidate.model.served_name]
@@ -234,7 +239,7 @@ class LlamaCppAdapter(EngineAdapter):
         # llama.cpp prefixes every log line with its level: "0.00.916.810 E srv ..."
         return [line.strip() for line in log_text.splitlines() if _ERROR_LEVEL.match(line)]
 
-    def classify_failure(self, log_tail: str, exit_code: int | None) -> FailureCause:
+    def classify_failure(self, log_tail: str, exit_code: int | None) -> Diagnosis:
         return classify_by_patterns(_FAILURE_PATTERNS, log_tail, exit_code)
 
 

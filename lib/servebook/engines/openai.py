@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import _gpu, register
-from ._base import EngineAdapter, FailureCause, ServerCounts
+from ._base import Diagnosis, EngineAdapter, ServerCounts
 
 if TYPE_CHECKING:
     from ..config.candidate import Candidate
@@ -39,7 +39,8 @@ class OpenAIAdapter(EngineAdapter):
         if launch.command and not any(p in arg for arg in launch.command for p in ("{port}",)):
             raise ValueError("launch.command: the template must place {port} so servebook can find the server")
 
-    def argv(self, candidate: "Candidate", *, port: int, model_path: str, draft_path: str | None) -> list[str]:
+    def argv(self, candidate: "Candidate", *, port: int, model_path: str, draft_path: str | None,
+             binary: str | None = None, backend: str | None = None) -> list[str]:
         template = candidate.launch.command or []
         values = {"host": candidate.launch.host, "port": str(port), "model": model_path}
         return [arg.format(**values) for arg in template] + list(candidate.extra_args)
@@ -58,7 +59,7 @@ class OpenAIAdapter(EngineAdapter):
         except Exception:  # noqa: BLE001 - an unknown server may answer anything here
             return None
 
-    def classify_failure(self, log_tail: str, exit_code: int | None) -> FailureCause:
+    def classify_failure(self, log_tail: str, exit_code: int | None) -> Diagnosis:
         return _gpu.classify(log_tail, exit_code)
 
     def health_path(self) -> str:

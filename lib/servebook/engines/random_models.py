@@ -73,6 +73,14 @@ RANDOM_MODELS: dict[str, ModelSpec] = {
     "draft": ModelSpec("draft", 15, 512, 2, 1536, 8, 4, context_length=131072),
 }
 
+#: The tiny models tests and the demo serve (see tiny_models); here so that references resolve without a cycle.
+TINY_MODELS: dict[str, ModelSpec] = {
+    "target": ModelSpec("target", seed=1, embedding_length=256, block_count=4, feed_forward_length=768,
+                        head_count=4, head_count_kv=2, family="tiny"),
+    "draft": ModelSpec("draft", seed=2, embedding_length=128, block_count=1, feed_forward_length=256,
+                       head_count=2, head_count_kv=2, family="tiny"),
+}
+
 
 def models_dir() -> Path:
     return cache_root() / "models"
@@ -188,8 +196,6 @@ def _add_weights(writer, spec: ModelSpec, n_vocab: int) -> None:
 def generated_spec(value: str) -> ModelSpec | None:
     """The spec behind a model reference `tiny:NAME` or `random:NAME`; None for a plain path.
     Raises KeyError (listing the known names) for an unknown name."""
-    from .tiny_models import TINY_MODELS
-
     if value.startswith("tiny:"):
         name = value[len("tiny:"):]
         if name not in TINY_MODELS:

@@ -79,7 +79,8 @@ class SGLangAdapter(_gpu.PythonServerAdapter):
             raise ValueError("model: SGLang needs model.path or model.id")
         self.check_extra_args(candidate)
 
-    def argv(self, candidate: "Candidate", *, port: int, model_path: str, draft_path: str | None) -> list[str]:
+    def argv(self, candidate: "Candidate", *, port: int, model_path: str, draft_path: str | None,
+             binary: str | None = None, backend: str | None = None) -> list[str]:
         knobs = candidate.knobs
         args = ["python3", "-m", "sglang.launch_server", "--model-path", model_path,
                 "--host", candidate.launch.host if candidate.launch.mode != "compose" else "0.0.0.0",

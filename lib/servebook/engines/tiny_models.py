@@ -11,14 +11,9 @@ from pathlib import Path
 
 from ..util.progress import Reporter
 from .llamacpp_build import LlamaCppInstall
-from .random_models import ModelSpec, ensure_model, models_dir
+from .random_models import TINY_MODELS, ensure_model, models_dir
 
-TINY_MODELS: dict[str, ModelSpec] = {
-    "target": ModelSpec("target", seed=1, embedding_length=256, block_count=4, feed_forward_length=768,
-                        head_count=4, head_count_kv=2, family="tiny"),
-    "draft": ModelSpec("draft", seed=2, embedding_length=128, block_count=1, feed_forward_length=256,
-                       head_count=2, head_count_kv=2, family="tiny"),
-}
+__all__ = ["TINY_MODELS", "ensure_tiny_models", "tiny_model_path", "tiny_models_dir"]
 
 
 def tiny_models_dir() -> Path:

@@ -85,7 +85,8 @@ class VLLMAdapter(_gpu.PythonServerAdapter):
             raise ValueError("knobs.drafter.num_steps/topk are SGLang settings; vLLM takes max_draft_tokens")
         self.check_extra_args(candidate)
 
-    def argv(self, candidate: "Candidate", *, port: int, model_path: str, draft_path: str | None) -> list[str]:
+    def argv(self, candidate: "Candidate", *, port: int, model_path: str, draft_path: str | None,
+             binary: str | None = None, backend: str | None = None) -> list[str]:
         knobs = candidate.knobs
         args = ["vllm", "serve", model_path,
                 "--host", candidate.launch.host if candidate.launch.mode != "compose" else "0.0.0.0",

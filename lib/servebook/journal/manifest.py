@@ -11,9 +11,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..util.errors import FailureCause, FailureStage
+
 SCHEMA_VERSION = 1
-FailureCause = Literal["bad_flag", "out_of_memory", "model_load", "port_in_use", "timeout", "crash",
-                       "warmup_failed", "drafter_inactive"]
 
 
 class _Record(BaseModel):
@@ -23,8 +23,9 @@ class _Record(BaseModel):
 class Failure(_Record):
     """Why a run has no numbers: the stage it stopped in and the classified cause."""
 
-    stage: str | None = None
-    cause: str = "unknown"
+    stage: FailureStage | None = None
+    #: "unknown" only in a record that names no cause
+    cause: FailureCause | Literal["unknown"] = "unknown"
     message: str = "no cause recorded"
     exit_code: int | None = None
     log_tail: str | None = None
@@ -48,6 +49,8 @@ class Summary(_Record):
     cells: int = 0
     valid_cells: int = 0
     invalid_cells: dict[str, str] = Field(default_factory=dict)
+    #: the same cells' fault codes (measure.validity.InvalidCode); absent in journals written before codes
+    invalid_codes: dict[str, list[str]] = Field(default_factory=dict)
     reconciled_cells: int | None = None
     decode_aggregate_tok_s: dict[str, float | None] = Field(default_factory=dict)
     prefill_tok_s: dict[str, float | None] = Field(default_factory=dict)

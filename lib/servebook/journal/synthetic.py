@@ -31,7 +31,7 @@ def _cells(rng: np.random.Generator, speed: float, invalid: str | None) -> list[
                 "per_request_tok_s": per_request, "ttft_s": 0.02 * c, "ttft_p90_s": 0.03 * c,
                 "prefill_tok_s": None, "draft_acceptance": None, "reconciliation": "ok",
                 "reconciliation_message": "prompt tokens = server; generated tokens = server",
-                "valid": True, "invalid_reasons": "",
+                "valid": True, "invalid_codes": "", "invalid_reasons": "",
             })
     for n in PROMPTS:
         rate = speed * 15000 * rng.uniform(0.95, 1.05)
@@ -41,10 +41,10 @@ def _cells(rng: np.random.Generator, speed: float, invalid: str | None) -> list[
             "cached_tokens": 0, "completion_tokens": 2, "wall_s": 2 * n / rate, "aggregate_tok_s": None,
             "per_request_tok_s": None, "ttft_s": n / rate, "ttft_p90_s": n / rate, "prefill_tok_s": rate,
             "draft_acceptance": None, "reconciliation": "ok", "reconciliation_message": "prompt tokens = server",
-            "valid": True, "invalid_reasons": "",
+            "valid": True, "invalid_codes": "", "invalid_reasons": "",
         })
     if invalid:
-        cells[0].update(valid=False, invalid_reasons=invalid, reconciliation="mismatch",
+        cells[0].update(valid=False, invalid_codes="counters_disagree", invalid_reasons=invalid, reconciliation="mismatch",
                         reconciliation_message=invalid)
     return cells
 

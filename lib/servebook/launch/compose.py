@@ -21,7 +21,7 @@ import yaml
 
 from ..config.candidate import Candidate
 from ..config.errors import InputError
-from ..engines import EngineAdapter, FailureCause
+from ..engines import Diagnosis, EngineAdapter
 from ..util.files import tail_of
 from .process import EngineFailed, NoLocalProcess
 
@@ -153,8 +153,8 @@ class ComposeEngine(NoLocalProcess):
             log.flush()
             result = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, timeout=3600)
         if result.returncode != 0:
-            raise EngineFailed(FailureCause("crash", f"`{' '.join(argv[:6])} ...` exited {result.returncode}"),
-                               tail_of(self.log_path), result.returncode)
+            raise EngineFailed("crash", f"`{' '.join(argv[:6])} ...` exited {result.returncode}",
+                               log_tail=tail_of(self.log_path), exit_code=result.returncode)
 
     def start(self) -> "ComposeEngine":
         if not docker_available():
@@ -179,16 +179,15 @@ class ComposeEngine(NoLocalProcess):
                 except httpx.HTTPError:
                     pass
                 if time.monotonic() > deadline:
-                    raise self.failure(FailureCause("timeout", f"{service} not healthy after {timeout_s:g}s"))
+                    raise self.failure(Diagnosis("timeout", f"{service} not healthy after {timeout_s:g}s"))
                 if on_poll:
                     on_poll(time.monotonic() - started)
                 time.sleep(1.0)
         return time.monotonic() - started
 
-    def failure(self, fallback: FailureCause | None = None) -> EngineFailed:
+    def failure(self, fallback: Diagnosis | None = None) -> EngineFailed:
         tail = tail_of(self.log_path)
-        cause = fallback or self.adapter.classify_failure(tail, None)
-        return EngineFailed(cause, tail, None)
+        return (fallback or self.adapter.classify_failure(tail, None)).failed(tail)
 
     def stop(self, grace_s: float = 30.0) -> None:
         if not self._started:

@@ -37,6 +37,8 @@ class ResolvedPaths:
     draft_path: str | None
     findings: list[Finding] = field(default_factory=list)
     gpu_fingerprint: dict = field(default_factory=dict)
+    #: the compute backend of the build that will run ("cuda", "cpu"; None: not a servebook build)
+    backend: str | None = None
 
     def findings_json(self) -> list[dict]:
         return [asdict(f) for f in self.findings]
@@ -176,7 +178,7 @@ def preflight(candidate: Candidate, reporter: Reporter, *, inventory=None) -> Re
             model = resolve_model_path(candidate.model.path, "model.path", reporter)
         if draft and adapter.fingerprints_binary:  # a local engine reads its draft from a file too
             draft = resolve_model_path(draft, "knobs.drafter.model", reporter)
-    return ResolvedPaths(binary, model, draft, findings, inventory.fingerprint())
+    return ResolvedPaths(binary, model, draft, findings, inventory.fingerprint(), adapter.backend())
 
 
 def describe(candidate: Candidate) -> list[str]:

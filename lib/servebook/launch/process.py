@@ -12,17 +12,39 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import httpx
 
-from ..engines import EngineAdapter, EngineFailed, FailureCause
+from ..engines import Diagnosis, EngineAdapter, EngineFailed
 from ..util.files import tail_of
 
 
 class PortInUse(ValueError):
     pass
+
+
+class Engine(Protocol):
+    """What a run needs of an engine, however it is started (a process, compose services, nothing: attach)."""
+
+    pid: int | None
+
+    def start(self) -> "Engine": ...
+
+    def wait_ready(self, timeout_s: float, on_poll: Callable[[float], None] | None = None) -> float: ...
+
+    def exit_code(self) -> int | None: ...
+
+    def wait_exit(self, timeout: float) -> bool: ...
+
+    def check_alive(self) -> None: ...
+
+    def failure(self, fallback: Diagnosis | None = None) -> EngineFailed: ...
+
+    def stop(self, grace_s: float = ...) -> None: ...
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -77,10 +99,8 @@ class EngineProcess:
             )
         except FileNotFoundError:
             log.close()
-            raise EngineFailed(
-                FailureCause("model_load", f"engine binary not found: {self.argv[0]} "
-                             "(run `servebook engine install llamacpp`)"), "", None
-            ) from None
+            raise EngineFailed("model_load", f"engine binary not found: {self.argv[0]} "
+                               "(run `servebook engine install llamacpp`)") from None
         log.close()
         return self
 
@@ -91,11 +111,11 @@ class EngineProcess:
     def exit_code(self) -> int | None:
         return None if self.process is None else self.process.poll()
 
-    def failure(self, fallback: FailureCause | None = None) -> EngineFailed:
+    def failure(self, fallback: Diagnosis | None = None) -> EngineFailed:
         code = self.exit_code()
         tail = tail_of(self.log_path)
-        cause = self.adapter.classify_failure(tail, code) if code is not None or fallback is None else fallback
-        return EngineFailed(cause, tail, code)
+        diagnosis = self.adapter.classify_failure(tail, code) if code is not None or fallback is None else fallback
+        return diagnosis.failed(tail, code)
 
     def check_alive(self) -> None:
         if self.exit_code() is not None:
@@ -111,7 +131,7 @@ class EngineProcess:
         except subprocess.TimeoutExpired:
             return False
 
-    def wait_ready(self, timeout_s: float, on_poll=None) -> float:
+    def wait_ready(self, timeout_s: float, on_poll: Callable[[float], None] | None = None) -> float:
         """Block until the health endpoint answers 200; return the seconds it took."""
         started = time.monotonic()
         deadline = started + timeout_s
@@ -126,7 +146,7 @@ class EngineProcess:
                     pass  # listener not open yet, or closed while loading
                 if time.monotonic() > deadline:
                     raise self.failure(
-                        FailureCause("timeout", f"not ready after {timeout_s:g}s ({url} never answered 200)")
+                        Diagnosis("timeout", f"not ready after {timeout_s:g}s ({url} never answered 200)")
                     )
                 if on_poll:
                     on_poll(time.monotonic() - started)
@@ -184,8 +204,8 @@ class AttachedEngine(NoLocalProcess):
                                  "no access to its log\n")
         return self
 
-    def failure(self, fallback: FailureCause | None = None) -> EngineFailed:
-        return EngineFailed(fallback or FailureCause("crash", f"{self.base_url} stopped answering"), "", None)
+    def failure(self, fallback: Diagnosis | None = None) -> EngineFailed:
+        return (fallback or Diagnosis("crash", f"{self.base_url} stopped answering")).failed()
 
     wait_ready = EngineProcess.wait_ready
 

@@ -162,8 +162,36 @@ def wait_until_answering(adapter: EngineAdapter, base_url: str, headers: dict, t
         time.sleep(0.5)
 
 
+def has_tokenizer(adapter: EngineAdapter, base_url: str, headers: dict[str, str], model: str | None) -> bool:
+    """Whether the server turns text into token ids (prompts of exact length need it). Asked from a thread of its
+    own, so it works inside a notebook kernel, whose thread already runs an event loop."""
+    import asyncio
+    import concurrent.futures
+
+    import httpx
+
+    async def probe() -> bool:
+        async with httpx.AsyncClient(timeout=10, headers=headers) as http:
+            try:
+                return await adapter.tokenize(http, base_url, "servebook", model or "default", headers) is not None
+            except (httpx.HTTPError, ValueError, KeyError, TypeError):
+                return False
+
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="servebook-probe") as pool:
+        return pool.submit(asyncio.run, probe()).result()
+
+
+def check_tokenizer(adapter: EngineAdapter, base_url: str, headers: dict[str, str], model: str | None,
+                    needs: list[str]) -> None:
+    """InputError when the plan builds prompts of exact token length and the server has no tokenizer."""
+    if needs and not has_tokenizer(adapter, base_url, headers, model):
+        raise InputError(f"plan: {', '.join(needs)} build prompts of exact token length through the engine's "
+                         f"tokenizer, and {base_url} ({adapter.kind}) answers no tokenizer request; drop them from "
+                         "the plan, or measure a server that exposes /tokenize")
+
+
 def verify_attached(candidate: Candidate, adapter: EngineAdapter, base_url: str, headers: dict,
-                    model_file: str | None) -> tuple[str | None, dict]:
+                    model_file: str | None, needs_tokenizer: list[str] | None = None) -> tuple[str | None, dict]:
     """The model to measure and the verification record, or InputError when the server contradicts the candidate
     (nothing is recorded: the candidate describes another server)."""
     check_reachable(base_url)
@@ -173,4 +201,5 @@ def verify_attached(candidate: Candidate, adapter: EngineAdapter, base_url: str,
     found, wrong = verify_claims(candidate, report, model_file_name(model_file))
     if wrong:
         raise InputError(f"attach {base_url}: the server is not the candidate it claims to be: " + "; ".join(wrong))
+    check_tokenizer(adapter, base_url, headers, model, needs_tokenizer or [])
     return model, {"claims": found, "reported": report.record}

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, TypedDict, cast
 
-from .client import RequestRecord
 from ..config.plan import Plan
-from .reconcile import Reconciliation, server_cached_tokens
+from .client import RequestRecord
+from .reconcile import Reconciliation
+from .validity import CellEvidence, InvalidReason, cell_faults, join_codes, join_texts
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,56 @@ class CellSpec:
         if self.kind == "wave":
             return f"waves of {self.concurrency} requests"
         return f"cold prefill {self.prompt_tokens} tokens"
+
+
+class CellSummary(TypedDict, total=False):
+    """One row of cells.parquet. Every cell has the first group; kind-specific figures are absent elsewhere."""
+
+    cell_id: str
+    kind: str
+    category: str
+    concurrency: int
+    target_prompt_tokens: int | None
+    output_tokens: int
+    requests: int
+    errors: int
+    prompt_tokens: int | None
+    cached_tokens: int | None
+    completion_tokens: int
+    wall_s: float | None
+    aggregate_tok_s: float | None
+    steady_tok_s: float | None
+    steady_s: float | None
+    ramp_up_s: float | None
+    ramp_down_s: float | None
+    per_request_tok_s: float | None
+    ttft_s: float | None
+    ttft_p90_s: float | None
+    prefill_tok_s: float | None
+    draft_acceptance: float | None
+    reconciliation: str
+    reconciliation_message: str
+    valid: bool
+    #: fault codes, comma-separated (measure.validity.InvalidCode); decisions read these
+    invalid_codes: str
+    #: the same faults in prose, "; "-separated, for readers
+    invalid_reasons: str
+    # reuse cells
+    first_turn_ttft_s: float | None
+    next_turn_ttft_s: float | None
+    cached_share: float | None
+    # wave cells
+    slots: int | None
+    queued: int | None
+    # host and GPU telemetry, added by the measurement loop (None: not checked)
+    foreign_cpu_cores: float | None
+    gpu_energy_j: float | None
+    gpu_power_w: float | None
+    gpu_sm_clock_mhz: float | None
+    joules_per_token: float | None
+    tok_s_per_w: float | None
+    gpu_throttle: str | None
+    gpu_foreign_pids: str | None
 
 
 def plan_cells(plan: Plan) -> list[CellSpec]:
@@ -117,22 +168,6 @@ def total_reported(records: list[RequestRecord], field: str) -> int | None:
     return None if any(v is None for v in values) else sum(values)
 
 
-def cold_evidence(records: list[RequestRecord], reconciliation: Reconciliation) -> tuple[bool | None, str]:
-    """Whether a prefill cell ran cold, and on what evidence: the responses' cached-token counts or the engine's
-    cache counter. Neither reporting means not verified, never cold by default."""
-    warm = [r for r in records if r.cached_tokens]
-    if warm:
-        return False, f"{len(warm)} requests hit the prompt cache ({max(r.cached_tokens for r in warm)} cached tokens)"
-    server = server_cached_tokens(reconciliation)
-    if server:
-        return False, f"the engine's counter says {server:g} prompt tokens came from its cache"
-    if records and all(r.cached_tokens == 0 for r in records):
-        return True, "every response reported 0 cached tokens"
-    if server == 0:
-        return True, "the engine's cache counter did not move"
-    return None, "neither the responses' usage nor the engine's counters report cached tokens"
-
-
 def reuse_summary(records: list[RequestRecord]) -> dict:
     """First-turn against next-turn TTFT, and how much of each next turn's prompt came from the cache."""
     first = [r for r in records if r.turn == 1]
@@ -144,44 +179,13 @@ def reuse_summary(records: list[RequestRecord]) -> dict:
             "cached_share": cached / prompt if cached is not None and prompt else None}
 
 
-def summarize_cell(spec: CellSpec, records: list[RequestRecord], reconciliation: Reconciliation,
-                   extra_reasons: list[str] | None = None, slots: int | None = None) -> dict:
+def cell_figures(spec: CellSpec, records: list[RequestRecord], slots: int | None = None) -> dict[str, Any]:
+    """The cell's numbers by the metric definitions, whatever their validity."""
     ok = [r for r in records if r.ok]
-    errors = [r for r in records if not r.ok]
-    reasons: list[str] = list(extra_reasons or [])
-    if errors:
-        reasons.append(f"{len(errors)} of {len(records)} requests failed ({errors[0].error})")
-    if spec.category == "structured":
-        # A grammar decides when the JSON ends, so the length is capped, not forced; the rate is over what came.
-        wrong_length = [r for r in ok if not 1 <= r.completion_tokens <= spec.output_tokens]
-    else:
-        wrong_length = [r for r in ok if r.completion_tokens != spec.output_tokens]
-    if wrong_length:
-        got = sorted({r.completion_tokens for r in wrong_length})
-        reasons.append(f"{len(wrong_length)} requests returned {got} tokens instead of {spec.output_tokens}")
-    if spec.kind == "prefill":
-        wrong_prompt = [r for r in ok if r.prompt_tokens != spec.prompt_tokens]
-        if wrong_prompt:
-            reasons.append(f"{len(wrong_prompt)} prompts were {sorted({r.prompt_tokens for r in wrong_prompt})} "
-                           f"tokens instead of {spec.prompt_tokens}")
-        cold, why = cold_evidence(ok, reconciliation)
-        if cold is None:
-            reasons.append(f"cold not verified: {why}")
-        elif not cold:
-            reasons.append(f"not cold: {why}")
-    if spec.kind in ("decode", "wave") and spec.prompt_tokens is not None and spec.category != "structured":
-        # The plan asked for prompts that share no prefix: any cache hit means they did.
-        shared = [r for r in ok if r.cached_tokens]
-        if shared:
-            reasons.append(f"prompts shared a prefix: {len(shared)} requests hit the prompt cache "
-                           f"(up to {max(r.cached_tokens for r in shared)} cached tokens)")
-    if reconciliation.status == "mismatch":
-        reasons.append(f"counters disagree: {reconciliation.message}")
-
     sends = [r.t_send for r in records]
     ends = [r.t_last for r in ok if r.t_last is not None]
     wall = (max(ends) - min(sends)) if ends and sends else None
-    completion = sum(r.completion_tokens for r in ok)
+    completion = sum(r.completion_tokens or 0 for r in ok)
     ttfts = [r.ttft for r in ok if r.ttft is not None]
     rates = [r.decode_rate for r in ok if r.decode_rate is not None]
     prefill_rates = [r.prompt_tokens / r.ttft for r in ok if r.ttft and r.prompt_tokens]
@@ -195,7 +199,7 @@ def summarize_cell(spec: CellSpec, records: list[RequestRecord], reconciliation:
         "target_prompt_tokens": spec.prompt_tokens,
         "output_tokens": spec.output_tokens,
         "requests": len(records),
-        "errors": len(errors),
+        "errors": len(records) - len(ok),
         "prompt_tokens": total_reported(ok, "prompt_tokens"),
         "cached_tokens": total_reported(ok, "cached_tokens"),
         "completion_tokens": completion,
@@ -211,8 +215,26 @@ def summarize_cell(spec: CellSpec, records: list[RequestRecord], reconciliation:
         **({"slots": slots, "queued": max(0, spec.concurrency - slots) if slots else None}
            if spec.kind == "wave" else {}),
         "draft_acceptance": (sum(accepted) / sum(drafted)) if drafted and sum(drafted) else None,
-        "reconciliation": reconciliation.status,
-        "reconciliation_message": reconciliation.message,
-        "valid": not reasons,
-        "invalid_reasons": "; ".join(reasons),
     }
+
+
+def evidence(spec: CellSpec, records: list[RequestRecord], reconciliation: Reconciliation,
+             **host: Any) -> CellEvidence:
+    """What the validity of a cell is decided from; `host`: compilations, foreign CPU and GPU use."""
+    return CellEvidence(spec.kind, spec.category, spec.output_tokens, spec.prompt_tokens, records, reconciliation,
+                        **host)
+
+
+def with_validity(figures: dict[str, Any], reconciliation: Reconciliation,
+                  faults: list[InvalidReason]) -> CellSummary:
+    """The recorded cell row: its figures, the reconciliation, and its faults as codes with text beside them."""
+    row = {**figures, "reconciliation": reconciliation.status, "reconciliation_message": reconciliation.message,
+           "valid": not faults, "invalid_codes": join_codes(faults), "invalid_reasons": join_texts(faults)}
+    return cast(CellSummary, row)
+
+
+def summarize_cell(spec: CellSpec, records: list[RequestRecord], reconciliation: Reconciliation,
+                   slots: int | None = None) -> CellSummary:
+    """A cell's row from its requests and counters alone (no host telemetry)."""
+    faults = cell_faults(evidence(spec, records, reconciliation))
+    return with_validity(cell_figures(spec, records, slots), reconciliation, faults)

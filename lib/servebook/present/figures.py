@@ -188,7 +188,7 @@ def prefill_vs_prompt_size_spec(cells: pd.DataFrame) -> dict:
 
 def chunk_gap_histogram_data(run: RunRecord, bins: int = 50) -> dict:
     """Binned gaps between content chunks of a run's decode requests (ms)."""
-    path = run.dir / "chunks.parquet"
+    path = run.table_path("chunks")
     chunks = pd.read_parquet(path, columns=["cell_id", "gap_s"]) \
         if run.status == "completed" and path.is_file() else None
     if chunks is None or chunks.empty:

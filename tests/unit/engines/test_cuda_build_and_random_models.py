@@ -34,15 +34,29 @@ def fake_install(tmp_path, backend):
 def test_every_layer_goes_to_the_gpu_on_a_cuda_build_unless_the_knob_says(tmp_path, monkeypatch):
     adapter = get_engine("llamacpp")
     monkeypatch.setattr(llamacpp_build, "find_llamacpp", lambda *a, **k: fake_install(tmp_path, "cuda"))
-    argv = adapter.argv(make_candidate(), port=8080, model_path="m.gguf", draft_path=None)
+    assert adapter.backend() == "cuda"
+    argv = adapter.argv(make_candidate(), port=8080, model_path="m.gguf", draft_path=None, backend="cuda")
     assert argv[argv.index("-ngl") + 1] == "999"
-    argv = adapter.argv(make_candidate(knobs={"gpu_layers": 10}), port=8080, model_path="m.gguf", draft_path=None)
+    argv = adapter.argv(make_candidate(knobs={"gpu_layers": 10}), port=8080, model_path="m.gguf", draft_path=None,
+                        backend="cuda")
     assert argv[argv.index("-ngl") + 1] == "10"
     assert adapter.uses_gpus(make_candidate()) and not adapter.uses_gpus(make_candidate(knobs={"gpu_layers": 0}))
     assert adapter.build_fingerprint(make_candidate()) == {"engine_backend": "cuda", "engine_cuda_architectures": "90"}
     monkeypatch.setattr(llamacpp_build, "find_llamacpp", lambda *a, **k: fake_install(tmp_path, "cpu"))
-    assert "-ngl" not in adapter.argv(make_candidate(), port=8080, model_path="m.gguf", draft_path=None)
+    assert adapter.backend() == "cpu"
+    assert "-ngl" not in adapter.argv(make_candidate(), port=8080, model_path="m.gguf", draft_path=None,
+                                      backend="cpu")
     assert not adapter.uses_gpus(make_candidate())
+
+
+def test_argv_is_pure_what_is_cached_does_not_change_it(tmp_path, monkeypatch):
+    """A dry run prints the same line whatever build happens to be cached: argv never looks it up."""
+    adapter = get_engine("llamacpp")
+    lines = []
+    for backend in ("cuda", "cpu"):
+        monkeypatch.setattr(llamacpp_build, "find_llamacpp", lambda *a, b=backend, **k: fake_install(tmp_path, b))
+        lines.append(adapter.argv(make_candidate(), port=8080, model_path="m.gguf", draft_path=None))
+    assert lines[0] == lines[1] and "-ngl" not in lines[0] and lines[0][0] == "llama-server"
 
 
 def test_gpu_layers_is_llamacpp_only_and_owns_its_flag():

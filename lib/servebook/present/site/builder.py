@@ -178,7 +178,7 @@ class SiteBuilder:
             self._page(f"{data_dir}/notebook.html", [s["fingerprint"], links],
                        lambda: self._render("notebook.html.j2", "../../", title=f"notebook of {run_id}",
                                             run_id=run_id, notebook_html=render_notebook(
-                                                self.journal.runs_dir / run_id / "notebook.ipynb")))
+                                                self.journal.run(run_id).notebook_path)))
 
         def render() -> str:
             run = dict(s)

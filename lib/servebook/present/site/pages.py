@@ -52,19 +52,14 @@ def _cell_rows(path: Path) -> list[dict]:
 def summarize_run(record: RunRecord) -> dict:
     """Everything the pages need from one run, as JSON, so unchanged runs are never re-read."""
     identity, manifest = record.identity, record.manifest
-    cell_rows = _cell_rows(record.dir / "cells.parquet") if record.status == "completed" else []
+    cell_rows = _cell_rows(record.table_path("cells")) if record.status == "completed" else []
     verdicts = record.verdicts()
     latest = verdicts[-1] if verdicts else {}
     decode = [c for c in cell_rows if c.get("kind") == "decode" and c.get("valid")]
     prefill = [c for c in cell_rows if c.get("kind") == "prefill" and c.get("valid")]
     top_c = max((c["concurrency"] for c in decode), default=None)
     top_p = max((int(c["target_prompt_tokens"]) for c in prefill), default=None)
-    launch_argv = []
-    if (record.dir / "launch.json").is_file():
-        try:
-            launch_argv = json.loads((record.dir / "launch.json").read_text()).get("argv") or []
-        except (json.JSONDecodeError, AttributeError):
-            launch_argv = []
+    launch_argv = record.launch_argv
     # Scrubbed by name again here, so a journal written before scrubbing publishes no key on its pages.
     sealed = Scrubber().json(manifest.model_dump(mode="json", by_alias=True)) if manifest is not None else {}
     launch_argv = redact_argv(launch_argv)

@@ -1,0 +1,126 @@
+"""index.parquet: one row per run, derived from the manifests and refreshed only where a run changed.
+
+It is never the source of truth: deleting it only makes the next read slower. Lookups (a candidate's
+runs under a plan, a study's runs, a status) go through it instead of reading every manifest.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from .record import RunRecord
+from .writer import MANIFEST, VERDICTS
+
+INDEX_FILE = "index.parquet"
+INDEX_COLUMNS = ["run_id", "status", "candidate", "candidate_id", "plan_id", "engine", "started_at", "cells",
+                 "valid_cells", "failure", "study", "verdict"]
+_STORED = INDEX_COLUMNS + ["stamp"]
+
+
+def index_row(record: RunRecord) -> dict[str, Any]:
+    identity = record.identity
+    summary = record.manifest.summary if record.manifest else None
+    failure = record.manifest.failure if record.manifest else None
+    return {
+        "run_id": record.run_id,
+        "status": record.status,
+        "candidate": identity.label,
+        "candidate_id": identity.candidate_id,
+        "plan_id": identity.plan_id,
+        "engine": identity.engine_kind,
+        "started_at": identity.started_at,
+        "cells": summary.cells if summary else None,
+        "valid_cells": summary.valid_cells if summary else None,
+        "failure": failure.cause if failure else None,
+        "study": identity.study,
+        "verdict": (record.latest_verdict or {}).get("outcome"),
+    }
+
+
+def stamps(runs_dir: Path) -> dict[str, str]:
+    """Per run directory, what changes when its row must: the manifest (sealing) and the verdicts folder
+    (a new event); an incomplete run is re-read every time, as it may still be writing."""
+    found: dict[str, str] = {}
+    try:
+        entries = list(os.scandir(runs_dir))
+    except FileNotFoundError:
+        return found
+    for entry in entries:
+        if entry.name.startswith(".") or not entry.is_dir():
+            continue
+        try:
+            manifest = os.stat(os.path.join(entry.path, MANIFEST)).st_mtime_ns
+        except FileNotFoundError:
+            found[entry.name] = ""
+            continue
+        try:
+            verdicts = os.stat(os.path.join(entry.path, VERDICTS)).st_mtime_ns
+        except FileNotFoundError:
+            verdicts = 0
+        found[entry.name] = f"{manifest}:{verdicts}"
+    return found
+
+
+def _stored(path: Path) -> pd.DataFrame:
+    try:
+        stored = pd.read_parquet(path)
+        if set(_STORED) <= set(stored.columns):
+            return stored
+    except (OSError, ValueError, ImportError):
+        pass  # absent, unreadable or from an older servebook: rebuilt from the manifests
+    return pd.DataFrame(columns=_STORED)
+
+
+def refresh(root: Path, runs_dir: Path, read: Callable[[str], RunRecord], write: bool = True) -> pd.DataFrame:
+    """The index of the runs under `runs_dir`, newest last, reading only runs sealed or judged since it was
+    last written (`read` gives a run by id)."""
+    now = stamps(runs_dir)
+    path = root / INDEX_FILE
+    known = _stored(path)
+    by_id = dict(zip(known["run_id"], known["stamp"])) if len(known) else {}
+    fresh = sorted(run_id for run_id, stamp in now.items() if not stamp or by_id.get(run_id) != stamp)
+    fresh_ids = set(fresh)
+    unchanged = known[known["run_id"].isin([r for r in now if r not in fresh_ids])]
+    rows = [{**index_row(read(run_id)), "stamp": now[run_id]} for run_id in fresh]
+    frame = pd.concat([unchanged, pd.DataFrame(rows, columns=_STORED)], ignore_index=True) \
+        if rows else unchanged.reset_index(drop=True)
+    frame = frame.sort_values("run_id", kind="stable").reset_index(drop=True)
+    for column in _STORED:  # one representation, read back or freshly built
+        if column not in ("cells", "valid_cells"):
+            frame[column] = frame[column].astype(object).where(frame[column].notna(), None)
+    frame[["cells", "valid_cells"]] = frame[["cells", "valid_cells"]].astype("Int64")
+    if write and (fresh or len(unchanged) != len(known)) and runs_dir.is_dir():
+        _write(frame, root, path)
+    return frame[INDEX_COLUMNS]
+
+
+def _write(frame: pd.DataFrame, root: Path, path: Path) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=".index.", dir=root)
+    os.close(fd)
+    try:
+        frame.to_parquet(tmp, index=False)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def select(frame: pd.DataFrame, *, study: str | None = None, status: str | None = None, since: str | None = None,
+           limit: int | None = None) -> pd.DataFrame:
+    """Rows of the index filtered: a study, a status, runs started at or after `since` (an ISO date or time),
+    the newest `limit`."""
+    if study:
+        frame = frame[frame["study"] == study]
+    if status:
+        frame = frame[frame["status"] == status]
+    if since:
+        frame = frame[frame["started_at"].fillna("") >= since]
+    if limit:
+        frame = frame.tail(limit)
+    return frame

@@ -1,0 +1,28 @@
+"""The journal as a table of runs, for the terminal and notebooks (narrow enough for 80 columns)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ..util.render import Block, Table, Text
+
+
+def listing_blocks(location: str, frame: pd.DataFrame, wide: bool = False, total: int | None = None) -> list[Block]:
+    """Runs, newest last. Narrow: the run id without its year (which `journal show` accepts), status with the
+    failure cause, verdict, candidate, valid cells; wide adds study, engine and start time."""
+    counts = frame["status"].value_counts()
+    summary = ", ".join(f"{n} {status}" for status, n in counts.items()) or "no runs"
+    if total is not None and total != len(frame):
+        summary += f"; {total} in the journal"
+    columns = ["run", "status", "verdict", "candidate", "valid"]
+    table = Table(columns + (["study", "engine", "started"] if wide else []))
+    css = {"failed": "invalid", "corrupt": "invalid", "incomplete": "warn"}
+    for row in frame.itertuples(index=False):
+        cells = "-" if pd.isna(row.cells) else f"{row.valid_cells}/{row.cells}"
+        verdict = "-" if pd.isna(row.verdict) else row.verdict
+        status = row.status if pd.isna(row.failure) or not row.failure else f"{row.status}: {row.failure}"
+        values = [row.run_id if wide else row.run_id[4:], status, verdict, row.candidate, cells]
+        if wide:
+            values += ["-" if pd.isna(row.study) else row.study, row.engine or "-", row.started_at or "-"]
+        table.add(values, css.get(row.status, "accepted" if verdict == "accepted" else ""))
+    return [Text(f"journal {location}: {len(frame)} runs ({summary})", "heading"), table]

@@ -1,0 +1,155 @@
+"""A run as read back from the journal: its manifest, tables, verdict events and log."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from pydantic import ValidationError
+
+from ..util.files import atomic_write_bytes, tail_of
+from ..util.render import Block, Renderable, Text
+from .manifest import Manifest, RunIdentity
+from .writer import ENGINE_LOG, LAUNCH, MANIFEST, NOTEBOOK, VERDICTS, _dumps, table_file, utc_now
+
+def read_manifest(path: Path) -> tuple[Manifest | None, str | None]:
+    """The manifest, or (None, problem) when it is not valid JSON or not a manifest."""
+    try:
+        return Manifest.model_validate_json(path.read_bytes()), None
+    except ValidationError as error:
+        return None, f"manifest.json does not fit the manifest model: {error.errors()[0]['msg']}"
+    except OSError as error:
+        return None, f"manifest.json cannot be read: {error}"
+
+
+@dataclass
+class RunRecord(Renderable):
+    """A run as read back from the journal."""
+
+    dir: Path
+    manifest: Manifest | None
+    problem: str | None = None  # why a manifest that exists could not be read
+    #: what else must happen to a file added to the run (a remote journal pushes it to the store)
+    on_write: Callable[[Path], None] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def run_id(self) -> str:
+        return self.dir.name
+
+    @property
+    def status(self) -> str:
+        if self.problem:
+            return "corrupt"
+        return self.manifest.status if self.manifest else "incomplete"
+
+    @property
+    def identity(self) -> RunIdentity:
+        """Who this run is: the manifest, or for an unsealed run the launch record written at start."""
+        if self.manifest is not None:
+            return self.manifest
+        launch = self.dir / LAUNCH
+        if launch.is_file():
+            try:
+                return RunIdentity.model_validate_json(launch.read_bytes())
+            except ValidationError:
+                pass
+        return RunIdentity()
+
+    @property
+    def candidate_label(self) -> str:
+        return self.identity.label
+
+    def table(self, name: str) -> pd.DataFrame | None:
+        path = self.table_path(name)
+        return pd.read_parquet(path) if path.is_file() else None
+
+    def table_path(self, name: str) -> Path:
+        """Where a table is stored (for readers that stream it themselves, e.g. with pyarrow)."""
+        return self.dir / table_file(name)
+
+    @property
+    def launch_record(self) -> dict[str, Any]:
+        """launch.json as written when the run started ({} when absent or unreadable)."""
+        try:
+            data = json.loads((self.dir / LAUNCH).read_text())
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    @property
+    def launch_argv(self) -> list[str]:
+        """The (redacted) command that started the engine; [] for attach and unknown."""
+        return list(self.launch_record.get("argv") or [])
+
+    @property
+    def notebook_path(self) -> Path:
+        return self.dir / NOTEBOOK
+
+    def files(self) -> list[Path]:
+        """The run's files (not its verdict events or hidden temporaries), by name."""
+        if not self.dir.is_dir():
+            return []
+        return sorted(p for p in self.dir.iterdir() if p.is_file() and not p.name.startswith("."))
+
+    def verdicts(self) -> list[dict]:
+        """Every verdict event of this run, oldest first."""
+        folder = self.dir / VERDICTS
+        if not folder.is_dir():
+            return []
+        events = []
+        for path in sorted(folder.glob("*.json")):
+            try:
+                events.append(json.loads(path.read_text()))
+            except json.JSONDecodeError:
+                continue
+        return events
+
+    @property
+    def latest_verdict(self) -> dict | None:
+        events = self.verdicts()
+        return events[-1] if events else None
+
+    def append_verdict(self, event: dict) -> Path:
+        """Verdicts are append-only events: a new file each time, never a rewrite."""
+        folder = self.dir / VERDICTS
+        folder.mkdir(exist_ok=True)
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+        path = folder / f"{stamp}.json"
+        n = 0
+        while path.exists():
+            n += 1
+            path = folder / f"{stamp}-{n}.json"
+        atomic_write_bytes(path, _dumps({"judged_at": utc_now(), **event}))
+        if self.on_write:
+            self.on_write(path)
+        return path
+
+    def log_tail(self, lines: int = 40) -> str:
+        return tail_of(self.dir / ENGINE_LOG, lines)
+
+    def headline(self) -> str:
+        """One line: id, candidate, status, and what the run yielded or why it did not."""
+        m = self.manifest
+        parts = [f"run {self.run_id}", self.candidate_label, self.status]
+        if m is not None and m.summary is not None:
+            parts.append(f"{m.summary.valid_cells}/{m.summary.cells} cells valid")
+        if m is not None and m.failure is not None:
+            parts.append(f"failed during {m.failure.stage}: {m.failure.text}")
+        if self.problem:
+            parts.append(self.problem)
+        verdict = self.latest_verdict
+        if verdict:
+            parts.append(f"verdict {verdict.get('outcome')}")
+        return "  ".join(parts)
+
+    def blocks(self) -> list[Block]:
+        # A short summary: papermill logs and notebook outputs show this; present.RunReport has the tables.
+        style = {"completed": "", "failed": "invalid", "incomplete": "warn", "corrupt": "invalid"}[self.status]
+        return [Text(self.headline(), style or "heading"), Text(str(self.dir), "dim")]
+
+

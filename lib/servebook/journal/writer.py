@@ -1,0 +1,153 @@
+"""Writing one run: every byte scrubbed of secrets, every file atomic, the manifest last.
+
+The writer owns the run's file names: nothing outside the journal spells `cells.parquet` or `launch.json`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..config.secrets import Scrubber
+from ..util.files import atomic_write_bytes, fsync_dir, fsync_file
+from .manifest import Manifest, RunIdentity
+
+#: the files of a run, by what they hold (see design.md, the journal contract)
+MANIFEST = "manifest.json"
+LAUNCH = "launch.json"
+ENGINE_LOG = "engine.log"
+NOTEBOOK = "notebook.ipynb"
+SERVER_INFO = "server_info.json"
+VERDICTS = "verdicts"
+
+
+def table_file(name: str) -> str:
+    return f"{name}.parquet"
+
+
+class RunSealed(RuntimeError):
+    """A sealed run's files are never rewritten."""
+
+
+def _dumps(obj: Any) -> bytes:
+    return (json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n").encode()
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class RunWriter:
+    """Writes one run's files. `seal` writes the manifest, after which the run is read-only."""
+
+    def __init__(self, directory: Path, scrubber: Scrubber | None = None,
+                 on_write: Callable[[Path], None] | None = None):
+        self.dir = directory
+        self.run_id = directory.name
+        # Every byte this writer puts in the run passes through it: no secret reaches the journal.
+        self.scrubber = scrubber or Scrubber.from_environment()
+        # A remote journal pushes each file as it is written, so an interrupted run keeps what it measured there too.
+        self.on_write = on_write or (lambda path: None)
+
+    @property
+    def sealed(self) -> bool:
+        return (self.dir / MANIFEST).exists()
+
+    @property
+    def engine_log(self) -> Path:
+        return self.dir / ENGINE_LOG
+
+    def path(self, name: str) -> Path:
+        """Where a file others write into the run goes (a compose file the engine's tools read)."""
+        return self.dir / name
+
+    def write_launch(self, record: dict[str, Any]) -> Path:
+        """launch.json: who the run is and what starts it, written when it starts (an unsealed run shows it)."""
+        return self.write_json(LAUNCH, record)
+
+    def discard_table(self, name: str) -> None:
+        """Drop a table written on the way (a failed run keeps its raw rows, not its cell figures)."""
+        self._check_open()
+        (self.dir / table_file(name)).unlink(missing_ok=True)
+
+    def abandon(self) -> None:
+        """Remove an unsealed run that measured nothing, because its input turned out wrong."""
+        self._check_open()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _check_open(self) -> None:
+        if self.sealed:
+            raise RunSealed(f"run {self.run_id} is sealed; its files are not rewritten")
+
+    def write_json(self, name: str, obj: Any) -> Path:
+        self._check_open()
+        path = self.dir / name
+        if isinstance(obj, RunIdentity):
+            obj = obj.model_dump(mode="json", by_alias=True)
+        atomic_write_bytes(path, self.scrubber.bytes(_dumps(self.scrubber.json(json.loads(_dumps(obj))))))
+        self.on_write(path)
+        return path
+
+    def write_text(self, name: str, text: str) -> Path:
+        self._check_open()
+        path = self.dir / name
+        atomic_write_bytes(path, self.scrubber.bytes(text.encode()))
+        self.on_write(path)
+        return path
+
+    def write_table(self, name: str, rows: Iterable[dict] | pd.DataFrame) -> Path:
+        self._check_open()
+        frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
+        if self.scrubber.values:  # response text could echo a key; only string cells can hold one
+            frame = frame.copy()
+            for column in frame.columns[frame.dtypes == object]:
+                frame[column] = frame[column].map(lambda v: self.scrubber.text(v) if isinstance(v, str) else v)
+        path = self.dir / table_file(name)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=self.dir)
+        os.close(fd)
+        try:
+            frame.to_parquet(tmp, index=False)
+            with open(tmp, "rb") as f:
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        self.on_write(path)
+        return path
+
+    def seal(self, manifest: Manifest) -> Path:
+        """Write manifest.json last: from this moment the run is sealed and never rewritten."""
+        self._check_open()
+        manifest = manifest.model_copy(update={"run_id": self.run_id, "sealed_at": utc_now()})
+        self._scrub_text_files()
+        for path in self.dir.iterdir():  # every file written so far is durable before the manifest says so
+            if path.is_file() and not path.name.startswith("."):
+                fsync_file(path)
+                self.on_write(path)  # on a remote journal: every file is on the store before the manifest
+        fsync_dir(self.dir)
+        path = self.dir / MANIFEST
+        data = self.scrubber.json(json.loads(manifest.to_json()))
+        atomic_write_bytes(path, self.scrubber.bytes(_dumps(data)))
+        fsync_dir(self.dir.parent)
+        self.on_write(path)
+        return path
+
+    def _scrub_text_files(self) -> None:
+        """Files others wrote into the run (the engine's log, compose output) are scrubbed before sealing;
+        the engine is stopped by then, so nothing writes to them afterwards."""
+        for path in self.dir.iterdir():
+            if path.suffix in (".log", ".yaml", ".txt") and path.is_file():
+                data = path.read_bytes()
+                if self.scrubber.contains_secret(data):
+                    atomic_write_bytes(path, self.scrubber.bytes(data))
+
+

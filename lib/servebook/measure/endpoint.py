@@ -1,0 +1,37 @@
+"""The engine as the measurement sees it, fixed once it answers: where, with which key, which model."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..engines import EngineAdapter
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    base_url: str
+    adapter: EngineAdapter
+    #: the model name requests carry (None: the first one /v1/models lists)
+    model: str | None = None
+    api_key: str = "servebook"
+    #: how many requests the engine runs at once, when known (waves report how many queued)
+    slots: int | None = None
+    #: the engine's process, when servebook launched it here (host telemetry is only checked then)
+    engine_pid: int | None = None
+    #: the engine's log, where compile lines are looked for
+    engine_log: Path | None = None
+    #: the candidate's own request fields, sent on top of the engine's way of forcing the length
+    request_extras: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "base_url", self.base_url.rstrip("/"))
+
+    @property
+    def auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key}"}
+
+    def extras(self, output_tokens: int) -> dict[str, Any]:
+        return {**self.adapter.request_extras(output_tokens), **self.request_extras}

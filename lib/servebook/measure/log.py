@@ -1,0 +1,63 @@
+"""Everything a measurement has produced so far, as the raw rows the journal stores."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..engines.counters import Scrape
+from .cells import CellSpec, CellSummary
+from .client import RequestRecord
+from .gates import GateResult
+
+
+@dataclass
+class CellOutcome:
+    spec: CellSpec
+    records: list[RequestRecord]
+    before: Scrape
+    after: Scrape
+    summary: CellSummary
+
+
+@dataclass
+class MeasurementLog:
+    """Survives an engine death mid-plan, so the raw rows of what was measured are kept."""
+
+    outcomes: list[CellOutcome] = field(default_factory=list)
+    partial_records: list[RequestRecord] = field(default_factory=list)
+    gate_results: list[GateResult] = field(default_factory=list)
+    telemetry: list[dict[str, Any]] = field(default_factory=list)
+    #: the equivalence requests' greedy outputs
+    outputs: list[dict[str, Any]] = field(default_factory=list)
+
+    def _records(self) -> list[RequestRecord]:
+        return [r for o in self.outcomes for r in o.records] + self.partial_records
+
+    def request_rows(self) -> list[dict[str, Any]]:
+        return [r.row() for r in self._records()]
+
+    def chunk_rows(self) -> list[dict[str, Any]]:
+        rows = []
+        for record in self._records():
+            previous = record.t_first
+            tokens = record.chunk_tokens or [None] * len(record.chunk_times)
+            for i, (t, n) in enumerate(zip(record.chunk_times, tokens)):
+                gap = None if i == 0 or previous is None else t - previous
+                rows.append({"request_id": record.request_id, "cell_id": record.cell_id, "index": i,
+                             "t": t, "gap_s": gap, "tokens": n})
+                previous = t
+        return rows
+
+    def scrape_rows(self) -> list[dict[str, Any]]:
+        rows = []
+        for o in self.outcomes:
+            for phase, s in (("before", o.before), ("after", o.after)):
+                for sample in s.samples:
+                    rows.append({"cell_id": o.spec.cell_id, "phase": phase, "t": s.t, "name": sample.name,
+                                 "labels": json.dumps(dict(sample.labels)), "value": sample.value})
+        return rows
+
+    def cell_rows(self) -> list[CellSummary]:
+        return [o.summary for o in self.outcomes]

@@ -1,0 +1,187 @@
+"""Whether a cell's figures mean what they say: every fault as a code, with text beside it for readers.
+
+Decisions (a disturbed cell left out of a verdict, a cell that rejects) read the codes; the text is
+prose and may be reworded freely. `cell_faults` is the one place where validity is decided, as a
+pure function of what the cell measured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+from .client import RequestRecord
+from .reconcile import Reconciliation, server_cached_tokens
+
+InvalidCode = Literal[
+    "requests_failed",      # some requests of the cell errored
+    "wrong_length",         # output length not what was forced
+    "wrong_prompt_length",  # a prefill prompt not of the asked length
+    "cold_not_verified",    # a cold prefill cell without evidence of being cold
+    "not_cold",             # a cold prefill cell that hit the cache
+    "shared_prefix",        # prompts meant to share nothing hit the cache
+    "counters_disagree",    # the engine's counters and the client's usage differ
+    "compilation",          # the engine compiled inside the measured interval
+    "host_busy",            # other processes used the host's CPU during the cell
+    "gpu_busy",             # other processes ran on the engine's GPU during the cell
+    "unclassified",         # a fault from a journal written before codes, whose text names no known fault
+]
+INVALID_CODES: tuple[str, ...] = get_args(InvalidCode)
+
+#: Faults of the host, not of the candidate: such a cell is evidence lost, never a reason to reject.
+DISTURBANCES: frozenset[str] = frozenset({"host_busy", "gpu_busy"})
+
+#: How each code reads; the only place the wording lives (a test rewords them all and checks verdicts hold).
+MESSAGES: dict[str, str] = {
+    "requests_failed": "{failed} of {total} requests failed ({first_error})",
+    "wrong_length": "{count} requests returned {got} tokens instead of {expected}",
+    "wrong_prompt_length": "{count} prompts were {got} tokens instead of {expected}",
+    "cold_not_verified": "cold not verified: {why}",
+    "not_cold": "not cold: {why}",
+    "shared_prefix": "prompts shared a prefix: {count} requests hit the prompt cache (up to {cached} cached tokens)",
+    "counters_disagree": "counters disagree: {detail}",
+    "compilation": "compilation inside the measured interval: {line}",
+    "host_busy": "host busy: other processes used {cores:.2f} CPU cores during the cell (limit {limit:g})",
+    "gpu_busy": "gpu busy: other processes ({pids}) on the engine's GPU during the cell",
+}
+
+#: How journals written before codes began their reasons (read back only, never written).
+_LEGACY_PREFIXES: tuple[tuple[str, InvalidCode], ...] = (
+    ("host busy:", "host_busy"), ("gpu busy:", "gpu_busy"), ("cold not verified:", "cold_not_verified"),
+    ("not cold:", "not_cold"), ("prompts shared a prefix", "shared_prefix"), ("counters disagree", "counters_disagree"),
+    ("compilation inside", "compilation"),
+)
+_LEGACY_PHRASES: tuple[tuple[str, InvalidCode], ...] = (
+    (" requests failed (", "requests_failed"), (" requests returned ", "wrong_length"), (" prompts were ", "wrong_prompt_length"),
+)
+
+
+@dataclass(frozen=True)
+class InvalidReason:
+    code: InvalidCode
+    text: str
+
+    @classmethod
+    def of(cls, code: InvalidCode, **values: object) -> "InvalidReason":
+        return cls(code, MESSAGES[code].format(**values))
+
+
+@dataclass(frozen=True)
+class CellEvidence:
+    """What validity is decided from: the cell as asked, its requests, the counters, and the host around it."""
+
+    kind: str
+    category: str
+    output_tokens: int
+    prompt_tokens: int | None
+    records: Sequence[RequestRecord]
+    reconciliation: Reconciliation
+    compilations: Sequence[str] = ()
+    #: CPU cores other processes used during the cell (None: not checked, e.g. attached engines)
+    foreign_cpu_cores: float | None = None
+    foreign_cpu_limit: float = 0.5
+    #: processes on the engine's GPU that are not the engine's ("" or None: none seen or not checked)
+    gpu_foreign_pids: str | None = None
+
+
+def cell_faults(evidence: CellEvidence) -> list[InvalidReason]:
+    """Every fault of a cell, in a fixed order; an empty list means the cell is valid."""
+    return [*_request_faults(evidence), *_cache_faults(evidence), *_engine_faults(evidence)]
+
+
+def _request_faults(e: CellEvidence) -> list[InvalidReason]:
+    ok = [r for r in e.records if r.ok]
+    errors = [r for r in e.records if not r.ok]
+    out: list[InvalidReason] = []
+    if errors:
+        out.append(InvalidReason.of("requests_failed", failed=len(errors), total=len(e.records),
+                                    first_error=errors[0].error))
+    if e.category == "structured":
+        # A grammar decides when the JSON ends, so the length is capped, not forced.
+        wrong = [r for r in ok if not 1 <= (r.completion_tokens or 0) <= e.output_tokens]
+    else:
+        wrong = [r for r in ok if r.completion_tokens != e.output_tokens]
+    if wrong:
+        out.append(InvalidReason.of("wrong_length", count=len(wrong), expected=e.output_tokens,
+                                    got=sorted({r.completion_tokens or 0 for r in wrong})))
+    if e.kind == "prefill":
+        short = [r for r in ok if r.prompt_tokens != e.prompt_tokens]
+        if short:
+            out.append(InvalidReason.of("wrong_prompt_length", count=len(short), expected=e.prompt_tokens,
+                                        got=sorted({r.prompt_tokens or 0 for r in short})))
+    return out
+
+
+def _cache_faults(e: CellEvidence) -> list[InvalidReason]:
+    ok = [r for r in e.records if r.ok]
+    if e.kind == "prefill":
+        cold, why = cold_evidence(ok, e.reconciliation)
+        if cold is None:
+            return [InvalidReason.of("cold_not_verified", why=why)]
+        return [] if cold else [InvalidReason.of("not_cold", why=why)]
+    if e.kind in ("decode", "wave") and e.prompt_tokens is not None and e.category != "structured":
+        # The plan asked for prompts that share no prefix: any cache hit means they did.
+        shared = [r for r in ok if r.cached_tokens]
+        if shared:
+            return [InvalidReason.of("shared_prefix", count=len(shared),
+                                     cached=max(r.cached_tokens or 0 for r in shared))]
+    return []
+
+
+def _engine_faults(e: CellEvidence) -> list[InvalidReason]:
+    out: list[InvalidReason] = []
+    if e.reconciliation.status == "mismatch":
+        out.append(InvalidReason.of("counters_disagree", detail=e.reconciliation.message))
+    if e.compilations:
+        out.append(InvalidReason.of("compilation", line=e.compilations[0]))
+    if e.foreign_cpu_cores is not None and e.foreign_cpu_cores > e.foreign_cpu_limit:
+        out.append(InvalidReason.of("host_busy", cores=e.foreign_cpu_cores, limit=e.foreign_cpu_limit))
+    if e.gpu_foreign_pids:
+        out.append(InvalidReason.of("gpu_busy", pids=e.gpu_foreign_pids))
+    return out
+
+
+def cold_evidence(records: Sequence[RequestRecord], reconciliation: Reconciliation) -> tuple[bool | None, str]:
+    """Whether a prefill cell ran cold, and on what evidence: the responses' cached-token counts or the engine's
+    cache counter. Neither reporting means not verified, never cold by default."""
+    warm = [r for r in records if r.cached_tokens]
+    if warm:
+        return False, f"{len(warm)} requests hit the prompt cache ({max(r.cached_tokens or 0 for r in warm)} " \
+                      "cached tokens)"
+    server = server_cached_tokens(reconciliation)
+    if server:
+        return False, f"the engine's counter says {server:g} prompt tokens came from its cache"
+    if records and all(r.cached_tokens == 0 for r in records):
+        return True, "every response reported 0 cached tokens"
+    if server == 0:
+        return True, "the engine's cache counter did not move"
+    return None, "neither the responses' usage nor the engine's counters report cached tokens"
+
+
+def join_codes(reasons: Iterable[InvalidReason]) -> str:
+    return ",".join(r.code for r in reasons)
+
+
+def join_texts(reasons: Iterable[InvalidReason]) -> str:
+    return "; ".join(r.text for r in reasons)
+
+
+def codes_of(codes: object, texts: object) -> list[str]:
+    """A recorded cell's fault codes: its `invalid_codes`, or, for a journal written before codes, read from the
+    text (the only place servebook still reads prose, and only prose it wrote itself)."""
+    if isinstance(codes, str):
+        return [c for c in codes.split(",") if c]
+    if not isinstance(texts, str) or not texts.strip():
+        return []
+    out: list[str] = []
+    for part in (p.strip() for p in texts.split("; ") if p.strip()):
+        code = next((code for prefix, code in _LEGACY_PREFIXES if part.startswith(prefix)), None)
+        code = code or next((code for phrase, code in _LEGACY_PHRASES if phrase in part), "unclassified")
+        out.append(code)
+    return out
+
+
+def only_disturbed(codes: Sequence[str]) -> bool:
+    """A cell whose only faults are other processes' load: evidence lost, not a fault of the candidate."""
+    return bool(codes) and all(code in DISTURBANCES for code in codes)

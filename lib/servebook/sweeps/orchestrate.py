@@ -1,0 +1,127 @@
+"""A sweep: every study candidate's repeats, interleaved, through a runner; then, on request, more runs where
+verdicts are undecided. The journal is the state, so an interrupted sweep resumes where it stopped."""
+
+from __future__ import annotations
+
+import concurrent.futures
+from pathlib import Path
+
+from ..config.study import Study, StudyEntry
+from ..engines import get_engine
+from ..journal import Journal
+from ..util.progress import Reporter
+from .gpus import GpuPool, gpu_pool, gpus_needed
+from .pending import SweepResult, interleaved, recorded
+from .runner import QUALIFY_NOTEBOOK, PapermillRunner, Runner
+
+
+def check_study_fits(study: Study, entries: list[StudyEntry]) -> None:
+    """Before any engine starts: a plan that cannot fit a candidate stops the sweep here."""
+    for entry in entries:
+        get_engine(entry.candidate.engine).check_plan_fits(entry.candidate, study.plan)
+
+
+def sweep(
+    study: Study,
+    journal: Journal,
+    *,
+    reporter: Reporter | None = None,
+    retry_failed: bool = False,
+    kernel_name: str = "python3",
+    start_timeout: int = 120,
+    execution_timeout: int | None = 3600,
+    notebook: Path = QUALIFY_NOTEBOOK,
+    max_repeats: int | None = None,
+    parallel: str | int = 1,
+    gpus: list[int] | None = None,
+    reuse_kernel: bool = True,
+    runner: Runner | None = None,
+) -> list[SweepResult]:
+    """`study.repeats` runs per candidate not yet recorded under the study's plan, interleaved; failures go on.
+    With `max_repeats`, then add repeats where verdicts are undecided until decided.
+
+    `parallel`: 1 runs one candidate at a time; "auto" (or a number) runs candidates at once on disjoint groups of
+    the host's GPUs (`gpus`, default what nvidia-smi lists), each group as wide as the candidate's tensor
+    parallel size times its replicas. A host without GPUs stays serial under "auto": two engines sharing CPU
+    cores measure each other. `runner`: what executes each run (default: papermill on kept kernels)."""
+    reporter = reporter or Reporter()
+    journal.ensure_writable()
+    entries = study.expand()
+    check_study_fits(study, entries)
+    runner = runner or PapermillRunner(notebook, kernel_name, start_timeout, execution_timeout, reuse=reuse_kernel)
+    pool = gpu_pool(entries, parallel, gpus, reporter)
+    try:
+        results = run_pending(study, entries, journal, runner, reporter, retry_failed, pool=pool,
+                              workers=pool.workers if pool else 1)
+        if max_repeats is not None:
+            results += until_decided(study, journal, runner, reporter, max_repeats)
+    finally:
+        runner.close()
+    journal.index()
+    return results
+
+
+def run_pending(study: Study, entries: list[StudyEntry], journal: Journal, runner: Runner, reporter: Reporter,
+                retry_failed: bool, *, pool: GpuPool | None = None, workers: int = 1,
+                title: str | None = None) -> list[SweepResult]:
+    """Every (repeat, entry) not yet recorded, in interleaved order, `workers` at a time (on GPUs from `pool`)."""
+    order = interleaved(study, entries)
+
+    def one(repeat: int, entry: StudyEntry) -> SweepResult:
+        result = recorded(study, entry, journal, repeat, retry_failed)
+        if result is None:
+            group = pool.acquire(gpus_needed(entry)) if pool else None
+            try:
+                # checked again with the GPUs in hand: a parallel repeat may have failed meanwhile
+                result = recorded(study, entry, journal, repeat, retry_failed) if group is not None else None
+                if result is None:
+                    where = f" on GPUs {group}" if group is not None else ""
+                    reporter.log(f"{entry.name}: repeat {repeat + 1} of {study.repeats}{where}")
+                    return runner.run(study, entry, journal, reporter, group)
+            finally:
+                if pool is not None and group is not None:
+                    pool.release(group)
+        reporter.log(f"skip {entry.name} (repeat {repeat + 1}/{study.repeats}): {result.message}")
+        return result
+
+    label = title or f"sweep {study.name}: {len(entries)} candidates x {study.repeats} repeats"
+    with reporter.task(label, total=len(order)) as task:
+        if workers <= 1:
+            results = []
+            for repeat, entry in order:
+                results.append(one(repeat, entry))
+                task.advance()
+            return results
+        with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="servebook-sweep") as executor:
+            futures = [executor.submit(one, repeat, entry) for repeat, entry in order]
+            for future in concurrent.futures.as_completed(futures):
+                task.advance()
+            return [future.result() for future in futures]
+
+
+def until_decided(study: Study, journal: Journal, runner: Runner, reporter: Reporter,
+                  max_repeats: int) -> list[SweepResult]:
+    """One more run for every undecided candidate (and the baseline, so it keeps pace), interleaved,
+    until every verdict is decided or `max_repeats` runs each are spent."""
+    from ..verdicts import judge
+
+    results: list[SweepResult] = []
+    baseline = study.verdict.baseline
+    while True:
+        judged = judge(study, journal, append=False)
+        open_ = [j for j in judged if j.verdict is not None and j.verdict.undecided]
+        undecided = [j for j in open_ if len(j.records) < max_repeats]
+        if not undecided:
+            reporter.log(f"undecided verdicts remain ({', '.join(j.entry.name for j in open_)}), but their candidates "
+                         f"have {max_repeats} runs (--max-repeats)" if open_ else "every verdict is decided")
+            return results
+        most = max(len(j.records) for j in undecided)
+        names = {j.entry.name for j in undecided}
+        base = next(j for j in judged if j.entry.name == baseline)
+        if len(base.records) <= most and len(base.records) < max_repeats:
+            names.add(baseline)
+        reporter.log(f"inconclusive: {', '.join(sorted(names - {baseline}))}; one more run of "
+                     f"{', '.join(sorted(names))}")
+        for item in judged:  # study order, so the added runs interleave like the first ones
+            if item.entry.name in names:
+                results.append(runner.run(study, item.entry, journal, reporter))

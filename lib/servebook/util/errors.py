@@ -1,0 +1,47 @@
+"""servebook's one error vocabulary, at the bottom layer so every layer raises the same kinds.
+
+Callers decide on the type and on `cause` (a closed set of codes), never on the message, which is
+prose for the reader. The CLI and the notebooks catch `ServebookError` once and print one line.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+#: Why a run has no numbers. One closed list: adapters classify into it, the manifest stores it.
+FailureCause = Literal["bad_flag", "out_of_memory", "model_load", "model_not_served", "port_in_use", "timeout",
+                       "crash", "warmup_failed", "drafter_inactive"]
+FAILURE_CAUSES: tuple[str, ...] = get_args(FailureCause)
+
+#: The stage a failed run stopped in.
+FailureStage = Literal["launch", "warmup", "measure"]
+
+
+class ServebookError(Exception):
+    """Anything servebook reports to the user as one message instead of a traceback."""
+
+
+class InputError(ServebookError, ValueError):
+    """Bad user input; the message names the file, the field and the fix."""
+
+
+class EngineFailed(ServebookError):
+    """The engine did not become ready, did not serve the plan, or died: a failed run, with its classified cause,
+    the stage it stopped in (set where the run knows it) and the engine's log tail."""
+
+    def __init__(self, cause: FailureCause, message: str, *, log_tail: str = "", exit_code: int | None = None,
+                 stage: FailureStage | None = None):
+        if cause not in FAILURE_CAUSES:
+            raise ValueError(f"unknown failure cause {cause!r}; one of {', '.join(FAILURE_CAUSES)}")
+        super().__init__(f"{cause}: {message}")
+        self.cause: FailureCause = cause
+        self.message = message
+        self.log_tail = log_tail
+        self.exit_code = exit_code
+        self.stage = stage
+
+    def at(self, stage: FailureStage) -> "EngineFailed":
+        """This failure, placed in `stage` unless an inner layer already knew better."""
+        if self.stage is None:
+            self.stage = stage
+        return self
