@@ -23,8 +23,21 @@ from typing import TYPE_CHECKING
 from . import engines as _engines  # noqa: F401  (registers every built-in engine's candidate checks)
 from ._version import __version__
 
+
+def _brief_errors_in_ipython() -> None:
+    import sys
+
+    if "IPython" in sys.modules:  # only where a shell may run; never imports IPython itself
+        from .util.ipython import show_errors_briefly
+
+        show_errors_briefly()
+
+
+_brief_errors_in_ipython()
+
 _PUBLIC = {
-    "Candidate": "config", "Plan": "config", "Study": "config", "VerdictRules": "config", "InputError": "config",
+    "Candidate": "config", "Plan": "config", "Study": "config", "VerdictRules": "config",
+    "ServebookError": "util.errors", "InputError": "util.errors", "EngineFailed": "util.errors",
     "load_candidate": "config", "load_plan": "config", "load_study": "config",
     "Journal": "journal", "RunRecord": "journal", "Manifest": "journal",
     "run_candidate": "run",
@@ -53,11 +66,12 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # what static tools and editors see
-    from .config import Candidate, InputError, Plan, Study, VerdictRules, load_candidate, load_plan, load_study
+    from .config import Candidate, Plan, Study, VerdictRules, load_candidate, load_plan, load_study
     from .journal import Journal, Manifest, RunRecord
     from .notebook import compare, qualify, show
     from .present import (MemoryView, RunComparison, RunReport, StudyView, VerdictsView, build_site, figures,
                           report, size_model)
     from .run import run_candidate
     from .sweeps import dry_run, sweep
+    from .util.errors import EngineFailed, InputError, ServebookError
     from .verdicts import Verdict, judge, noise_floor

@@ -14,6 +14,7 @@ from rich.console import Console
 from .config import InputError, load_candidate, load_plan, load_study, parse_overrides, with_overrides
 from .engines.llamacpp_build import EngineInstallError, find_llamacpp, install_llamacpp
 from .journal import Journal
+from .util.errors import EngineFailed, ServebookError
 from .util.progress import Reporter
 
 app = typer.Typer(help="Qualify LLM serving configurations; keep every run in a journal.",
@@ -38,19 +39,23 @@ def _journal(path: Optional[str]) -> Journal:
     return Journal(path or os.environ.get("SERVEBOOK_JOURNAL") or "journal")
 
 
+#: exit codes by error kind (any other ServebookError exits 1)
+EXIT_CODES: dict[type[ServebookError], tuple[int, str]] = {
+    InputError: (2, "error"), EngineInstallError: (3, "engine install failed"), EngineFailed: (4, "engine failed"),
+}
+
+
 def _friendly(fn):
-    """One clear message and a non-zero exit for bad input, instead of a traceback."""
+    """One clear message and a non-zero exit for anything servebook reports, instead of a traceback."""
 
     @wraps(fn)
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except InputError as error:
-            err.print(f"[bold red]error:[/] {error}", markup=True, highlight=False)
-            raise typer.Exit(2)
-        except EngineInstallError as error:
-            err.print(f"[bold red]engine install failed:[/] {error}", highlight=False)
-            raise typer.Exit(3)
+        except ServebookError as error:
+            code, label = next((v for kind, v in EXIT_CODES.items() if isinstance(error, kind)), (1, "error"))
+            err.print(f"[bold red]{label}:[/] {error}", markup=True, highlight=False)
+            raise typer.Exit(code)
         except KeyboardInterrupt:
             err.print("[yellow]interrupted[/]: the engine was stopped; an unsealed run shows as incomplete")
             raise typer.Exit(130)

@@ -225,3 +225,28 @@ def test_output_equivalence_catches_a_batch_variant_engine(tmp_path):
     result = broken.manifest.summary.batch_invariance
     assert result["identical_share"] < 1.0 and result["diverged"]
     assert all(d["first_difference"] >= 5 for d in result["diverged"])
+
+
+def test_a_plan_that_needs_a_tokenizer_is_refused_before_anything_is_recorded(tmp_path):
+    """Attached to a server without /tokenize, prefill cells cannot be built: one InputError naming the plan
+    sections, before the run exists (it used to escape as a RuntimeError mid-run and leave it incomplete)."""
+    from servebook.util.errors import InputError
+
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "servebook.engines.simulator", "--flavor", "vllm",
+                               "--fault=no_tokenizer", "--port", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    journal = Journal(tmp_path)
+    try:
+        wait_healthy(port, 20)
+        candidate = Candidate.model_validate({"name": "attached", "engine": "openai", "model": {"id": "model"},
+                                              "launch": {"mode": "attach", "url": f"http://127.0.0.1:{port}"}})
+        with pytest.raises(InputError, match="prefill build prompts of exact token length"):
+            run_candidate(candidate, PLAN, journal, reporter=QUIET)
+        assert journal.run_ids() == []
+        decode_only = PLAN.model_copy(update={"prefill": None})
+        record = run_candidate(candidate, decode_only, journal, reporter=QUIET)
+    finally:
+        server.terminate()
+        server.wait(10)
+    assert record.status == "completed", "a plan without such cells runs against the same server"

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from ..util.errors import ServebookError
 from ..util.paths import cache_root
 from ..util.progress import Reporter
 
@@ -78,7 +79,7 @@ def default_backend() -> str:
     return "cuda" if shutil.which("nvcc") and shutil.which("nvidia-smi") else "cpu"
 
 
-class EngineInstallError(RuntimeError):
+class EngineInstallError(ServebookError, RuntimeError):
     """The engine could not be built; the message says what is missing and how to fix it."""
 
 

@@ -209,6 +209,8 @@ class SimApp:
     async def tokenize(self, request):
         from starlette.responses import JSONResponse
 
+        if "no_tokenizer" in self.engine.config.faults:
+            return JSONResponse({"detail": "Not Found"}, 404)
         body = await request.json()
         tokens = tokenize(body.get("content", body.get("prompt", "")))
         return JSONResponse({"tokens": tokens, "count": len(tokens)})

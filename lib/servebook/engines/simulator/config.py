@@ -11,7 +11,9 @@ FAULTS = ("never_ready", "crash_mid_stream", "oom_warmup", "wrong_usage", "null_
           # each fails one case of a gate, as a broken chat template or parser would
           "empty_reply", "no_parallel_tool_calls", "wrong_tool", "history_rejected", "lost_needle",
           # greedy output changes when requests share a batch (output equivalence fails)
-          "batch_variant")
+          "batch_variant",
+          # a server without a tokenizer endpoint (prompts of exact token length cannot be built)
+          "no_tokenizer")
 
 
 
