@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.servebook-installed
 JOURNAL ?= journal
 
-.PHONY: setup engine browser demo site test unit bench clean
+.PHONY: setup engine browser demo site check test unit bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,12 +37,17 @@ browser:
 site: setup
 	$(BIN)/servebook site --journal $(JOURNAL) --out site
 
-test: engine browser
+# The code's own checks, before any test: layers (import-linter), types (mypy with the pydantic plugin, on the
+# packages pyproject.toml names), lint and sorted imports (ruff).
+check: setup
 	$(BIN)/lint-imports --no-cache
+	$(BIN)/mypy
+	$(BIN)/ruff check lib tests benchmarks scripts
+
+test: engine browser check
 	$(BIN)/python -m pytest -q tests
 
-unit: setup
-	$(BIN)/lint-imports --no-cache
+unit: check
 	$(BIN)/python -m pytest -q tests/unit
 
 bench: engine browser

@@ -14,10 +14,10 @@ import statistics
 import tempfile
 
 from servebook import Journal, load_candidate
-from servebook.util.paths import repo_data_dir
 from servebook.config import DecodePlan, Plan
-from servebook.util.progress import Reporter
 from servebook.run import run_candidate
+from servebook.util.paths import repo_data_dir
+from servebook.util.progress import Reporter
 
 
 def main() -> None:

@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 from servebook.journal import Journal
-from servebook.present import build_site
 from servebook.journal.synthetic import write_synthetic_run
+from servebook.present import build_site
 
 
 def open_index(path: Path) -> float | None:

@@ -16,9 +16,9 @@ import tempfile
 from pathlib import Path
 
 from servebook import Journal
-from servebook.util.progress import Reporter
 from servebook.config import Study
 from servebook.sweeps import sweep
+from servebook.util.progress import Reporter
 
 
 def main() -> None:

@@ -69,8 +69,17 @@ if TYPE_CHECKING:  # what static tools and editors see
     from .config import Candidate, Plan, Study, VerdictRules, load_candidate, load_plan, load_study
     from .journal import Journal, Manifest, RunRecord
     from .notebook import compare, qualify, show
-    from .present import (MemoryView, RunComparison, RunReport, StudyView, VerdictsView, build_site, figures,
-                          report, size_model)
+    from .present import (
+        MemoryView,
+        RunComparison,
+        RunReport,
+        StudyView,
+        VerdictsView,
+        build_site,
+        figures,
+        report,
+        size_model,
+    )
     from .run import run_candidate
     from .sweeps import dry_run, sweep
     from .util.errors import EngineFailed, InputError, ServebookError

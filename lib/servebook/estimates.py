@@ -88,9 +88,11 @@ def change(candidate: Sequence[float], baseline: Sequence[float], confidence: fl
 
 def regression_bounds(c: Change, lower_is_better: bool) -> tuple[float, float, float]:
     """(estimate, lowest, highest) regression in percent: a drop for rates, a rise for times."""
+    low = c.pct if c.low is None or c.high is None else c.low
+    high = c.pct if c.low is None or c.high is None else c.high
     if lower_is_better:
-        return c.pct, (c.low if c.has_interval else c.pct), (c.high if c.has_interval else c.pct)
-    return -c.pct, -(c.high if c.has_interval else c.pct), -(c.low if c.has_interval else c.pct)
+        return c.pct, low, high
+    return -c.pct, -high, -low
 
 
 def decide(c: Change | None, limit_pct: float, lower_is_better: bool) -> Decision:

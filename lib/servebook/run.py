@@ -26,7 +26,7 @@ from .config.plan import Plan
 from .config.secrets import Scrubber, redact_argv, redact_env
 from .engines import EngineAdapter, get_engine
 from .journal import Journal, RunRecord, RunWriter, utc_now
-from .journal.manifest import EngineInfo, Environment, Failure, Manifest, RunIdentity, Summary
+from .journal.manifest import EngineInfo, Environment, Failure, GateScore, Manifest, RunIdentity, Summary
 from .launch.environment import fingerprint
 from .launch.preflight import ResolvedPaths, preflight
 from .launch.process import AttachedEngine, Engine, EngineProcess, free_port
@@ -54,7 +54,7 @@ def _summary(log: MeasurementLog) -> Summary:
         reconciled_cells=sum(1 for c in cell_rows if c["reconciliation"] == "ok"),
         decode_aggregate_tok_s={c["cell_id"]: c["aggregate_tok_s"] for c in valid if c["kind"] == "decode"},
         prefill_tok_s={c["cell_id"]: c["prefill_tok_s"] for c in valid if c["kind"] == "prefill"},
-        gates=gate_summary(log.gate_results) if log.gate_results else {},
+        gates={name: GateScore.model_validate(score) for name, score in gate_summary(log.gate_results).items()},
         batch_invariance=compare_outputs(log.outputs, log.outputs, "solo", "concurrent") if log.outputs else None,
     )
 
@@ -113,7 +113,7 @@ def _target(candidate: Candidate, adapter: EngineAdapter, paths: ResolvedPaths, 
     launch = candidate.launch
     port = launch.port or free_port(launch.host if launch.mode == "local" else "127.0.0.1")
     if launch.mode == "attach":
-        return _Target([], launch.url.rstrip("/"))
+        return _Target([], (launch.url or "").rstrip("/"))
     if launch.mode == "compose":
         from .launch.compose import render
 
@@ -168,7 +168,7 @@ def _write_raw(writer: RunWriter, log: MeasurementLog) -> None:
     if log.outputs:
         writer.write_table("outputs", log.outputs)
     if log.outcomes:
-        writer.write_table("cells", log.cell_rows())
+        writer.write_table("cells", [dict(row) for row in log.cell_rows()])
 
 
 def _endpoint(candidate: Candidate, adapter: EngineAdapter, engine_info: EngineInfo, writer: RunWriter,

@@ -7,10 +7,10 @@ from urllib.parse import unquote, urlparse
 import pytest
 
 from servebook.journal import Journal
-from servebook.util.progress import Reporter
-from servebook.run import run_candidate
-from servebook.present import build_site
 from servebook.journal.synthetic import write_synthetic_run
+from servebook.present import build_site
+from servebook.run import run_candidate
+from servebook.util.progress import Reporter
 
 from ..integration.helpers import SMALL_PLAN, tiny_candidate
 

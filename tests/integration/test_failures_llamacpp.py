@@ -11,11 +11,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from servebook.config import InputError
+from servebook.config import DecodePlan, InputError, Plan
 from servebook.journal import Journal
-from servebook.config import DecodePlan, Plan
-from servebook.util.progress import Reporter
 from servebook.run import run_candidate
+from servebook.util.progress import Reporter
 
 from .helpers import SMALL_PLAN, requests_processing, servers_on_port, tiny_candidate, wait_healthy
 

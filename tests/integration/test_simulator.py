@@ -7,12 +7,10 @@ import sys
 
 import pytest
 
-from servebook.config import Candidate
+from servebook.config import Candidate, Plan, VerdictRules
 from servebook.journal import Journal
 from servebook.launch.process import free_port
-from servebook.config import Plan
 from servebook.run import run_candidate
-from servebook.config import VerdictRules
 from servebook.verdicts import judge_run
 from tests.conftest import QUIET, simulated
 

@@ -6,8 +6,8 @@ import httpx
 import pytest
 
 from servebook.engines import get_engine
-from servebook.launch.process import EngineProcess, free_port
 from servebook.launch.preflight import preflight
+from servebook.launch.process import EngineProcess, free_port
 from servebook.util.progress import Reporter
 
 from .helpers import tiny_candidate

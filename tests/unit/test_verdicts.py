@@ -3,11 +3,9 @@ import textwrap
 import pandas as pd
 import pytest
 
-from servebook.config import InputError
-from servebook.config import load_study
-from servebook.config import ComparisonRule, VerdictRules
+from servebook.config import ComparisonRule, InputError, VerdictRules, load_study
 from servebook.journal import Manifest
-from servebook.verdicts import compare_rule, describe, judge_run
+from servebook.verdicts import compare_rule, judge_run
 
 BASE = """
 name: s

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Literal
-
-from typing import Callable
+from typing import Any, Callable, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator

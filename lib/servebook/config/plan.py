@@ -8,7 +8,6 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-
 Category = Literal["prose", "code", "structured"]
 Gate = Literal["json_schema", "nullable_argument", "agent_protocol", "needle"]
 
@@ -27,7 +26,7 @@ class DecodePlan(_Strict):
     """Decode at several concurrencies with a forced output length."""
 
     concurrency: list[int] = Field(default_factory=lambda: [1, 2, 4])
-    categories: list[Category] = Field(default_factory=lambda: ["prose", "code"])
+    categories: list[Category] = Field(default_factory=lambda: list[Category](["prose", "code"]))
     output_tokens: int = Field(128, ge=2, description="forced with ignore_eos + max_tokens, then checked")
     rounds: int = Field(2, ge=1, description="requests per cell = concurrency x rounds (at least)")
     min_cell_s: float | None = Field(

@@ -11,6 +11,7 @@ Two layers, because neither alone is enough:
 
 from __future__ import annotations
 
+import builtins
 import os
 import re
 from dataclasses import dataclass
@@ -107,5 +108,5 @@ class Scrubber:
             return self.text(obj)
         return obj
 
-    def contains_secret(self, data: bytes) -> bool:
+    def contains_secret(self, data: builtins.bytes) -> bool:
         return any(value.encode() in data for value in self.values)

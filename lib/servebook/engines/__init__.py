@@ -32,4 +32,5 @@ def known_engines() -> list[str]:
 
 from . import llamacpp, openai, sglang, vllm  # noqa: E402,F401  (each registers itself)
 
-__all__ = ["Diagnosis", "EngineAdapter", "EngineFailed", "FailureCause", "KvLog", "ServerCounts", "get_engine", "known_engines", "register"]
+__all__ = ["Diagnosis", "EngineAdapter", "EngineFailed", "FailureCause", "KvLog", "ServerCounts", "get_engine",
+           "known_engines", "register"]

@@ -8,12 +8,12 @@ not counted.
 from __future__ import annotations
 
 import re
-from typing import Any, TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from .counters import counter_delta
-from . import register
 from ..util.errors import FailureCause
+from . import register
 from ._base import Diagnosis, EngineAdapter, KvLog, ServerCounts, classify_by_patterns
+from .counters import counter_delta
 
 if TYPE_CHECKING:
     from ..config.candidate import Candidate
@@ -37,7 +37,8 @@ _OWNED = {
     "context_length": ("-c", "--ctx-size"),
     "gpu_layers": ("-ngl", "--gpu-layers", "--n-gpu-layers"),
     "kv_dtype": ("-ctk", "--cache-type-k", "-ctv", "--cache-type-v"),
-    "drafter": ("--spec-type", "-md", "--model-draft", "--spec-draft-model", "--spec-draft-n-max", "--spec-synth-len", "--spec-synth-rates",
+    "drafter": ("--spec-type", "-md", "--model-draft", "--spec-draft-model", "--spec-draft-n-max", "--spec-synth-len",
+                "--spec-synth-rates",
                 "--spec-ngram-mod-n-max", "--spec-ngram-mod-n-min"),
     "launch": ("--host", "--port", "-m", "--model", "--metrics", "--alias", "-lv", "--verbosity", "--log-verbosity"),
 }

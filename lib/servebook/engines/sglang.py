@@ -8,11 +8,11 @@ scrape must come after readiness (servebook scrapes before every cell, long afte
 from __future__ import annotations
 
 import re
-from typing import Any, TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from .counters import counter_delta
 from . import _gpu, register
 from ._base import ServerCounts
+from .counters import counter_delta
 
 if TYPE_CHECKING:
     from ..config.candidate import Candidate

@@ -13,6 +13,7 @@ llama.cpp logs when it loads a model (`llama_kv_cache: size = ... (N cells, L la
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -223,8 +224,5 @@ def read_gguf_header(path: str | Path) -> tuple[dict[str, Any], int]:
         dims = [take("<Q") for _ in range(take("<I"))]
         block, size = GGML_QUANT_SIZES[GGMLQuantizationType(take("<I"))]
         take("<Q")
-        elements = 1
-        for d in dims:
-            elements *= d
-        total += elements // block * size
+        total += math.prod(dims) // block * size
     return fields, total

@@ -1,7 +1,16 @@
 """The journal: typed manifests and the store of runs (one directory per run, sealed by its manifest)."""
 
-from .manifest import (SCHEMA_VERSION, EngineInfo, Environment, Failure, GateScore, Manifest, PreflightFinding,
-                       RunIdentity, Summary)
+from .manifest import (
+                       SCHEMA_VERSION,
+                       EngineInfo,
+                       Environment,
+                       Failure,
+                       GateScore,
+                       Manifest,
+                       PreflightFinding,
+                       RunIdentity,
+                       Summary,
+)
 from .store import Journal, RunRecord, RunSealed, RunWriter, utc_now
 
 __all__ = ["SCHEMA_VERSION", "EngineInfo", "Environment", "Failure", "GateScore", "Journal", "Manifest",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 from ..util.render import Block, Table, Text
@@ -17,12 +19,19 @@ def listing_blocks(location: str, frame: pd.DataFrame, wide: bool = False, total
     columns = ["run", "status", "verdict", "candidate", "valid"]
     table = Table(columns + (["study", "engine", "started"] if wide else []))
     css = {"failed": "invalid", "corrupt": "invalid", "incomplete": "warn"}
-    for row in frame.itertuples(index=False):
-        cells = "-" if pd.isna(row.cells) else f"{row.valid_cells}/{row.cells}"
-        verdict = "-" if pd.isna(row.verdict) else row.verdict
-        status = row.status if pd.isna(row.failure) or not row.failure else f"{row.status}: {row.failure}"
-        values = [row.run_id if wide else row.run_id[4:], status, verdict, row.candidate, cells]
+    for row in frame.to_dict("records"):
+        cells = "-" if _missing(row["cells"]) else f"{row['valid_cells']}/{row['cells']}"
+        verdict = "-" if _missing(row["verdict"]) else str(row["verdict"])
+        status = str(row["status"])
+        if not _missing(row["failure"]) and row["failure"]:
+            status = f"{status}: {row['failure']}"
+        run_id = str(row["run_id"])
+        values = [run_id if wide else run_id[4:], status, verdict, row["candidate"], cells]
         if wide:
-            values += ["-" if pd.isna(row.study) else row.study, row.engine or "-", row.started_at or "-"]
-        table.add(values, css.get(row.status, "accepted" if verdict == "accepted" else ""))
+            values += ["-" if _missing(row["study"]) else row["study"], row["engine"] or "-", row["started_at"] or "-"]
+        table.add(values, css.get(str(row["status"]), "accepted" if verdict == "accepted" else ""))
     return [Text(f"journal {location}: {len(frame)} runs ({summary})", "heading"), table]
+
+
+def _missing(value: Any) -> bool:
+    return value is None or bool(pd.isna(value))

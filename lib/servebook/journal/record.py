@@ -15,7 +15,8 @@ from pydantic import ValidationError
 from ..util.files import atomic_write_bytes, tail_of
 from ..util.render import Block, Renderable, Text
 from .manifest import Manifest, RunIdentity
-from .writer import ENGINE_LOG, LAUNCH, MANIFEST, NOTEBOOK, VERDICTS, _dumps, table_file, utc_now
+from .writer import ENGINE_LOG, LAUNCH, NOTEBOOK, VERDICTS, _dumps, table_file, utc_now
+
 
 def read_manifest(path: Path) -> tuple[Manifest | None, str | None]:
     """The manifest, or (None, problem) when it is not valid JSON or not a manifest."""

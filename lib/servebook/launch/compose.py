@@ -9,7 +9,6 @@ because simultaneous loads contend for host memory and disk and make the first o
 from __future__ import annotations
 
 import os
-
 import shutil
 import subprocess
 import time
@@ -24,7 +23,6 @@ from ..config.errors import InputError
 from ..engines import Diagnosis, EngineAdapter
 from ..util.files import tail_of
 from .process import EngineFailed, NoLocalProcess
-
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,8 @@ class PortInUse(ValueError):
 class Engine(Protocol):
     """What a run needs of an engine, however it is started (a process, compose services, nothing: attach)."""
 
-    pid: int | None
+    @property
+    def pid(self) -> int | None: ...
 
     def start(self) -> "Engine": ...
 

@@ -137,10 +137,11 @@ def steady_state(records: list[RequestRecord], concurrency: int) -> dict:
     (completion tokens spread evenly from first to last token), so no chunk timings are needed.
     """
     ok = [r for r in records if r.ok and r.t_last is not None]
+    ends = [(r, r.t_last) for r in ok if r.t_last is not None]
     empty = {"steady_tok_s": None, "steady_s": None, "ramp_up_s": None, "ramp_down_s": None}
     if not ok:
         return empty
-    events = sorted([(r.t_send, 1) for r in ok] + [(r.t_last, -1) for r in ok], key=lambda e: (e[0], -e[1]))
+    events = sorted([(r.t_send, 1) for r in ok] + [(t, -1) for _, t in ends], key=lambda e: (e[0], -e[1]))
     in_flight, opened, closed = 0, None, None
     for t, step in events:
         if step < 0 and in_flight == concurrency:
@@ -151,13 +152,13 @@ def steady_state(records: list[RequestRecord], concurrency: int) -> dict:
     if opened is None or closed is None or closed <= opened:
         return empty
     tokens = 0.0
-    for r in ok:
-        if r.t_first is None or r.completion_tokens is None or r.completion_tokens < 2 or r.t_last <= r.t_first:
+    for r, last in ends:
+        if r.t_first is None or r.completion_tokens is None or r.completion_tokens < 2 or last <= r.t_first:
             continue
-        overlap = min(r.t_last, closed) - max(r.t_first, opened)
+        overlap = min(last, closed) - max(r.t_first, opened)
         if overlap > 0:
-            tokens += (r.completion_tokens - 1) * overlap / (r.t_last - r.t_first)
-    first_send, last_end = min(r.t_send for r in ok), max(r.t_last for r in ok)
+            tokens += (r.completion_tokens - 1) * overlap / (last - r.t_first)
+    first_send, last_end = min(r.t_send for r in ok), max(t for _, t in ends)
     return {"steady_tok_s": tokens / (closed - opened), "steady_s": closed - opened,
             "ramp_up_s": opened - first_send, "ramp_down_s": last_end - closed}
 

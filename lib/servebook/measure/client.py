@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from openai import AsyncOpenAI
 
@@ -49,7 +49,8 @@ class RequestRecord:
     @property
     def decode_rate(self) -> float | None:
         """(completion_tokens - 1) / (t_last - t_first): decode only, prompt reading excluded."""
-        if not self.ok or self.t_first is None or self.t_last is None or self.completion_tokens < 2:
+        if not self.ok or self.t_first is None or self.t_last is None or self.completion_tokens is None \
+                or self.completion_tokens < 2:
             return None
         span = self.t_last - self.t_first
         return (self.completion_tokens - 1) / span if span > 0 else None
@@ -129,7 +130,7 @@ def _record_chunk(record: RequestRecord, chunk: Any, now: float, counted: int, *
 
 async def stream_request(client: AsyncOpenAI, record: RequestRecord, request: StreamRequest) -> RequestRecord:
     """Send one streaming request (chat when `messages`, completion when `prompt`) and fill `record`."""
-    common = dict(
+    common: dict[str, Any] = dict(
         model=request.model,
         max_tokens=request.max_tokens,
         stream=True,
@@ -141,9 +142,11 @@ async def stream_request(client: AsyncOpenAI, record: RequestRecord, request: St
     record.t_send = time.monotonic()
     try:
         if request.messages is not None:
-            stream = await client.chat.completions.create(messages=request.messages, **common)
+            # Requests are built as plain dicts (gates send fields the SDK's types do not know); the stream is typed
+            # by what `stream=True` returns at run time.
+            stream: Any = await client.chat.completions.create(messages=cast(Any, request.messages), **common)
         else:
-            stream = await client.completions.create(prompt=request.prompt, **common)
+            stream = await client.completions.create(prompt=cast(Any, request.prompt), **common)
         async for chunk in stream:
             counted = _record_chunk(record, chunk, time.monotonic(), counted, chat=request.messages is not None,
                                     keep_chunk_times=request.keep_chunk_times)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from openai import AsyncOpenAI
 
@@ -23,9 +24,9 @@ GATES = ("json_schema", "nullable_argument", "agent_protocol", "needle")
 AGENT_CASES = ("ordinary_text", "parallel_tool_calls", "tool_selection", "reasoning_and_tool_result",
                "nullable_argument")
 
-_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["city", "open"],
+_SCHEMA: dict[str, Any] = {"type": "object", "additionalProperties": False, "required": ["city", "open"],
            "properties": {"city": {"enum": ["Oslo", "Lima", "Pune"]}, "open": {"type": "boolean"}}}
-_TOOL = {"type": "function", "function": {
+_TOOL: dict[str, Any] = {"type": "function", "function": {
     "name": "book_table", "description": "Book a table; leave the note empty when there is none.",
     "parameters": {"type": "object", "required": ["city", "note"], "properties": {
         "city": {"type": "string"}, "note": {"type": ["string", "null"], "description": "null when no note"}}}}}
@@ -46,7 +47,7 @@ class GateResult:
 
 async def _json_schema(client: AsyncOpenAI, model: str, case: int) -> GateResult:
     messages = [{"role": "user", "content": f"Case {case}: name a city and whether it is open, as JSON."}]
-    request = {"messages": messages, "response_format": {"type": "json_schema",
+    request: dict[str, Any] = {"messages": messages, "response_format": {"type": "json_schema",
                                                          "json_schema": {"name": "answer", "schema": _SCHEMA}}}
     response = await client.chat.completions.create(model=model, max_tokens=200, temperature=0, **request)
     content = response.choices[0].message.content or ""
@@ -63,7 +64,7 @@ async def _json_schema(client: AsyncOpenAI, model: str, case: int) -> GateResult
 
 async def _nullable_argument(client: AsyncOpenAI, model: str, case: int) -> GateResult:
     messages = [{"role": "user", "content": f"Case {case}: book a table in Oslo. There is no note."}]
-    request = {"messages": messages, "tools": [_TOOL], "tool_choice": "required"}
+    request: dict[str, Any] = {"messages": messages, "tools": [_TOOL], "tool_choice": "required"}
     response = await client.chat.completions.create(model=model, max_tokens=200, temperature=0, **request)
     message = response.choices[0].message
     raw = message.model_dump_json()
@@ -84,7 +85,7 @@ async def _nullable_argument(client: AsyncOpenAI, model: str, case: int) -> Gate
                       json.dumps(request), raw)
 
 
-_WEATHER = {"type": "function", "function": {
+_WEATHER: dict[str, Any] = {"type": "function", "function": {
     "name": "get_weather", "description": "Current weather in a city.",
     "parameters": {"type": "object", "required": ["city"], "properties": {"city": {"type": "string"}}}}}
 
@@ -107,6 +108,7 @@ async def _agent_case(client: AsyncOpenAI, model: str, case: int) -> GateResult:
     if name == "nullable_argument":
         result = await _nullable_argument(client, model, case)
         return GateResult(gate, case, result.passed, f"{name}: {result.reason}", result.request, result.response)
+    request: dict[str, Any]
     if name == "ordinary_text":
         request = {"messages": [{"role": "user", "content": "Say hello to the team in one short sentence."}]}
     elif name == "parallel_tool_calls":
@@ -163,7 +165,7 @@ async def run_needles(client: AsyncOpenAI, model: str, lengths: list[int], cases
             if measured:
                 chars = max(256, int(chars * length / measured))
                 prompt = needle_prompt(filler, chars, depth, code, case)
-            request = {"messages": [{"role": "user", "content": prompt}]}
+            request: dict[str, Any] = {"messages": [{"role": "user", "content": prompt}]}
             gate = f"needle@{length}"
             try:
                 response = await client.chat.completions.create(model=model, max_tokens=16, temperature=0, **request)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 #: NVML clock-event (throttle) reasons that change what a figure means; idle and app-clock settings do not
 MARKED_REASONS = {0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x20: "sw_thermal", 0x40: "hw_thermal",
@@ -50,12 +51,14 @@ def _safe(read, *args):
 class NvmlReader:
     """Reads every GPU through NVML; `available` is False where there is no driver, library or GPU."""
 
-    def __init__(self, nvml=None):
+    def __init__(self, nvml: Any = None):
         self.available = False
-        self.handles: list = []
+        self.handles: list[Any] = []
         try:
             if nvml is None:
-                import pynvml as nvml
+                import pynvml
+
+                nvml = pynvml
             nvml.nvmlInit()
             self.handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
         except Exception:  # noqa: BLE001 - no NVML means no GPU telemetry, never a failed run

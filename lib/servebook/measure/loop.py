@@ -19,7 +19,7 @@ from ..config.plan import Plan
 from ..engines import EngineAdapter, EngineFailed
 from ..util.files import tail_of
 from ..util.progress import Reporter
-from .cells import CellSpec, CellSummary, evidence, plan_cells, total_reported, with_validity, cell_figures
+from .cells import CellSpec, CellSummary, cell_figures, evidence, plan_cells, total_reported, with_validity
 from .client import RequestRecord, StreamRequest, stream_request
 from .endpoint import Endpoint
 from .equivalence import SEED, compare_outputs, describe
@@ -57,8 +57,10 @@ class Measurement:
         # The key goes with every request, /metrics and the tokenizer included (llama.cpp protects them all).
         self.http = httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(self.plan.request_timeout_s, connect=10),
                                       headers=self.endpoint.auth)
+        # The SDK's annotation names its own vendored httpx; any httpx.AsyncClient works at run time.
         self.openai = AsyncOpenAI(base_url=f"{self.endpoint.base_url}/v1", api_key=self.endpoint.api_key,
-                                  http_client=self.http, max_retries=0, timeout=self.plan.request_timeout_s)
+                                  http_client=self.http,  # type: ignore[arg-type]
+                                  max_retries=0, timeout=self.plan.request_timeout_s)
         if self.endpoint.model is None:  # chosen by the caller (model.served_name, checked against /v1/models)
             models = await self.http.get(f"{self.endpoint.base_url}/v1/models")
             listed = models.json().get("data") if models.status_code == 200 else None
@@ -116,7 +118,7 @@ class Measurement:
                                                          self.endpoint.auth)
                     return None if tokens is None else len(tokens)
 
-                self.log.gate_results.extend(await run_needles(self.openai, self.model_name, self.plan.needle_tokens,
+                self.log.gate_results.extend(await run_needles(self.openai, self.model_name, self.plan.needle_tokens or [],
                                                                self.plan.gate_cases, filler_text(), count))
                 continue
             self.log.gate_results.extend(await run_gate(self.openai, self.model_name, gate, self.plan.gate_cases))

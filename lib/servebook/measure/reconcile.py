@@ -53,7 +53,7 @@ class Reconciliation:
             elif check.ok:
                 parts.append(f"{check.name} {check.client:g} = server")
             else:
-                pct = 100.0 * check.difference / check.client if check.client else float("inf")
+                pct = 100.0 * (check.difference or 0.0) / check.client if check.client else float("inf")
                 parts.append(
                     f"{check.name}: client {check.client:g}, server {check.server:g} "
                     f"({check.difference:+g}, {pct:+.1f}%)"

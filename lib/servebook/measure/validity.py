@@ -53,7 +53,8 @@ _LEGACY_PREFIXES: tuple[tuple[str, InvalidCode], ...] = (
     ("compilation inside", "compilation"),
 )
 _LEGACY_PHRASES: tuple[tuple[str, InvalidCode], ...] = (
-    (" requests failed (", "requests_failed"), (" requests returned ", "wrong_length"), (" prompts were ", "wrong_prompt_length"),
+    (" requests failed (", "requests_failed"), (" requests returned ", "wrong_length"),
+    (" prompts were ", "wrong_prompt_length"),
 )
 
 
@@ -176,9 +177,8 @@ def codes_of(codes: object, texts: object) -> list[str]:
         return []
     out: list[str] = []
     for part in (p.strip() for p in texts.split("; ") if p.strip()):
-        code = next((code for prefix, code in _LEGACY_PREFIXES if part.startswith(prefix)), None)
-        code = code or next((code for phrase, code in _LEGACY_PHRASES if phrase in part), "unclassified")
-        out.append(code)
+        found: str | None = next((code for prefix, code in _LEGACY_PREFIXES if part.startswith(prefix)), None)
+        out.append(found or next((code for phrase, code in _LEGACY_PHRASES if phrase in part), "unclassified"))
     return out
 
 

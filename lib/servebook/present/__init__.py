@@ -5,5 +5,6 @@ from .comparison import RunComparison, config_diff
 from .site.builder import BuildReport, build_site
 from .views import DryRunView, MemoryView, RunReport, StudyView, VerdictsView, report, size_model
 
-__all__ = ["BuildReport", "DryRunView", "MemoryView", "size_model", "RunComparison", "RunReport", "StudyView", "VerdictsView", "build_site",
+__all__ = ["BuildReport", "DryRunView", "MemoryView", "size_model", "RunComparison", "RunReport", "StudyView",
+           "VerdictsView", "build_site",
            "config_diff", "figures", "report"]

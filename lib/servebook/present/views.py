@@ -8,8 +8,7 @@ from dataclasses import dataclass, field
 from ..config.study import Study
 from ..journal.store import RunRecord
 from ..util.render import Block, Renderable, Table, Text
-from .tables import (DECODE_DEFINITIONS, PREFILL_DEFINITIONS, cell_tables, fit_table, memory_table,
-                     verification_table)
+from .tables import DECODE_DEFINITIONS, PREFILL_DEFINITIONS, cell_tables, fit_table, memory_table, verification_table
 
 VERDICT_STYLE = {"accepted": "accepted", "rejected": "warn", "failed": "invalid"}
 

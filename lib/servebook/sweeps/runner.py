@@ -174,16 +174,17 @@ def _register_kept_kernel_engine() -> None:
     if _KEPT_KERNEL_ENGINE in papermill_engines._engines:
         return
 
-    class KeptKernelClient(PapermillNotebookClient):  # type: ignore[misc]
+    class KeptKernelClient(PapermillNotebookClient):
         def execute(self, **kwargs: Any) -> Any:
             try:
                 return super().execute(**kwargs)
             finally:
-                if self.kc is not None:
-                    self.kc.stop_channels()
+                client: Any = getattr(self, "kc", None)
+                if client is not None:
+                    client.stop_channels()
                     self.kc = None
 
-    class KeptKernelEngine(NBClientEngine):  # type: ignore[misc]
+    class KeptKernelEngine(NBClientEngine):
         @classmethod
         def execute_managed_notebook(cls, nb_man: Any, kernel_name: str, log_output: bool = False,
                                      stdout_file: Any = None, stderr_file: Any = None, start_timeout: int = 60,

@@ -10,7 +10,7 @@ import os
 import sys
 import time
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Any, Iterator
 
 from rich.console import Console
 from rich.progress import (
@@ -37,7 +37,7 @@ class Task:
         self.description = description
         self.total = total
         self.completed = 0.0
-        self._rich_id = None
+        self._rich_id: Any = None
         self._last_logged_step = -1
         self._started = time.monotonic()
 

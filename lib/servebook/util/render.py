@@ -71,12 +71,12 @@ def _missing(value: Any) -> bool:
         return False
 
 
-def to_rich(blocks: list[Block]):
+def to_rich(blocks: list[Block]) -> Any:
     from rich.console import Group
     from rich.table import Table as RichTable
     from rich.text import Text as RichText
 
-    parts = []
+    parts: list[Any] = []
     for block in blocks:
         if isinstance(block, Text):
             parts.append(RichText(block.text, style=STYLES.get(block.style, ("", ""))[0]))

@@ -5,13 +5,13 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from servebook.config import Candidate, InputError
-from servebook.launch.compose import render
+from servebook.config import InputError
 from servebook.engines import get_engine
-from tests.conftest import make_candidate
-from servebook.launch.gpus import Inventory, parse_cuda, parse_gpus, parse_p2p, parse_processes
 from servebook.engines.counters import parse_metrics
+from servebook.launch.compose import render
+from servebook.launch.gpus import Inventory, parse_cuda, parse_gpus, parse_p2p, parse_processes
 from servebook.launch.preflight import gpu_checks
+from tests.conftest import make_candidate
 
 
 def candidate(engine, knobs=None, **extra):

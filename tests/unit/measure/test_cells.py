@@ -1,8 +1,8 @@
 import pytest
 
+from servebook.config import Plan
 from servebook.measure.cells import CellSpec, plan_cells, summarize_cell
 from servebook.measure.client import RequestRecord
-from servebook.config import Plan
 from servebook.measure.reconcile import Check, Reconciliation
 
 OK = Reconciliation("ok", [Check("generated tokens", 10, 10)])

@@ -1,10 +1,10 @@
 import pytest
 from pydantic import ValidationError
 
-from servebook.engines import get_engine
 from servebook.config import Plan
-from servebook.measure.prompts import corpus, decode_prompt, exact_length_prompt
 from servebook.config.secrets import redact_argv, redact_env
+from servebook.engines import get_engine
+from servebook.measure.prompts import corpus, decode_prompt, exact_length_prompt
 
 
 def test_plan_rejects_unsorted_and_unknown():

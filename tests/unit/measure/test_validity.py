@@ -6,7 +6,7 @@ import pytest
 from servebook.config import ComparisonRule, VerdictRules
 from servebook.journal import Manifest
 from servebook.measure import validity
-from servebook.measure.cells import CellSpec, evidence, summarize_cell, with_validity, cell_figures
+from servebook.measure.cells import CellSpec, cell_figures, evidence, summarize_cell, with_validity
 from servebook.measure.client import RequestRecord
 from servebook.measure.reconcile import Check, Reconciliation
 from servebook.measure.validity import INVALID_CODES, MESSAGES, cell_faults, codes_of, only_disturbed

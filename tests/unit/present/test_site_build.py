@@ -3,8 +3,8 @@
 import pytest
 
 from servebook.journal import Journal
-from servebook.present import build_site
 from servebook.journal.synthetic import write_synthetic_run
+from servebook.present import build_site
 
 EVIL = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned=2">'
 

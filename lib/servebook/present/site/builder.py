@@ -28,12 +28,34 @@ from ...journal.store import Journal
 from ...util.files import atomic_write_bytes
 from ...util.progress import Reporter
 from ..comparison import diff_table
-from .notebook_html import render_notebook
 from ..figures import forest_spec
-from ..tables import DECODE_DEFINITIONS, GAP_NOTE, PREFILL_DEFINITIONS, estimate_tables, memory_table, verification_table
-from .pages import (ESTIMATE_NOTE, LOG_LINES, cells_detail, cells_frame, charts, comparisons_of, content_hash,
-                    environment_table, judged_runs, memory_overview, noise_table_for, planning_table, run_fingerprint, sections,
-                    status_reason, summarize_run)
+from ..tables import (
+    DECODE_DEFINITIONS,
+    GAP_NOTE,
+    PREFILL_DEFINITIONS,
+    estimate_tables,
+    memory_table,
+    verification_table,
+)
+from .notebook_html import render_notebook
+from .pages import (
+    ESTIMATE_NOTE,
+    LOG_LINES,
+    cells_detail,
+    cells_frame,
+    charts,
+    comparisons_of,
+    content_hash,
+    environment_table,
+    judged_runs,
+    memory_overview,
+    noise_table_for,
+    planning_table,
+    run_fingerprint,
+    sections,
+    status_reason,
+    summarize_run,
+)
 
 _HERE = Path(__file__).parent
 INDEX_PAGE = 100  # runs per page of the index
@@ -71,14 +93,13 @@ class SiteBuilder:
 
     @cached_property
     def template_version(self) -> str:
-        # The renderer's own code is an input of every page too.
         # The renderer's own code is an input of every page too: templates, assets and every module that
         # draws (present/, the rendering blocks, the statistics the pages show).
         package = _HERE.parents[1]
-        code = sorted(package.joinpath("present").rglob("*.py")) + [package / "util" / "render.py",
-                                                                   package / "estimates.py", package / "verdicts.py"]
+        code = sorted(package.joinpath("present").rglob("*.py")) + sorted(package.joinpath("verdicts").rglob("*.py")) \
+            + [package / "util" / "render.py", package / "estimates.py"]
         sources = [p for folder in (TEMPLATES, ASSETS) for p in sorted(folder.iterdir())] + code
-        parts = [(p.name, p.read_bytes()) for p in sources]
+        parts = [(str(p.relative_to(package)) if p.is_relative_to(package) else p.name, p.read_bytes()) for p in sources]
         return hashlib.sha256(repr(parts).encode() + __version__.encode()).hexdigest()[:16]
 
     def _load_state(self) -> dict:
@@ -187,7 +208,8 @@ class SiteBuilder:
             run["environment"] = environment_table(s)
             run["claims"] = verification_table(s.get("verification"))
             run["memory"] = memory_table(s.get("memory"))
-            run["candidate_yaml"] = yaml.dump(s["candidate"], Dumper=_YAML_DUMPER, sort_keys=False) if s["candidate"] else "-"
+            run["candidate_yaml"] = (yaml.dump(s["candidate"], Dumper=_YAML_DUMPER, sort_keys=False)
+                                     if s["candidate"] else "-")
             run["command"] = shlex.join(s["argv"]) if s["argv"] else "-"
             run["downloads"] = downloads
             run["notebook"] = notebook

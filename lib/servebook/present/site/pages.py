@@ -17,8 +17,19 @@ from ...config.secrets import Scrubber, redact_argv
 from ...journal.store import RunRecord
 from ...util.render import Row, Table
 from ..figures import chunk_gap_histogram_data, figure_specs, turn_ttft_data
-from ..tables import (DECODE_DEFINITIONS, GAP_NOTE, PREFILL_DEFINITIONS, REUSE_DEFINITIONS, WAVE_DEFINITIONS,
-                      decode_tables, fmt, number, prefill_table, reuse_table, wave_table)
+from ..tables import (
+    DECODE_DEFINITIONS,
+    GAP_NOTE,
+    PREFILL_DEFINITIONS,
+    REUSE_DEFINITIONS,
+    WAVE_DEFINITIONS,
+    decode_tables,
+    fmt,
+    number,
+    prefill_table,
+    reuse_table,
+    wave_table,
+)
 
 LOG_LINES = 60
 REPLICAS = (1, 2, 4, 8)
@@ -195,7 +206,9 @@ def memory_overview(summaries: list[dict]) -> Table | None:
         if gpus:
             shape = ModelShape("m", memory["layers"], memory["layers"], memory["kv_heads"], memory["head_dim"],
                                int(memory["weight_bytes"]))
-            pool = f"{fit(shape, gpu_gib=gpus[0]['memory_total_mib'] / 1024, tensor_parallel=1, context_length=1, kv_dtype=memory.get('kv_dtype')).token_pool:,}"
+            fitted = fit(shape, gpu_gib=gpus[0]["memory_total_mib"] / 1024, tensor_parallel=1, context_length=1,
+                         kv_dtype=memory.get("kv_dtype"))
+            pool = f"{fitted.token_pool:,}"
         rows[key] = [key[0], gpu, f"{memory['kv_bytes_per_token']:,.0f} B ({memory.get('kv_dtype')})",
                      f"{memory['weight_bytes'] / 2**30:.2f} GiB",
                      f"{memory['status']} (ratio {memory['kv_ratio']:.4f})", pool]

@@ -15,59 +15,18 @@ from typing import Literal
 
 import pandas as pd
 
-from .config.rules import LOWER_IS_BETTER, METRIC_WORDS, ComparisonRule, VerdictRules
-from .config.study import Study, StudyEntry
-from .estimates import CONFIDENCE, Change, Decision, Estimate, change, decide, repeats_to_decide, runs_needed_for
-from .journal import Journal, RunRecord
-from .journal.manifest import Failure, Manifest
-from .measure.equivalence import compare_outputs
-from .measure.equivalence import describe as describe_equivalence
-from .measure.validity import codes_of, only_disturbed
-from .util.errors import InputError
+from ..config.rules import METRIC_WORDS, VerdictRules
+from ..config.study import Study, StudyEntry
+from ..estimates import CONFIDENCE
+from ..journal import Journal, RunRecord
+from ..journal.manifest import Failure, Manifest
+from ..measure.equivalence import compare_outputs
+from ..measure.equivalence import describe as describe_equivalence
+from ..util.errors import InputError
+from .comparisons import Comparison, compare_rule, describe, figures
+from .evidence import undisturbed, valid_cells
 
 Outcome = Literal["accepted", "rejected", "inconclusive", "failed"]
-
-
-@dataclass
-class Comparison:
-    """One selected cell of one rule: both sides' means over runs, the change and its interval."""
-
-    metric: str
-    cell_id: str
-    category: str | None
-    concurrency: int | None
-    prompt_tokens: int | None
-    value: float | None
-    baseline: float | None
-    runs: int
-    baseline_runs: int
-    change_pct: float | None
-    change_low_pct: float | None
-    change_high_pct: float | None
-    limit_pct: float
-    decision: Decision
-    ok: bool
-    repeats_to_decide: int | None = None
-    confidence_pct: float = 100 * CONFIDENCE
-
-    @property
-    def where(self) -> str:
-        if self.prompt_tokens is not None and self.concurrency is None:
-            return f"at {self.prompt_tokens} tokens"
-        n = self.concurrency
-        return f"{self.category} at {n} request{'s' if n != 1 else ''}"
-
-    def text(self) -> str:
-        """'aggregate decode, prose at 4 requests: -34.0% [-41.2, -27.1] (limit -7%)'."""
-        sign = "+" if self.metric in LOWER_IS_BETTER else "-"
-        if self.change_pct is None:
-            figure = "no figure on one side"
-        else:
-            interval = (f" [{self.change_low_pct:+.1f}, {self.change_high_pct:+.1f}]"
-                        if self.change_low_pct is not None else f" ({self.runs} vs {self.baseline_runs} runs: "
-                                                                    "no interval)")
-            figure = f"{self.change_pct:+.1f}%{interval}"
-        return f"{METRIC_WORDS[self.metric]}, {self.where}: {figure} (limit {sign}{self.limit_pct:g}%)"
 
 
 @dataclass
@@ -92,92 +51,6 @@ class Verdict:
         return {"outcome": self.outcome, "reasons": self.reasons,
                 "comparisons": [asdict(c) for c in self.comparisons], **context}
 
-
-def _select(cells: pd.DataFrame, rule: ComparisonRule) -> pd.DataFrame:
-    chosen = cells[cells["kind"] == rule.kind]
-    if rule.concurrency:
-        chosen = chosen[chosen["concurrency"].isin(rule.concurrency)]
-    if rule.category:
-        chosen = chosen[chosen["category"] == rule.category]
-    if rule.prompt_tokens:
-        chosen = chosen[chosen["target_prompt_tokens"].isin(rule.prompt_tokens)]
-    return chosen
-
-
-def _figures(runs: list[pd.DataFrame], rule: ComparisonRule) -> dict[str, list[float]]:
-    """cell id -> the rule's figure in each run that has it."""
-    out: dict[str, list[float]] = {}
-    for cells in runs:
-        for row in _select(cells, rule).to_dict("records"):
-            value = row.get(rule.metric)
-            if value is not None and not pd.isna(value):
-                out.setdefault(row["cell_id"], []).append(float(value))
-    return out
-
-
-def compare_rule(runs: list[pd.DataFrame], baseline_runs: list[pd.DataFrame],
-                 rule: ComparisonRule, confidence: float = CONFIDENCE) -> list[Comparison]:
-    """Every cell the rule selects, in the candidate's cell order, compared over runs at `confidence`."""
-    if isinstance(runs, pd.DataFrame):
-        runs = [runs]
-    if isinstance(baseline_runs, pd.DataFrame):
-        baseline_runs = [baseline_runs]
-    mine, theirs = _figures(runs, rule), _figures(baseline_runs, rule)
-    described = {row["cell_id"]: row for cells in runs for row in _select(cells, rule).to_dict("records")}
-    lower = rule.metric in LOWER_IS_BETTER
-    out = []
-    for cell_id, values in mine.items():
-        if cell_id not in theirs:
-            continue
-        row = described[cell_id]
-        found: Change | None = change(values, theirs[cell_id], confidence)
-        decision = decide(found, rule.max_regression_pct, lower)
-        regression = None if found is None else (found.pct if lower else -found.pct)
-        ok = decision == "pass" or (decision == "single" and regression <= rule.max_regression_pct)
-        prompt = row.get("target_prompt_tokens")
-        out.append(Comparison(
-            metric=rule.metric, cell_id=cell_id, category=row.get("category"),
-            concurrency=int(row["concurrency"]) if rule.kind == "decode" else None,
-            prompt_tokens=None if prompt is None or pd.isna(prompt) else int(prompt),
-            value=Estimate.of(values).mean, baseline=Estimate.of(theirs[cell_id]).mean,
-            runs=len(values), baseline_runs=len(theirs[cell_id]),
-            change_pct=None if found is None else found.pct,
-            change_low_pct=found.low if found is not None else None,
-            change_high_pct=found.high if found is not None else None,
-            limit_pct=rule.max_regression_pct, decision=decision, ok=bool(ok), confidence_pct=100 * confidence,
-            repeats_to_decide=repeats_to_decide(found, rule.max_regression_pct, lower, confidence)
-            if decision == "straddle" else None,
-        ))
-    return out
-
-
-def describe(rule: ComparisonRule, comparisons: list[Comparison]) -> str:
-    """A rule whose cells all pass, in one line that still names the worst cell."""
-    if not comparisons:
-        return f"{METRIC_WORDS[rule.metric]}: no matching cells in both runs"
-    regressions = [(c.change_pct if c.metric in LOWER_IS_BETTER else -c.change_pct, c)
-                   for c in comparisons if c.change_pct is not None]
-    if not regressions:
-        return f"{METRIC_WORDS[rule.metric]}: no figures"
-    worst = max(regressions, key=lambda pair: pair[0])[1]
-    return f"{len(comparisons)} cell(s) within limits, the worst {worst.text()}"
-
-
-def cell_codes(cells: pd.DataFrame) -> list[list[str]]:
-    """Each recorded cell's fault codes (read from the text only for journals written before codes)."""
-    codes = cells["invalid_codes"] if "invalid_codes" in cells.columns else [None] * len(cells)
-    texts = cells["invalid_reasons"] if "invalid_reasons" in cells.columns else [None] * len(cells)
-    return [codes_of(c, t) for c, t in zip(codes, texts)]
-
-
-def _undisturbed(cells: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(cells, disturbed cells): a cell whose only faults are other processes' load (host CPU or the engine's
-    GPU) is evidence lost, not a fault of the candidate, so it leaves the statistics instead of rejecting."""
-    disturbed = [only_disturbed(codes) for codes in cell_codes(cells)]
-    only_busy = ~cells["valid"].astype(bool) & pd.Series(disturbed, index=cells.index, dtype=bool)
-    return cells[~only_busy], cells[only_busy]
-
-
 def judge_runs(runs: list[tuple[Manifest | None, pd.DataFrame | None]], baseline_runs: list[pd.DataFrame],
                rules: VerdictRules, *, is_baseline: bool) -> Verdict:
     """A candidate's verdict from all of its runs (manifest and cells each) against the baseline's cells.
@@ -190,11 +63,13 @@ def judge_runs(runs: list[tuple[Manifest | None, pd.DataFrame | None]], baseline
     if not completed:
         return Verdict("failed", [(failed[0].failure or Failure()).text])
     reasons = [f"{len(failed)} of {len(runs)} runs failed: {(failed[0].failure or Failure()).text}"] if failed else []
-    if any(cells is None or cells.empty for _, cells in completed):
+    recorded = [(m, cells) for m, cells in completed if cells is not None and not cells.empty]
+    if len(recorded) < len(completed):
         return Verdict("rejected", reasons + ["no cells were recorded"])
-    notes, kept = [], []
-    for manifest, cells in completed:
-        cells, disturbed = _undisturbed(cells)
+    notes: list[str] = []
+    kept: list[tuple[Manifest, pd.DataFrame]] = []
+    for manifest, cells in recorded:
+        cells, disturbed = undisturbed(cells)
         notes += [f"left out: run {manifest.run_id} {row.cell_id} ({row.invalid_reasons})"
                   for row in disturbed.itertuples()]
         kept.append((manifest, cells))
@@ -203,7 +78,7 @@ def judge_runs(runs: list[tuple[Manifest | None, pd.DataFrame | None]], baseline
         return Verdict("inconclusive", ["every cell was disturbed by other load on the host, so nothing was "
                                         "measured: run it again on a quiet host"] + notes)
     if is_baseline:
-        outcome = "rejected" if reasons else "accepted"
+        outcome: Outcome = "rejected" if reasons else "accepted"
         return Verdict(outcome, (reasons or ["baseline of the study"]) + notes)
     if not baseline_runs:
         return Verdict("rejected", reasons + ["no valid baseline run to compare against"] + notes)
@@ -211,13 +86,11 @@ def judge_runs(runs: list[tuple[Manifest | None, pd.DataFrame | None]], baseline
     verdict.reasons += notes
     return verdict
 
-
 def family_confidence(runs: list[pd.DataFrame], baseline_runs: list[pd.DataFrame], rules: VerdictRules) -> float:
     """Each cell's interval confidence such that all of a verdict's cells hold together at 95% (Bonferroni):
     a verdict that looks at ten cells would otherwise find one 'beyond the limit' by chance."""
-    cells = sum(len(set(_figures(runs, rule)) & set(_figures(baseline_runs, rule))) for rule in rules.rules)
+    cells = sum(len(set(figures(runs, rule)) & set(figures(baseline_runs, rule))) for rule in rules.rules)
     return 1.0 - (1.0 - CONFIDENCE) / max(1, cells)
-
 
 def _compare(completed, baseline_runs, rules: VerdictRules, reasons: list[str], left_out: bool = False) -> Verdict:
     comparisons: list[Comparison] = []
@@ -254,13 +127,11 @@ def _compare(completed, baseline_runs, rules: VerdictRules, reasons: list[str], 
         return Verdict("inconclusive", straddling + [f"within limits: {t}" for t in passing] + intervals, comparisons)
     return Verdict("accepted", (passing or ["valid, and no comparison rules to apply"]) + intervals, comparisons)
 
-
 def judge_run(manifest: Manifest | None, cells: pd.DataFrame | None, baseline_cells: pd.DataFrame | None,
               rules: VerdictRules, *, is_baseline: bool) -> Verdict:
     """One run against one baseline run (no interval: the reasons say so)."""
     baseline = [] if baseline_cells is None or baseline_cells.empty else [baseline_cells]
     return judge_runs([(manifest, cells)], baseline, rules, is_baseline=is_baseline)
-
 
 def _run_problems(manifest: Manifest, cells: pd.DataFrame, rules: VerdictRules, several: bool) -> list[str]:
     """What rejects a run whatever its figures: invalid cells, a busy host, failed gates, unreconciled cells."""
@@ -277,12 +148,10 @@ def _run_problems(manifest: Manifest, cells: pd.DataFrame, rules: VerdictRules, 
             reasons.append(f"{prefix}{row.cell_id}: counters not available, so not reconciled")
     return reasons
 
-
 def study_runs(study: Study, journal: Journal) -> list[tuple[StudyEntry, RunRecord | None]]:
     """The newest sealed run of every study candidate under the study's plan (None if never run)."""
     plan_id = study.plan.id
     return [(entry, journal.find(entry.candidate.id, plan_id)) for entry in study.expand()]
-
 
 @dataclass
 class Judged:
@@ -295,61 +164,6 @@ class Judged:
     @property
     def record(self) -> RunRecord | None:
         return self.records[-1] if self.records else None
-
-
-@dataclass
-class NoiseFloor:
-    """The baseline's own between-run spread in one cell a rule selects, and what the rule's limit needs."""
-
-    metric: str
-    cell_id: str
-    runs: int
-    cv_pct: float | None
-    limit_pct: float
-    runs_needed: int | None
-
-    @property
-    def resolvable(self) -> bool | None:
-        if self.cv_pct is None:
-            return None
-        return self.runs_needed is not None and self.runs >= self.runs_needed
-
-
-def noise_rows(baseline_runs: list[pd.DataFrame], rules: VerdictRules) -> list[NoiseFloor]:
-    """Per rule and selected cell: the baseline's between-run CV, and the runs per side its limit needs."""
-    out = []
-    for rule in rules.rules:
-        for cell_id, values in _figures(baseline_runs, rule).items():
-            cv = Estimate.of(values).cv_pct
-            out.append(NoiseFloor(rule.metric, cell_id, len(values), cv, rule.max_regression_pct,
-                                  runs_needed_for(rule.max_regression_pct, cv) if cv is not None else None))
-    return out
-
-
-def noise_floor(study: Study, journal: Journal) -> list[NoiseFloor]:
-    """The study's noise floor, from the baseline's recorded runs under the study's plan."""
-    baseline = next((e for e in study.expand() if e.name == study.verdict.baseline), None)
-    if baseline is None:
-        return []
-    return noise_rows(_valid_cells(journal.find_all(baseline.candidate.id, study.plan.id)), study.verdict)
-
-
-def _valid_cells(records: list[RunRecord]) -> list[pd.DataFrame]:
-    return baseline_evidence([record.table("cells") if record.status == "completed" else None
-                              for record in records])
-
-
-def baseline_evidence(runs: list[pd.DataFrame | None]) -> list[pd.DataFrame]:
-    """The baseline's evidence: cells of completed runs without faults, disturbed cells left out."""
-    out = []
-    for cells in runs:
-        if cells is None or cells.empty:
-            continue
-        cells, _ = _undisturbed(cells)
-        if bool(cells["valid"].all()):
-            out.append(cells)
-    return out
-
 
 def _output_equivalence(baseline_records: list, records: list) -> str | None:
     """Greedy outputs of the candidate's newest run against the baseline's (plan.equivalence), as a note: a drafter
@@ -364,7 +178,6 @@ def _output_equivalence(baseline_records: list, records: list) -> str | None:
         return None
     return describe_equivalence(compare_outputs(reference, other), "the baseline")
 
-
 def judge(study: Study, journal: Journal, *, append: bool = True) -> list[Judged]:
     """Judge every candidate's recorded runs under the study's current rules; append an event to the
     candidate's newest run where the verdict changed."""
@@ -375,7 +188,7 @@ def judge(study: Study, journal: Journal, *, append: bool = True) -> list[Judged
                          f"(names: {', '.join(e.name for e in entries)})")
     runs = {e.name: journal.find_all(e.candidate.id, study.plan.id) for e in entries}
     baseline_records = runs[rules.baseline]
-    baseline_cells = _valid_cells(baseline_records)
+    baseline_cells = valid_cells(baseline_records)
     out = []
     for entry in entries:
         records = runs[entry.name]

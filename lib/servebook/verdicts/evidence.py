@@ -1,0 +1,40 @@
+"""Which recorded cells are evidence: a cell disturbed by other processes' load is evidence lost, not a fault
+of the candidate; decisions read fault codes, never their text."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ..journal import RunRecord
+from ..measure.validity import codes_of, only_disturbed
+
+
+def cell_codes(cells: pd.DataFrame) -> list[list[str]]:
+    """Each recorded cell's fault codes (read from the text only for journals written before codes)."""
+    codes = cells["invalid_codes"] if "invalid_codes" in cells.columns else [None] * len(cells)
+    texts = cells["invalid_reasons"] if "invalid_reasons" in cells.columns else [None] * len(cells)
+    return [codes_of(c, t) for c, t in zip(codes, texts)]
+
+
+def undisturbed(cells: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(cells, disturbed cells): a cell whose only faults are other processes' load (host CPU or the engine's
+    GPU) is evidence lost, not a fault of the candidate, so it leaves the statistics instead of rejecting."""
+    disturbed = [only_disturbed(codes) for codes in cell_codes(cells)]
+    only_busy = ~cells["valid"].astype(bool) & pd.Series(disturbed, index=cells.index, dtype=bool)
+    return cells[~only_busy], cells[only_busy]
+
+def valid_cells(records: list[RunRecord]) -> list[pd.DataFrame]:
+    return baseline_evidence([record.table("cells") if record.status == "completed" else None
+                              for record in records])
+
+
+def baseline_evidence(runs: list[pd.DataFrame | None]) -> list[pd.DataFrame]:
+    """The baseline's evidence: cells of completed runs without faults, disturbed cells left out."""
+    out = []
+    for cells in runs:
+        if cells is None or cells.empty:
+            continue
+        cells, _ = undisturbed(cells)
+        if bool(cells["valid"].all()):
+            out.append(cells)
+    return out
