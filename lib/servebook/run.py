@@ -260,13 +260,13 @@ def _launch_and_measure(engine: Engine, candidate: Candidate, plan: Plan, writer
     EngineFailed (with its stage) when the engine did not come up or did not serve the plan."""
     adapter = get_engine(candidate.engine)
     try:
-        engine.start()
-        engine_info.pid = engine.pid
-        with reporter.task(f"start {candidate.engine} and wait for readiness") as task:
-            try:
+        try:
+            engine.start()
+            engine_info.pid = engine.pid
+            with reporter.task(f"start {candidate.engine} and wait for readiness") as task:
                 ready_s = engine.wait_ready(candidate.launch.ready_timeout_s, on_poll=lambda s: task.update(s))
-            except EngineFailed as error:
-                raise error.at("launch")
+        except EngineFailed as error:
+            raise error.at("launch")
         engine_info.ready_s = round(ready_s, 3)
         engine_info.memory = _memory_check(adapter, engine_info, writer)
         _select_model(candidate, adapter, engine_info, api_key)

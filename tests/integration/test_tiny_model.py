@@ -20,7 +20,8 @@ def server(llama_install, tmp_path_factory):
     candidate = tiny_candidate()
     paths = preflight(candidate, Reporter(quiet=True))
     port = free_port()
-    argv = get_engine("llamacpp").argv(candidate, port=port, model_path=paths.model_path, draft_path=None)
+    argv = get_engine("llamacpp").argv(candidate, port=port, model_path=paths.model_path, draft_path=None,
+                                       binary=paths.engine_binary, backend=paths.backend)
     engine = EngineProcess(argv, get_engine("llamacpp"), f"http://127.0.0.1:{port}",
                            tmp_path_factory.mktemp("tiny") / "engine.log")
     with engine:
@@ -64,7 +65,8 @@ def test_memory_arithmetic_matches_the_kv_buffer_llamacpp_logs(llama_install, tm
     paths = preflight(candidate, Reporter(quiet=True))
     port, adapter = free_port(), get_engine("llamacpp")
     log = tmp_path / "engine.log"
-    argv = adapter.argv(candidate, port=port, model_path=paths.model_path, draft_path=None)
+    argv = adapter.argv(candidate, port=port, model_path=paths.model_path, draft_path=None,
+                        binary=paths.engine_binary, backend=paths.backend)
     with EngineProcess(argv, adapter, f"http://127.0.0.1:{port}", log) as engine:
         engine.wait_ready(60)
     logged = adapter.logged_kv_cache(log.read_text())
