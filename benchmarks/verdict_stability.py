@@ -1,139 +1,177 @@
-"""Can noise flip a verdict? False rejections of A/A comparisons, detection of planted regressions.
+"""Can noise flip a verdict, and does the verdict decide what the data can decide? Thousands of seeded studies.
 
-For each engine, launches pools of independent runs, interleaved: the baseline (12 runs) and two
-really slower configurations (8 runs each). Then, in many trials, judges a candidate against the
-baseline the way `servebook sweep --until-decided` does: start at 3 runs per side, add one run per
-side (drawn from the pools, without replacement) while the verdict is undecided, up to the pool.
+Each trial is a study of the demo's shape: a baseline and 5 candidates, 4 judged cells (aggregate decode at 1
+and 4 requests, prose and code), a 7% limit. Every run's figures carry launch-to-launch noise, log-normal,
+at a total CV of 5% or 10%: half of its variance is shared by all cells of a run (a slow launch is slow in every
+cell, as seen on the H200s) and half is the cell's own. The same runs are judged two ways:
 
-- A/A: the baseline against itself (disjoint halves of its pool). Target: 0 rejections.
-- Planted regressions, with the true effect printed as measured from the full pools. Target: at
-  least 9 in 10 of the ~20% regression rejected.
+- today's method (servebook before this change): each candidate against the baseline alone, Welch intervals,
+  Bonferroni over the cells, two-sided;
+- the study model: one fit per cell over every candidate's runs (rounds as blocks, variance pooled and moderated),
+  acceptance when every cell is non-inferior at one-sided 5% (intersection-union), rejection when Holm across the
+  cells finds one beyond the limit; with --until-decided, runs are added to undecided candidates (and the
+  baseline, sqrt(k) times as often) up to 6 per side, the error spent over the looks.
 
-Engines: the embedded llama.cpp (tiny model; slower configurations: `--poll 0`, about 8% slower
-single-stream here, and `n_probs: 2` in every request, about 20%), and the simulator (vLLM flavor,
-`--sim-slowdown 1.1` and `1.2`, launch-to-launch noise `--sim-run-noise 0.07` like this machine's).
+Figures, per candidate verdict: familywise false rejection of a true null; rejection of a true -15% regression
+at 3 runs per side; acceptance of a true null within 6 runs per side.
 
-    .venv/bin/python benchmarks/verdict_stability.py [--engine llamacpp|simulator|both] [--trials 20]
+    .venv/bin/python benchmarks/verdict_stability.py [--trials 1000] [--seed 1]
+
+`benchmarks/verdict_stability_engines.py` draws its runs from real launches (llama.cpp and the simulator) instead.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-import tempfile
+import time
 
 import numpy as np
 
-from servebook.config import Candidate, ComparisonRule, Plan, VerdictRules
-from servebook.journal import Journal
-from servebook.run import run_candidate
-from servebook.util.progress import Reporter
-from servebook.verdicts import judge_runs
+from servebook.config import ComparisonRule
+from servebook.estimates import ALPHA, change, decide, fit_contrasts, spent_alpha
+from servebook.verdicts import comparison_of, settle
 
-PLAN = Plan.model_validate({"decode": {"concurrency": [1, 4], "categories": ["prose"], "output_tokens": 64,
-                                       "rounds": 2, "min_cell_s": 1.5}, "prefill": None, "warmup_requests": 2})
-RULES = VerdictRules(rules=[ComparisonRule(metric="aggregate_tok_s", concurrency=[1, 4], max_regression_pct=5)])
-KNOBS = {"chunk_size": 512, "max_running_requests": 4, "context_length": 16384}
+CELLS = [("prose", 1), ("prose", 4), ("code", 1), ("code", 4)]
+RULE = ComparisonRule(metric="aggregate_tok_s", concurrency=[1, 4], max_regression_pct=7)
+CANDIDATES = 5
+START, MAX_RUNS = 3, 6
 
 
-def configurations(engine: str) -> dict[str, dict]:
-    if engine == "llamacpp":
-        base = {"model": {"path": "tiny:target"}, "knobs": KNOBS}
-        return {"baseline": base, "slower (--poll 0)": {**base, "extra_args": ["--poll", "0"]},
-                "slower (n_probs 2)": {**base, "request_extras": {"n_probs": 2}}}
-    base = {"engine": "vllm", "model": {"id": "org/model"}, "knobs": {"max_running_requests": 4},
-            "launch": {"simulator": True, "ready_timeout_s": 30}}
-    noise = ["--sim-run-noise", "0.07"]
-    return {"baseline": {**base, "extra_args": noise},
-            "slower (10% planted)": {**base, "extra_args": noise + ["--sim-slowdown", "1.1"]},
-            "slower (20% planted)": {**base, "extra_args": noise + ["--sim-slowdown", "1.2"]}}
+def draw_run(rng: np.random.Generator, effect: float, cv: float, shared: float = 0.5) -> list[float]:
+    """One launch's figure per cell: 100 x (1 + effect), times shared and per-cell log-normal noise."""
+    sigma = math.sqrt(math.log(1 + cv * cv))
+    run = rng.normal(0, sigma * math.sqrt(shared))
+    return [100 * (1 + effect) * math.exp(run + rng.normal(0, sigma * math.sqrt(1 - shared))) for _ in CELLS]
 
 
-def pools(engine: str, journal: Journal, sizes: dict[str, int]) -> dict[str, list]:
-    """Completed runs per configuration; runs already in `journal` (from --pools) are reused."""
-    configs = configurations(engine)
-    out: dict[str, list] = {name: [] for name in configs}
-    for record in journal.runs():
-        if record.status == "completed" and record.candidate_label in out:
-            out[record.candidate_label].append((record.manifest, record.table("cells")))
-    quiet = Reporter(quiet=True)
-    for round_ in range(max(sizes.values())):
-        for name, data in configs.items():  # interleaved, so drift hits every pool alike
-            if len(out[name]) >= sizes[name]:
-                continue
-            record = run_candidate(Candidate.model_validate({"name": name, **data}), PLAN, journal, reporter=quiet)
-            if record.status == "completed":
-                out[name].append((record.manifest, record.table("cells")))
-        print(f"  {engine}: round {round_ + 1} of {max(sizes.values())}", flush=True)
+class Study:
+    """Runs of a baseline and candidates with given true effects, drawn as the sweep would make them."""
+
+    def __init__(self, rng: np.random.Generator, effects: list[float], cv: float):
+        self.rng, self.effects, self.cv = rng, effects, cv
+        self.runs: list[list[list[float]]] = [[] for _ in range(len(effects) + 1)]  # [group][run][cell]
+
+    def add(self, group: int) -> None:
+        effect = 0.0 if group == 0 else self.effects[group - 1]
+        self.runs[group].append(draw_run(self.rng, effect, self.cv))
+
+
+def new_verdicts(study: Study, alphas: dict[int, float]) -> dict[int, str]:
+    """The verdict of each group in `alphas` (at its alpha), from one fit per cell over the whole study."""
+    comparisons: dict[int, list] = {group: [] for group in alphas}
+    for cell, (category, concurrency) in enumerate(CELLS):
+        groups = {str(g): [(("", str(r)), run[cell]) for r, run in enumerate(runs)] for g, runs in enumerate(study.runs)}
+        contrasts = fit_contrasts(groups, "0")
+        row = {"cell_id": f"decode-{category}-c{concurrency}", "category": category, "concurrency": concurrency}
+        for group, alpha in alphas.items():
+            comparisons[group].append(comparison_of(RULE, row, groups[str(group)], groups["0"],
+                                                    contrasts.get(str(group)), alpha))
+    out = {}
+    for group, found in comparisons.items():
+        settle(found, alphas[group])
+        if any(c.decision == "fail" for c in found):
+            out[group] = "rejected"
+        else:
+            out[group] = "accepted" if all(c.decision == "pass" for c in found) else "inconclusive"
     return out
 
 
-def true_effect(runs: list, baseline: list) -> str:
-    def mean(pool, cell):
-        values = [float(c.set_index("cell_id").at[cell, "aggregate_tok_s"]) for _, c in pool]
-        return math.exp(np.mean(np.log(values)))
-    cells = ["decode-prose-c1", "decode-prose-c4"]
-    return ", ".join(f"{cell[-2:]} {100 * (mean(runs, cell) / mean(baseline, cell) - 1):+.1f}%" for cell in cells)
+def old_verdict(study: Study, group: int) -> str:
+    confidence = 1 - (1 - 0.95) / len(CELLS)
+    decisions = []
+    for cell in range(len(CELLS)):
+        mine = [run[cell] for run in study.runs[group]]
+        theirs = [run[cell] for run in study.runs[0]]
+        decisions.append(decide(change(mine, theirs, confidence), RULE.max_regression_pct, False))
+    if "fail" in decisions:
+        return "rejected"
+    return "accepted" if all(d == "pass" for d in decisions) else "inconclusive"
 
 
-def adaptive(candidate: list, baseline: list, start: int = 3):
-    n = start
+def fixed(rng: np.random.Generator, effects: list[float], cv: float, runs: int) -> tuple[list[str], list[str]]:
+    study = Study(rng, effects, cv)
+    for _ in range(runs):
+        for group in range(len(effects) + 1):
+            study.add(group)
+    groups = range(1, len(effects) + 1)
+    new = new_verdicts(study, {g: ALPHA for g in groups})
+    return [new[g] for g in groups], [old_verdict(study, g) for g in groups]
+
+
+def sequential(rng: np.random.Generator, effects: list[float], cv: float) -> tuple[list[str], list[int]]:
+    """The new method with runs added until decided, up to MAX_RUNS per candidate."""
+    study = Study(rng, effects, cv)
+    for _ in range(START):
+        for group in range(len(effects) + 1):
+            study.add(group)
+    looks = MAX_RUNS - START + 1
+    outcomes: dict[int, str] = {}
     while True:
-        verdict = judge_runs(candidate[:n], [c for _, c in baseline[:n]], RULES, is_baseline=False)
-        if not verdict.undecided or n >= min(len(candidate), len(baseline)):
-            return verdict.outcome, n
-        n += 1
+        alphas = {g: spent_alpha(len(study.runs[g]) - START + 1, looks)
+                  for g in range(1, len(effects) + 1) if g not in outcomes}
+        for group, outcome in new_verdicts(study, alphas).items():
+            if outcome != "inconclusive" or len(study.runs[group]) >= MAX_RUNS:
+                outcomes[group] = outcome
+        open_ = [g for g in range(1, len(effects) + 1) if g not in outcomes]
+        if not open_:
+            return [outcomes[g] for g in range(1, len(effects) + 1)], [len(study.runs[g]) for g in range(1, len(effects) + 1)]
+        target = min(2 * MAX_RUNS, math.ceil(math.sqrt(len(open_)) * (max(len(study.runs[g]) for g in open_) + 1)))
+        for group in open_:
+            study.add(group)
+        if len(study.runs[0]) < target:
+            study.add(0)
 
 
-def trials(candidate_pool: list, baseline_pool: list, count: int, rng, same: bool) -> dict:
-    outcomes, spent = [], []
-    for _ in range(count):
-        if same:
-            order = rng.permutation(len(baseline_pool))
-            half = len(order) // 2
-            mine, theirs = [baseline_pool[i] for i in order[:half]], [baseline_pool[i] for i in order[half:]]
-        else:
-            mine = [candidate_pool[i] for i in rng.permutation(len(candidate_pool))]
-            theirs = [baseline_pool[i] for i in rng.permutation(len(baseline_pool))]
-        outcome, n = adaptive(mine, theirs)
-        outcomes.append(outcome)
-        spent.append(n)
-    return {k: outcomes.count(k) for k in ("rejected", "inconclusive", "accepted")} | {
-        "runs_per_side": float(np.mean(spent))}
+def share(outcomes: list[str], what: str) -> float:
+    return outcomes.count(what) / len(outcomes) if outcomes else float("nan")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--engine", choices=["llamacpp", "simulator", "both"], default="both")
-    parser.add_argument("--trials", type=int, default=20)
+    parser.add_argument("--trials", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--pools", help="keep the runs in this folder (one journal per engine) and reuse them")
     args = parser.parse_args()
-    rng = np.random.default_rng(args.seed)
-    engines = ["llamacpp", "simulator"] if args.engine == "both" else [args.engine]
-    rows = []
-    for engine in engines:
-        names = list(configurations(engine))
-        sizes = {names[0]: 12, names[1]: 8, names[2]: 8}
-        if args.pools:
-            runs = pools(engine, Journal(f"{args.pools}/{engine}"), sizes)
-        else:
-            with tempfile.TemporaryDirectory() as tmp:
-                runs = pools(engine, Journal(tmp), sizes)
-        base = runs[names[0]]
-        rows.append((engine, "A/A (baseline vs itself)", "0 (by construction)",
-                     trials(base, base, args.trials, rng, same=True)))
-        for name in names[1:]:
-            rows.append((engine, name, true_effect(runs[name], base), trials(runs[name], base, args.trials, rng,
-                                                                              same=False)))
-    print(f"\nrule: aggregate decode at 1 and 4 requests within -5%; Welch intervals over runs, 95% for the verdict's "
-          f"cells together; "
-          f"{args.trials} adaptive trials each (3 runs per side, then +1 while undecided)")
-    print(f"{'engine':10} {'comparison':28} {'true effect (pools)':26} {'rejected':>9} {'inconcl.':>9} "
-          f"{'accepted':>9} {'runs/side':>9}")
-    for engine, name, effect, r in rows:
-        print(f"{engine:10} {name:28} {effect:26} {r['rejected']:>9} {r['inconclusive']:>9} {r['accepted']:>9} "
-              f"{r['runs_per_side']:>9.1f}")
+    started = time.monotonic()
+    print(f"{args.trials} seeded studies per row: baseline + {CANDIDATES} candidates, {len(CELLS)} cells, limit -7%\n")
+    header = f"{'CV':>4} {'figure':58} {'today':>8} {'model':>8} {'model, until decided':>21}"
+    print(header)
+    print("-" * len(header))
+    for cv in (0.05, 0.10):
+        rng = np.random.default_rng(args.seed)
+        null_new, null_old, null_seq, null_runs, null6_new, null6_old = [], [], [], [], [], []
+        loss_new, loss_old, loss_seq = [], [], []
+        for _ in range(args.trials):
+            new, old = fixed(rng, [0.0] * CANDIDATES, cv, START)
+            null_new += new
+            null_old += old
+            seq, spent = sequential(rng, [0.0] * CANDIDATES, cv)
+            null_seq += seq
+            null_runs += spent
+            new, old = fixed(rng, [0.0] * CANDIDATES, cv, MAX_RUNS)
+            null6_new += new
+            null6_old += old
+            effects = [-0.15] + [0.0] * (CANDIDATES - 1)
+            new, old = fixed(rng, effects, cv, START)
+            loss_new.append(new[0])
+            loss_old.append(old[0])
+            seq, _ = sequential(rng, effects, cv)
+            loss_seq.append(seq[0])
+        rows = [
+            ("true null falsely rejected (per verdict)", share(null_old, "rejected"), share(null_new, "rejected"),
+             share(null_seq, "rejected")),
+            ("true -15% rejected, 3 runs per side", share(loss_old, "rejected"), share(loss_new, "rejected"),
+             share(loss_seq, "rejected")),
+            ("true null accepted, 3 runs per side", share(null_old, "accepted"), share(null_new, "accepted"), None),
+            ("true null accepted, 6 runs per side (until decided: within 6)", share(null6_old, "accepted"),
+             share(null6_new, "accepted"), share(null_seq, "accepted")),
+        ]
+        for name, old_value, new_value, seq_value in rows:
+            seq_text = "-" if seq_value is None else f"{100 * seq_value:.1f}%"
+            print(f"{100 * cv:>3.0f}% {name:58} {100 * old_value:>7.1f}% {100 * new_value:>7.1f}% {seq_text:>21}")
+        print(f"{'':4} {'mean runs per null candidate, until decided':58} {START:>8} {START:>8} "
+              f"{np.mean(null_runs):>21.2f}")
+    print(f"\n{time.monotonic() - started:.0f} s")
 
 
 if __name__ == "__main__":

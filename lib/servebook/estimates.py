@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import Any, Literal, Sequence
 
 CONFIDENCE = 0.95
 Decision = Literal["pass", "fail", "straddle", "single", "missing"]
@@ -142,3 +142,170 @@ def runs_needed_for(limit_pct: float, cv_pct: float, confidence: float = CONFIDE
         if stats.t.ppf(0.5 + confidence / 2, 2 * n - 2) * sd * math.sqrt(2 / n) < gap:
             return n
     return None
+
+
+# --- One model per cell over the whole study -------------------------------------------------------------
+#
+# Every candidate of a study measured the same cell on the same host, so the launch-to-launch noise is
+# estimated from all of them, not from the two sides of one comparison: log(figure) = candidate + block +
+# noise, fitted by least squares, with blocks for the interleaving round (and the machine) where more than
+# one candidate shares them. A candidate whose own runs scatter more than the study's is not hidden behind
+# the pooled figure: its variance is shrunk toward the pooled one (empirical Bayes), not replaced by it.
+
+ALPHA = 0.05  # one-sided, per decision
+
+
+@dataclass(frozen=True)
+class Contrast:
+    """Candidate against baseline on one cell, on the log scale, from the study's model of that cell."""
+
+    log_ratio: float
+    se: float | None
+    df: int | None
+    n_candidate: int
+    n_baseline: int
+    #: how the variance was estimated, for the reasons ("pooled over 6 candidates, 18 runs, rounds as blocks")
+    method: str = ""
+
+    @property
+    def pct(self) -> float:
+        return 100.0 * (math.exp(self.log_ratio) - 1.0)
+
+    def bounds_pct(self, alpha: float = ALPHA) -> tuple[float, float] | None:
+        """The one-sided (1 - alpha) lower and upper bounds of the change in percent (together a 1 - 2 alpha
+        two-sided interval); None without a variance."""
+        if self.se is None or self.df is None:
+            return None
+        from scipy import stats
+
+        t = float(stats.t.ppf(1 - alpha, self.df))
+        return (100.0 * (math.exp(self.log_ratio - t * self.se) - 1.0),
+                100.0 * (math.exp(self.log_ratio + t * self.se) - 1.0))
+
+    def p_beyond(self, log_margin: float, worse_is_lower: bool) -> tuple[float, float] | None:
+        """(p that the candidate is within the margin, p that it is beyond it): one-sided p-values of the
+        non-inferiority test (H0: beyond) and of the inferiority test (H0: within)."""
+        if self.se is None or self.df is None:
+            return None
+        from scipy import stats
+
+        if self.se == 0:
+            within = (self.log_ratio > log_margin) if worse_is_lower else (self.log_ratio < log_margin)
+            return (0.0, 1.0) if within else (1.0, 0.0)
+        z = (self.log_ratio - log_margin) / self.se
+        if not worse_is_lower:
+            z = -z
+        # z > 0: on the good side of the margin.
+        return float(stats.t.sf(z, self.df)), float(stats.t.cdf(z, self.df))
+
+
+Block = tuple[str, ...]
+
+
+def fit_contrasts(groups: dict[str, list[tuple[Block, float]]], baseline: str) -> dict[str, Contrast]:
+    """Each group's contrast with `baseline` from one least-squares fit of log(value) ~ group + block over all
+    groups. `groups`: name -> (block, value) per run, a block being e.g. (machine, round)."""
+    import numpy as np
+
+    rows = [(name, block, math.log(v)) for name, runs in groups.items() for block, v in runs
+            if v is not None and v == v and v > 0]
+    names = sorted({name for name, _, _ in rows})
+    if baseline not in names:
+        return {}
+    blocks = _shared_blocks(rows)
+    width = len(names) + max(len(blocks) - 1, 0)  # one block level is absorbed by the group means
+    x = np.zeros((len(rows), width))
+    for i, (name, block, _) in enumerate(rows):
+        x[i, names.index(name)] = 1.0
+        if block in blocks[1:]:
+            x[i, len(names) + blocks.index(block) - 1] = 1.0
+    y = np.array([value for _, _, value in rows])
+    if np.linalg.matrix_rank(x) < width:  # blocks confounded with groups: fit without them
+        x, width, blocks = x[:, :len(names)], len(names), []
+    df = len(rows) - width
+    counts = {name: sum(1 for n, _, _ in rows if n == name) for name in names}
+    method = (f"variance pooled over {len(names)} candidates and {len(rows)} runs, moderated per candidate"
+              + (f", {len(blocks)} blocks (interleaving rounds, machines)" if blocks else ""))
+    beta, covariance = _weighted_fit(x, y, np.ones(len(rows)))
+    scales = None
+    for _ in range(2):  # feasible weighted least squares: a noisy candidate's runs weigh less in the blocks
+        scales = _moderated_variances(y - x @ beta, rows, names, df)
+        if scales is None:
+            break
+        beta, covariance = _weighted_fit(x, y, np.array([1.0 / max(scales[name], 1e-18) for name, _, _ in rows]))
+    out = {}
+    b = names.index(baseline)
+    for name in names:
+        if name == baseline:
+            continue
+        i = names.index(name)
+        se = math.sqrt(max(float(covariance[i, i] + covariance[b, b] - 2 * covariance[i, b]), 0.0)) \
+            if scales is not None else None
+        out[name] = Contrast(float(beta[i] - beta[b]), se, df if se is not None else None, counts[name],
+                             counts[baseline], method)
+    return out
+
+
+def _weighted_fit(x: Any, y: Any, weights: Any) -> tuple[Any, Any]:
+    """Weighted least squares: the coefficients and their covariance, weights being inverse variances."""
+    import numpy as np
+
+    xw = x * weights[:, None]
+    covariance = np.linalg.pinv(x.T @ xw)
+    return covariance @ (xw.T @ y), covariance
+
+
+def _shared_blocks(rows: list[tuple[str, Block, float]]) -> list[Block]:
+    """Block levels that hold runs of more than one group (a block of one group says nothing about noise)."""
+    members: dict[Block, set[str]] = {}
+    for name, block, _ in rows:
+        members.setdefault(block, set()).add(name)
+    shared = sorted(block for block, names in members.items() if len(names) > 1)
+    return shared if len(shared) > 1 else []
+
+
+def _moderated_variances(residuals: Any, rows: list[tuple[str, Block, float]], names: list[str],
+                         df: int) -> dict[str, float] | None:
+    """Each group's variance, shrunk toward the study's (empirical Bayes): the prior is a robust scale of all groups'
+    variances (their median, corrected for the chi-square's skew), so one noisy candidate widens its own
+    interval without widening everyone else's; the prior weighs as much as the rest of the study's residual df."""
+    from scipy import stats
+
+    if df <= 0:
+        return None
+    own: dict[str, tuple[float, int]] = {}
+    for name in names:
+        values = [float(r) for r, (n, _, _) in zip(residuals, rows) if n == name]
+        own[name] = (sum(v * v for v in values), max(len(values) - 1, 0))
+    spread = [ss / d / (stats.chi2.median(d) / d) for ss, d in own.values() if d > 0]
+    if not spread:
+        total = sum(ss for ss, _ in own.values())
+        return {name: total / df for name in names}
+    prior = float(sorted(spread)[len(spread) // 2]) if len(spread) % 2 else float(
+        sum(sorted(spread)[len(spread) // 2 - 1:len(spread) // 2 + 1]) / 2)
+    out = {}
+    for name, (ss, d) in own.items():
+        prior_df = max(df - d, 1)
+        out[name] = (prior_df * prior + ss) / (prior_df + d)
+    return out
+
+
+def holm(p_values: Sequence[float], alpha: float = ALPHA) -> list[bool]:
+    """Which hypotheses Holm's step-down procedure rejects at familywise level `alpha`."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    rejected = [False] * len(p_values)
+    for rank, i in enumerate(order):
+        if p_values[i] > alpha / (len(p_values) - rank):
+            break
+        rejected[i] = True
+    return rejected
+
+
+def spent_alpha(look: int, looks: int, alpha: float = ALPHA) -> float:
+    """The error a decision may spend at look `look` (1-based) of a planned `looks`: a share of `alpha` that
+    grows with the information (quadratic spending, so early looks with few runs spend little and the last look
+    keeps most), taken as increments so the looks together never spend more than `alpha` (Bonferroni)."""
+    if looks <= 1:
+        return alpha
+    look = min(max(look, 1), looks)
+    return alpha * ((look / looks) ** 2 - ((look - 1) / looks) ** 2)

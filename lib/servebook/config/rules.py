@@ -53,7 +53,12 @@ class VerdictRules(_Strict):
     require_valid: bool = Field(True, description="every cell valid: right lengths, no errors, cold prefill")
     require_reconciled: bool = Field(True, description="every cell's counters reconciled with the client")
     rules: list[ComparisonRule] = Field(default_factory=list)
+    max_runs: int | None = Field(
+        None, ge=2, description="planned most runs per candidate when runs are added until decided (sweep "
+                                "--until-decided): each verdict then spends a share of its error at every look")
 
     @property
     def hash(self) -> str:
-        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:12]
+        # Unset new fields stay out, so verdicts recorded before they existed keep their rules hash.
+        unset = {"max_runs"} if self.max_runs is None else set()
+        return hashlib.sha256(self.model_dump_json(exclude=unset).encode()).hexdigest()[:12]

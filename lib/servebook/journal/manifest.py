@@ -69,6 +69,9 @@ class Environment(_Record):
     """Where and on what the run was measured. GPU and host fields are absent where not known."""
 
     host: str | None = None
+    #: /etc/machine-id and the kernel's boot id: host names do not tell lent machines apart
+    machine_id: str | None = None
+    boot_id: str | None = None
     platform: str | None = None
     cpu: str | None = None
     cpu_count: int | None = None
@@ -83,6 +86,15 @@ class Environment(_Record):
     model_revision: str | None = None
     simulated: bool = False
     preflight: list[PreflightFinding] = Field(default_factory=list)
+
+    @property
+    def machine_key(self) -> str:
+        """The machine and GPU group a run was measured on; runs are compared within one, never across.
+        Journals written before machine ids fall back to the host name."""
+        gpus = ",".join(str(g.get("uuid") or g.get("index")) for g in self.gpus if isinstance(g, dict))
+        visible = ((getattr(self, "engine_env", None) or {}).get("CUDA_VISIBLE_DEVICES")) or ""
+        base = ":".join(p for p in (self.machine_id, self.boot_id) if p) or (self.host or "")
+        return "/".join(p for p in (base, gpus, visible) if p)
 
     def finding(self, code: str) -> PreflightFinding | None:
         return next((f for f in self.preflight if f.code == code), None)

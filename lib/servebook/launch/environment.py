@@ -63,12 +63,31 @@ def file_digest(path: str | Path, limit_bytes: int = 256 * 1024 * 1024) -> str |
     return prefix + h.hexdigest()
 
 
+def _first_line(*paths: str) -> str | None:
+    for path in paths:
+        try:
+            text = Path(path).read_text().strip()
+        except OSError:
+            continue
+        if text:
+            return text
+    return None
+
+
+def machine_identity() -> dict[str, str | None]:
+    """What tells machines apart when their host names do not (every lent VM may be called "vm"): the
+    machine id, and the boot id (cloned images can share a machine id; one boot is one set of conditions)."""
+    return {"machine_id": _first_line("/etc/machine-id", "/var/lib/dbus/machine-id"),
+            "boot_id": _first_line("/proc/sys/kernel/random/boot_id")}
+
+
 def fingerprint(*, engine_binary: str | None = None, model_path: str | None = None) -> dict:
     from .._version import __version__
 
     engine_env = {k: v for k, v in os.environ.items() if k.startswith(("LLAMA_ARG_", "GGML_", "CUDA_VISIBLE"))}
     return {
         "host": socket.gethostname(),
+        **machine_identity(),
         "platform": platform.platform(),
         "machine": platform.machine(),
         "cpu": _cpu_model(),

@@ -35,7 +35,7 @@ class Inventory:
 
     def fingerprint(self) -> dict:
         return {
-            "gpus": [{"index": g.index, "name": g.name, "memory_total_mib": g.memory_total_mib,
+            "gpus": [{"index": g.index, "uuid": g.uuid, "name": g.name, "memory_total_mib": g.memory_total_mib,
                       "power_limit_w": g.power_limit_w} for g in self.gpus],
             "gpu_count": len(self.gpus),
             "gpu_model": self.gpus[0].name if self.gpus else None,

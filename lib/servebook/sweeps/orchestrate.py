@@ -4,7 +4,9 @@ verdicts are undecided. The journal is the state, so an interrupted sweep resume
 from __future__ import annotations
 
 import concurrent.futures
+import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..config.study import Study, StudyEntry
 from ..engines import get_engine
@@ -13,6 +15,9 @@ from ..util.progress import Reporter
 from .gpus import GpuPool, gpu_pool, gpus_needed
 from .pending import SweepResult, interleaved, recorded
 from .runner import QUALIFY_NOTEBOOK, PapermillRunner, Runner
+
+if TYPE_CHECKING:
+    from ..verdicts import Judged
 
 
 def check_study_fits(study: Study, entries: list[StudyEntry]) -> None:
@@ -46,6 +51,9 @@ def sweep(
     cores measure each other. `runner`: what executes each run (default: papermill on kept kernels)."""
     reporter = reporter or Reporter()
     journal.ensure_writable()
+    if max_repeats is not None and study.verdict.max_runs != max_repeats:
+        # A sequential design: its verdicts spend their error over the looks up to max_repeats runs.
+        study = study.model_copy(update={"verdict": study.verdict.model_copy(update={"max_runs": max_repeats})})
     entries = study.expand()
     check_study_fits(study, entries)
     runner = runner or PapermillRunner(notebook, kernel_name, start_timeout, execution_timeout, reuse=reuse_kernel)
@@ -99,10 +107,19 @@ def run_pending(study: Study, entries: list[StudyEntry], journal: Journal, runne
             return [future.result() for future in futures]
 
 
+def baseline_target(undecided: list[Judged], max_repeats: int) -> int:
+    """Runs the baseline should have while `undecided` candidates are compared with it: every comparison uses it,
+    so it earns about sqrt(k) times the runs of one of k candidates (the many-to-one optimum), within twice the
+    budget of a candidate."""
+    most = max(len(j.records) for j in undecided) + 1  # after this round's runs
+    return min(2 * max_repeats, math.ceil(math.sqrt(len(undecided)) * most))
+
+
 def until_decided(study: Study, journal: Journal, runner: Runner, reporter: Reporter,
                   max_repeats: int) -> list[SweepResult]:
-    """One more run for every undecided candidate (and the baseline, so it keeps pace), interleaved,
-    until every verdict is decided or `max_repeats` runs each are spent."""
+    """One more run for every undecided candidate (and the baseline, more often than any one of them), interleaved,
+    until every verdict is decided or `max_repeats` runs each are spent. The study's verdicts spend their error
+    over these looks (verdict.max_runs), so looking after every run does not inflate it."""
     from ..verdicts import judge
 
     results: list[SweepResult] = []
@@ -115,10 +132,9 @@ def until_decided(study: Study, journal: Journal, runner: Runner, reporter: Repo
             reporter.log(f"undecided verdicts remain ({', '.join(j.entry.name for j in open_)}), but their candidates "
                          f"have {max_repeats} runs (--max-repeats)" if open_ else "every verdict is decided")
             return results
-        most = max(len(j.records) for j in undecided)
         names = {j.entry.name for j in undecided}
         base = next(j for j in judged if j.entry.name == baseline)
-        if len(base.records) <= most and len(base.records) < max_repeats:
+        if len(base.records) < baseline_target(undecided, max_repeats):
             names.add(baseline)
         reporter.log(f"inconclusive: {', '.join(sorted(names - {baseline}))}; one more run of "
                      f"{', '.join(sorted(names))}")

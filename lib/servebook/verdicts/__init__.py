@@ -1,11 +1,11 @@
 """Verdicts of a study's runs: comparisons over runs (comparisons.py), which cells are evidence (evidence.py),
 the noise floor (noise.py) and the verdict itself (judge.py)."""
 
-from .comparisons import Comparison, compare_rule, describe, figures, select_cells
+from .comparisons import Comparison, compare_rule, comparison_of, describe, figures, select_cells
 from .evidence import baseline_evidence, cell_codes, undisturbed, valid_cells
-from .judge import Judged, Outcome, Verdict, family_confidence, judge, judge_run, judge_runs, study_runs
+from .judge import Judged, Outcome, Verdict, judge, judge_run, judge_runs, settle, study_runs
 from .noise import NoiseFloor, noise_floor, noise_rows
 
 __all__ = ["Comparison", "Judged", "NoiseFloor", "Outcome", "Verdict", "baseline_evidence", "cell_codes",
-           "compare_rule", "describe", "family_confidence", "figures", "judge", "judge_run", "judge_runs",
-           "noise_floor", "noise_rows", "select_cells", "study_runs", "undisturbed", "valid_cells"]
+           "compare_rule", "comparison_of", "describe", "figures", "judge", "judge_run", "judge_runs",
+           "noise_floor", "noise_rows", "select_cells", "settle", "study_runs", "undisturbed", "valid_cells"]

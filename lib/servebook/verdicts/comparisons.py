@@ -1,13 +1,16 @@
-"""One rule's cells compared over runs: both sides' means, the change and its interval."""
+"""One rule's cells compared over runs: both sides' means, the change from the study's model of the cell, and
+its one-sided bounds."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
 from ..config.rules import LOWER_IS_BETTER, METRIC_WORDS, ComparisonRule
-from ..estimates import CONFIDENCE, Change, Decision, Estimate, change, decide, repeats_to_decide
+from ..estimates import ALPHA, Block, Contrast, Decision, Estimate, fit_contrasts
 
 
 @dataclass
@@ -30,7 +33,15 @@ class Comparison:
     decision: Decision
     ok: bool
     repeats_to_decide: int | None = None
-    confidence_pct: float = 100 * CONFIDENCE
+    #: the interval shown is the two one-sided bounds at alpha each: a (1 - 2 alpha) two-sided interval
+    confidence_pct: float = 100 * (1 - 2 * ALPHA)
+    #: one-sided p-values: that the candidate is within the limit (non-inferiority), and beyond it
+    p_within: float | None = None
+    p_beyond: float | None = None
+    #: an improvement beyond the noise (the bound on the good side of no change)
+    better: bool = False
+    #: how the variance behind the interval was estimated
+    method: str = ""
 
     @property
     def where(self) -> str:
@@ -48,7 +59,7 @@ class Comparison:
             interval = (f" [{self.change_low_pct:+.1f}, {self.change_high_pct:+.1f}]"
                         if self.change_low_pct is not None else f" ({self.runs} vs {self.baseline_runs} runs: "
                                                                     "no interval)")
-            figure = f"{self.change_pct:+.1f}%{interval}"
+            figure = f"{self.change_pct:+.1f}%{interval}" + (", better" if self.better else "")
         return f"{METRIC_WORDS[self.metric]}, {self.where}: {figure} (limit {sign}{self.limit_pct:g}%)"
 
 
@@ -65,49 +76,112 @@ def select_cells(cells: pd.DataFrame, rule: ComparisonRule) -> pd.DataFrame:
 
 def figures(runs: list[pd.DataFrame], rule: ComparisonRule) -> dict[str, list[float]]:
     """cell id -> the rule's figure in each run that has it."""
-    out: dict[str, list[float]] = {}
-    for cells in runs:
+    return {cell: [v for _, v in values] for cell, values in blocked_figures(runs, rule).items()}
+
+
+def run_block(cells: pd.DataFrame, position: int) -> Block:
+    """The block a run belongs to: what judge() put in `cells.attrs["block"]` (machine, interleaving round), or
+    its position among its candidate's runs."""
+    block = cells.attrs.get("block")
+    return tuple(block) if block else ("", str(position))
+
+
+def blocked_figures(runs: list[pd.DataFrame], rule: ComparisonRule) -> dict[str, list[tuple[Block, float]]]:
+    """cell id -> (block, the rule's figure) in each run that has it."""
+    out: dict[str, list[tuple[Block, float]]] = {}
+    for position, cells in enumerate(runs):
+        block = run_block(cells, position)
         for row in select_cells(cells, rule).to_dict("records"):
             value = row.get(rule.metric)
             if value is not None and not pd.isna(value):
-                out.setdefault(row["cell_id"], []).append(float(value))
+                out.setdefault(row["cell_id"], []).append((block, float(value)))
     return out
 
-def compare_rule(runs: list[pd.DataFrame], baseline_runs: list[pd.DataFrame],
-                 rule: ComparisonRule, confidence: float = CONFIDENCE) -> list[Comparison]:
-    """Every cell the rule selects, in the candidate's cell order, compared over runs at `confidence`."""
+
+def log_margin(rule: ComparisonRule) -> float:
+    """The rule's limit as a log ratio of candidate to baseline: a drop for rates, a rise for times."""
+    if rule.metric in LOWER_IS_BETTER:
+        return math.log(1 + rule.max_regression_pct / 100.0)
+    return math.log(max(1e-9, 1 - rule.max_regression_pct / 100.0))
+
+
+def compare_rule(runs: list[pd.DataFrame], baseline_runs: list[pd.DataFrame], rule: ComparisonRule,
+                 alpha: float = ALPHA, peers: dict[str, list[pd.DataFrame]] | None = None) -> list[Comparison]:
+    """Every cell the rule selects, in the candidate's cell order, against the baseline: the change from the
+    study's model of that cell (`peers`: the other candidates' runs, whose noise is the same noise), with
+    one-sided bounds at `alpha`. The decision here is per cell; the verdict applies Holm across cells."""
     if isinstance(runs, pd.DataFrame):
         runs = [runs]
     if isinstance(baseline_runs, pd.DataFrame):
         baseline_runs = [baseline_runs]
-    mine, theirs = figures(runs, rule), figures(baseline_runs, rule)
+    mine, theirs = blocked_figures(runs, rule), blocked_figures(baseline_runs, rule)
+    others = {name: blocked_figures(frames, rule) for name, frames in (peers or {}).items()}
     described = {row["cell_id"]: row for cells in runs for row in select_cells(cells, rule).to_dict("records")}
-    lower = rule.metric in LOWER_IS_BETTER
     out = []
     for cell_id, values in mine.items():
         if cell_id not in theirs:
             continue
-        row = described[cell_id]
-        found: Change | None = change(values, theirs[cell_id], confidence)
-        decision = decide(found, rule.max_regression_pct, lower)
-        regression = None if found is None else (found.pct if lower else -found.pct)
-        ok = decision == "pass" or (decision == "single" and regression is not None
-                                    and regression <= rule.max_regression_pct)
-        prompt = row.get("target_prompt_tokens")
-        out.append(Comparison(
-            metric=rule.metric, cell_id=cell_id, category=row.get("category"),
-            concurrency=int(row["concurrency"]) if rule.kind == "decode" else None,
-            prompt_tokens=None if prompt is None or pd.isna(prompt) else int(prompt),
-            value=Estimate.of(values).mean, baseline=Estimate.of(theirs[cell_id]).mean,
-            runs=len(values), baseline_runs=len(theirs[cell_id]),
-            change_pct=None if found is None else found.pct,
-            change_low_pct=found.low if found is not None else None,
-            change_high_pct=found.high if found is not None else None,
-            limit_pct=rule.max_regression_pct, decision=decision, ok=bool(ok), confidence_pct=100 * confidence,
-            repeats_to_decide=repeats_to_decide(found, rule.max_regression_pct, lower, confidence)
-            if decision == "straddle" and found is not None else None,
-        ))
+        groups = {_CANDIDATE: values, _BASELINE: theirs[cell_id],
+                  **{f"peer:{name}": found[cell_id] for name, found in others.items() if cell_id in found}}
+        contrast = fit_contrasts(groups, _BASELINE).get(_CANDIDATE)
+        row = {str(k): v for k, v in described[cell_id].items()}
+        out.append(comparison_of(rule, row, values, theirs[cell_id], contrast, alpha))
     return out
+
+
+_CANDIDATE, _BASELINE = "candidate", "baseline"
+
+
+def comparison_of(rule: ComparisonRule, row: dict[str, Any], values: list[tuple[Block, float]],
+                  baseline: list[tuple[Block, float]], contrast: Contrast | None, alpha: float) -> Comparison:
+    """One cell's comparison from its contrast; `row`: the candidate's cell row (id, category, concurrency)."""
+    lower = rule.metric in LOWER_IS_BETTER
+    margin = log_margin(rule)
+    bounds = contrast.bounds_pct(alpha) if contrast is not None else None
+    p = contrast.p_beyond(margin, worse_is_lower=not lower) if contrast is not None else None
+    if contrast is None:
+        decision: Decision = "missing"
+    elif contrast.n_candidate < 2 or contrast.n_baseline < 2 or p is None:
+        decision = "single"
+    elif p[0] <= alpha:
+        decision = "pass"
+    else:
+        decision = "straddle"  # "fail" is for the verdict to say, after Holm across its cells
+    regression = None if contrast is None else (contrast.pct if lower else -contrast.pct)
+    ok = decision == "pass" or (decision == "single" and regression is not None
+                                and regression <= rule.max_regression_pct)
+    better = bounds is not None and (bounds[1] < 0 if lower else bounds[0] > 0)
+    prompt = row.get("target_prompt_tokens")
+    return Comparison(
+        metric=rule.metric, cell_id=str(row["cell_id"]), category=row.get("category"),
+        concurrency=int(row["concurrency"]) if rule.kind == "decode" else None,
+        prompt_tokens=None if prompt is None or pd.isna(prompt) else int(prompt),
+        value=Estimate.of([v for _, v in values]).mean, baseline=Estimate.of([v for _, v in baseline]).mean,
+        runs=len(values), baseline_runs=len(baseline),
+        change_pct=None if contrast is None else contrast.pct,
+        change_low_pct=bounds[0] if bounds else None, change_high_pct=bounds[1] if bounds else None,
+        limit_pct=rule.max_regression_pct, decision=decision, ok=bool(ok), confidence_pct=100 * (1 - 2 * alpha),
+        repeats_to_decide=_runs_to_decide(contrast, margin, alpha) if decision == "straddle" else None,
+        p_within=None if p is None else p[0], p_beyond=None if p is None else p[1], better=better,
+        method=contrast.method if contrast is not None else "")
+
+
+def _runs_to_decide(contrast: Contrast | None, margin: float, alpha: float) -> int | None:
+    """Runs per side that would likely put the one-sided bound on one side of the limit, if the estimate and the
+    noise hold; None when it cannot be said."""
+    from scipy import stats
+
+    if contrast is None or contrast.se is None or contrast.df is None or contrast.se == 0:
+        return None
+    gap = abs(contrast.log_ratio - margin)
+    if gap == 0:
+        return None
+    per_run = contrast.se / math.sqrt(1 / contrast.n_candidate + 1 / contrast.n_baseline)  # the spread of one run
+    # t * per_run * sqrt(2 / n) < gap, at the study's degrees of freedom
+    needed = 2 * (float(stats.t.ppf(1 - alpha, contrast.df)) * per_run / gap) ** 2
+    n = max(math.floor(needed) + 1, max(contrast.n_candidate, contrast.n_baseline) + 1)
+    return n if n <= 200 else None
+
 
 def describe(rule: ComparisonRule, comparisons: list[Comparison]) -> str:
     """A rule whose cells all pass, in one line that still names the worst cell."""

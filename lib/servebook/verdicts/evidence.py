@@ -21,11 +21,32 @@ def undisturbed(cells: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     GPU) is evidence lost, not a fault of the candidate, so it leaves the statistics instead of rejecting."""
     disturbed = [only_disturbed(codes) for codes in cell_codes(cells)]
     only_busy = ~cells["valid"].astype(bool) & pd.Series(disturbed, index=cells.index, dtype=bool)
-    return cells[~only_busy], cells[only_busy]
+    kept, left_out = cells[~only_busy].copy(), cells[only_busy].copy()
+    kept.attrs = left_out.attrs = dict(cells.attrs)
+    return kept, left_out
+
+
+def machine_of(record: RunRecord) -> str:
+    """Which machine (and GPU group) a run was measured on: runs are compared within machines, never across."""
+    return record.manifest.environment.machine_key if record.manifest is not None else ""
+
+
+def run_cells(records: list[RunRecord]) -> list[pd.DataFrame | None]:
+    """Each run's cells (None when it has none), marked with its block: the machine, and the interleaving round
+    (the run's place among its candidate's completed runs on that machine)."""
+    out: list[pd.DataFrame | None] = []
+    rounds: dict[str, int] = {}
+    for record in records:
+        cells = record.table("cells") if record.status == "completed" else None
+        if cells is not None:
+            machine = machine_of(record)
+            cells.attrs["block"] = (machine, str(rounds.get(machine, 0)))
+            rounds[machine] = rounds.get(machine, 0) + 1
+        out.append(cells)
+    return out
 
 def valid_cells(records: list[RunRecord]) -> list[pd.DataFrame]:
-    return baseline_evidence([record.table("cells") if record.status == "completed" else None
-                              for record in records])
+    return baseline_evidence(run_cells(records))
 
 
 def baseline_evidence(runs: list[pd.DataFrame | None]) -> list[pd.DataFrame]:

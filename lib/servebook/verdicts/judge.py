@@ -15,16 +15,16 @@ from typing import Literal
 
 import pandas as pd
 
-from ..config.rules import METRIC_WORDS, VerdictRules
+from ..config.rules import LOWER_IS_BETTER, METRIC_WORDS, VerdictRules
 from ..config.study import Study, StudyEntry
-from ..estimates import CONFIDENCE
+from ..estimates import ALPHA, holm, spent_alpha
 from ..journal import Journal, RunRecord
 from ..journal.manifest import Failure, Manifest
 from ..measure.equivalence import compare_outputs
 from ..measure.equivalence import describe as describe_equivalence
 from ..util.errors import InputError
-from .comparisons import Comparison, compare_rule, describe, figures
-from .evidence import undisturbed, valid_cells
+from .comparisons import Comparison, compare_rule, describe
+from .evidence import run_cells, undisturbed, valid_cells
 
 Outcome = Literal["accepted", "rejected", "inconclusive", "failed"]
 
@@ -52,8 +52,10 @@ class Verdict:
                 "comparisons": [asdict(c) for c in self.comparisons], **context}
 
 def judge_runs(runs: list[tuple[Manifest | None, pd.DataFrame | None]], baseline_runs: list[pd.DataFrame],
-               rules: VerdictRules, *, is_baseline: bool) -> Verdict:
-    """A candidate's verdict from all of its runs (manifest and cells each) against the baseline's cells.
+               rules: VerdictRules, *, is_baseline: bool, peers: dict[str, list[pd.DataFrame]] | None = None,
+               alpha: float = ALPHA, look: str = "") -> Verdict:
+    """A candidate's verdict from all of its runs (manifest and cells each) against the baseline's cells;
+    `peers`: the study's other candidates' valid runs, whose between-run noise the comparison pools.
 
     Cells disturbed by other processes on the host are left out of the statistics, and said so."""
     if not runs or all(manifest is None for manifest, _ in runs):
@@ -82,24 +84,23 @@ def judge_runs(runs: list[tuple[Manifest | None, pd.DataFrame | None]], baseline
         return Verdict(outcome, (reasons or ["baseline of the study"]) + notes)
     if not baseline_runs:
         return Verdict("rejected", reasons + ["no valid baseline run to compare against"] + notes)
-    verdict = _compare(kept, baseline_runs, rules, reasons, left_out=bool(notes))
+    verdict = _compare(kept, baseline_runs, rules, reasons, left_out=bool(notes), peers=peers, alpha=alpha,
+                       look=look)
     verdict.reasons += notes
     return verdict
 
-def family_confidence(runs: list[pd.DataFrame], baseline_runs: list[pd.DataFrame], rules: VerdictRules) -> float:
-    """Each cell's interval confidence such that all of a verdict's cells hold together at 95% (Bonferroni):
-    a verdict that looks at ten cells would otherwise find one 'beyond the limit' by chance."""
-    cells = sum(len(set(figures(runs, rule)) & set(figures(baseline_runs, rule))) for rule in rules.rules)
-    return 1.0 - (1.0 - CONFIDENCE) / max(1, cells)
-
-def _compare(completed, baseline_runs, rules: VerdictRules, reasons: list[str], left_out: bool = False) -> Verdict:
+def _compare(completed: list[tuple[Manifest, pd.DataFrame]], baseline_runs: list[pd.DataFrame], rules: VerdictRules,
+             reasons: list[str], left_out: bool = False, peers: dict[str, list[pd.DataFrame]] | None = None,
+             alpha: float = ALPHA, look: str = "") -> Verdict:
+    """accepted: every judged cell non-inferior at one-sided `alpha` (an intersection-union test: no multiplicity
+    penalty); rejected: some cell beyond the limit, with Holm's familywise control across the cells; else
+    inconclusive."""
+    runs = [cells for _, cells in completed]
     comparisons: list[Comparison] = []
     failing, straddling, passing = [], [], []
     settled = bool(reasons)
-    runs = [cells for _, cells in completed]
-    confidence = family_confidence(runs, baseline_runs, rules)
     for rule in rules.rules:
-        found = compare_rule(runs, baseline_runs, rule, confidence)
+        found = compare_rule(runs, baseline_runs, rule, alpha, peers)
         comparisons.extend(found)
         if not found and left_out:
             straddling.append(f"inconclusive: {METRIC_WORDS[rule.metric]}: no cell left to compare once the "
@@ -107,25 +108,59 @@ def _compare(completed, baseline_runs, rules: VerdictRules, reasons: list[str], 
         elif not found:
             failing.append(describe(rule, found))
             settled = True
-        for c in found:
-            if c.decision == "straddle":
-                hint = (f"; about {c.repeats_to_decide} runs per side would likely decide it"
-                        if c.repeats_to_decide and c.repeats_to_decide <= 50 else
-                        "; the change sits so near the limit that no affordable number of runs decides it")
-                straddling.append(f"inconclusive: {c.text()}{hint}")
-            elif not c.ok:
-                failing.append(c.text())
-        if found and all(c.ok for c in found):
-            passing.append(f"{METRIC_WORDS[rule.metric]}: {describe(rule, found)}")
-    intervals = ([f"intervals: {100 * confidence:.1f}% per cell, so that all {len(comparisons)} judged cells hold "
-                  f"together at {100 * CONFIDENCE:.0f}%"] if len(comparisons) > 1
-                 and any(c.change_low_pct is not None for c in comparisons) else [])
+    tested = settle(comparisons, alpha)
+    for c in comparisons:
+        if c.decision == "straddle":
+            straddling.append(f"inconclusive: {c.text()}{_hint(c, len(tested))}")
+        elif not c.ok:
+            failing.append(c.text())
+    for rule in rules.rules:
+        mine = [c for c in comparisons if c.metric == rule.metric and c.limit_pct == rule.max_regression_pct]
+        if mine and all(c.ok for c in mine):
+            passing.append(f"{METRIC_WORDS[rule.metric]}: {describe(rule, mine)}")
+    method = _method(comparisons, alpha, look)
     if reasons or failing:
-        return Verdict("rejected", reasons + failing + straddling + [f"within limits: {t}" for t in passing]
-                       + intervals, comparisons, settled)
+        return Verdict("rejected", reasons + failing + straddling + [f"within limits: {t}" for t in passing] + method,
+                       comparisons, settled)
     if straddling:
-        return Verdict("inconclusive", straddling + [f"within limits: {t}" for t in passing] + intervals, comparisons)
-    return Verdict("accepted", (passing or ["valid, and no comparison rules to apply"]) + intervals, comparisons)
+        return Verdict("inconclusive", straddling + [f"within limits: {t}" for t in passing] + method, comparisons)
+    return Verdict("accepted", (passing or ["valid, and no comparison rules to apply"]) + method, comparisons)
+
+
+def settle(comparisons: list[Comparison], alpha: float) -> list[Comparison]:
+    """Mark as failing the cells Holm's procedure finds beyond their limits at familywise `alpha` (in place);
+    returns the cells that were tested."""
+    tested = [c for c in comparisons if c.p_beyond is not None and c.decision != "single"]
+    for c, beyond in zip(tested, holm([c.p_beyond or 1.0 for c in tested], alpha)):
+        if beyond:
+            c.decision, c.ok = "fail", False
+    return tested
+
+
+def _hint(c: Comparison, cells: int) -> str:
+    """Why an undecided cell is undecided, and what would decide it."""
+    lower = c.metric in LOWER_IS_BETTER
+    beyond_alone = c.change_low_pct is not None and c.change_high_pct is not None and (
+        c.change_low_pct > c.limit_pct if lower else c.change_high_pct < -c.limit_pct)
+    if beyond_alone:
+        return (f"; beyond the limit at this cell alone, not yet with all {cells} cells tested together (Holm)"
+                + (f"; about {c.repeats_to_decide} runs per side would likely decide it"
+                   if c.repeats_to_decide and c.repeats_to_decide <= 50 else ""))
+    if c.repeats_to_decide and c.repeats_to_decide <= 50:
+        return f"; about {c.repeats_to_decide} runs per side would likely decide it"
+    return "; the change sits so near the limit that no affordable number of runs decides it"
+
+
+def _method(comparisons: list[Comparison], alpha: float, look: str) -> list[str]:
+    """What decided it, for the reader: the test, its level, and where the variance came from."""
+    with_bounds = [c for c in comparisons if c.change_low_pct is not None]
+    if not with_bounds:
+        return []
+    spent = f"{100 * alpha:.2g}%" + (f" ({look})" if look else "")
+    return [f"method: each cell non-inferior at one-sided {spent}, all {len(comparisons)} required to accept; "
+            f"rejection controlled across cells (Holm); intervals are the two one-sided bounds; "
+            f"{with_bounds[0].method}"]
+
 
 def judge_run(manifest: Manifest | None, cells: pd.DataFrame | None, baseline_cells: pd.DataFrame | None,
               rules: VerdictRules, *, is_baseline: bool) -> Verdict:
@@ -178,6 +213,19 @@ def _output_equivalence(baseline_records: list, records: list) -> str | None:
         return None
     return describe_equivalence(compare_outputs(reference, other), "the baseline")
 
+def _look(study: Study, records: list[RunRecord]) -> tuple[float, str]:
+    """The error this verdict may spend. A fixed design (no verdict.max_runs) spends ALPHA once; a sequential
+    one (runs added until decided, up to max_runs) spends a share of it at each look, so that looking after
+    every added run does not inflate the error."""
+    max_runs = study.verdict.max_runs
+    if not max_runs or max_runs <= study.repeats:
+        return ALPHA, ""
+    looks = max_runs - study.repeats + 1
+    done = sum(1 for r in records if r.status == "completed")
+    look = min(max(done - study.repeats + 1, 1), looks)
+    return spent_alpha(look, looks), f"look {look} of {looks}, error spent over the looks"
+
+
 def judge(study: Study, journal: Journal, *, append: bool = True) -> list[Judged]:
     """Judge every candidate's recorded runs under the study's current rules; append an event to the
     candidate's newest run where the verdict changed."""
@@ -188,15 +236,19 @@ def judge(study: Study, journal: Journal, *, append: bool = True) -> list[Judged
                          f"(names: {', '.join(e.name for e in entries)})")
     runs = {e.name: journal.find_all(e.candidate.id, study.plan.id) for e in entries}
     baseline_records = runs[rules.baseline]
-    baseline_cells = valid_cells(baseline_records)
+    evidence = {name: valid_cells(records) for name, records in runs.items()}
+    baseline_cells = evidence[rules.baseline]
     out = []
     for entry in entries:
         records = runs[entry.name]
         if not records:
             out.append(Judged(entry, [], None))
             continue
-        verdict = judge_runs([(r.manifest, r.table("cells")) for r in records], baseline_cells, rules,
-                             is_baseline=entry.name == rules.baseline)
+        peers = {name: frames for name, frames in evidence.items() if name not in (entry.name, rules.baseline)}
+        alpha, look = _look(study, records)
+        cells = run_cells(records)
+        verdict = judge_runs([(r.manifest, c) for r, c in zip(records, cells)], baseline_cells, rules,
+                             is_baseline=entry.name == rules.baseline, peers=peers, alpha=alpha, look=look)
         if entry.name != rules.baseline:
             equivalence = _output_equivalence(baseline_records, records)
             if equivalence:

@@ -1,0 +1,112 @@
+"""Verdicts from one model per cell over the whole study: pooled and moderated variance, blocks, one-sided
+decisions (intersection-union acceptance, Holm rejection), error spent over the looks of a sequential design."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from servebook.config import ComparisonRule, VerdictRules
+from servebook.estimates import ALPHA, fit_contrasts, holm, spent_alpha
+from servebook.journal import Manifest
+from servebook.journal.manifest import Environment
+from servebook.verdicts import judge_runs
+
+RULES = VerdictRules(rules=[ComparisonRule(metric="aggregate_tok_s", concurrency=[1, 4], max_regression_pct=7)])
+
+
+def run(c1, c4, block=None):
+    frame = pd.DataFrame([
+        {"cell_id": f"decode-prose-c{c}", "kind": "decode", "category": "prose", "concurrency": c,
+         "target_prompt_tokens": None, "aggregate_tok_s": v, "valid": True, "invalid_codes": "",
+         "invalid_reasons": "", "reconciliation": "ok"} for c, v in ((1, c1), (4, c4))])
+    if block is not None:
+        frame.attrs["block"] = block
+    return frame
+
+
+def runs(rng, effect, n, cv=0.05):
+    return [run(*(100 * (1 + effect) * math.exp(rng.normal(0, cv)) for _ in range(2)), block=("m", str(i)))
+            for i in range(n)]
+
+
+def verdict(mine, base, peers=None, alpha=ALPHA):
+    return judge_runs([(Manifest(status="completed", run_id=f"r{i}"), c) for i, c in enumerate(mine)], base, RULES,
+                      is_baseline=False, peers=peers, alpha=alpha)
+
+
+def test_the_study_decides_what_one_pair_cannot():
+    """A -30% loss in 3 runs per side: the pair alone has 4 degrees of freedom; five more candidates that measured
+    the same cells give the same noise 12 more, and the one-sided bound clears the limit."""
+    rng = np.random.default_rng(3)
+    base, loss = runs(rng, 0, 3), runs(rng, -0.30, 3)
+    peers = {f"p{i}": runs(rng, 0, 3) for i in range(4)}
+    found = verdict(loss, base, peers)
+    assert found.outcome == "rejected"
+    assert any("variance pooled over 6 candidates and 18 runs" in r for r in found.reasons)
+    assert found.comparisons[0].confidence_pct == pytest.approx(90)
+
+
+def test_acceptance_needs_every_cell_non_inferior_without_a_multiplicity_penalty():
+    base = [run(100, 100, ("m", "0")), run(101, 99, ("m", "1")), run(99, 101, ("m", "2"))]
+    same = [run(100, 100.5, ("m", "0")), run(100.5, 100, ("m", "1")), run(99.5, 99.5, ("m", "2"))]
+    found = verdict(same, base)
+    assert found.outcome == "accepted"
+    assert all(c.decision == "pass" and c.p_within < ALPHA for c in found.comparisons)
+    assert any("each cell non-inferior at one-sided 5%" in r for r in found.reasons)
+
+
+def test_an_improvement_beyond_the_noise_is_called_better():
+    base = [run(100, 100, ("m", str(i))) for i in range(3)]
+    faster = [run(110 + i, 111 - i, ("m", str(i))) for i in range(3)]
+    found = verdict(faster, base)
+    assert found.outcome == "accepted" and all(c.better for c in found.comparisons)
+    assert ", better (limit" in found.reasons[0]
+
+
+def test_rounds_are_blocks_a_slow_round_slows_every_candidate_alike():
+    """Round 2 ran 20% slower for everyone (drift, a busy neighbour): as blocks, it costs nothing."""
+    slow = {0: 1.0, 1: 0.8, 2: 1.0}
+    groups = {name: [(("m", str(r)), 100 * factor * slow[r] * (1 + 0.002 * k)) for r in range(3)]
+              for k, (name, factor) in enumerate((("base", 1.0), ("cand", 0.9), ("peer", 1.0)))}
+    contrast = fit_contrasts(groups, "base")["cand"]
+    assert contrast.pct == pytest.approx(-9.8, abs=0.5)
+    assert contrast.se < 0.01 and "blocks" in contrast.method
+    unblocked = {name: [(("m", "0"), v) for _, v in values] for name, values in groups.items()}
+    assert fit_contrasts(unblocked, "base")["cand"].se > 5 * contrast.se
+
+
+def test_a_noisier_candidate_gets_a_wider_interval_than_the_pooled_noise_alone():
+    rng = np.random.default_rng(7)
+    groups = {f"p{i}": [(("m", str(r)), 100 * math.exp(rng.normal(0, 0.01))) for r in range(4)] for i in range(5)}
+    groups["noisy"] = [(("m", str(r)), v) for r, v in enumerate((80.0, 120.0, 90.0, 110.0))]
+    contrasts = fit_contrasts(groups, "p0")
+    assert contrasts["noisy"].se > 2 * contrasts["p1"].se
+
+
+def test_holm_rejects_step_down():
+    assert holm([0.001, 0.02, 0.04], 0.05) == [True, True, True]
+    assert holm([0.02, 0.02, 0.02], 0.05) == [False, False, False]
+    assert holm([0.01, 0.03, 0.5], 0.05) == [True, False, False]
+
+
+def test_looks_never_spend_more_than_alpha_and_the_last_look_spends_most():
+    for looks in (1, 2, 4, 8):
+        spent = [spent_alpha(k, looks) for k in range(1, looks + 1)]
+        assert sum(spent) == pytest.approx(ALPHA) and spent == sorted(spent)
+
+
+def test_a_sequential_look_decides_less_than_a_fixed_one():
+    rng = np.random.default_rng(11)
+    base, mine = runs(rng, 0, 4), runs(rng, -0.01, 4)
+    fixed = verdict(mine, base, alpha=ALPHA).comparisons[0].change_low_pct
+    first_look = verdict(mine, base, alpha=spent_alpha(1, 4)).comparisons[0].change_low_pct
+    assert first_look < fixed  # a wider bound at the first look of four
+
+
+def test_machines_are_blocks_and_a_key_tells_them_apart():
+    a = Environment(host="vm", machine_id="m1", boot_id="b1", gpus=[{"index": 0, "uuid": "GPU-1"}])
+    b = Environment(host="vm", machine_id="m2", boot_id="b2", gpus=[{"index": 0, "uuid": "GPU-9"}])
+    assert a.machine_key != b.machine_key and a.machine_key == "m1:b1/GPU-1"
+    assert Environment(host="vm").machine_key == "vm"  # journals written before machine ids
