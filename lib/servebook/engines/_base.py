@@ -130,6 +130,9 @@ class EngineAdapter(ABC):
     def check_common_knobs(self, candidate: "Candidate") -> None:
         if candidate.knobs.gpu_layers is not None:
             raise ValueError(f"knobs.gpu_layers is a llama.cpp setting; {self.kind} places every layer itself")
+        if candidate.knobs.prompt_cache_mib is not None:
+            raise ValueError(f"knobs.prompt_cache_mib is llama.cpp's host-memory prompt cache (--cache-ram); {self.kind} "
+                             "has no such cache: leave it unset")
 
     def local_binary(self, candidate: "Candidate", reporter) -> str:
         """The program that launches this engine on this host; InputError when it is not installed."""

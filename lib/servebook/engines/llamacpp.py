@@ -36,6 +36,7 @@ _OWNED = {
     "max_running_requests": ("-np", "--parallel"),
     "context_length": ("-c", "--ctx-size"),
     "gpu_layers": ("-ngl", "--gpu-layers", "--n-gpu-layers"),
+    "prompt_cache_mib": ("-cram", "--cache-ram"),
     "kv_dtype": ("-ctk", "--cache-type-k", "-ctv", "--cache-type-v"),
     "drafter": ("--spec-type", "-md", "--model-draft", "--spec-draft-model", "--spec-draft-n-max", "--spec-synth-len",
                 "--spec-synth-rates",
@@ -175,6 +176,8 @@ class LlamaCppAdapter(EngineAdapter):
             args += ["-b", str(knobs.chunk_size), "-ub", str(knobs.chunk_size)]
         if knobs.kv_dtype is not None:
             args += ["-ctk", knobs.kv_dtype, "-ctv", knobs.kv_dtype]
+        if knobs.prompt_cache_mib is not None:
+            args += ["--cache-ram", str(knobs.prompt_cache_mib)]
         drafter = knobs.drafter
         if drafter.kind != "none":
             args += ["--spec-type", SPEC_TYPES[drafter.kind]]

@@ -20,7 +20,7 @@ from ..engines import EngineAdapter, EngineFailed
 from ..util.files import tail_of
 from ..util.progress import Reporter
 from .cells import CellSpec, CellSummary, cell_figures, evidence, plan_cells, total_reported, with_validity
-from .client import RequestRecord, StreamRequest, stream_request
+from .client import RequestRecord, StreamRequest, sending_client, stream_request
 from .endpoint import Endpoint
 from .equivalence import SEED, compare_outputs, describe
 from .gates import run_gate, run_needles
@@ -55,8 +55,8 @@ class Measurement:
         # and a request sent on a connection the server just closed fails spuriously.
         limits = httpx.Limits(max_connections=256, max_keepalive_connections=0)
         # The key goes with every request, /metrics and the tokenizer included (llama.cpp protects them all).
-        self.http = httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(self.plan.request_timeout_s, connect=10),
-                                      headers=self.endpoint.auth)
+        self.http = sending_client(limits=limits, timeout=httpx.Timeout(self.plan.request_timeout_s, connect=10),
+                                   headers=self.endpoint.auth)
         # The SDK's annotation names its own vendored httpx; any httpx.AsyncClient works at run time.
         self.openai = AsyncOpenAI(base_url=f"{self.endpoint.base_url}/v1", api_key=self.endpoint.api_key,
                                   http_client=self.http,  # type: ignore[arg-type]

@@ -1,3 +1,5 @@
+import pytest
+
 from servebook.config import Candidate
 from servebook.engines import get_engine
 
@@ -53,3 +55,17 @@ def test_ngram_drafter_has_no_model():
 def test_extra_args_come_last_and_verbatim():
     argv = argv_for({}, ["--threads", "2", "--no-webui"])
     assert argv[-3:] == ["--threads", "2", "--no-webui"]
+
+
+def test_the_prompt_cache_is_a_knob_owned_by_llamacpp():
+    from servebook.engines import get_engine
+    from tests.conftest import tiny_candidate
+
+    argv = get_engine("llamacpp").argv(tiny_candidate(knobs={"prompt_cache_mib": 0}), port=8123,
+                                       model_path="/m.gguf", draft_path=None)
+    assert argv[argv.index("--cache-ram") + 1] == "0"
+    with pytest.raises(ValueError, match="conflicts with knobs.prompt_cache_mib"):
+        tiny_candidate(extra_args=["--cache-ram", "0"])
+    base = tiny_candidate()
+    assert tiny_candidate(knobs={"prompt_cache_mib": 0}).id != base.id
+    assert "prompt_cache_mib" not in base.canonical_json(), "unset, it leaves every recorded id as it was"
