@@ -64,7 +64,8 @@ class Change:
 
 
 def change(candidate: Sequence[float], baseline: Sequence[float], confidence: float = CONFIDENCE) -> Change | None:
-    """The change of `candidate` against `baseline` (figures per run); None when either side has none
+    """The change of `candidate` against `baseline` from their own runs alone (the pairwise Welch comparison servebook
+    used before the study model; benchmarks compare the two); None when either side has none
     or a figure is not positive (a rate or a time of zero has no ratio)."""
     from scipy import stats
 
@@ -129,9 +130,10 @@ def repeats_to_decide(c: Change, limit_pct: float, lower_is_better: bool, confid
     return None
 
 
-def runs_needed_for(limit_pct: float, cv_pct: float, confidence: float = CONFIDENCE) -> int | None:
-    """Runs per side at which an unchanged candidate's interval would fit inside `limit_pct`, given a
-    between-run spread of `cv_pct`: below that, the rule's limit is finer than the noise can resolve."""
+def runs_needed_for(limit_pct: float, cv_pct: float, alpha: float = 0.05) -> int | None:
+    """Runs per side at which an unchanged candidate's one-sided bound would fall inside `limit_pct`, given a
+    between-run spread of `cv_pct` (two groups' degrees of freedom; a study's pooled noise needs fewer): below
+    that, the rule's limit is finer than the noise can resolve."""
     from scipy import stats
 
     if cv_pct <= 0:
@@ -139,9 +141,22 @@ def runs_needed_for(limit_pct: float, cv_pct: float, confidence: float = CONFIDE
     sd = math.log(1 + cv_pct / 100.0)
     gap = abs(math.log(1 - limit_pct / 100.0)) if limit_pct < 100 else math.inf
     for n in range(2, 201):
-        if stats.t.ppf(0.5 + confidence / 2, 2 * n - 2) * sd * math.sqrt(2 / n) < gap:
+        if stats.t.ppf(1 - alpha, 2 * n - 2) * sd * math.sqrt(2 / n) < gap:
             return n
     return None
+
+
+def detectable_change(cv_pct: float, runs: int, alpha: float = 0.05, power: float = 0.8) -> float | None:
+    """The smallest change `runs` per side detect with `power` at one-sided `alpha`, given a between-run spread
+    of `cv_pct`: what a reader should not expect these runs to resolve (the minimum detectable effect)."""
+    from scipy import stats
+
+    if runs < 2 or cv_pct is None:
+        return None
+    sd = math.log(1 + cv_pct / 100.0)
+    df = 2 * runs - 2
+    shift = (stats.t.ppf(1 - alpha, df) + stats.t.ppf(power, df)) * sd * math.sqrt(2 / runs)
+    return 100.0 * (1 - math.exp(-shift))
 
 
 # --- One model per cell over the whole study -------------------------------------------------------------

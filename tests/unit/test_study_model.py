@@ -110,3 +110,11 @@ def test_machines_are_blocks_and_a_key_tells_them_apart():
     b = Environment(host="vm", machine_id="m2", boot_id="b2", gpus=[{"index": 0, "uuid": "GPU-9"}])
     assert a.machine_key != b.machine_key and a.machine_key == "m1:b1/GPU-1"
     assert Environment(host="vm").machine_key == "vm"  # journals written before machine ids
+
+
+def test_the_detectable_change_shrinks_with_runs_and_grows_with_noise():
+    from servebook.estimates import detectable_change
+
+    assert detectable_change(5, 3) > detectable_change(5, 6) > detectable_change(5, 12)
+    assert detectable_change(10, 6) > detectable_change(5, 6)
+    assert detectable_change(5, 1) is None

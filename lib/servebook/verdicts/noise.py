@@ -8,7 +8,7 @@ import pandas as pd
 
 from ..config.rules import VerdictRules
 from ..config.study import Study
-from ..estimates import Estimate, runs_needed_for
+from ..estimates import Estimate, detectable_change, runs_needed_for
 from ..journal import Journal
 from .comparisons import figures
 from .evidence import valid_cells
@@ -24,6 +24,8 @@ class NoiseFloor:
     cv_pct: float | None
     limit_pct: float
     runs_needed: int | None
+    #: the smallest change these runs per side would detect (one-sided 5%, 80% power), in percent
+    detectable_pct: float | None = None
 
     @property
     def resolvable(self) -> bool | None:
@@ -39,7 +41,8 @@ def noise_rows(baseline_runs: list[pd.DataFrame], rules: VerdictRules) -> list[N
         for cell_id, values in figures(baseline_runs, rule).items():
             cv = Estimate.of(values).cv_pct
             out.append(NoiseFloor(rule.metric, cell_id, len(values), cv, rule.max_regression_pct,
-                                  runs_needed_for(rule.max_regression_pct, cv) if cv is not None else None))
+                                  runs_needed_for(rule.max_regression_pct, cv) if cv is not None else None,
+                                  detectable_change(cv, len(values)) if cv is not None else None))
     return out
 
 
