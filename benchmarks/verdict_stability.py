@@ -10,7 +10,8 @@ cell, as seen on the H200s) and half is the cell's own. The same runs are judged
 - the study model: one fit per cell over every candidate's runs (rounds as blocks, variance pooled and moderated),
   acceptance when every cell is non-inferior at one-sided 5% (intersection-union), rejection when Holm across the
   cells finds one beyond the limit; with --until-decided, runs are added to undecided candidates (and the
-  baseline, sqrt(k) times as often) up to 6 per side, the error spent over the looks.
+  baseline, sqrt(k) times as often) up to 6 per side, with group-sequential boundaries (Lan-DeMets,
+  O'Brien-Fleming-type spending) so that the looks together keep the 5%.
 
 Figures, per candidate verdict: familywise false rejection of a true null; rejection of a true -15% regression
 at 3 runs per side; acceptance of a true null within 6 runs per side.
@@ -108,7 +109,7 @@ def sequential(rng: np.random.Generator, effects: list[float], cv: float) -> tup
     looks = MAX_RUNS - START + 1
     outcomes: dict[int, str] = {}
     while True:
-        alphas = {g: spent_alpha(len(study.runs[g]) - START + 1, looks)
+        alphas = {g: spent_alpha(len(study.runs[g]) - START + 1, looks, first_runs=START)
                   for g in range(1, len(effects) + 1) if g not in outcomes}
         for group, outcome in new_verdicts(study, alphas).items():
             if outcome != "inconclusive" or len(study.runs[group]) >= MAX_RUNS:

@@ -9,6 +9,7 @@ With one run on a side there is no between-run variance and so no interval: the 
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from dataclasses import dataclass
@@ -316,11 +317,43 @@ def holm(p_values: Sequence[float], alpha: float = ALPHA) -> list[bool]:
     return rejected
 
 
-def spent_alpha(look: int, looks: int, alpha: float = ALPHA) -> float:
-    """The error a decision may spend at look `look` (1-based) of a planned `looks`: a share of `alpha` that
-    grows with the information (quadratic spending, so early looks with few runs spend little and the last look
-    keeps most), taken as increments so the looks together never spend more than `alpha` (Bonferroni)."""
+def spent_alpha(look: int, looks: int, alpha: float = ALPHA, first_runs: int | None = None) -> float:
+    """The nominal one-sided level of a decision at look `look` (1-based) of a planned `looks`, a look being one
+    more run per side, starting from `first_runs` (default: as many runs as there are looks after the first).
+
+    Group-sequential boundaries (Lan-DeMets): an O'Brien-Fleming-type spending function gives each look its share
+    of `alpha` by its information fraction (runs / most runs), and the boundaries account for the correlation
+    between looks (the same runs, plus one), so together the looks spend exactly `alpha`: early looks with few
+    runs spend little, the last keeps most of it."""
     if looks <= 1:
         return alpha
     look = min(max(look, 1), looks)
-    return alpha * ((look / looks) ** 2 - ((look - 1) / looks) ** 2)
+    first = first_runs if first_runs is not None else looks - 1
+    return _nominal_levels(looks, first, round(alpha, 6))[look - 1]
+
+
+@functools.lru_cache(maxsize=64)
+def _nominal_levels(looks: int, first: int, alpha: float) -> tuple[float, ...]:
+    import numpy as np
+    from scipy import optimize, stats
+
+    runs = [first + k for k in range(looks)]
+    fractions = [n / runs[-1] for n in runs]
+    z_alpha = stats.norm.ppf(1 - alpha / 2)
+    spent = [2 * (1 - stats.norm.cdf(z_alpha / math.sqrt(t))) for t in fractions]
+    spent[-1] = alpha
+    # Z_k of looks j < k correlate as sqrt(n_j / n_k): later looks reuse every earlier run.
+    corr = np.array([[math.sqrt(min(a, b) / max(a, b)) for b in runs] for a in runs])
+    bounds: list[float] = []
+    for k in range(looks):
+        target = 1 - spent[k]  # P(no earlier look and not this one crossed)
+        if k == 0:
+            bounds.append(float(stats.norm.ppf(target)))
+            continue
+        mvn = stats.multivariate_normal(mean=np.zeros(k + 1), cov=corr[:k + 1, :k + 1])
+
+        def stay(c: float, k: int = k, mvn: Any = mvn) -> float:
+            return float(mvn.cdf(np.array(bounds + [c]))) - target
+
+        bounds.append(float(optimize.brentq(stay, -1.0, 10.0, xtol=1e-5)))
+    return tuple(float(1 - stats.norm.cdf(c)) for c in bounds)

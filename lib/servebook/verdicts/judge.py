@@ -223,7 +223,7 @@ def _look(study: Study, records: list[RunRecord]) -> tuple[float, str]:
     looks = max_runs - study.repeats + 1
     done = sum(1 for r in records if r.status == "completed")
     look = min(max(done - study.repeats + 1, 1), looks)
-    return spent_alpha(look, looks), f"look {look} of {looks}, error spent over the looks"
+    return spent_alpha(look, looks, first_runs=study.repeats), f"look {look} of {looks}, group-sequential"
 
 
 def judge(study: Study, journal: Journal, *, append: bool = True) -> list[Judged]:

@@ -245,9 +245,12 @@ def status_reason(s: dict) -> list[str]:
 
 
 
-ESTIMATE_NOTE = ("With repeats, each figure is the mean over the candidate's runs with a 95% t interval; a change "
-                 "vs the baseline is the ratio of means with a 95% Welch interval on the log scale. Runs are the "
-                 "unit: requests inside a run are not independent evidence.")
+ESTIMATE_NOTE = ("With repeats, each figure is the mean over the candidate's runs with a 95% t interval. A change "
+                 "vs the baseline comes from one model of the cell over every candidate of the study (log scale, "
+                 "rounds and machines as blocks, variance pooled and moderated per candidate), shown as its two "
+                 "one-sided 95% bounds: accepted when every judged cell's bound is within the limit, rejected when "
+                 "Holm's procedure across the cells finds one beyond it. Runs are the unit: requests inside a run "
+                 "are not independent evidence.")
 
 
 def judged_runs(runs: list[dict]) -> dict[str, list[dict]]:
