@@ -116,7 +116,8 @@ def sequential(rng: np.random.Generator, effects: list[float], cv: float) -> tup
                 outcomes[group] = outcome
         open_ = [g for g in range(1, len(effects) + 1) if g not in outcomes]
         if not open_:
-            return [outcomes[g] for g in range(1, len(effects) + 1)], [len(study.runs[g]) for g in range(1, len(effects) + 1)]
+            groups = range(1, len(effects) + 1)
+            return [outcomes[g] for g in groups], [len(study.runs[g]) for g in groups]
         target = min(2 * MAX_RUNS, math.ceil(math.sqrt(len(open_)) * (max(len(study.runs[g]) for g in open_) + 1)))
         for group in open_:
             study.add(group)

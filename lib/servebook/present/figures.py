@@ -154,7 +154,8 @@ def forest_spec(comparisons: list[dict]) -> dict:
                        "line": {"color": PALETTE[i % len(PALETTE)], "dash": "dash", "width": 1}})
     shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": 0, "x1": 0, "y0": 0, "y1": 1,
                    "line": {"color": "#6b7280", "width": 1}})
-    layout = {**_LAYOUT, "title": {"text": "Change vs the baseline, one-sided 95% bounds from the study's model (dashed: the rule's limit)"},
+    title = "Change vs the baseline, one-sided 95% bounds from the study's model (dashed: the rule's limit)"
+    layout = {**_LAYOUT, "title": {"text": title},
               "xaxis": {**_AXIS, "title": {"text": "change (%)"}, "zeroline": False},
               "yaxis": {**_AXIS, "tickvals": list(row.values()), "ticktext": list(row), "automargin": True,
                         "range": [-0.6, len(row) - 0.4], "zeroline": False},
