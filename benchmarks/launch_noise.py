@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import statistics
 import tempfile
 
@@ -36,11 +37,21 @@ def cv(values: list[float]) -> float:
     return 100 * statistics.stdev(logs) if len(logs) > 1 else float("nan")
 
 
+def _steal() -> float:
+    """Seconds of CPU stolen by the hypervisor so far (all CPUs), from /proc/stat."""
+    try:
+        fields = open("/proc/stat").readline().split()
+        return int(fields[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return float("nan")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=6)
     args = parser.parse_args()
     figures: dict[str, dict[str, list[float]]] = {name: {cell: [] for cell in CELLS} for name in VARIANTS}
+    steal_before = _steal()
     with tempfile.TemporaryDirectory() as tmp:
         journal = Journal(tmp)
         for round_ in range(args.rounds):
@@ -55,7 +66,10 @@ def main() -> None:
                 for cell in CELLS:
                     if bool(rows.at[cell, "valid"]):
                         figures[name][cell].append(float(rows.at[cell, "aggregate_tok_s"]))
+                    else:
+                        print(f"  {name} {cell}: left out ({rows.at[cell, 'invalid_reasons']})")
             print(f"  round {round_ + 1} of {args.rounds}", flush=True)
+    print(f"\nCPU time the hypervisor took from this VM during the study (steal): {_steal() - steal_before:.1f} s")
     print(f"\n{'variant':32} " + " ".join(f"{c[-2:] + ' mean':>10} {c[-2:] + ' CV':>8}" for c in CELLS))
     for name, per_cell in figures.items():
         parts = []
