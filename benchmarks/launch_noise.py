@@ -4,7 +4,7 @@ only in how the engine shares the CPU with the measuring client; prints each var
 On a 2-core machine llama-server's compute threads (2 by default, busy-polling between batches) share the cores
 with the client that streams its responses, so a launch whose threads land badly can run slow in every cell.
 
-    .venv/bin/python benchmarks/launch_noise.py [--rounds 6]
+    .venv/bin/python benchmarks/launch_noise.py [--rounds 6] [--variant 'no mmap=--no-mmap' ...]
 """
 
 from __future__ import annotations
@@ -49,13 +49,16 @@ def _steal() -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--variant", action="append", default=[], metavar="NAME=ARGS",
+                        help="replace the variants: a name and llama-server arguments, e.g. 'no mmap=--no-mmap'")
     args = parser.parse_args()
-    figures: dict[str, dict[str, list[float]]] = {name: {cell: [] for cell in CELLS} for name in VARIANTS}
+    variants = {v.split("=", 1)[0]: v.split("=", 1)[1].split() for v in args.variant} if args.variant else VARIANTS
+    figures: dict[str, dict[str, list[float]]] = {name: {cell: [] for cell in CELLS} for name in variants}
     steal_before = _steal()
     with tempfile.TemporaryDirectory() as tmp:
         journal = Journal(tmp)
         for round_ in range(args.rounds):
-            for name, extra in VARIANTS.items():  # interleaved, so drift hits every variant alike
+            for name, extra in variants.items():  # interleaved, so drift hits every variant alike
                 candidate = Candidate.model_validate({"name": name, **BASE, "extra_args": extra})
                 record = run_candidate(candidate, PLAN, journal, reporter=Reporter(quiet=True))
                 cells = record.table("cells")
