@@ -228,20 +228,25 @@ def fit_contrasts(groups: dict[str, list[tuple[Block, float]]], baseline: str) -
     names = sorted({name for name, _, _ in rows})
     if baseline not in names:
         return {}
-    blocks = _shared_blocks(rows)
-    width = len(names) + max(len(blocks) - 1, 0)  # one block level is absorbed by the group means
+    # Each position of a block is its own factor (the machine, the round), entered additively: a machine
+    # effect is estimated from every candidate that ran there, whichever rounds they ran in.
+    factors = _shared_levels(rows)
+    columns = [(position, level) for position, levels in enumerate(factors) for level in levels[1:]]
+    width = len(names) + len(columns)
     x = np.zeros((len(rows), width))
     for i, (name, block, _) in enumerate(rows):
         x[i, names.index(name)] = 1.0
-        if block in blocks[1:]:
-            x[i, len(names) + blocks.index(block) - 1] = 1.0
+        for j, (position, level) in enumerate(columns):
+            if position < len(block) and block[position] == level:
+                x[i, len(names) + j] = 1.0
     y = np.array([value for _, _, value in rows])
     if np.linalg.matrix_rank(x) < width:  # blocks confounded with groups: fit without them
-        x, width, blocks = x[:, :len(names)], len(names), []
+        x, width, columns = x[:, :len(names)], len(names), []
+    described = [f"{len(levels)} {word}" for levels, word in zip(factors, _FACTOR_WORDS) if levels] if columns else []
     df = len(rows) - width
     counts = {name: sum(1 for n, _, _ in rows if n == name) for name in names}
     method = (f"variance pooled over {len(names)} candidates and {len(rows)} runs, moderated per candidate"
-              + (f", {len(blocks)} blocks (interleaving rounds, machines)" if blocks else ""))
+              + (f", blocks: {' and '.join(described)}" if described else ""))
     beta, covariance = _weighted_fit(x, y, np.ones(len(rows)))
     scales = None
     for _ in range(2):  # feasible weighted least squares: a noisy candidate's runs weigh less in the blocks
@@ -271,13 +276,22 @@ def _weighted_fit(x: Any, y: Any, weights: Any) -> tuple[Any, Any]:
     return covariance @ (xw.T @ y), covariance
 
 
-def _shared_blocks(rows: list[tuple[str, Block, float]]) -> list[Block]:
-    """Block levels that hold runs of more than one group (a block of one group says nothing about noise)."""
-    members: dict[Block, set[str]] = {}
-    for name, block, _ in rows:
-        members.setdefault(block, set()).add(name)
-    shared = sorted(block for block, names in members.items() if len(names) > 1)
-    return shared if len(shared) > 1 else []
+_FACTOR_WORDS = ("machines", "interleaving rounds")
+
+
+def _shared_levels(rows: list[tuple[str, Block, float]]) -> list[list[str]]:
+    """Per block position (machine, round): the levels that hold runs of more than one group, when there are at
+    least two of them (a level of one group says nothing about noise; one level is no factor)."""
+    width = max((len(block) for _, block, _ in rows), default=0)
+    out = []
+    for position in range(width):
+        members: dict[str, set[str]] = {}
+        for name, block, _ in rows:
+            if position < len(block):
+                members.setdefault(block[position], set()).add(name)
+        shared = sorted(level for level, names in members.items() if len(names) > 1)
+        out.append(shared if len(shared) > 1 else [])
+    return out
 
 
 def _moderated_variances(residuals: Any, rows: list[tuple[str, Block, float]], names: list[str],

@@ -128,3 +128,16 @@ def test_the_detectable_change_shrinks_with_runs_and_grows_with_noise():
     assert detectable_change(5, 3) > detectable_change(5, 6) > detectable_change(5, 12)
     assert detectable_change(10, 6) > detectable_change(5, 6)
     assert detectable_change(5, 1) is None
+
+
+def test_machines_are_an_additive_factor_a_slower_machine_does_not_look_like_a_slower_candidate():
+    """Two GPU groups, one 20% slower; the candidate ran only on the slow one, its peers on both: the machine's
+    effect is estimated through the peers, and the candidate's true -5% is found, not -24%."""
+    speed = {"fast": 1.0, "slow": 0.8}
+    groups = {}
+    for k, name in enumerate(("base", "peer1", "peer2")):
+        groups[name] = [((m, str(r)), 100 * speed[m] * (1 + 0.003 * ((k + r) % 3))) for m in speed for r in range(3)]
+    groups["cand"] = [(("slow", str(r)), 100 * 0.95 * speed["slow"] * (1 + 0.003 * (r % 3))) for r in range(3)]
+    contrast = fit_contrasts(groups, "base")["cand"]
+    assert contrast.pct == pytest.approx(-5.0, abs=0.8)
+    assert "2 machines" in contrast.method and "interleaving rounds" in contrast.method
