@@ -141,3 +141,20 @@ def test_machines_are_an_additive_factor_a_slower_machine_does_not_look_like_a_s
     contrast = fit_contrasts(groups, "base")["cand"]
     assert contrast.pct == pytest.approx(-5.0, abs=0.8)
     assert "2 machines" in contrast.method and "interleaving rounds" in contrast.method
+
+
+def test_within_run_noise_is_told_apart_from_between_run_noise():
+    """Two launches: each steady inside (requests within 1%), one 25% slower than the other. The noise floor says
+    the spread is between launches, so more requests per launch would not help."""
+    from servebook.verdicts import noise_rows
+
+    def requests(rate):
+        return pd.DataFrame([{"cell_id": "decode-prose-c1", "t_send": 0.0, "t_first": 0.1,
+                              "t_last": 0.1 + 63 / (rate * (1 + 0.01 * (i % 3 - 1))), "completion_tokens": 64,
+                              "prompt_tokens": 100, "error": None} for i in range(12)])
+
+    rules = VerdictRules(rules=[ComparisonRule(metric="aggregate_tok_s", concurrency=[1], max_regression_pct=7)])
+    [row] = noise_rows([run(400, 600), run(300, 450)], rules, [requests(400), requests(300)])
+    assert row.cv_pct > 15 and row.within_run_pct < 1
+    [bare] = noise_rows([run(400, 600), run(300, 450)], rules)
+    assert bare.within_run_pct is None

@@ -98,15 +98,17 @@ class VerdictsView(Renderable):
 
 def noise_table(noise: list) -> Table:
     """The baseline's between-run spread per judged cell, beside the limit the rule applies there."""
-    table = Table(["metric", "cell", "baseline runs", "between-run CV", "limit", "runs per side the limit needs",
-                   "detectable at these runs"], title="noise floor (the baseline against itself)")
+    table = Table(["metric", "cell", "baseline runs", "between-run CV", "within a run (SE)", "limit",
+                   "runs per side the limit needs", "detectable at these runs"],
+                  title="noise floor (the baseline against itself)")
     for n in noise:
         cv = "-" if n.cv_pct is None else f"{n.cv_pct:.1f}%"
         needs = "-" if n.cv_pct is None else (str(n.runs_needed) if n.runs_needed else "more than 200")
         detectable = getattr(n, "detectable_pct", None)
+        within = getattr(n, "within_run_pct", None)
         css = "" if n.resolvable is None else ("" if n.resolvable else "warn")
-        table.add([n.metric, n.cell_id, n.runs, cv, f"{n.limit_pct:g}%", needs,
-                   "-" if detectable is None else f"{detectable:.1f}%"], css)
+        table.add([n.metric, n.cell_id, n.runs, cv, "-" if within is None else f"{within:.1f}%", f"{n.limit_pct:g}%",
+                   needs, "-" if detectable is None else f"{detectable:.1f}%"], css)
     return table
 
 

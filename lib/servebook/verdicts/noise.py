@@ -1,4 +1,5 @@
-"""The noise floor: the baseline's own between-run spread per judged cell, and the runs its limit needs."""
+"""The noise floor: the baseline's own between-run spread per judged cell, the part of it within a run, the runs
+its limit needs, and what the runs spent can detect."""
 
 from __future__ import annotations
 
@@ -26,6 +27,9 @@ class NoiseFloor:
     runs_needed: int | None
     #: the smallest change these runs per side would detect (one-sided 5%, 80% power), in percent
     detectable_pct: float | None = None
+    #: the spread of a run's figure from its own requests (standard error in percent, averaged over runs): when it
+    #: is far below the between-run CV, more requests per launch cannot help, only more launches can
+    within_run_pct: float | None = None
 
     @property
     def resolvable(self) -> bool | None:
@@ -34,16 +38,45 @@ class NoiseFloor:
         return self.runs_needed is not None and self.runs >= self.runs_needed
 
 
-def noise_rows(baseline_runs: list[pd.DataFrame], rules: VerdictRules) -> list[NoiseFloor]:
-    """Per rule and selected cell: the baseline's between-run CV, and the runs per side its limit needs."""
+def noise_rows(baseline_runs: list[pd.DataFrame], rules: VerdictRules,
+               requests: list[pd.DataFrame] | None = None) -> list[NoiseFloor]:
+    """Per rule and selected cell: the baseline's between-run CV, the runs per side its limit needs, what the runs
+    spent can detect, and (given the runs' request tables) the part of the noise that lies within a run."""
     out = []
     for rule in rules.rules:
         for cell_id, values in figures(baseline_runs, rule).items():
             cv = Estimate.of(values).cv_pct
             out.append(NoiseFloor(rule.metric, cell_id, len(values), cv, rule.max_regression_pct,
                                   runs_needed_for(rule.max_regression_pct, cv) if cv is not None else None,
-                                  detectable_change(cv, len(values)) if cv is not None else None))
+                                  detectable_change(cv, len(values)) if cv is not None else None,
+                                  within_run_se(requests or [], cell_id, rule.metric)))
     return out
+
+
+def _per_request(rows: pd.DataFrame, metric: str) -> pd.Series:
+    """Each request's own version of a cell figure: its decode rate, its TTFT, or its prompt rate."""
+    ttft = rows["t_first"] - rows["t_send"]
+    if metric in ("ttft_s", "ttft_p90_s"):
+        return ttft
+    if metric == "prefill_tok_s":
+        return rows["prompt_tokens"] / ttft
+    return (rows["completion_tokens"] - 1) / (rows["t_last"] - rows["t_first"])
+
+
+def within_run_se(requests: list[pd.DataFrame], cell_id: str, metric: str) -> float | None:
+    """The standard error of a run's figure that its own requests explain, in percent of the figure, averaged
+    (root mean square) over runs: per-request values' CV over the square root of their number (Kalibera and
+    Jones' within-launch level)."""
+    errors = []
+    for table in requests:
+        rows = table[table["cell_id"] == cell_id]
+        if "error" in rows:
+            rows = rows[rows["error"].isna()]
+        values = _per_request(rows, metric).replace([float("inf"), -float("inf")], float("nan")).dropna()
+        values = values[values > 0]
+        if len(values) >= 2 and values.mean() > 0:
+            errors.append(float(values.std(ddof=1) / values.mean() / len(values) ** 0.5))
+    return 100 * (sum(e * e for e in errors) / len(errors)) ** 0.5 if errors else None
 
 
 def noise_floor(study: Study, journal: Journal) -> list[NoiseFloor]:
@@ -51,4 +84,6 @@ def noise_floor(study: Study, journal: Journal) -> list[NoiseFloor]:
     baseline = next((e for e in study.expand() if e.name == study.verdict.baseline), None)
     if baseline is None:
         return []
-    return noise_rows(valid_cells(journal.find_all(baseline.candidate.id, study.plan.id)), study.verdict)
+    records = journal.find_all(baseline.candidate.id, study.plan.id)
+    requests = [t for t in (r.table("requests") for r in records if r.status == "completed") if t is not None]
+    return noise_rows(valid_cells(records), study.verdict, requests)
