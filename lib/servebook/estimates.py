@@ -225,6 +225,7 @@ def fit_contrasts(groups: dict[str, list[tuple[Block, float]]], baseline: str) -
 
     rows = [(name, block, math.log(v)) for name, runs in groups.items() for block, v in runs
             if v is not None and v == v and v > 0]
+    rows, unpaired = _paired_rows(rows)
     names = sorted({name for name, _, _ in rows})
     if baseline not in names:
         return {}
@@ -246,7 +247,8 @@ def fit_contrasts(groups: dict[str, list[tuple[Block, float]]], baseline: str) -
     df = len(rows) - width
     counts = {name: sum(1 for n, _, _ in rows if n == name) for name in names}
     method = (f"variance pooled over {len(names)} candidates and {len(rows)} runs, moderated per candidate"
-              + (f", blocks: {' and '.join(described)}" if described else ""))
+              + (f", blocks: {' and '.join(described)}" if described else "")
+              + (f"; {unpaired} runs left out, on machines no other candidate ran on" if unpaired else ""))
     beta, covariance = _weighted_fit(x, y, np.ones(len(rows)))
     scales = None
     for _ in range(2):  # feasible weighted least squares: a noisy candidate's runs weigh less in the blocks
@@ -277,6 +279,20 @@ def _weighted_fit(x: Any, y: Any, weights: Any) -> tuple[Any, Any]:
 
 
 _FACTOR_WORDS = ("machines", "interleaving rounds")
+
+
+def _paired_rows(rows: list[tuple[str, Block, float]]) -> tuple[list[tuple[str, Block, float]], int]:
+    """The runs that can be compared: where runs come from several machines (or GPU groups), a machine on which
+    only one candidate ran cannot be told apart from that candidate, so its runs leave (and are counted)."""
+    on: dict[str, set[str]] = {}
+    for name, block, _ in rows:
+        if block:
+            on.setdefault(block[0], set()).add(name)
+    if len(on) < 2:
+        return rows, 0
+    alone = {machine for machine, names in on.items() if len(names) < 2}
+    kept = [row for row in rows if not (row[1] and row[1][0] in alone)]
+    return kept, len(rows) - len(kept)
 
 
 def _shared_levels(rows: list[tuple[str, Block, float]]) -> list[list[str]]:

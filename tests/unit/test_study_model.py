@@ -158,3 +158,17 @@ def test_within_run_noise_is_told_apart_from_between_run_noise():
     assert row.cv_pct > 15 and row.within_run_pct < 1
     [bare] = noise_rows([run(400, 600), run(300, 450)], rules)
     assert bare.within_run_pct is None
+
+
+def test_runs_on_a_machine_no_other_candidate_used_are_never_compared_unpaired():
+    """The candidate ran only on GPU group B, everyone else on A: nothing tells B's speed from the candidate's,
+    so its runs leave the model and the verdict says why instead of comparing machines."""
+    base = [run(100, 100, ("A", str(i))) for i in range(3)]
+    peers = {"p": [run(101, 99, ("A", str(i))) for i in range(3)]}
+    elsewhere = [run(70, 70, ("B", str(i))) for i in range(3)]
+    found = verdict(elsewhere, base, peers)
+    assert found.outcome == "inconclusive"
+    assert any("judged within machines" in r for r in found.reasons)
+    groups = {"base": [(("A", "0"), 100.0), (("A", "1"), 101.0)], "cand": [(("B", "0"), 70.0), (("B", "1"), 71.0)],
+              "p": [(("A", "0"), 99.0), (("A", "1"), 100.0)]}
+    assert "cand" not in fit_contrasts(groups, "base")

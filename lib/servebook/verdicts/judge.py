@@ -112,6 +112,10 @@ def _compare(completed: list[tuple[Manifest, pd.DataFrame]], baseline_runs: list
     for c in comparisons:
         if c.decision == "straddle":
             straddling.append(f"inconclusive: {c.text()}{_hint(c, len(tested))}")
+        elif c.decision == "missing" and c.runs and c.baseline_runs:
+            straddling.append(f"inconclusive: {METRIC_WORDS[c.metric]}, {c.where}: no comparison, as runs are judged "
+                              "within machines and no run of the baseline or another candidate shares a machine "
+                              "with this candidate's (or a figure was not positive)")
         elif not c.ok:
             failing.append(c.text())
     for rule in rules.rules:
