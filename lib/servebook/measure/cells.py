@@ -68,6 +68,9 @@ class CellSummary(TypedDict, total=False):
     ttft_s: float | None
     ttft_p90_s: float | None
     prefill_tok_s: float | None
+    #: the engine's own prompt time (median), where it reports one; TTFT minus it is the rest of the wait
+    engine_prompt_s: float | None
+    ttft_outside_engine_s: float | None
     draft_acceptance: float | None
     reconciliation: str
     reconciliation_message: str
@@ -190,6 +193,8 @@ def cell_figures(spec: CellSpec, records: list[RequestRecord], slots: int | None
     ttfts = [r.ttft for r in ok if r.ttft is not None]
     rates = [r.decode_rate for r in ok if r.decode_rate is not None]
     prefill_rates = [r.prompt_tokens / r.ttft for r in ok if r.ttft and r.prompt_tokens]
+    engine_prompt = [r.server_prompt_ms / 1000 for r in ok if r.server_prompt_ms is not None and r.ttft is not None]
+    outside = [r.ttft - r.server_prompt_ms / 1000 for r in ok if r.server_prompt_ms is not None and r.ttft is not None]
     drafted = [r.server_draft_tokens for r in ok if r.server_draft_tokens is not None]
     accepted = [r.server_draft_accepted for r in ok if r.server_draft_accepted is not None]
     return {
@@ -212,6 +217,10 @@ def cell_figures(spec: CellSpec, records: list[RequestRecord], slots: int | None
         "ttft_s": _median(ttfts),
         "ttft_p90_s": _p90(ttfts),
         "prefill_tok_s": _median(prefill_rates) if spec.kind == "prefill" else None,
+        # TTFT split where the engine reports its own prompt time (llama.cpp's timings): the engine's prompt
+        # processing, and everything else (client, network, queue, scheduling, the first decode step).
+        "engine_prompt_s": _median(engine_prompt),
+        "ttft_outside_engine_s": _median(outside),
         **(reuse_summary(ok) if spec.kind == "reuse" else {}),
         **({"slots": slots, "queued": max(0, spec.concurrency - slots) if slots else None}
            if spec.kind == "wave" else {}),

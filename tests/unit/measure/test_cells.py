@@ -76,3 +76,14 @@ def test_cold_prefill_needs_evidence():
         "invalid_reasons"]
     reported_zero = [record(i, 0, 0.1, 0.1, completion=1, cached=0) for i in range(2)]
     assert summarize_cell(spec, reported_zero, no_counter)["valid"]
+
+
+def test_ttft_is_split_where_the_engine_reports_its_prompt_time():
+    spec = CellSpec("prefill-512", "prefill", "prose", 1, 2, 1, 512)
+    records = [record(i, 0.0, 0.30, 0.30, completion=1, prompt=512) for i in range(2)]
+    for r in records:
+        r.server_prompt_ms = 100.0
+    s = summarize_cell(spec, records, OK)
+    assert s["engine_prompt_s"] == pytest.approx(0.1) and s["ttft_outside_engine_s"] == pytest.approx(0.2)
+    plain = summarize_cell(spec, [record(0, 0.0, 0.3, 0.3, completion=1, prompt=512)], OK)
+    assert plain["engine_prompt_s"] is None and plain["ttft_outside_engine_s"] is None
