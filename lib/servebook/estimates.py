@@ -327,8 +327,7 @@ def _moderated_variances(residuals: Any, rows: list[tuple[str, Block, float]], n
     if not spread:
         total = sum(ss for ss, _ in own.values())
         return {name: total / df for name in names}
-    prior = float(sorted(spread)[len(spread) // 2]) if len(spread) % 2 else float(
-        sum(sorted(spread)[len(spread) // 2 - 1:len(spread) // 2 + 1]) / 2)
+    prior = float(statistics.median(spread))
     out = {}
     for name, (ss, d) in own.items():
         prior_df = max(df - d, 1)

@@ -9,12 +9,9 @@ is sealed, so nothing under a sealed run (its engine.log included) changes after
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import os
 import sys
 import time
-from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +33,7 @@ from .measure.equivalence import compare_outputs
 from .measure.gates import gate_summary
 from .measure.log import MeasurementLog
 from .measure.loop import inactive_drafter, measure_plan
+from .util.aio import run_blocking
 from .util.errors import EngineFailed, InputError
 from .util.progress import Reporter
 
@@ -57,17 +55,6 @@ def _summary(log: MeasurementLog) -> Summary:
         gates={name: GateScore.model_validate(score) for name, score in gate_summary(log.gate_results).items()},
         batch_invariance=compare_outputs(log.outputs, log.outputs, "solo", "concurrent") if log.outputs else None,
     )
-
-
-def _run_async(make_coroutine: Callable[[], Coroutine[Any, Any, None]]) -> None:
-    """asyncio.run, also from inside a Jupyter kernel, whose thread already runs an event loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        asyncio.run(make_coroutine())
-        return
-    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="servebook-measure") as pool:
-        pool.submit(lambda: asyncio.run(make_coroutine())).result()
 
 
 def _api_key(candidate: Candidate) -> str | None:
@@ -190,7 +177,7 @@ def _measure(engine: Engine, endpoint: Endpoint, candidate: Candidate, plan: Pla
 
     started = time.monotonic()
     try:
-        _run_async(lambda: measure_plan(endpoint, plan, log, tag=writer.run_id, alive_check=alive_check,
+        run_blocking(lambda: measure_plan(endpoint, plan, log, tag=writer.run_id, alive_check=alive_check,
                                         reporter=reporter, on_cell=lambda: _write_raw(writer, log)))
     except (OSError, httpx.HTTPError, openai.OpenAIError):
         if engine.exit_code() is not None:  # the engine's death explains a lost connection
@@ -271,9 +258,11 @@ def _launch_and_measure(engine: Engine, candidate: Candidate, plan: Plan, writer
         engine_info.memory = _memory_check(adapter, engine_info, writer)
         _select_model(candidate, adapter, engine_info, api_key)
         _record_server_info(adapter, engine_info, environment, writer, api_key)
-        # A launched server whose tokenizer servebook cannot know beforehand (a command template) is asked now.
-        check_tokenizer(adapter, engine_info.base_url or "", _auth_headers(api_key), engine_info.served_model,
-                        plan.needs_tokenizer if candidate.launch.mode != "attach" else [])
+        # A launched server whose tokenizer servebook cannot know beforehand (a command template) is asked now;
+        # an attached one was asked before anything was recorded.
+        if candidate.launch.mode != "attach":
+            check_tokenizer(adapter, engine_info.base_url or "", _auth_headers(api_key), engine_info.served_model,
+                            plan.needs_tokenizer)
         endpoint = _endpoint(candidate, adapter, engine_info, writer, api_key)
         _measure(engine, endpoint, candidate, plan, writer, log, engine_info, reporter)
     finally:

@@ -85,6 +85,8 @@ class EngineAdapter(ABC):
     api_key_flag: str | None = "--api-key"
     #: the flag that sets the name the API answers to (model.served_name)
     served_name_flag: str | None = None
+    #: whether the engine's server always answers `tokenize` (False: an unknown server, asked before measuring)
+    tokenizer_known: bool = True
     #: where the engine reports the settings it actually runs with (read besides /v1/models)
     self_report_paths: tuple[str, ...] = ()
 

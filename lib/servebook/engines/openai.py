@@ -21,6 +21,7 @@ PLACEHOLDERS = ("{host}", "{port}", "{model}")
 class OpenAIAdapter(EngineAdapter):
     kind = "openai"
     reconciles = False
+    tokenizer_known = False
     api_key_flag = None  # its command template is the user's; the key is only sent with requests
 
     def check(self, candidate: "Candidate") -> None:

@@ -20,6 +20,7 @@ from ..config.candidate import Candidate
 from ..config.errors import InputError
 from ..engines import EngineAdapter
 from ..engines.random_models import model_file_name
+from ..util.aio import run_blocking
 
 VERIFIED = "verified"
 NOT_VERIFIED = "claimed, not verified"
@@ -163,11 +164,7 @@ def wait_until_answering(adapter: EngineAdapter, base_url: str, headers: dict, t
 
 
 def has_tokenizer(adapter: EngineAdapter, base_url: str, headers: dict[str, str], model: str | None) -> bool:
-    """Whether the server turns text into token ids (prompts of exact length need it). Asked from a thread of its
-    own, so it works inside a notebook kernel, whose thread already runs an event loop."""
-    import asyncio
-    import concurrent.futures
-
+    """Whether the server turns text into token ids (prompts of exact length need it)."""
     import httpx
 
     async def probe() -> bool:
@@ -177,14 +174,14 @@ def has_tokenizer(adapter: EngineAdapter, base_url: str, headers: dict[str, str]
             except (httpx.HTTPError, ValueError, KeyError, TypeError):
                 return False
 
-    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="servebook-probe") as pool:
-        return pool.submit(asyncio.run, probe()).result()
+    return run_blocking(probe)
 
 
 def check_tokenizer(adapter: EngineAdapter, base_url: str, headers: dict[str, str], model: str | None,
                     needs: list[str]) -> None:
-    """InputError when the plan builds prompts of exact token length and the server has no tokenizer."""
-    if needs and not has_tokenizer(adapter, base_url, headers, model):
+    """InputError when the plan builds prompts of exact token length and the server has no tokenizer. Only a server
+    whose engine servebook does not know is asked: every built-in engine's server tokenizes."""
+    if needs and not adapter.tokenizer_known and not has_tokenizer(adapter, base_url, headers, model):
         raise InputError(f"plan: {', '.join(needs)} build prompts of exact token length through the engine's "
                          f"tokenizer, and {base_url} ({adapter.kind}) answers no tokenizer request; drop them from "
                          "the plan, or measure a server that exposes /tokenize")

@@ -104,8 +104,7 @@ def noise_table(noise: list) -> Table:
     for n in noise:
         cv = "-" if n.cv_pct is None else f"{n.cv_pct:.1f}%"
         needs = "-" if n.cv_pct is None else (str(n.runs_needed) if n.runs_needed else "more than 200")
-        detectable = getattr(n, "detectable_pct", None)
-        within = getattr(n, "within_run_pct", None)
+        detectable, within = n.detectable_pct, n.within_run_pct
         css = "" if n.resolvable is None else ("" if n.resolvable else "warn")
         table.add([n.metric, n.cell_id, n.runs, cv, "-" if within is None else f"{within:.1f}%", f"{n.limit_pct:g}%",
                    needs, "-" if detectable is None else f"{detectable:.1f}%"], css)

@@ -24,7 +24,7 @@ from ..measure.equivalence import compare_outputs
 from ..measure.equivalence import describe as describe_equivalence
 from ..util.errors import InputError
 from .comparisons import Comparison, compare_rule, describe
-from .evidence import run_cells, undisturbed, valid_cells
+from .evidence import baseline_evidence, run_cells, undisturbed
 
 Outcome = Literal["accepted", "rejected", "inconclusive", "failed"]
 
@@ -240,7 +240,8 @@ def judge(study: Study, journal: Journal, *, append: bool = True) -> list[Judged
                          f"(names: {', '.join(e.name for e in entries)})")
     runs = {e.name: journal.find_all(e.candidate.id, study.plan.id) for e in entries}
     baseline_records = runs[rules.baseline]
-    evidence = {name: valid_cells(records) for name, records in runs.items()}
+    cells_by_name = {name: run_cells(records) for name, records in runs.items()}  # each table read once
+    evidence = {name: baseline_evidence(cells) for name, cells in cells_by_name.items()}
     baseline_cells = evidence[rules.baseline]
     out = []
     for entry in entries:
@@ -250,8 +251,7 @@ def judge(study: Study, journal: Journal, *, append: bool = True) -> list[Judged
             continue
         peers = {name: frames for name, frames in evidence.items() if name not in (entry.name, rules.baseline)}
         alpha, look = _look(study, records)
-        cells = run_cells(records)
-        verdict = judge_runs([(r.manifest, c) for r, c in zip(records, cells)], baseline_cells, rules,
+        verdict = judge_runs([(r.manifest, c) for r, c in zip(records, cells_by_name[entry.name])], baseline_cells, rules,
                              is_baseline=entry.name == rules.baseline, peers=peers, alpha=alpha, look=look)
         if entry.name != rules.baseline:
             equivalence = _output_equivalence(baseline_records, records)
