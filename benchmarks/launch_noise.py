@@ -81,6 +81,8 @@ def main() -> None:
             mean = math.exp(statistics.fmean(math.log(v) for v in values)) if values else float("nan")
             parts.append(f"{mean:>10.0f} {cv(values):>7.1f}%")
         print(f"{name:32} " + " ".join(parts) + f"   ({len(per_cell[CELLS[0]])} launches)")
+        for cell in CELLS:  # in launch order: a slow launch shows as one low figure in every cell
+            print(f"{'':32} {cell}: " + " ".join(f"{v:.0f}" for v in per_cell[cell]))
 
 
 if __name__ == "__main__":

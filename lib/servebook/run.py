@@ -54,6 +54,8 @@ def _summary(log: MeasurementLog) -> Summary:
         prefill_tok_s={c["cell_id"]: c["prefill_tok_s"] for c in valid if c["kind"] == "prefill"},
         gates={name: GateScore.model_validate(score) for name, score in gate_summary(log.gate_results).items()},
         batch_invariance=compare_outputs(log.outputs, log.outputs, "solo", "concurrent") if log.outputs else None,
+        warmup_tok_s=[round(rate, 1) for rate in log.warmup.rates] if log.warmup else [],
+        warmup_steady=log.warmup.steady if log.warmup else None,
     )
 
 

@@ -248,3 +248,16 @@ def test_a_plan_that_needs_a_tokenizer_is_refused_before_anything_is_recorded(tm
         server.terminate()
         server.wait(10)
     assert record.status == "completed", "a plan without such cells runs against the same server"
+
+
+def test_warm_up_until_steady_is_recorded_and_stays_out_of_the_cells(tmp_path):
+    plan = PLAN.model_copy(update={"warmup_until_steady": {"within_pct": 50, "max_bursts": 6, "output_tokens": 16}})
+    plan = Plan.model_validate(plan.model_dump())
+    record = run_candidate(simulated("vllm"), plan, Journal(tmp_path), reporter=QUIET)
+    assert record.status == "completed", record.manifest.failure
+    summary = record.manifest.summary
+    assert summary is not None and 2 <= len(summary.warmup_tok_s) <= 6
+    assert summary.warmup_steady is True
+    cells = record.table("cells")
+    assert (cells["reconciliation"] == "ok").all(), cells["reconciliation_message"].tolist()
+    assert not (record.table("requests")["cell_id"] == "warmup").any()

@@ -95,11 +95,21 @@ class EquivalencePlan(_Strict):
     prompt_tokens: int = Field(128, ge=32)
 
 
+class SteadyWarmup(_Strict):
+    """After the fixed warm-up requests, bursts at the decode plan's highest concurrency until two bursts in a
+    row agree on their aggregate decode rate: a fixed count is too few on one engine and wasted on another."""
+
+    within_pct: float = Field(3.0, gt=0, le=50, description="two bursts in a row within this percentage: steady")
+    max_bursts: int = Field(10, ge=2, le=100, description="give up after this many bursts (the run records it)")
+    output_tokens: int = Field(32, ge=8, le=1024, description="forced output length of each burst's requests")
+
+
 class Plan(_Strict):
     name: str | None = None
     decode: DecodePlan | None = DecodePlan()
     prefill: PrefillPlan | None = PrefillPlan()
     warmup_requests: int = Field(2, ge=0, description="unrecorded requests before the first cell")
+    warmup_until_steady: SteadyWarmup | None = None
     reuse: ReusePlan | None = None
     waves: WavePlan | None = None
     equivalence: EquivalencePlan | None = None

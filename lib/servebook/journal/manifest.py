@@ -57,6 +57,9 @@ class Summary(_Record):
     gates: dict[str, GateScore] = Field(default_factory=dict)
     #: greedy outputs batched against the same prompts alone (plan.equivalence): identical share, divergences
     batch_invariance: dict[str, Any] | None = None
+    #: plan.warmup_until_steady: each warm-up burst's aggregate decode rate, and whether the last two agreed
+    warmup_tok_s: list[float] = Field(default_factory=list)
+    warmup_steady: bool | None = None
 
 
 class PreflightFinding(_Record):

@@ -10,6 +10,7 @@ from ..engines.counters import Scrape
 from .cells import CellSpec, CellSummary
 from .client import RequestRecord
 from .gates import GateResult
+from .warmup import WarmupTrace
 
 
 @dataclass
@@ -31,6 +32,8 @@ class MeasurementLog:
     telemetry: list[dict[str, Any]] = field(default_factory=list)
     #: the equivalence requests' greedy outputs
     outputs: list[dict[str, Any]] = field(default_factory=list)
+    #: plan.warmup_until_steady: each burst's rate and whether the engine became steady
+    warmup: WarmupTrace | None = None
 
     def _records(self) -> list[RequestRecord]:
         return [r for o in self.outcomes for r in o.records] + self.partial_records

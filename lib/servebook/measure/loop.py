@@ -31,6 +31,7 @@ from .prompts import decode_prompt, filler_text
 from .reconcile import ClientCounts, reconcile
 from .scrape import scrape
 from .validity import cell_faults
+from .warmup import Burst, warm_until_steady
 from .workloads import OnDone, Workloads
 
 AliveCheck = Callable[[], None]
@@ -84,9 +85,34 @@ class Measurement:
                 self.model_name, 8, messages=decode_prompt("prose", i, f"{self.tag}:warmup:{i}"), extra_body=extras,
                 keep_chunk_times=False))
             if record.error:
-                self.alive_check()
-                raise EngineFailed("warmup_failed", f"the first request failed: {record.error}", stage="warmup",
-                                   log_tail=tail_of(self.endpoint.engine_log) if self.endpoint.engine_log else "")
+                self._warmup_failed(record)
+        steady = self.plan.warmup_until_steady
+        if steady is not None:
+            concurrency = max(self.plan.decode.concurrency) if self.plan.decode else 1
+            self.log.warmup = await warm_until_steady(self._burst(concurrency, steady.output_tokens), concurrency,
+                                                      within_pct=steady.within_pct, max_bursts=steady.max_bursts)
+
+    def _warmup_failed(self, record: RequestRecord) -> None:
+        self.alive_check()
+        raise EngineFailed("warmup_failed", f"a warm-up request failed: {record.error}", stage="warmup",
+                           log_tail=tail_of(self.endpoint.engine_log) if self.endpoint.engine_log else "")
+
+    def _burst(self, concurrency: int, output_tokens: int) -> Burst:
+        extras = self.endpoint.extras(output_tokens)
+
+        async def burst(index: int) -> list[RequestRecord]:
+            records = [RequestRecord(f"warmup-burst-{index}-{i}", "warmup", concurrency, "prose", output_tokens,
+                                     t_send=0.0) for i in range(concurrency)]
+            await asyncio.gather(*(stream_request(self.openai, record, StreamRequest(
+                self.model_name, output_tokens, extra_body=extras, keep_chunk_times=False,
+                messages=decode_prompt("prose", i, f"{self.tag}:warmup-burst:{index}:{i}")))
+                for i, record in enumerate(records)))
+            for record in records:
+                if record.error:
+                    self._warmup_failed(record)
+            return records
+
+        return burst
 
     async def run_equivalence(self) -> None:
         """Each prompt alone, then all at once, greedy with a fixed seed; the prompts are the same in every run,
@@ -195,6 +221,8 @@ async def measure_plan(endpoint: Endpoint, plan: Plan, log: MeasurementLog, *, t
         with reporter.task("warm up", total=plan.warmup_requests) as task:
             await m.warmup()
             task.update(plan.warmup_requests)
+        if log.warmup is not None:
+            reporter.log(f"  {log.warmup.describe()}")
         with reporter.task(f"measure {len(cells)} cells", total=total_requests) as task:
             for spec in cells:
                 task.update(task.completed, description=f"measure: {spec.label}")
