@@ -12,7 +12,7 @@ ROOT = Path(__file__).parents[3]
 def test_the_h200_study_reads_and_judges_as_published():
     journal = Journal(ROOT / "data" / "sample-journal")
     runs = journal.runs()
-    assert len(runs) == 18 and {r.status for r in runs} == {"completed"}
+    assert len(runs) == 29 and {r.status for r in runs} == {"completed"}
     environment = runs[0].manifest.environment
     assert environment.gpus[0]["name"] == "NVIDIA H200" and environment.model_extra["engine_backend"] == "cuda"
     for record in runs:
@@ -21,4 +21,7 @@ def test_the_h200_study_reads_and_judges_as_published():
         assert set(telemetry["cell_id"]) == set(cells["cell_id"]) and (telemetry["source"] == "gpu").any()
     outcomes = {item.entry.name: item.verdict.outcome
                 for item in judge(load_study(ROOT / "data/studies/h200-1b-llamacpp.yaml"), journal, append=False)}
-    assert outcomes["baseline"] == "accepted" and outcomes["draft-model"] == "rejected"
+    # Published with the study model, at most 6 launches per side (sweep --until-decided --max-repeats 6).
+    assert outcomes == {"baseline": "accepted", "chunk-512": "inconclusive", "chunk-8192": "rejected",
+                        "slots-8": "rejected", "draft-model": "rejected", "ngram": "inconclusive"}
+    assert max(sum(r.manifest.candidate["name"] == name for r in runs) for name in outcomes) <= 6
