@@ -5,8 +5,9 @@
 # Nothing is downloaded but the llama-cpp-python sdist from PyPI; set SERVEBOOK_LLAMACPP_SOURCE to a
 # llama.cpp tree or .tar.gz to build with no network at all.
 #
-#   scripts/gpu-study.sh                       # data/studies/h200-1b-llamacpp.yaml into journal-gpu/
-#   STUDY=my.yaml JOURNAL=j scripts/gpu-study.sh --until-decided --max-repeats 6
+#   scripts/gpu-study.sh                       # data/studies/h200-1b-llamacpp.yaml into journal-gpu/,
+#                                              # 3 launches per candidate, more where undecided, 6 at most
+#   STUDY=my.yaml JOURNAL=j scripts/gpu-study.sh --until-decided --max-repeats 10  # options replace the defaults
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STUDY=${STUDY:-data/studies/h200-1b-llamacpp.yaml}
@@ -17,5 +18,6 @@ nvidia-smi --query-gpu=name,compute_cap,memory.total,power.limit --format=csv
 "${SB[@]}" engine install llamacpp --backend cuda
 "${SB[@]}" engine info
 "${SB[@]}" models random --params 1b
+if [ $# -eq 0 ]; then set -- --until-decided --max-repeats 6; fi
 "${SB[@]}" sweep "$STUDY" --journal "$JOURNAL" "$@"
 "${SB[@]}" site --journal "$JOURNAL" --out "$SITE"
