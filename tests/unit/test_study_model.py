@@ -157,7 +157,28 @@ def test_within_run_noise_is_told_apart_from_between_run_noise():
     [row] = noise_rows([run(400, 600), run(300, 450)], rules, [requests(400), requests(300)])
     assert row.cv_pct > 15 and row.within_run_pct < 1
     [bare] = noise_rows([run(400, 600), run(300, 450)], rules)
-    assert bare.within_run_pct is None
+    assert bare.within_run_pct is None and bare.allocation is None
+    timed = [frame.assign(wall_s=3.0) for frame in (run(400, 600), run(300, 450))]
+    [spent] = noise_rows(timed, rules, [requests(400), requests(300)], run_seconds=[60.0, 62.0])
+    assert spent.allocation is not None and spent.allocation.cell_scale == 0.5  # launches, not longer cells
+    assert spent.allocation.launch_pct == pytest.approx(spent.cv_pct, rel=0.01)
+
+
+@pytest.mark.parametrize("cv, within, scale", [
+    (10.0, 1.0, 0.5),   # launch to launch: shorter cells and more launches spend the time best
+    (5.0, 4.9, 8.0),    # almost all of it inside a run: longer cells, up to 8 times
+    (5.0, 5.0, 8.0),    # nothing left between launches
+    (4.0, 2.0, 2.5),    # sqrt(60 x 4 / (3 x 12)) = 2.6, in half steps
+])
+def test_allocation_follows_kalibera_and_jones(cv, within, scale):
+    from servebook.estimates import allocate, runs_needed_for
+
+    allocation = allocate(cv, within, 7, launch_s=60, cell_s=3)
+    assert allocation.cell_scale == scale
+    assert allocation.launch_pct == pytest.approx(100 * max((cv / 100) ** 2 - (within / 100) ** 2, 0) ** 0.5)
+    if scale > 1:  # the longer cells buy fewer runs than today's spread needs
+        assert allocation.runs_needed is not None and allocation.runs_needed <= runs_needed_for(7, cv)
+    assert "then" in allocation.describe()
 
 
 def test_runs_on_a_machine_no_other_candidate_used_are_never_compared_unpaired():

@@ -99,7 +99,7 @@ class VerdictsView(Renderable):
 def noise_table(noise: list) -> Table:
     """The baseline's between-run spread per judged cell, beside the limit the rule applies there."""
     table = Table(["metric", "cell", "baseline runs", "between-run CV", "within a run (SE)", "limit",
-                   "runs per side the limit needs", "detectable at these runs"],
+                   "runs per side the limit needs", "detectable at these runs", "best spend of machine time"],
                   title="noise floor (the baseline against itself)")
     for n in noise:
         cv = "-" if n.cv_pct is None else f"{n.cv_pct:.1f}%"
@@ -107,7 +107,8 @@ def noise_table(noise: list) -> Table:
         detectable, within = n.detectable_pct, n.within_run_pct
         css = "" if n.resolvable is None else ("" if n.resolvable else "warn")
         table.add([n.metric, n.cell_id, n.runs, cv, "-" if within is None else f"{within:.1f}%", f"{n.limit_pct:g}%",
-                   needs, "-" if detectable is None else f"{detectable:.1f}%"], css)
+                   needs, "-" if detectable is None else f"{detectable:.1f}%",
+                   "-" if n.allocation is None else n.allocation.describe()], css)
     return table
 
 

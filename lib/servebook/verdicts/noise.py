@@ -3,14 +3,16 @@ its limit needs, and what the runs spent can detect."""
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
+from datetime import datetime
 
 import pandas as pd
 
 from ..config.rules import VerdictRules
 from ..config.study import Study
-from ..estimates import Estimate, detectable_change, runs_needed_for
-from ..journal import Journal
+from ..estimates import Allocation, Estimate, allocate, detectable_change, runs_needed_for
+from ..journal import Journal, Manifest
 from .comparisons import figures
 from .evidence import valid_cells
 
@@ -30,6 +32,9 @@ class NoiseFloor:
     #: the spread of a run's figure from its own requests (standard error in percent, averaged over runs): when it
     #: is far below the between-run CV, more requests per launch cannot help, only more launches can
     within_run_pct: float | None = None
+    #: the launch-to-launch part of the spread and the cell length that spends machine time best (given the runs'
+    #: durations and the requests); None where either is unknown
+    allocation: Allocation | None = None
 
     @property
     def resolvable(self) -> bool | None:
@@ -39,18 +44,30 @@ class NoiseFloor:
 
 
 def noise_rows(baseline_runs: list[pd.DataFrame], rules: VerdictRules,
-               requests: list[pd.DataFrame] | None = None) -> list[NoiseFloor]:
+               requests: list[pd.DataFrame] | None = None, run_seconds: list[float] | None = None) -> list[NoiseFloor]:
     """Per rule and selected cell: the baseline's between-run CV, the runs per side its limit needs, what the runs
-    spent can detect, and (given the runs' request tables) the part of the noise that lies within a run."""
+    spent can detect, and (given the runs' request tables) the part of the noise that lies within a run; given
+    the runs' durations too, how long the cell should be and how many runs the limit then needs."""
     out = []
+    launch_s = statistics.median(run_seconds) if run_seconds else None
     for rule in rules.rules:
         for cell_id, values in figures(baseline_runs, rule).items():
             cv = Estimate.of(values).cv_pct
+            within = within_run_se(requests or [], cell_id, rule.metric)
+            cell_s = _cell_seconds(baseline_runs, cell_id)
+            allocation = (allocate(cv, within, rule.max_regression_pct, launch_s, cell_s)
+                          if cv is not None and within is not None and launch_s and cell_s else None)
             out.append(NoiseFloor(rule.metric, cell_id, len(values), cv, rule.max_regression_pct,
                                   runs_needed_for(rule.max_regression_pct, cv) if cv is not None else None,
                                   detectable_change(cv, len(values)) if cv is not None else None,
-                                  within_run_se(requests or [], cell_id, rule.metric)))
+                                  within, allocation))
     return out
+
+
+def _cell_seconds(runs: list[pd.DataFrame], cell_id: str) -> float | None:
+    spans = [float(t) for cells in runs if "wall_s" in cells
+             for t in cells.loc[cells["cell_id"] == cell_id, "wall_s"] if pd.notna(t) and t > 0]
+    return statistics.median(spans) if spans else None
 
 
 def _per_request(rows: pd.DataFrame, metric: str) -> pd.Series:
@@ -85,5 +102,15 @@ def noise_floor(study: Study, journal: Journal) -> list[NoiseFloor]:
     if baseline is None:
         return []
     records = journal.find_all(baseline.candidate.id, study.plan.id)
-    requests = [t for t in (r.table("requests") for r in records if r.status == "completed") if t is not None]
-    return noise_rows(valid_cells(records), study.verdict, requests)
+    completed = [r for r in records if r.status == "completed"]
+    requests = [t for t in (r.table("requests") for r in completed) if t is not None]
+    return noise_rows(valid_cells(records), study.verdict, requests,
+                      [s for s in (_run_seconds(r.manifest) for r in completed) if s is not None])
+
+
+def _run_seconds(manifest: Manifest | None) -> float | None:
+    """A launch's whole cost: from start to the end of measurement, engine load and warm-up included."""
+    if manifest is None or not manifest.started_at or not manifest.finished_at:
+        return None
+    span = (datetime.fromisoformat(manifest.finished_at) - datetime.fromisoformat(manifest.started_at)).total_seconds()
+    return span if span > 0 else None
