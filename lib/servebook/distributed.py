@@ -1,5 +1,7 @@
 """Studies across hosts through Ray: each (candidate, repeat) is a Ray task asking for as many GPUs as the
-candidate's tensor parallel size times its replicas, so Ray places it and sets its visible devices.
+candidate's tensor parallel size times its replicas, so Ray sets its visible devices. With more than one node
+that has the GPUs, each node is a lane of a balanced design (sweeps.placement): run r of entry i is pinned to
+node (i + r) mod L, so every node holds a mix of candidates and the judge compares within nodes.
 
 The task runs the same papermill notebook as a local sweep, on the worker, into the same journal: a
 shared directory, or (across hosts) an object-store URL (`s3://...`), where each run is sealed by its
@@ -16,20 +18,30 @@ from typing import Any
 from .config.study import Study, StudyEntry
 from .journal import Journal
 from .sweeps import QUALIFY_NOTEBOOK, PapermillRunner, SweepResult, check_study_fits, gpus_needed, run_pending
+from .sweeps.placement import Lane
 from .util.errors import InputError
 from .util.progress import Reporter
 
 
-def _run_on_worker(study: dict[str, Any], entry_name: str, journal: str, kernel: dict[str, Any]) -> dict[str, Any]:
-    """Inside the Ray task: the candidate's notebook on the GPUs Ray gave this task."""
+def _run_on_worker(study: dict[str, Any], entry_name: str, journal: str, kernel: dict[str, Any],
+                   lane: str | None) -> dict[str, Any]:
+    """Inside the Ray task: the candidate's notebook on the GPUs Ray gave this task, recorded on its lane."""
     import ray
 
     loaded = Study.model_validate(study)
     entry = next(e for e in loaded.expand() if e.name == entry_name)
-    gpus = [int(g) for g in ray.get_gpu_ids()] or None
+    gpus = tuple(int(g) for g in ray.get_gpu_ids()) or None
     # One candidate per task: papermill owns its kernel (a kernel kept in a Ray worker would outlive the sweep).
     runner = PapermillRunner(**kernel, reuse=False)
-    return asdict(runner.run(loaded, entry, Journal(journal), Reporter(quiet=True), gpus))
+    here = Lane(lane, gpus=gpus) if lane else (Lane("", gpus=gpus) if gpus else None)
+    return asdict(runner.run(loaded, entry, Journal(journal), Reporter(quiet=True), here))
+
+
+def node_lanes(nodes: list[dict[str, Any]], gpus: int) -> list[Lane]:
+    """The live nodes with at least `gpus` GPUs (from `ray.nodes()`), one lane each, in a stable order."""
+    usable = [n for n in nodes if n.get("Alive") and (n.get("Resources") or {}).get("GPU", 0) >= gpus]
+    return [Lane(f"node {n.get('NodeManagerAddress') or n['NodeID'][:12]}", node=n["NodeID"])
+            for n in sorted(usable, key=lambda n: n["NodeID"])]
 
 
 @dataclass
@@ -46,11 +58,17 @@ class RayRunner:
         self._remote = ray.remote(_run_on_worker)  # once, before worker threads share it
 
     def run(self, study: Study, entry: StudyEntry, journal: Journal, reporter: Reporter,
-            gpus: list[int] | None = None) -> SweepResult:
+            lane: Lane | None = None) -> SweepResult:
         import ray
 
-        task = self._remote.options(num_gpus=gpus_needed(entry), num_cpus=1).remote(
-            study.model_dump(mode="json"), entry.name, journal.location, self.kernel)
+        options: dict[str, Any] = {"num_gpus": gpus_needed(entry), "num_cpus": 1}
+        if lane is not None and lane.node is not None:
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(lane.node, soft=False)
+        task = self._remote.options(**options).remote(
+            study.model_dump(mode="json"), entry.name, journal.location, self.kernel,
+            lane.label if lane is not None else None)
         try:
             result = SweepResult(**ray.get(task))
         except Exception as error:  # noqa: BLE001 - a lost worker is one failed entry, not a lost sweep
@@ -87,8 +105,12 @@ def sweep_on_ray(study: Study, journal: Journal, *, address: str | None = "auto"
     started = time.monotonic()
     # Every pending run in flight at once (bounded): Ray queues them until GPUs are free.
     workers = max(1, min(64, len(entries) * study.repeats))
+    lanes = node_lanes(ray.nodes(), max(gpus_needed(e) for e in entries))
+    if len(lanes) > 1:
+        reporter.log(f"ray: {len(lanes)} nodes as lanes ({'; '.join(lane.label for lane in lanes)}), each "
+                     "candidate's runs placed on them in turn")
     results = run_pending(study, entries, journal, runner, reporter, retry_failed, workers=workers,
-                          title=f"sweep {study.name} on Ray")
+                          lanes=lanes if len(lanes) > 1 else None, title=f"sweep {study.name} on Ray")
     reporter.log(f"ray: {sum(r.status != 'skipped' for r in results)} runs in {time.monotonic() - started:.1f} s")
     journal.pull()  # what workers on other hosts sealed in a remote journal
     journal.index()

@@ -45,14 +45,21 @@ def resolve_plan(plan: dict | None = None, plan_path: str | None = None) -> Plan
 def qualify(*, candidate: dict | None = None, candidate_path: str | None = None, plan: dict | None = None,
             plan_path: str | None = None, overrides: dict[str, Any] | None = None, journal: str = "journal",
             run_id: str | None = None, study: str | None = None, study_entry: str | None = None,
-            visible_gpus: list[int] | None = None) -> RunRecord:
+            visible_gpus: list[int] | None = None, lane: str | None = None) -> RunRecord:
     """Run one candidate and return its record (a one-line summary when displayed; `report(record)` has
-    the tables). `visible_gpus`: the GPUs this run may use, as a parallel sweep assigns them."""
+    the tables). `visible_gpus`: the GPUs this run may use, and `lane`: the GPU group or node it was placed on
+    (a block of the design), as a parallel sweep assigns them."""
+    from .launch.environment import LANE_VARIABLE
     from .run import run_candidate
 
     if visible_gpus is not None:
         # The kernel is this run's own process: the engine it starts, and preflight, see only these GPUs.
         os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in visible_gpus)
+    # A kept kernel runs one sweep's runs after another: each run's lane (or none) replaces the last one's.
+    if lane:
+        os.environ[LANE_VARIABLE] = lane
+    else:
+        os.environ.pop(LANE_VARIABLE, None)
 
     resolved = resolve_candidate(candidate, candidate_path, overrides)
     resolved_plan = resolve_plan(plan, plan_path)

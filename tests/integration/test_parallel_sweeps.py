@@ -58,6 +58,13 @@ def test_four_tp2_candidates_share_eight_fake_gpus_two_groups_at_a_time(tmp_path
         for b in spans:
             if a is not b and a[0] < b[1] and b[0] < a[1]:
                 assert a[2] != b[2]
+    # placed by the cyclic design, and each run records its lane: the block the judge compares within
+    lanes = [(r.manifest.study_entry, r.manifest.environment.lane,
+              r.manifest.environment.model_dump()["engine_env"]["CUDA_VISIBLE_DEVICES"]) for r in journal.runs()]
+    assert all(lane == f"gpus {visible}" for _, lane, visible in lanes)
+    entries = [e.name for e in study.expand()]
+    assert {name: lane for name, lane, _ in lanes} == {name: ("gpus 0,1", "gpus 2,3")[i % 2]
+                                                         for i, name in enumerate(entries)}
 
 
 def test_auto_stays_serial_without_gpus(tmp_path):

@@ -49,7 +49,7 @@ class FakeRunner:
     def __init__(self, rng):
         self.rng, self.closed = rng, 0
 
-    def run(self, study, entry, journal, reporter, gpus=None):
+    def run(self, study, entry, journal, reporter, lane=None):
         return seal(journal, study, entry, self.rng)
 
     def close(self):

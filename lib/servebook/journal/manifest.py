@@ -89,14 +89,18 @@ class Environment(_Record):
     model_revision: str | None = None
     simulated: bool = False
     preflight: list[PreflightFinding] = Field(default_factory=list)
+    #: the GPU group or Ray node a parallel sweep placed the run on (sweeps.placement): a block of the design
+    lane: str | None = None
 
     @property
     def machine_key(self) -> str:
         """The machine and GPU group a run was measured on; runs are compared within one, never across.
         Journals written before machine ids fall back to the host name."""
+        base = ":".join(p for p in (self.machine_id, self.boot_id) if p) or (self.host or "")
+        if self.lane:  # placed by a parallel sweep: the lane is the block, whatever part of it a candidate used
+            return f"{base}/lane {self.lane}"
         gpus = ",".join(str(g.get("uuid") or g.get("index")) for g in self.gpus if isinstance(g, dict))
         visible = ((getattr(self, "engine_env", None) or {}).get("CUDA_VISIBLE_DEVICES")) or ""
-        base = ":".join(p for p in (self.machine_id, self.boot_id) if p) or (self.host or "")
         return "/".join(p for p in (base, gpus, visible) if p)
 
     def finding(self, code: str) -> PreflightFinding | None:

@@ -8,11 +8,12 @@ shadows `servebook.sweep`, the function.
 """
 
 from .dryrun import DryRunEntry, dry_run
-from .gpus import GpuPool, gpu_pool, gpus_needed
+from .gpus import gpu_lanes_for, gpus_needed
 from .orchestrate import check_study_fits, run_pending, sweep, until_decided
 from .pending import SweepResult, counted_statuses, interleaved, recorded
+from .placement import Lane, gpu_lanes, lane_for, place
 from .runner import QUALIFY_NOTEBOOK, PapermillRunner, Runner
 
-__all__ = ["QUALIFY_NOTEBOOK", "DryRunEntry", "GpuPool", "PapermillRunner", "Runner", "SweepResult",
-           "check_study_fits", "counted_statuses", "dry_run", "gpu_pool", "gpus_needed", "interleaved", "recorded",
-           "run_pending", "sweep", "until_decided"]
+__all__ = ["QUALIFY_NOTEBOOK", "DryRunEntry", "Lane", "PapermillRunner", "Runner", "SweepResult",
+           "check_study_fits", "counted_statuses", "dry_run", "gpu_lanes", "gpu_lanes_for", "gpus_needed",
+           "interleaved", "lane_for", "place", "recorded", "run_pending", "sweep", "until_decided"]

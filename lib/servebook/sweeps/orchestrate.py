@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -12,8 +13,9 @@ from ..config.study import Study, StudyEntry
 from ..engines import get_engine
 from ..journal import Journal
 from ..util.progress import Reporter
-from .gpus import GpuPool, gpu_pool, gpus_needed
+from .gpus import gpu_lanes_for
 from .pending import SweepResult, interleaved, recorded
+from .placement import Lane, lane_for, place
 from .runner import QUALIFY_NOTEBOOK, PapermillRunner, Runner
 
 if TYPE_CHECKING:
@@ -57,54 +59,65 @@ def sweep(
     entries = study.expand()
     check_study_fits(study, entries)
     runner = runner or PapermillRunner(notebook, kernel_name, start_timeout, execution_timeout, reuse=reuse_kernel)
-    pool = gpu_pool(entries, parallel, gpus, reporter)
+    lanes = gpu_lanes_for(entries, parallel, gpus, reporter)
     try:
-        results = run_pending(study, entries, journal, runner, reporter, retry_failed, pool=pool,
-                              workers=pool.workers if pool else 1)
+        results = run_pending(study, entries, journal, runner, reporter, retry_failed, lanes=lanes)
         if max_repeats is not None:
-            results += until_decided(study, journal, runner, reporter, max_repeats)
+            results += until_decided(study, journal, runner, reporter, max_repeats, lanes=lanes)
     finally:
         runner.close()
     journal.index()
     return results
 
 
-def run_pending(study: Study, entries: list[StudyEntry], journal: Journal, runner: Runner, reporter: Reporter,
-                retry_failed: bool, *, pool: GpuPool | None = None, workers: int = 1,
-                title: str | None = None) -> list[SweepResult]:
-    """Every (repeat, entry) not yet recorded, in interleaved order, `workers` at a time (on GPUs from `pool`)."""
-    order = interleaved(study, entries)
+Placed = tuple[int, StudyEntry, "Lane | None"]
 
-    def one(repeat: int, entry: StudyEntry) -> SweepResult:
+
+def run_pending(study: Study, entries: list[StudyEntry], journal: Journal, runner: Runner, reporter: Reporter,
+                retry_failed: bool, *, lanes: list[Lane] | None = None, workers: int = 1,
+                title: str | None = None) -> list[SweepResult]:
+    """Every (repeat, entry) not yet recorded, in interleaved order. On `lanes` (sweeps.placement): each run on
+    the lane the cyclic design gives it, GPU lanes one run at a time each, node lanes `workers` at a time."""
+    order = interleaved(study, entries)
+    placed: list[Placed] = list(place(order, entries, lanes)) if lanes else [(r, e, None) for r, e in order]
+
+    def one(repeat: int, entry: StudyEntry, lane: Lane | None) -> SweepResult:
         result = recorded(study, entry, journal, repeat, retry_failed)
         if result is None:
-            group = pool.acquire(gpus_needed(entry)) if pool else None
-            try:
-                # checked again with the GPUs in hand: a parallel repeat may have failed meanwhile
-                result = recorded(study, entry, journal, repeat, retry_failed) if group is not None else None
-                if result is None:
-                    where = f" on GPUs {group}" if group is not None else ""
-                    reporter.log(f"{entry.name}: repeat {repeat + 1} of {study.repeats}{where}")
-                    return runner.run(study, entry, journal, reporter, group)
-            finally:
-                if pool is not None and group is not None:
-                    pool.release(group)
+            where = f" on {lane.label}" if lane is not None else ""
+            reporter.log(f"{entry.name}: repeat {repeat + 1} of {study.repeats}{where}")
+            return runner.run(study, entry, journal, reporter, lane)
         reporter.log(f"skip {entry.name} (repeat {repeat + 1}/{study.repeats}): {result.message}")
         return result
 
     label = title or f"sweep {study.name}: {len(entries)} candidates x {study.repeats} repeats"
-    with reporter.task(label, total=len(order)) as task:
-        if workers <= 1:
-            results = []
-            for repeat, entry in order:
-                results.append(one(repeat, entry))
-                task.advance()
-            return results
-        with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="servebook-sweep") as executor:
-            futures = [executor.submit(one, repeat, entry) for repeat, entry in order]
-            for future in concurrent.futures.as_completed(futures):
-                task.advance()
-            return [future.result() for future in futures]
+    with reporter.task(label, total=len(placed)) as task:
+        return run_placed(placed, one, task.advance, workers)
+
+
+def run_placed(placed: list[Placed], one: Callable[[int, StudyEntry, Lane | None], SweepResult],
+               advance: Callable[[], None], workers: int = 1) -> list[SweepResult]:
+    """`one` for each placed run, results in `placed` order: on GPU lanes a worker per lane, each lane's runs in
+    order; otherwise `workers` at a time (1: in order, in this thread)."""
+    def done(item: Placed) -> SweepResult:
+        result = one(*item)
+        advance()
+        return result
+
+    gpu_lanes = sorted({lane for _, _, lane in placed if lane is not None and lane.gpus is not None},
+                       key=lambda lane: lane.label)
+    if gpu_lanes:
+        def lane_queue(lane: Lane) -> list[tuple[int, SweepResult]]:
+            return [(i, done(item)) for i, item in enumerate(placed) if item[2] == lane]
+
+        with concurrent.futures.ThreadPoolExecutor(len(gpu_lanes), thread_name_prefix="servebook-lane") as executor:
+            finished = dict(pair for future in [executor.submit(lane_queue, lane) for lane in gpu_lanes]
+                            for pair in future.result())
+        return [finished[i] for i in range(len(placed))]
+    if workers <= 1:
+        return [done(item) for item in placed]
+    with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="servebook-sweep") as executor:
+        return list(executor.map(done, placed))
 
 
 def baseline_target(undecided: list[Judged], max_repeats: int) -> int:
@@ -116,7 +129,7 @@ def baseline_target(undecided: list[Judged], max_repeats: int) -> int:
 
 
 def until_decided(study: Study, journal: Journal, runner: Runner, reporter: Reporter,
-                  max_repeats: int) -> list[SweepResult]:
+                  max_repeats: int, *, lanes: list[Lane] | None = None) -> list[SweepResult]:
     """One more run for every undecided candidate (and the baseline, more often than any one of them), interleaved,
     until every verdict is decided or `max_repeats` runs each are spent. The study's verdicts spend their error
     over these looks (verdict.max_runs), so looking after every run does not inflate it."""
@@ -138,6 +151,8 @@ def until_decided(study: Study, journal: Journal, runner: Runner, reporter: Repo
             names.add(baseline)
         reporter.log(f"inconclusive: {', '.join(sorted(names - {baseline}))}; one more run of "
                      f"{', '.join(sorted(names))}")
-        for item in judged:  # study order, so the added runs interleave like the first ones
-            if item.entry.name in names:
-                results.append(runner.run(study, item.entry, journal, reporter))
+        # Study order, so the added runs interleave like the first ones; each on the lane that continues its cycle.
+        added: list[Placed] = [(len(item.records), item.entry, lane_for(i, len(item.records), lanes) if lanes else None)
+                               for i, item in enumerate(judged) if item.entry.name in names]
+        results += run_placed(added, lambda _, entry, lane: runner.run(study, entry, journal, reporter, lane),
+                              lambda: None)

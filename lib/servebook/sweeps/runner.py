@@ -15,15 +15,17 @@ from ..config.study import Study, StudyEntry
 from ..journal import Journal
 from ..util.paths import repo_data_dir
 from ..util.progress import Reporter
+from .gpus import gpus_needed
 from .pending import SweepResult
+from .placement import Lane
 
 QUALIFY_NOTEBOOK = repo_data_dir().parent / "notebooks" / "qualify.ipynb"
 
 
 class Runner(Protocol):
     def run(self, study: Study, entry: StudyEntry, journal: Journal, reporter: Reporter,
-            gpus: list[int] | None = None) -> SweepResult:
-        """Run `entry` once under the study's plan into `journal` (on `gpus`, when a pool assigned them)."""
+            lane: Lane | None = None) -> SweepResult:
+        """Run `entry` once under the study's plan into `journal` (on `lane`, when the sweep placed it)."""
         ...
 
     def close(self) -> None:
@@ -108,8 +110,10 @@ class PapermillRunner:
             _shutdown(km)
 
     def run(self, study: Study, entry: StudyEntry, journal: Journal, reporter: Reporter,
-            gpus: list[int] | None = None) -> SweepResult:
+            lane: Lane | None = None) -> SweepResult:
         started = time.monotonic()
+        # A lane as wide as the widest candidate: a narrower one takes its first GPUs, and the lane stays the block.
+        gpus = list(lane.gpus[:gpus_needed(entry)]) if lane is not None and lane.gpus is not None else None
         run_id = journal.reserve_run(entry.candidate.id)
         # One working notebook per run: two sweeps of one study in one journal never share a file.
         work = journal.root / ".sweeps"
@@ -117,7 +121,8 @@ class PapermillRunner:
         output = work / f"{run_id}.ipynb"
         parameters = {"candidate": entry.candidate.model_dump(mode="json"),
                       "plan": study.plan.model_dump(mode="json"), "journal": journal.url or str(journal.root.resolve()),
-                      "run_id": run_id, "study": study.name, "study_entry": entry.name, "visible_gpus": gpus}
+                      "run_id": run_id, "study": study.name, "study_entry": entry.name, "visible_gpus": gpus,
+                      "lane": lane.label if lane is not None else None}
         reporter.log(f"candidate {entry.name} ({entry.candidate.id}) -> run {run_id}")
         message = self._execute(output, parameters, _ProgressStream(reporter, f"  [{entry.name}] "))
         record = journal.run(run_id) if journal.has_run(run_id) else None
