@@ -261,3 +261,19 @@ def test_warm_up_until_steady_is_recorded_and_stays_out_of_the_cells(tmp_path):
     cells = record.table("cells")
     assert (cells["reconciliation"] == "ok").all(), cells["reconciliation_message"].tolist()
     assert not (record.table("requests")["cell_id"] == "warmup").any()
+
+
+def test_vllm_time_to_first_token_splits_into_queue_prompt_and_the_rest(tmp_path):
+    """vLLM reports queueing and prefill per request as histograms: a wave beyond the slots waits in the engine's
+    queue, and the split adds up to the client's mean TTFT; llama.cpp reports no queue, so none is made up."""
+    plan = Plan.model_validate({"decode": None, "prefill": {"prompt_tokens": [512], "requests": 2},
+                                "waves": {"concurrency": [8], "waves": 1, "output_tokens": 8, "prompt_tokens": 128},
+                                "warmup_requests": 1, "max_foreign_cpu_cores": 4})
+    record = run_candidate(simulated("vllm", max_running_requests=2), plan, Journal(tmp_path), reporter=QUIET)
+    assert record.status == "completed", record.manifest.failure
+    cells = record.table("cells").set_index("cell_id")
+    wave, prefill = cells.loc["wave-c8"], cells.loc["prefill-512"]
+    assert wave["engine_queue_s"] > 0.01 > prefill["engine_queue_s"] >= 0
+    assert prefill["engine_prompt_s"] > 0 and prefill["ttft_outside_engine_s"] > -0.005
+    llama = run_candidate(simulated("llamacpp"), plan, Journal(tmp_path / "llama"), reporter=QUIET)
+    assert llama.table("cells")["engine_queue_s"].isna().all()

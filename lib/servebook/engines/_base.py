@@ -89,6 +89,10 @@ class EngineAdapter(ABC):
     tokenizer_known: bool = True
     #: where the engine reports the settings it actually runs with (read besides /v1/models)
     self_report_paths: tuple[str, ...] = ()
+    #: Prometheus histograms of the engine's own time per request, waiting for a slot and processing the prompt
+    #: (None: the engine reports none that servebook has checked); a cell's mean is the change in sum / count
+    queue_histogram: str | None = None
+    prefill_histogram: str | None = None
 
     def context_per_request(self, candidate: "Candidate") -> int | None:
         """The most tokens one request may hold under this candidate, when its knobs say (None: unknown)."""

@@ -47,6 +47,13 @@ def counter_delta(before: Scrape, after: Scrape, name: str, *aliases: str) -> fl
     return None if a is None or b is None else a - b
 
 
+def histogram_mean(before: Scrape, after: Scrape, name: str) -> float | None:
+    """The mean of what a Prometheus histogram observed between two scrapes (change in _sum over change in
+    _count, summed across labels); None when either scrape lacks it or nothing was observed."""
+    total, count = counter_delta(before, after, f"{name}_sum"), counter_delta(before, after, f"{name}_count")
+    return None if total is None or not count else total / count
+
+
 def parse_metrics(text: str, t: float | None = None) -> Scrape:
     samples = [
         Sample(s.name, tuple(sorted(s.labels.items())), float(s.value))

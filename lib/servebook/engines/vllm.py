@@ -37,6 +37,9 @@ def metric(scrape: "Scrape", name: str) -> float | None:
 
 class VLLMAdapter(_gpu.PythonServerAdapter):
     container_port = 8000
+    # from arrival to scheduling, and from scheduling to the first token (vllm/v1/metrics/loggers.py)
+    queue_histogram = "vllm:request_queue_time_seconds"
+    prefill_histogram = "vllm:request_prefill_time_seconds"
     compile_cache_env = ("VLLM_CACHE_ROOT", "TRITON_CACHE_DIR")
     process_markers = (b"vllm",)
 

@@ -68,8 +68,11 @@ class CellSummary(TypedDict, total=False):
     ttft_s: float | None
     ttft_p90_s: float | None
     prefill_tok_s: float | None
-    #: the engine's own prompt time (median), where it reports one; TTFT minus it is the rest of the wait
+    #: the engine's own prompt time: the median of its per-request timings (llama.cpp), else the cell's mean from
+    #: its prefill histogram (vLLM); TTFT minus it (and the queue) is the rest of the wait
     engine_prompt_s: float | None
+    #: the engine's own queueing time, the cell's mean from its histogram (vLLM; None where none is reported)
+    engine_queue_s: float | None
     ttft_outside_engine_s: float | None
     draft_acceptance: float | None
     reconciliation: str
@@ -183,6 +186,17 @@ def reuse_summary(records: list[RequestRecord]) -> dict:
             "cached_share": cached / prompt if cached is not None and prompt else None}
 
 
+def with_engine_split(figures: dict[str, Any], records: list[RequestRecord], queue_s: float | None,
+                      prefill_s: float | None) -> dict[str, Any]:
+    """The TTFT split from the engine's histograms (cell means) where it reports no per-request timings: its
+    queueing, its prompt processing, and the rest of the client's mean TTFT (client, network, first step)."""
+    if figures.get("engine_prompt_s") is not None or prefill_s is None:
+        return {**figures, "engine_queue_s": queue_s}
+    ttfts = [r.ttft for r in records if r.ok and r.ttft is not None]
+    outside = statistics.fmean(ttfts) - prefill_s - (queue_s or 0.0) if ttfts else None
+    return {**figures, "engine_prompt_s": prefill_s, "engine_queue_s": queue_s, "ttft_outside_engine_s": outside}
+
+
 def cell_figures(spec: CellSpec, records: list[RequestRecord], slots: int | None = None) -> dict[str, Any]:
     """The cell's numbers by the metric definitions, whatever their validity."""
     ok = [r for r in records if r.ok]
@@ -220,6 +234,7 @@ def cell_figures(spec: CellSpec, records: list[RequestRecord], slots: int | None
         # TTFT split where the engine reports its own prompt time (llama.cpp's timings): the engine's prompt
         # processing, and everything else (client, network, queue, scheduling, the first decode step).
         "engine_prompt_s": _median(engine_prompt),
+        "engine_queue_s": None,
         "ttft_outside_engine_s": _median(outside),
         **(reuse_summary(ok) if spec.kind == "reuse" else {}),
         **({"slots": slots, "queued": max(0, spec.concurrency - slots) if slots else None}

@@ -17,9 +17,19 @@ from openai import AsyncOpenAI
 
 from ..config.plan import Plan
 from ..engines import EngineAdapter, EngineFailed
+from ..engines.counters import histogram_mean
 from ..util.files import tail_of
 from ..util.progress import Reporter
-from .cells import CellSpec, CellSummary, cell_figures, evidence, plan_cells, total_reported, with_validity
+from .cells import (
+    CellSpec,
+    CellSummary,
+    cell_figures,
+    evidence,
+    plan_cells,
+    total_reported,
+    with_engine_split,
+    with_validity,
+)
 from .client import RequestRecord, StreamRequest, sending_client, stream_request
 from .endpoint import Endpoint
 from .equivalence import SEED, compare_outputs, describe
@@ -200,7 +210,9 @@ class Measurement:
                               completion_tokens=total_reported(ok, "completion_tokens"))
         counts = self.adapter.server_counts(before, after) if self.adapter.reconciles else None
         reconciliation = reconcile(client, counts)
-        figures = cell_figures(spec, records, self.endpoint.slots)
+        figures = with_engine_split(cell_figures(spec, records, self.endpoint.slots), records,
+                                    *(histogram_mean(before, after, name) if name else None
+                                      for name in (self.adapter.queue_histogram, self.adapter.prefill_histogram)))
         pid = self.endpoint.engine_pid
         own = own_processes(pid) if pid else set()
         gpu = summarize_gpu(gpu_samples, own, figures["completion_tokens"], figures["wall_s"])

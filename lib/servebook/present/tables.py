@@ -127,14 +127,16 @@ def wave_table(cells, label: str | None = None) -> Table | None:
     if not waves:
         return None
     table = Table(([label.capitalize()] if label else []) + ["Requests at once", "Slots", "Queued", "Aggregate tok/s",
-                                                             "TTFT p50", "TTFT p90", "Check"],
+                                                             "TTFT p50", "TTFT p90", "Engine's queue (mean)",
+                                                             "Check"],
                   title="Waves beyond the slot count (queue wait shows in TTFT)")
     for cell in _rows(waves, ["order", "concurrency"] if label else ["concurrency"]):
         slots = number(cell.get("slots"))
         table.add(([cell[label]] if label else []) + [
             int(cell["concurrency"]), "-" if slots is None else int(slots),
             "-" if number(cell.get("queued")) is None else int(cell["queued"]), fmt(cell["aggregate_tok_s"]),
-            fmt(cell["ttft_s"], ".0f", 1000, " ms"), fmt(cell["ttft_p90_s"], ".0f", 1000, " ms"), cell_check(cell)],
+            fmt(cell["ttft_s"], ".0f", 1000, " ms"), fmt(cell["ttft_p90_s"], ".0f", 1000, " ms"),
+            fmt(cell.get("engine_queue_s"), ".0f", 1000, " ms"), cell_check(cell)],
             "" if cell["valid"] else "invalid")
     return table
 

@@ -87,3 +87,30 @@ def test_ttft_is_split_where_the_engine_reports_its_prompt_time():
     assert s["engine_prompt_s"] == pytest.approx(0.1) and s["ttft_outside_engine_s"] == pytest.approx(0.2)
     plain = summarize_cell(spec, [record(0, 0.0, 0.3, 0.3, completion=1, prompt=512)], OK)
     assert plain["engine_prompt_s"] is None and plain["ttft_outside_engine_s"] is None
+
+
+def test_the_ttft_split_comes_from_the_engines_histograms_where_it_reports_no_per_request_timings():
+    from servebook.engines.counters import histogram_mean, parse_metrics
+    from servebook.measure.cells import cell_figures, with_engine_split
+
+    def scrape(queue_sum, queue_n, prefill_sum, prefill_n):
+        return parse_metrics(
+            "# TYPE vllm:request_queue_time_seconds histogram\n"
+            f'vllm:request_queue_time_seconds_sum{{model_name="m"}} {queue_sum}\n'
+            f'vllm:request_queue_time_seconds_count{{model_name="m"}} {queue_n}\n'
+            "# TYPE vllm:request_prefill_time_seconds histogram\n"
+            f'vllm:request_prefill_time_seconds_sum{{model_name="m"}} {prefill_sum}\n'
+            f'vllm:request_prefill_time_seconds_count{{model_name="m"}} {prefill_n}\n')
+
+    before, after = scrape(1.0, 10, 2.0, 10), scrape(1.4, 12, 2.5, 12)
+    queue, prefill = (histogram_mean(before, after, f"vllm:request_{n}_time_seconds") for n in ("queue", "prefill"))
+    assert queue == pytest.approx(0.2) and prefill == pytest.approx(0.25)
+    assert histogram_mean(before, before, "vllm:request_queue_time_seconds") is None, "nothing observed"
+    assert histogram_mean(before, after, "sglang:nothing") is None
+    spec = CellSpec("prefill-2048", "prefill", None, 1, 2, 1, prompt_tokens=2048)
+    records = [record(0, 0.0, 0.5, 0.5, completion=1), record(1, 1.0, 1.6, 1.6, completion=1)]
+    split = with_engine_split(cell_figures(spec, records), records, queue, prefill)
+    assert split["engine_queue_s"] == pytest.approx(0.2) and split["engine_prompt_s"] == pytest.approx(0.25)
+    assert split["ttft_outside_engine_s"] == pytest.approx(0.55 - 0.25 - 0.2)
+    kept = with_engine_split({**cell_figures(spec, records), "engine_prompt_s": 0.3}, records, None, 0.25)
+    assert kept["engine_prompt_s"] == 0.3, "per-request timings, where the engine gives them, come first"

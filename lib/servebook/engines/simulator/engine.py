@@ -29,7 +29,7 @@ class Counters:
     """The engine's Prometheus counters, named and counted the way that engine counts them."""
 
     def __init__(self, config: SimConfig):
-        from prometheus_client import CollectorRegistry, Counter, Gauge
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
         self.flavor = config.flavor
         self.registry = CollectorRegistry()
@@ -70,6 +70,10 @@ class Counters:
             self.kv = gauge("kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage")
             self.drafted = counter("spec_decode_num_draft_tokens", "Number of draft tokens")
             self.accepted = counter("spec_decode_num_accepted_tokens", "Number of accepted tokens")
+            self.queue_time = Histogram(prefix + "request_queue_time_seconds", "Time spent in WAITING phase",
+                                        labels, registry=self.registry)
+            self.prefill_time = Histogram(prefix + "request_prefill_time_seconds", "Time spent in PREFILL phase",
+                                          labels, registry=self.registry)
             # vLLM exports its labelled counters at 0 from startup; a child created lazily would be absent from
             # the first scrape and read as "no counter".
             for metric in (self.prompt, self.cached, self.generated, self.drafted, self.accepted):
@@ -81,6 +85,12 @@ class Counters:
     def inc(self, metric, amount: float = 1, **extra) -> None:
         if metric is not None and amount:
             self._of(metric, **extra).inc(amount)
+
+    def observe(self, name: str, value: float) -> None:
+        """Into a latency histogram the engine keeps (vLLM's queue and prefill times); others keep none."""
+        metric = getattr(self, name, None)
+        if metric is not None:
+            self._of(metric).observe(value)
 
     def set(self, metric, value: float) -> None:
         self._of(metric).set(value)
@@ -146,7 +156,10 @@ class Engine:
         c, flavor = self.counters, self.config.flavor
         self.waiting += 1
         c.set(c.waiting, self.waiting)
+        arrived = time.monotonic()
         async with self.slots:
+            scheduled = time.monotonic()
+            c.observe("queue_time", scheduled - arrived)
             self.waiting -= 1
             self.running += 1
             c.set(c.waiting, self.waiting)
@@ -154,6 +167,7 @@ class Engine:
             try:
                 cached = self.cached_prefix(prompt_tokens)
                 await asyncio.sleep(self.prefill_seconds(len(prompt_tokens) - cached))
+                c.observe("prefill_time", time.monotonic() - scheduled)
                 if flavor == "llamacpp":
                     c.inc(c.prompt, len(prompt_tokens) - cached)
                     c.inc(c.cached, cached)

@@ -97,7 +97,7 @@ class SiteBuilder:
         # draws (present/, the rendering blocks, the statistics the pages show).
         package = _HERE.parents[1]
         code = sorted(package.joinpath("present").rglob("*.py")) + sorted(package.joinpath("verdicts").rglob("*.py")) \
-            + [package / "util" / "render.py", package / "estimates.py"]
+            + [package / "util" / "render.py"] + sorted(package.joinpath("estimates").rglob("*.py"))
         sources = [p for folder in (TEMPLATES, ASSETS) for p in sorted(folder.iterdir())] + code
         parts = [(str(p.relative_to(package)) if p.is_relative_to(package) else p.name, p.read_bytes()) for p in sources]
         return hashlib.sha256(repr(parts).encode() + __version__.encode()).hexdigest()[:16]

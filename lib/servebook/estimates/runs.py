@@ -1,0 +1,130 @@
+"""Estimates over runs: runs are the unit of evidence, requests nest inside them.
+
+Each run contributes one figure per cell (its cell summary); a candidate's estimate of a cell is
+the mean over its runs with a t interval, and a comparison with the baseline is the ratio of the
+two means with a Welch interval on the log scale (rates and times are positive and their effects
+multiplicative, so a change of -10% and one of +11% are the same distance from no change).
+With one run on a side there is no between-run variance and so no interval: the comparison says so.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Literal, Sequence
+
+CONFIDENCE = 0.95
+Decision = Literal["pass", "fail", "straddle", "single", "missing"]
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The mean of a cell's figure over n runs, with its confidence interval (None below 2 runs)."""
+
+    mean: float
+    low: float | None
+    high: float | None
+    n: int
+    cv_pct: float | None  # between-run coefficient of variation: the noise of this cell
+
+    @classmethod
+    def of(cls, values: Sequence[float], confidence: float = CONFIDENCE) -> "Estimate":
+        from scipy import stats
+
+        values = [float(v) for v in values]
+        n = len(values)
+        mean = sum(values) / n
+        if n < 2:
+            return cls(mean, None, None, n, None)
+        sd = statistics.stdev(values)
+        low, high = stats.t.interval(confidence, n - 1, loc=mean, scale=sd / math.sqrt(n)) if sd > 0 else (mean, mean)
+        return cls(mean, float(low), float(high), n, 100.0 * sd / mean if mean else None)
+
+
+@dataclass(frozen=True)
+class Change:
+    """Candidate vs baseline on one cell: the change of the mean in percent, with its interval."""
+
+    pct: float
+    low: float | None
+    high: float | None
+    n_candidate: int
+    n_baseline: int
+    log_sd: float | None  # pooled between-run spread on the log scale, for the repeats a decision needs
+
+    @property
+    def has_interval(self) -> bool:
+        return self.low is not None and self.high is not None
+
+    def text(self) -> str:
+        if not self.has_interval:
+            return f"{self.pct:+.1f}% ({self.n_candidate} vs {self.n_baseline} runs: no interval)"
+        return f"{self.pct:+.1f}% [{self.low:+.1f}, {self.high:+.1f}]"
+
+
+def change(candidate: Sequence[float], baseline: Sequence[float], confidence: float = CONFIDENCE) -> Change | None:
+    """The change of `candidate` against `baseline` from their own runs alone (the pairwise Welch comparison servebook
+    used before the study model; benchmarks compare the two); None when either side has none
+    or a figure is not positive (a rate or a time of zero has no ratio)."""
+    from scipy import stats
+
+    mine = [float(v) for v in candidate if v is not None and v == v]
+    theirs = [float(v) for v in baseline if v is not None and v == v]
+    if not mine or not theirs or min(mine + theirs) <= 0:
+        return None
+    log_mine, log_theirs = [math.log(v) for v in mine], [math.log(v) for v in theirs]
+    difference = sum(log_mine) / len(mine) - sum(log_theirs) / len(theirs)
+    pct = 100.0 * (math.exp(difference) - 1.0)
+    if len(mine) < 2 or len(theirs) < 2:
+        return Change(pct, None, None, len(mine), len(theirs), None)
+    pooled = math.sqrt((statistics.variance(log_mine) + statistics.variance(log_theirs)) / 2)
+    if pooled < 1e-12:
+        return Change(pct, pct, pct, len(mine), len(theirs), 0.0)
+    result = stats.ttest_ind(log_mine, log_theirs, equal_var=False)
+    low, high = result.confidence_interval(confidence)
+    return Change(pct, 100.0 * (math.exp(low) - 1.0), 100.0 * (math.exp(high) - 1.0), len(mine), len(theirs),
+                  pooled)
+
+
+def regression_bounds(c: Change, lower_is_better: bool) -> tuple[float, float, float]:
+    """(estimate, lowest, highest) regression in percent: a drop for rates, a rise for times."""
+    low = c.pct if c.low is None or c.high is None else c.low
+    high = c.pct if c.low is None or c.high is None else c.high
+    if lower_is_better:
+        return c.pct, low, high
+    return -c.pct, -high, -low
+
+
+def decide(c: Change | None, limit_pct: float, lower_is_better: bool) -> Decision:
+    """pass: the whole interval is within the limit; fail: all of it beyond; straddle: noise could flip it;
+    single: one run on a side, so only the point estimate is known; missing: no figure to compare."""
+    if c is None:
+        return "missing"
+    estimate, lowest, highest = regression_bounds(c, lower_is_better)
+    if not c.has_interval:
+        return "single"
+    if highest <= limit_pct:
+        return "pass"
+    if lowest > limit_pct:
+        return "fail"
+    return "straddle"
+
+
+def repeats_to_decide(c: Change, limit_pct: float, lower_is_better: bool, confidence: float = CONFIDENCE) -> int | None:
+    """Runs per side that would likely put the interval on one side of the limit, if the observed spread
+    holds; None when it cannot be said (no spread known, or the estimate sits on the limit)."""
+    from scipy import stats
+
+    if c.log_sd is None or c.log_sd == 0:
+        return None
+    estimate = regression_bounds(c, lower_is_better)[0]
+    # Distance from the estimate to the limit, on the same log scale as the interval.
+    gap = abs(math.log(1 + estimate / 100.0) - math.log(1 + limit_pct / 100.0)) if estimate > -100 else None
+    if not gap:
+        return None
+    for n in range(max(c.n_candidate, c.n_baseline) + 1, 201):
+        half_width = stats.t.ppf(0.5 + confidence / 2, 2 * n - 2) * c.log_sd * math.sqrt(2 / n)
+        if half_width < gap:
+            return n
+    return None
