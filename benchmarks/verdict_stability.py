@@ -9,8 +9,9 @@ cell, as seen on the H200s) and half is the cell's own. The same runs are judged
   Bonferroni over the cells, two-sided;
 - the study model: one fit per cell over every candidate's runs (rounds as blocks, variance pooled and moderated),
   acceptance when every cell is non-inferior at one-sided 5% (intersection-union), rejection when Holm across the
-  cells finds one beyond the limit; with --until-decided, runs are added to undecided candidates (and the
-  baseline, sqrt(k) times as often) up to 6 per side, with group-sequential boundaries (Lan-DeMets,
+  cells finds one beyond the limit; with --until-decided, runs are added to undecided candidates up to 6 each
+  (and to the baseline, which catches up each round to sqrt(k) times the runs of one of k open candidates),
+  with group-sequential boundaries (Lan-DeMets,
   O'Brien-Fleming-type spending) so that the looks together keep the 5%.
 
 Figures, per candidate verdict: familywise false rejection of a true null; rejection of a true -15% regression
@@ -33,6 +34,7 @@ import numpy as np
 
 from servebook.config import ComparisonRule
 from servebook.estimates import ALPHA, change, decide, fit_contrasts, spent_alpha
+from servebook.sweeps.orchestrate import baseline_target, spread
 from servebook.verdicts import comparison_of, settle
 
 CELLS = [("prose", 1), ("prose", 4), ("code", 1), ("code", 4)]
@@ -120,11 +122,9 @@ def sequential(rng: np.random.Generator, effects: list[float], cv: float) -> tup
         if not open_:
             groups = range(1, len(effects) + 1)
             return [outcomes[g] for g in groups], [len(study.runs[g]) for g in groups]
-        target = min(2 * MAX_RUNS, math.ceil(math.sqrt(len(open_)) * (max(len(study.runs[g]) for g in open_) + 1)))
-        for group in open_:
+        target = baseline_target(len(open_), max(len(study.runs[g]) for g in open_), MAX_RUNS)
+        for group in spread(open_, 0, max(0, target - len(study.runs[0]))):  # the baseline catches up, as sweeps do
             study.add(group)
-        if len(study.runs[0]) < target:
-            study.add(0)
 
 
 def best_possible_rejection(cv: float, runs: int, effect: float = -0.15, shared: float = 0.5) -> float:

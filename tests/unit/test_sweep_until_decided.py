@@ -88,3 +88,15 @@ def test_the_skip_policy_is_one_function_a_failed_load_is_a_record(tmp_path):
     skip = sweep_module.recorded(study, entry, journal, 2, retry_failed=False)
     assert skip is not None and skip.status == "skipped" and "failed load" in skip.message
     assert sweep_module.recorded(study, entry, journal, 0, retry_failed=True) is None
+
+
+def test_the_baseline_catches_up_with_its_share_in_one_round_interleaved():
+    from servebook.sweeps.orchestrate import baseline_target, spread
+
+    # five open candidates about to have 4 runs each: the baseline should have ceil(sqrt(5) x 4) = 9
+    assert baseline_target(5, 3, max_repeats=6) == 9
+    assert baseline_target(5, 5, max_repeats=6) == 12, "within twice a candidate's budget"
+    merged = spread(["a", "b", "c", "d", "e"], "base", 3)
+    assert merged.count("base") == 3 and [x for x in merged if x != "base"] == ["a", "b", "c", "d", "e"]
+    assert merged[0] == "base" and "base base" not in " ".join(merged), "spread, not bunched"
+    assert spread(["a"], "base", 0) == ["a"] and spread([], "base", 2) == ["base", "base"]

@@ -3,11 +3,12 @@ verdicts are undecided. The journal is the state, so an interrupted sweep resume
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from ..config.study import Study, StudyEntry
 from ..engines import get_engine
@@ -17,6 +18,8 @@ from .gpus import gpu_lanes_for
 from .pending import SweepResult, interleaved, recorded
 from .placement import Lane, lane_for, place
 from .runner import QUALIFY_NOTEBOOK, PapermillRunner, Runner
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from ..verdicts import Judged
@@ -120,12 +123,19 @@ def run_placed(placed: list[Placed], one: Callable[[int, StudyEntry, Lane | None
         return list(executor.map(done, placed))
 
 
-def baseline_target(undecided: list[Judged], max_repeats: int) -> int:
-    """Runs the baseline should have while `undecided` candidates are compared with it: every comparison uses it,
-    so it earns about sqrt(k) times the runs of one of k candidates (the many-to-one optimum), within twice the
-    budget of a candidate."""
-    most = max(len(j.records) for j in undecided) + 1  # after this round's runs
-    return min(2 * max_repeats, math.ceil(math.sqrt(len(undecided)) * most))
+def baseline_target(open_candidates: int, most_runs: int, max_repeats: int) -> int:
+    """Runs the baseline should have once `open_candidates` undecided candidates have their next run (the most of
+    them then `most_runs` + 1): every comparison uses the baseline, so it earns about sqrt(k) times the runs of
+    one of k candidates (the many-to-one optimum), within twice the budget of a candidate."""
+    return min(2 * max_repeats, math.ceil(math.sqrt(open_candidates) * (most_runs + 1)))
+
+
+def spread(runs: list[T], extra: T, count: int) -> list[T]:
+    """`count` copies of `extra` spread evenly through `runs` (the first leading): the baseline catches up with its
+    target in one round, and its runs still interleave with the candidates'."""
+    before = collections.Counter(k * len(runs) // count for k in range(count))
+    return [x for i, run in enumerate(runs) for x in [extra] * before[i] + [run]] + [extra] * (count - sum(
+        n for i, n in before.items() if i < len(runs)))
 
 
 def until_decided(study: Study, journal: Journal, runner: Runner, reporter: Reporter,
@@ -146,13 +156,18 @@ def until_decided(study: Study, journal: Journal, runner: Runner, reporter: Repo
                          f"have {max_repeats} runs (--max-repeats)" if open_ else "every verdict is decided")
             return results
         names = {j.entry.name for j in undecided}
-        base = next(j for j in judged if j.entry.name == baseline)
-        if len(base.records) < baseline_target(undecided, max_repeats):
-            names.add(baseline)
-        reporter.log(f"inconclusive: {', '.join(sorted(names - {baseline}))}; one more run of "
-                     f"{', '.join(sorted(names))}")
+        index, base = next((i, j) for i, j in enumerate(judged) if j.entry.name == baseline)
+        short = baseline_target(len(undecided), max(len(j.records) for j in undecided), max_repeats) \
+            - len(base.records)
+        reporter.log(f"inconclusive: {', '.join(sorted(names))}; one more run of each"
+                     + (f", {short} more of {baseline}" if short > 0 else ""))
+        def placed(i: int, item: Judged, repeat: int) -> Placed:
+            return repeat, item.entry, lane_for(i, repeat, lanes) if lanes else None
+
         # Study order, so the added runs interleave like the first ones; each on the lane that continues its cycle.
-        added: list[Placed] = [(len(item.records), item.entry, lane_for(i, len(item.records), lanes) if lanes else None)
-                               for i, item in enumerate(judged) if item.entry.name in names]
+        candidates: list[Placed | None] = [placed(i, item, len(item.records)) for i, item in enumerate(judged)
+                                           if item.entry.name in names]
+        baseline_repeats = iter(range(len(base.records), len(base.records) + max(short, 0)))
+        added = [item or placed(index, base, next(baseline_repeats)) for item in spread(candidates, None, max(short, 0))]
         results += run_placed(added, lambda _, entry, lane: runner.run(study, entry, journal, reporter, lane),
                               lambda: None)
