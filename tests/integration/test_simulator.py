@@ -30,6 +30,7 @@ def test_clean_run_reconciles_for_every_flavor(engine, tmp_path):
     cells = record.table("cells")
     assert cells["valid"].all(), cells["invalid_reasons"].tolist()
     assert (cells["reconciliation"] == "ok").all(), cells["reconciliation_message"].tolist()
+    assert (cells["within_se_pct"] > 0).all(), "each cell records its figure's error from its own requests"
     assert record.manifest.environment.simulated is True
     assert record.manifest.candidate["launch"]["simulator"] is True
     # the baseline scrape of SGLang comes after readiness, so its counted warmup stays out of every cell

@@ -164,6 +164,18 @@ def test_within_run_noise_is_told_apart_from_between_run_noise():
     assert spent.allocation.launch_pct == pytest.approx(spent.cv_pct, rel=0.01)
 
 
+def test_cells_that_recorded_their_own_error_give_the_site_its_within_run_column():
+    """The site reads cell summaries, not request tables: cells record their headline figure's error themselves."""
+    from servebook.verdicts import noise_rows
+
+    rules = VerdictRules(rules=[ComparisonRule(metric="aggregate_tok_s", concurrency=[1], max_regression_pct=7)])
+    recorded = [frame.assign(within_se_pct=[e, 9.0], wall_s=2.0)
+                for frame, e in ((run(400, 600), 3.0), (run(300, 450), 4.0))]
+    [row] = noise_rows(recorded, rules, run_seconds=[30.0, 30.0])
+    assert row.within_run_pct == pytest.approx((12.5) ** 0.5)  # root mean square of 3% and 4%, c4's 9% not mixed in
+    assert row.allocation is not None
+
+
 @pytest.mark.parametrize("cv, within, scale", [
     (10.0, 1.0, 0.5),   # launch to launch: shorter cells and more launches spend the time best
     (5.0, 4.9, 8.0),    # almost all of it inside a run: longer cells, up to 8 times

@@ -7,6 +7,7 @@ is kept with its numbers but marked invalid with the reason.
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 from typing import Any, Literal, TypedDict, cast
@@ -73,6 +74,9 @@ class CellSummary(TypedDict, total=False):
     engine_prompt_s: float | None
     #: the engine's own queueing time, the cell's mean from its histogram (vLLM; None where none is reported)
     engine_queue_s: float | None
+    #: the standard error of the cell's headline figure that its own requests explain, in percent (per-request
+    #: values' CV over the square root of their number: Kalibera and Jones' within-launch level)
+    within_se_pct: float | None
     ttft_outside_engine_s: float | None
     draft_acceptance: float | None
     reconciliation: str
@@ -125,6 +129,14 @@ def plan_cells(plan: Plan) -> list[CellSpec]:
 
 def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
+
+
+def se_pct(values: list[float]) -> float | None:
+    """Per-request values' standard error of their mean, in percent of it."""
+    values = [v for v in values if v > 0 and math.isfinite(v)]
+    if len(values) < 2:
+        return None
+    return 100 * statistics.stdev(values) / statistics.fmean(values) / math.sqrt(len(values))
 
 
 def _p90(values: list[float]) -> float | None:
@@ -235,6 +247,8 @@ def cell_figures(spec: CellSpec, records: list[RequestRecord], slots: int | None
         # processing, and everything else (client, network, queue, scheduling, the first decode step).
         "engine_prompt_s": _median(engine_prompt),
         "engine_queue_s": None,
+        # the requests' own version of the headline figure: decode rates, prompt rates, or times to first token
+        "within_se_pct": se_pct(rates if spec.kind == "decode" else prefill_rates if spec.kind == "prefill" else ttfts),
         "ttft_outside_engine_s": _median(outside),
         **(reuse_summary(ok) if spec.kind == "reuse" else {}),
         **({"slots": slots, "queued": max(0, spec.concurrency - slots) if slots else None}

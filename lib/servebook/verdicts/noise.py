@@ -53,7 +53,8 @@ def noise_rows(baseline_runs: list[pd.DataFrame], rules: VerdictRules,
     for rule in rules.rules:
         for cell_id, values in figures(baseline_runs, rule).items():
             cv = Estimate.of(values).cv_pct
-            within = within_run_se(requests or [], cell_id, rule.metric)
+            within = (within_run_se(requests, cell_id, rule.metric) if requests
+                      else _recorded_within(baseline_runs, cell_id, rule.metric))
             cell_s = _cell_seconds(baseline_runs, cell_id)
             allocation = (allocate(cv, within, rule.max_regression_pct, launch_s, cell_s)
                           if cv is not None and within is not None and launch_s and cell_s else None)
@@ -62,6 +63,20 @@ def noise_rows(baseline_runs: list[pd.DataFrame], rules: VerdictRules,
                                   detectable_change(cv, len(values)) if cv is not None else None,
                                   within, allocation))
     return out
+
+
+#: the metrics whose within-run error a cell records at measurement time (`within_se_pct`): its headline figure
+_HEADLINE = {"decode": "aggregate_tok_s", "prefill": "prefill_tok_s"}
+
+
+def _recorded_within(runs: list[pd.DataFrame], cell_id: str, metric: str) -> float | None:
+    """The within-run error the cells recorded themselves (root mean square over runs), where the rule judges the
+    cell's headline figure; None for journals written before cells recorded it."""
+    errors = [float(e) for cells in runs if "within_se_pct" in cells
+              for kind, e in zip(cells.loc[cells["cell_id"] == cell_id, "kind"],
+                                 cells.loc[cells["cell_id"] == cell_id, "within_se_pct"])
+              if _HEADLINE.get(kind) == metric and pd.notna(e)]
+    return (sum(e * e for e in errors) / len(errors)) ** 0.5 if errors else None
 
 
 def _cell_seconds(runs: list[pd.DataFrame], cell_id: str) -> float | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -86,6 +87,7 @@ def summarize_run(record: RunRecord) -> dict:
         "simulated": identity.simulated,
         "gates": (sealed.get("summary") or {}).get("gates") or {},
         "started_at": identity.started_at,
+        "finished_at": sealed.get("finished_at"),
         "sealed_at": sealed.get("sealed_at"),
         "failure": sealed.get("failure"),
         "problem": record.problem,
@@ -277,6 +279,15 @@ def comparisons_of(chosen: list[dict]) -> list[dict]:
     return out
 
 
+def _seconds(summary: dict) -> float | None:
+    """A run's whole duration (a launch's cost), from its start to the end of measurement."""
+    try:
+        span = (datetime.fromisoformat(summary["finished_at"]) - datetime.fromisoformat(summary["started_at"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+    return span.total_seconds() if span.total_seconds() > 0 else None
+
+
 def noise_table_for(groups: dict[str, list[dict]], rules: dict | None) -> Table | None:
     """The baseline's between-run spread at every judged cell, from the baseline runs the verdicts used."""
     from ...config.rules import VerdictRules
@@ -286,6 +297,7 @@ def noise_table_for(groups: dict[str, list[dict]], rules: dict | None) -> Table 
     if not rules or rules.get("baseline") not in groups:
         return None
     verdict_rules = VerdictRules.model_validate(rules)
-    baseline = [pd.DataFrame(s["cells"]) for s in groups[rules["baseline"]] if s["cells"]]
-    rows = noise_rows(baseline_evidence(baseline), verdict_rules)
+    runs = [s for s in groups[rules["baseline"]] if s["cells"]]
+    rows = noise_rows(baseline_evidence([pd.DataFrame(s["cells"]) for s in runs]), verdict_rules,
+                      run_seconds=[t for t in (_seconds(s) for s in runs) if t is not None])
     return noise_table(rows) if rows else None
