@@ -261,7 +261,7 @@ def evidence(spec: CellSpec, records: list[RequestRecord], reconciliation: Recon
              **host: Any) -> CellEvidence:
     """What the validity of a cell is decided from; `host`: compilations, foreign CPU and GPU use."""
     return CellEvidence(spec.kind, spec.category, spec.output_tokens, spec.prompt_tokens, records, reconciliation,
-                        **host)
+                        concurrency=spec.concurrency, **host)
 
 
 def with_validity(figures: dict[str, Any], reconciliation: Reconciliation,

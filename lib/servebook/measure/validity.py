@@ -25,12 +25,15 @@ InvalidCode = Literal[
     "compilation",          # the engine compiled inside the measured interval
     "host_busy",            # other processes used the host's CPU during the cell
     "gpu_busy",             # other processes ran on the engine's GPU during the cell
+    "client_stall",         # tokens reached the client in a burst after a stall, faster than the engine made them
+    "ttft_below_engine",    # a first token earlier than the engine's own prompt time allows
     "unclassified",         # a fault from a journal written before codes, whose text names no known fault
 ]
 INVALID_CODES: tuple[str, ...] = get_args(InvalidCode)
 
-#: Faults of the host, not of the candidate: such a cell is evidence lost, never a reason to reject.
-DISTURBANCES: frozenset[str] = frozenset({"host_busy", "gpu_busy"})
+#: Faults of the host or of the measuring client, not of the candidate: such a cell is evidence lost, never a reason
+#: to reject.
+DISTURBANCES: frozenset[str] = frozenset({"host_busy", "gpu_busy", "client_stall", "ttft_below_engine"})
 
 #: How each code reads; the only place the wording lives (a test rewords them all and checks verdicts hold).
 MESSAGES: dict[str, str] = {
@@ -44,7 +47,16 @@ MESSAGES: dict[str, str] = {
     "compilation": "compilation inside the measured interval: {line}",
     "host_busy": "host busy: other processes used {cores:.2f} CPU cores during the cell (limit {limit:g})",
     "gpu_busy": "gpu busy: other processes ({pids}) on the engine's GPU during the cell",
+    "client_stall": "client stalled: {count} of {total} requests read tokens faster than {bound} ({worst})",
+    "ttft_below_engine": "{count} first tokens came before the engine's own prompt time allows ({worst}): a clock "
+                         "or a timing is wrong",
 }
+
+#: A request read faster than this many times the engine's own decode rate for it (or, where the engine reports
+#: none, the cell's aggregate rate per stream) was not read as it was made: the client held the tokens back. Not
+#: tighter: the engine's rate counts its first token, which a grammar makes slow (JSON output read 1.8x faster
+#: than llama.cpp's own rate, with no stall).
+_STALL_FACTOR = 4.0
 
 #: How journals written before codes began their reasons (read back only, never written).
 _LEGACY_PREFIXES: tuple[tuple[str, InvalidCode], ...] = (
@@ -84,11 +96,13 @@ class CellEvidence:
     foreign_cpu_limit: float = 0.5
     #: processes on the engine's GPU that are not the engine's ("" or None: none seen or not checked)
     gpu_foreign_pids: str | None = None
+    concurrency: int = 1
 
 
 def cell_faults(evidence: CellEvidence) -> list[InvalidReason]:
     """Every fault of a cell, in a fixed order; an empty list means the cell is valid."""
-    return [*_request_faults(evidence), *_cache_faults(evidence), *_engine_faults(evidence)]
+    return [*_request_faults(evidence), *_cache_faults(evidence), *_engine_faults(evidence),
+            *_plausibility_faults(evidence)]
 
 
 def _request_faults(e: CellEvidence) -> list[InvalidReason]:
@@ -141,6 +155,57 @@ def _engine_faults(e: CellEvidence) -> list[InvalidReason]:
     if e.gpu_foreign_pids:
         out.append(InvalidReason.of("gpu_busy", pids=e.gpu_foreign_pids))
     return out
+
+
+def _plausibility_faults(e: CellEvidence) -> list[InvalidReason]:
+    """Figures no engine could have produced: a request read faster than the engine made its tokens (the client
+    stalled, then read a burst), or a first token before the engine's own prompt time was over."""
+    ok = [r for r in e.records if r.ok]
+    out: list[InvalidReason] = []
+    per_stream = _aggregate(ok) / max(1, min(e.concurrency, len(ok))) if e.kind in ("decode", "wave") else None
+    stalled = []
+    for r in ok:
+        rate = r.decode_rate
+        if rate is None:
+            continue
+        if r.server_predicted_per_second:
+            base, bound = r.server_predicted_per_second, f"{_STALL_FACTOR:g}x the engine's own rate " \
+                f"({r.server_predicted_per_second:.0f} tok/s by its timings)"
+        elif per_stream:
+            base, bound = per_stream, f"{_STALL_FACTOR:g}x the cell's rate per stream ({per_stream:.0f} tok/s)"
+        else:
+            continue
+        limit = _STALL_FACTOR * base
+        if rate > limit:
+            stalled.append((rate / limit, r, bound))
+    if stalled:
+        _, worst, bound = max(stalled, key=lambda item: item[0])
+        out.append(InvalidReason.of("client_stall", count=len(stalled), total=len(ok), bound=bound,
+                                    worst=_burst(worst)))
+    early = [(r.server_prompt_ms / 1000 - r.ttft, r) for r in ok
+             if r.ttft is not None and r.server_prompt_ms is not None and r.ttft < r.server_prompt_ms / 1000 - 0.002]
+    if early:
+        by, r = max(early, key=lambda item: item[0])
+        out.append(InvalidReason.of("ttft_below_engine", count=len(early),
+                                    worst=f"{1000 * (r.ttft or 0):.1f} ms against {r.server_prompt_ms:.1f} ms"))
+    return out
+
+
+def _aggregate(records: Sequence[RequestRecord]) -> float:
+    ends = [r.t_last for r in records if r.t_last is not None]
+    wall = max(ends) - min(r.t_send for r in records) if ends else 0.0
+    return sum(r.completion_tokens or 0 for r in records) / wall if wall > 0 else 0.0
+
+
+def _burst(r: RequestRecord) -> str:
+    """How the worst request arrived: its tokens' span, and the longest wait before a chunk."""
+    span_ms = 1000 * ((r.t_last or 0.0) - (r.t_first or 0.0))
+    text = f"{r.completion_tokens} tokens in {span_ms:.0f} ms"
+    times = [r.t_send, *r.chunk_times] if r.chunk_times else []
+    if len(times) > 1:
+        wait = max(b - a for a, b in zip(times, times[1:]))
+        text += f" after a {1000 * wait:.0f} ms wait"
+    return text
 
 
 def cold_evidence(records: Sequence[RequestRecord], reconciliation: Reconciliation) -> tuple[bool | None, str]:

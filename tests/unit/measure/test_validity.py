@@ -114,3 +114,55 @@ def test_journals_written_before_codes_are_read_from_their_text(text, codes):
 def test_only_disturbances_are_disturbed():
     assert only_disturbed(["host_busy", "gpu_busy"])
     assert not only_disturbed(["host_busy", "unclassified"]) and not only_disturbed([])
+
+
+def _stream(i, t_send, t_first, t_last, *, chunks=None, engine_rate=None, prompt_ms=None, spec=SPEC):
+    r = RequestRecord(f"s{i}", spec.cell_id, spec.concurrency, "prose", 32, t_send=t_send, t_first=t_first,
+                      t_last=t_last, prompt_tokens=100, completion_tokens=32, cached_tokens=0,
+                      server_predicted_per_second=engine_rate, server_prompt_ms=prompt_ms)
+    r.chunk_times = chunks or []
+    return r
+
+
+def test_a_burst_after_a_stall_is_the_clients_fault_and_names_itself():
+    """The issue's case: one request, 31 chunks within 4 ms after a 121 ms wait, against the server's own 288
+    tok/s. The cell leaves the statistics as disturbed instead of publishing 7,750 tok/s per request."""
+    spec = CellSpec("decode-prose-c1", "decode", "prose", 1, 3, 32)
+    smooth = [_stream(i, i * 0.2, i * 0.2 + 0.02, i * 0.2 + 0.02 + 31 / 288, engine_rate=288) for i in range(2)]
+    burst = _stream(2, 0.4, 0.521, 0.525, engine_rate=288,
+                    chunks=[0.521 + k * 0.004 / 31 for k in range(32)])
+    faults = cell_faults(evidence(spec, smooth + [burst], OK))
+    assert [f.code for f in faults] == ["client_stall"]
+    assert "1 of 3 requests" in faults[0].text and "288 tok/s by its timings" in faults[0].text
+    assert "32 tokens in 4 ms after a 121 ms wait" in faults[0].text
+    assert only_disturbed([f.code for f in faults]), "the candidate is not blamed for the client's stall"
+    assert cell_faults(evidence(spec, smooth, OK)) == [], "a stream read as it was made is plausible"
+
+
+def test_without_engine_timings_a_request_far_faster_than_the_cells_rate_per_stream_is_a_stall():
+    spec = CellSpec("decode-prose-c4", "decode", "prose", 4, 4, 32)
+    # four streams over 1 s: 128 tokens/s aggregate, 32 per stream; one read its 31 decode tokens in 10 ms
+    streams = [_stream(i, 0.0, 0.05, 1.0) for i in range(3)] + [_stream(3, 0.0, 0.99, 1.0)]
+    assert [f.code for f in cell_faults(evidence(spec, streams, OK))] == ["client_stall"]
+    assert cell_faults(evidence(spec, [_stream(i, 0.0, 0.05, 1.0) for i in range(4)], OK)) == []
+
+
+def test_a_first_token_before_the_engines_prompt_time_is_impossible():
+    spec = CellSpec("prefill-2048", "prefill", "prose", 1, 2, 1, prompt_tokens=2048)
+    early = RequestRecord("p0", spec.cell_id, 1, "prose", 1, t_send=0.0, t_first=0.050, t_last=0.050,
+                          prompt_tokens=2048, completion_tokens=1, cached_tokens=0, server_prompt_ms=80.0)
+    fine = RequestRecord("p1", spec.cell_id, 1, "prose", 1, t_send=1.0, t_first=1.085, t_last=1.085,
+                         prompt_tokens=2048, completion_tokens=1, cached_tokens=0, server_prompt_ms=80.0)
+    codes = [f.code for f in cell_faults(evidence(spec, [early, fine], OK))]
+    assert "ttft_below_engine" in codes
+    assert "ttft_below_engine" not in [f.code for f in cell_faults(evidence(spec, [fine], OK))]
+
+
+def test_a_slow_first_token_is_not_a_stall():
+    """JSON under a grammar: llama.cpp's own rate counts its slow first token (18 tok/s), the client's decode rate
+    after it is 32 tok/s, read as made. Seen on the real engine; a tighter bound called it a stall."""
+    spec = CellSpec("decode-structured-c2", "decode", "structured", 2, 2, 32)
+    streams = [RequestRecord(f"j{i}", spec.cell_id, 2, "structured", 32, t_send=0.0, t_first=0.64, t_last=1.348,
+                             prompt_tokens=100, completion_tokens=24, cached_tokens=0,
+                             server_predicted_per_second=18.0) for i in range(2)]
+    assert "client_stall" not in [f.code for f in cell_faults(evidence(spec, streams, OK))]
