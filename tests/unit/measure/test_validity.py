@@ -139,12 +139,12 @@ def test_a_burst_after_a_stall_is_the_clients_fault_and_names_itself():
     assert cell_faults(evidence(spec, smooth, OK)) == [], "a stream read as it was made is plausible"
 
 
-def test_without_engine_timings_a_request_far_faster_than_the_cells_rate_per_stream_is_a_stall():
+def test_without_the_engines_own_timings_no_stall_is_claimed():
+    """Against the cell's rate alone a request with a long prompt and a short output, or one slot serving four
+    streams in turn, reads many times faster with no stall at all: only the engine's own rate can tell."""
     spec = CellSpec("decode-prose-c4", "decode", "prose", 4, 4, 32)
-    # four streams over 1 s: 128 tokens/s aggregate, 32 per stream; one read its 31 decode tokens in 10 ms
-    streams = [_stream(i, 0.0, 0.05, 1.0) for i in range(3)] + [_stream(3, 0.0, 0.99, 1.0)]
-    assert [f.code for f in cell_faults(evidence(spec, streams, OK))] == ["client_stall"]
-    assert cell_faults(evidence(spec, [_stream(i, 0.0, 0.05, 1.0) for i in range(4)], OK)) == []
+    one_slot = [_stream(i, 0.0, 0.05 + 0.25 * i, 0.3 + 0.25 * i) for i in range(4)]
+    assert cell_faults(evidence(spec, one_slot, OK)) == []
 
 
 def test_a_first_token_before_the_engines_prompt_time_is_impossible():
