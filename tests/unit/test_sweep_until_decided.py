@@ -100,3 +100,17 @@ def test_the_baseline_catches_up_with_its_share_in_one_round_interleaved():
     assert merged.count("base") == 3 and [x for x in merged if x != "base"] == ["a", "b", "c", "d", "e"]
     assert merged[0] == "base" and "base base" not in " ".join(merged), "spread, not bunched"
     assert spread(["a"], "base", 0) == ["a"] and spread([], "base", 2) == ["base", "base"]
+
+
+def test_a_notebook_that_ran_no_cell_is_told_apart(tmp_path):
+    import nbformat
+
+    from servebook.sweeps.runner import ran_a_cell
+
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("x"), nbformat.v4.new_code_cell("1")])
+    path = tmp_path / "n.ipynb"
+    nbformat.write(notebook, path)
+    assert not ran_a_cell(path) and not ran_a_cell(tmp_path / "missing.ipynb")
+    notebook.cells[1].execution_count = 1
+    nbformat.write(notebook, path)
+    assert ran_a_cell(path)

@@ -125,6 +125,13 @@ class PapermillRunner:
                       "lane": lane.label if lane is not None else None}
         reporter.log(f"candidate {entry.name} ({entry.candidate.id}) -> run {run_id}")
         message = self._execute(output, parameters, _ProgressStream(reporter, f"  [{entry.name}] "))
+        if not message and not ran_a_cell(output):
+            # Seen once in a Ray worker under load: papermill returned with no cell run and no error. Nothing was
+            # measured, so one more try on a fresh kernel is safe.
+            self._discard()
+            message = self._execute(output, parameters, _ProgressStream(reporter, f"  [{entry.name}] "))
+            if not message and not ran_a_cell(output):
+                message = "the notebook's kernel ran no cell (twice)"
         record = journal.run(run_id) if journal.has_run(run_id) else None
         if output.is_file():
             if record is not None:
@@ -162,6 +169,16 @@ class PapermillRunner:
         finally:
             progress.flush()
         return ""
+
+
+def ran_a_cell(output: Path) -> bool:
+    """Whether an executed notebook ran any code cell (papermill can return without running one)."""
+    import nbformat
+
+    if not output.is_file():
+        return False
+    notebook = nbformat.read(output, as_version=4)
+    return any(cell.get("execution_count") for cell in notebook.cells if cell.cell_type == "code")
 
 
 _KEPT_KERNEL_ENGINE = "servebook-kept-kernel"
