@@ -175,7 +175,7 @@ def _plausibility_faults(e: CellEvidence) -> list[InvalidReason]:
     early = [(r.server_prompt_ms / 1000 - r.ttft, r) for r in ok
              if r.ttft is not None and r.server_prompt_ms is not None and r.ttft < r.server_prompt_ms / 1000 - 0.002]
     if early:
-        by, r = max(early, key=lambda item: item[0])
+        _, r = max(early, key=lambda item: item[0])
         out.append(InvalidReason.of("ttft_below_engine", count=len(early),
                                     worst=f"{1000 * (r.ttft or 0):.1f} ms against {r.server_prompt_ms:.1f} ms"))
     return out

@@ -133,9 +133,10 @@ def baseline_target(open_candidates: int, most_runs: int, max_repeats: int) -> i
 def spread(runs: list[T], extra: T, count: int) -> list[T]:
     """`count` copies of `extra` spread evenly through `runs` (the first leading): the baseline catches up with its
     target in one round, and its runs still interleave with the candidates'."""
+    if not runs:
+        return [extra] * count
     before = collections.Counter(k * len(runs) // count for k in range(count))
-    return [x for i, run in enumerate(runs) for x in [extra] * before[i] + [run]] + [extra] * (count - sum(
-        n for i, n in before.items() if i < len(runs)))
+    return [x for i, run in enumerate(runs) for x in [extra] * before[i] + [run]]
 
 
 def until_decided(study: Study, journal: Journal, runner: Runner, reporter: Reporter,
@@ -161,6 +162,7 @@ def until_decided(study: Study, journal: Journal, runner: Runner, reporter: Repo
             - len(base.records)
         reporter.log(f"inconclusive: {', '.join(sorted(names))}; one more run of each"
                      + (f", {short} more of {baseline}" if short > 0 else ""))
+
         def placed(i: int, item: Judged, repeat: int) -> Placed:
             return repeat, item.entry, lane_for(i, repeat, lanes) if lanes else None
 

@@ -12,7 +12,8 @@ import pandas as pd
 from ..config.rules import VerdictRules
 from ..config.study import Study
 from ..estimates import Allocation, Estimate, allocate, detectable_change, runs_needed_for
-from ..journal import Journal, Manifest
+from ..journal import Journal
+from ..measure.cells import se_pct
 from .comparisons import figures
 from .evidence import valid_cells
 
@@ -53,8 +54,9 @@ def noise_rows(baseline_runs: list[pd.DataFrame], rules: VerdictRules,
     for rule in rules.rules:
         for cell_id, values in figures(baseline_runs, rule).items():
             cv = Estimate.of(values).cv_pct
-            within = (within_run_se(requests, cell_id, rule.metric) if requests
-                      else _recorded_within(baseline_runs, cell_id, rule.metric))
+            within = _recorded_within(baseline_runs, cell_id, rule.metric)
+            if within is None and requests:
+                within = within_run_se(requests, cell_id, rule.metric)
             cell_s = _cell_seconds(baseline_runs, cell_id)
             allocation = (allocate(cv, within, rule.max_regression_pct, launch_s, cell_s)
                           if cv is not None and within is not None and launch_s and cell_s else None)
@@ -76,7 +78,7 @@ def _recorded_within(runs: list[pd.DataFrame], cell_id: str, metric: str) -> flo
               for kind, e in zip(cells.loc[cells["cell_id"] == cell_id, "kind"],
                                  cells.loc[cells["cell_id"] == cell_id, "within_se_pct"])
               if _HEADLINE.get(kind) == metric and pd.notna(e)]
-    return (sum(e * e for e in errors) / len(errors)) ** 0.5 if errors else None
+    return _rms(errors)
 
 
 def _cell_seconds(runs: list[pd.DataFrame], cell_id: str) -> float | None:
@@ -104,11 +106,15 @@ def within_run_se(requests: list[pd.DataFrame], cell_id: str, metric: str) -> fl
         rows = table[table["cell_id"] == cell_id]
         if "error" in rows:
             rows = rows[rows["error"].isna()]
-        values = _per_request(rows, metric).replace([float("inf"), -float("inf")], float("nan")).dropna()
-        values = values[values > 0]
-        if len(values) >= 2 and values.mean() > 0:
-            errors.append(float(values.std(ddof=1) / values.mean() / len(values) ** 0.5))
-    return 100 * (sum(e * e for e in errors) / len(errors)) ** 0.5 if errors else None
+        error = se_pct([float(v) for v in _per_request(rows, metric)])
+        if error is not None:
+            errors.append(error)
+    return _rms(errors)
+
+
+def _rms(errors: list[float]) -> float | None:
+    """Errors of several runs together: their root mean square."""
+    return (sum(e * e for e in errors) / len(errors)) ** 0.5 if errors else None
 
 
 def noise_floor(study: Study, journal: Journal) -> list[NoiseFloor]:
@@ -117,15 +123,21 @@ def noise_floor(study: Study, journal: Journal) -> list[NoiseFloor]:
     if baseline is None:
         return []
     records = journal.find_all(baseline.candidate.id, study.plan.id)
-    completed = [r for r in records if r.status == "completed"]
-    requests = [t for t in (r.table("requests") for r in completed) if t is not None]
-    return noise_rows(valid_cells(records), study.verdict, requests,
-                      [s for s in (_run_seconds(r.manifest) for r in completed) if s is not None])
+    completed = [r for r in records if r.status == "completed" and r.manifest is not None]
+    cells = valid_cells(records)
+    # Cells record their own within-run error; only journals written before that need the request tables read.
+    requests = [] if any("within_se_pct" in c for c in cells) else \
+        [t for t in (r.table("requests") for r in completed) if t is not None]
+    seconds = [run_seconds(r.manifest.started_at, r.manifest.finished_at) for r in completed if r.manifest]
+    return noise_rows(cells, study.verdict, requests, [t for t in seconds if t is not None])
 
 
-def _run_seconds(manifest: Manifest | None) -> float | None:
+def run_seconds(started_at: str | None, finished_at: str | None) -> float | None:
     """A launch's whole cost: from start to the end of measurement, engine load and warm-up included."""
-    if manifest is None or not manifest.started_at or not manifest.finished_at:
+    if not started_at or not finished_at:
         return None
-    span = (datetime.fromisoformat(manifest.finished_at) - datetime.fromisoformat(manifest.started_at)).total_seconds()
+    try:
+        span = (datetime.fromisoformat(finished_at) - datetime.fromisoformat(started_at)).total_seconds()
+    except ValueError:
+        return None
     return span if span > 0 else None

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -279,19 +278,11 @@ def comparisons_of(chosen: list[dict]) -> list[dict]:
     return out
 
 
-def _seconds(summary: dict) -> float | None:
-    """A run's whole duration (a launch's cost), from its start to the end of measurement."""
-    try:
-        span = (datetime.fromisoformat(summary["finished_at"]) - datetime.fromisoformat(summary["started_at"]))
-    except (KeyError, TypeError, ValueError):
-        return None
-    return span.total_seconds() if span.total_seconds() > 0 else None
-
-
 def noise_table_for(groups: dict[str, list[dict]], rules: dict | None) -> Table | None:
     """The baseline's between-run spread at every judged cell, from the baseline runs the verdicts used."""
     from ...config.rules import VerdictRules
     from ...verdicts import baseline_evidence, noise_rows
+    from ...verdicts.noise import run_seconds
     from ..views import noise_table
 
     if not rules or rules.get("baseline") not in groups:
@@ -299,5 +290,6 @@ def noise_table_for(groups: dict[str, list[dict]], rules: dict | None) -> Table 
     verdict_rules = VerdictRules.model_validate(rules)
     runs = [s for s in groups[rules["baseline"]] if s["cells"]]
     rows = noise_rows(baseline_evidence([pd.DataFrame(s["cells"]) for s in runs]), verdict_rules,
-                      run_seconds=[t for t in (_seconds(s) for s in runs) if t is not None])
+                      run_seconds=[t for t in (run_seconds(s.get("started_at"), s.get("finished_at")) for s in runs)
+                                   if t is not None])
     return noise_table(rows) if rows else None
