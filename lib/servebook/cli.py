@@ -35,6 +35,15 @@ JournalOption = typer.Option(
 )
 
 
+FailOnOption = typer.Option(
+    None, "--fail-on", help="outcomes that fail the command: rejected,failed,inconclusive,missing (comma-separated); "
+                            "exit 10 rejected, 11 failed, 12 inconclusive, 13 missing (the first that applies)")
+FormatOption = typer.Option("text", "--format", help="text (tables), json, markdown (a pull-request summary) or junit")
+OutputOption = typer.Option(None, "--output", "-o", help="write the --format output to this file instead of stdout")
+SiteUrlOption = typer.Option(None, "--site-url", help="where the journal's site is published: the Markdown links "
+                                                      "candidates to their pages (default: $SERVEBOOK_SITE_URL)")
+
+
 def _journal(path: Optional[str]) -> Journal:
     return Journal(path or os.environ.get("SERVEBOOK_JOURNAL") or "journal")
 
@@ -200,14 +209,16 @@ def sweep_cmd(
                                                              "(default: every GPU nvidia-smi lists)"),
     ray: Optional[str] = typer.Option(None, "--ray", help="a Ray cluster address (auto, ray://host:10001): each "
                                                            "candidate run becomes a Ray task asking for its GPUs"),
+    fail_on: Optional[str] = FailOnOption, verdict_format: str = FormatOption, output: Optional[Path] = OutputOption,
+    site_url: Optional[str] = SiteUrlOption,
 ):
     """Run notebooks/qualify.ipynb once per candidate of a study, then judge every run."""
-    from .present import DryRunView, VerdictsView
+    from .present import DryRunView
     from .sweeps import dry_run as plan_dry_run
     from .sweeps import sweep
-    from .verdicts import judge, noise_floor
 
     study = load_study(study_file)
+    _check_fail_on(fail_on, verdict_format)
     if dry_run:
         out.print(DryRunView(plan_dry_run(study), study.plan.id), soft_wrap=True)
         return
@@ -226,11 +237,11 @@ def sweep_cmd(
                         execution_timeout=execution_timeout, max_repeats=max_repeats if until_decided else None,
                         parallel=parallel if parallel == "auto" else (int(parallel) if parallel.isdigit() else parallel),
                         gpus=gpu_list)
-    out.print(VerdictsView(judge(study, j), noise_floor(study, j)))
     ran = sum(1 for r in results if r.status != "skipped")
-    out.print(f"\n{ran} runs made, {len(results) - ran} skipped (already recorded). "
+    (out if verdict_format == "text" else err).print(f"\n{ran} runs made, {len(results) - ran} skipped (already recorded). "
               f"Results: {j.location}/runs; compare them with `servebook journal ls --journal {j.location}` "
               f"or notebooks/compare.ipynb (study_path={study_file}).")
+    _verdicts_out(study, j, verdict_format, output, fail_on, site_url)
 
 
 @app.command("judge")
@@ -238,13 +249,55 @@ def sweep_cmd(
 def judge_cmd(
     study_file: Path = typer.Argument(..., help="study YAML whose verdict rules to apply"),
     journal: Optional[str] = JournalOption,
+    fail_on: Optional[str] = FailOnOption, verdict_format: str = FormatOption, output: Optional[Path] = OutputOption,
+    site_url: Optional[str] = SiteUrlOption,
 ):
     """Re-judge a study's recorded runs under its current rules, without running anything."""
-    from .present import VerdictsView
-    from .verdicts import judge, noise_floor
+    study = load_study(study_file)
+    _check_fail_on(fail_on, verdict_format)
+    _verdicts_out(study, _journal(journal), verdict_format, output, fail_on, site_url)
 
-    study, j = load_study(study_file), _journal(journal)
-    out.print(VerdictsView(judge(study, j), noise_floor(study, j)))
+
+def _check_fail_on(fail_on: Optional[str], verdict_format: str) -> None:
+    """Refuse a misspelled outcome or format before anything runs."""
+    from .present.ci import FORMATS
+    from .verdicts import parse_fail_on
+
+    parse_fail_on(fail_on)
+    if verdict_format not in FORMATS:
+        raise InputError(f"--format {verdict_format!r}: choose one of {', '.join(FORMATS)}")
+
+
+def _verdicts_out(study, j: Journal, verdict_format: str, output: Optional[Path], fail_on: Optional[str],
+                  site_url: Optional[str]) -> None:
+    """The verdicts in the chosen format (to stdout or --output), the Markdown summary appended to
+    $GITHUB_STEP_SUMMARY when it is set, and the gate's exit status."""
+    import json
+
+    from .present import VerdictsView
+    from .present.ci import verdicts_json, verdicts_junit, verdicts_markdown, write_step_summary
+    from .verdicts import gate, judge, noise_floor, parse_fail_on
+
+    judged = judge(study, j)
+    result = gate(judged, parse_fail_on(fail_on))
+    site_url = site_url or os.environ.get("SERVEBOOK_SITE_URL")
+    markdown = verdicts_markdown(study, judged, result, site_url)
+    text = {"json": lambda: json.dumps(verdicts_json(study, judged, result), indent=2, default=str),
+            "markdown": lambda: markdown, "junit": lambda: verdicts_junit(study, judged, result)}
+    if verdict_format == "text":
+        out.print(VerdictsView(judged, noise_floor(study, j)))
+    elif output is None:
+        print(text[verdict_format]())
+    if output is not None and verdict_format != "text":
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(text[verdict_format](), encoding="utf-8")
+        err.print(f"{verdict_format} verdicts written to {output}")
+    summary = write_step_summary(markdown)
+    if summary is not None:
+        err.print(f"summary appended to {summary}")
+    (err if verdict_format != "text" else out).print(result.describe(), highlight=False)
+    if not result.passed:
+        raise typer.Exit(result.exit_code)
 
 
 @app.command("site")

@@ -44,6 +44,10 @@ class Comparison:
     method: str = ""
 
     @property
+    def lower_is_better(self) -> bool:
+        return self.metric in LOWER_IS_BETTER
+
+    @property
     def where(self) -> str:
         if self.prompt_tokens is not None and self.concurrency is None:
             return f"at {self.prompt_tokens} tokens"

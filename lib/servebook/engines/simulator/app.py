@@ -220,7 +220,7 @@ class SimApp:
         from starlette.responses import JSONResponse
 
         config, timing = self.config, self.config.timing
-        body: dict = {"version": f"sim-{config.flavor}", "simulator": True}
+        body: dict = {"version": config.version, "simulator": True}
         if config.flavor == "llamacpp":
             per_slot = (config.context_length or 4096) // max(1, timing.slots)
             body |= {"total_slots": timing.slots, "model_path": config.model, "model_alias": config.name,

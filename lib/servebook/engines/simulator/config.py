@@ -51,6 +51,7 @@ class SimConfig:
     #: every flag the engine was given, as SGLang reports its server args (api_key included, as SGLang does)
     server_args: dict = field(default_factory=dict)
     load_s: float = 0.3
+    version: str = "sim"
 
     @property
     def name(self) -> str:
@@ -68,12 +69,15 @@ def parse_engine_argv(flavor: str, argv: list[str], faults: set[str]) -> SimConf
     parser.add_argument("--sim-slowdown", type=float, default=1.0)
     parser.add_argument("--sim-run-noise", type=float, default=0.0)
     parser.add_argument("--sim-models", default="")
+    # the version the engine reports about itself: a planted "new engine release" for the CI gate's tests
+    parser.add_argument("--sim-version", default=None)
     parser.add_argument("--api-key", default=None)
     known, _ = parser.parse_known_args(argv)
     timing = TimingModel(slowdown=known.sim_slowdown, run_noise=known.sim_run_noise)
     config = _parse_flavor(flavor, parser, argv, timing, faults)
     config.extra_models = [m for m in known.sim_models.split(",") if m]
     config.api_key = known.api_key
+    config.version = known.sim_version or f"sim-{flavor}"
     return config
 
 

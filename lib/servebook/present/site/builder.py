@@ -50,6 +50,7 @@ from .pages import (
     judged_runs,
     memory_overview,
     noise_table_for,
+    page_slug,
     planning_table,
     run_fingerprint,
     sections,
@@ -70,10 +71,6 @@ TEMPLATES = _HERE / "templates"
 ASSETS = _HERE / "assets"
 STATE_FILE = ".servebook-site.json"
 CACHE_DIR = ".cache"
-def _slug(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "study"
-
-
 class SiteBuilder:
     def __init__(self, journal: Journal, out: str | Path, reporter: Reporter | None = None):
         self.journal = journal
@@ -137,7 +134,7 @@ class SiteBuilder:
         for s in summaries:
             if s["study"]:
                 by_study.setdefault(s["study"], []).append(s)
-        self.study_links = [{"name": name, "slug": _slug(name)} for name in sorted(by_study)]
+        self.study_links = [{"name": name, "slug": page_slug(name)} for name in sorted(by_study)]
         links_key = self.study_links
 
         with self.reporter.task(f"site: {len(summaries)} run pages", total=len(summaries)) as task:
@@ -169,7 +166,7 @@ class SiteBuilder:
                     summary = summarize_run(self.journal.run(run_id))
                     _write(cached, json.dumps(summary, default=str))
                     self.state["runs"][run_id] = fingerprint
-                summary["study_slug"] = _slug(summary["study"]) if summary["study"] else None
+                summary["study_slug"] = page_slug(summary["study"]) if summary["study"] else None
                 summary["fingerprint"] = fingerprint
                 summaries.append(summary)
                 task.advance()
@@ -291,7 +288,7 @@ class SiteBuilder:
                                 charts=[{"id": "study-forest", "figure": forest}]
                                 + charts([s for s in shown if s["cells"]], "study"))
 
-        self._page(f"studies/{_slug(name)}.html", inputs, render)
+        self._page(f"studies/{page_slug(name)}.html", inputs, render)
 
     def _index_page(self, summaries: list[dict], links: list) -> None:
         rows = []

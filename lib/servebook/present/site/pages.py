@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -33,6 +34,11 @@ from ..tables import (
 
 LOG_LINES = 60
 REPLICAS = (1, 2, 4, 8)
+
+
+def page_slug(name: str) -> str:
+    """A study or candidate name as the file name of its page."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "study"
 
 
 def content_hash(obj: Any) -> str:

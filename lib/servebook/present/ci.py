@@ -1,0 +1,114 @@
+"""A study's verdicts for machines and reviewers: JSON with the typed fields, Markdown for a pull request or
+`$GITHUB_STEP_SUMMARY`, and JUnit XML (one test case per candidate and per judged cell)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from ..config.study import Study
+from ..verdicts import Comparison, GateResult, Judged, deciding, gate_outcome
+from .site.pages import page_slug
+
+FORMATS = ("text", "json", "markdown", "junit")
+
+
+def verdicts_json(study: Study, judged: list[Judged], result: GateResult) -> dict[str, Any]:
+    """Every candidate's verdict with its typed fields, the runs behind it and the gate's result."""
+    candidates = []
+    for item in judged:
+        verdict = item.verdict
+        cell = deciding(verdict) if verdict else None
+        candidates.append({
+            "name": item.entry.name, "candidate_id": item.entry.candidate.id, "outcome": gate_outcome(item),
+            "undecided": None if verdict is None else verdict.undecided,
+            "settled": None if verdict is None else verdict.settled,
+            "run_ids": [r.run_id for r in item.records],
+            "reasons": [] if verdict is None else verdict.reasons,
+            "deciding_cell": None if cell is None else {**asdict(cell), "text": cell.text()},
+            "comparisons": [] if verdict is None else [asdict(c) for c in verdict.comparisons],
+        })
+    return {"study": study.name, "plan_id": study.plan.id, "rules_hash": study.verdict.hash,
+            "baseline": study.verdict.baseline,
+            "gate": {"fail_on": sorted(result.fail_on), "exit_code": result.exit_code, "passed": result.passed,
+                     "failing": result.failing},
+            "candidates": candidates}
+
+
+def _cell_text(cell: Comparison | None) -> str:
+    return "-" if cell is None else cell.text().replace("|", "/")
+
+
+def verdicts_markdown(study: Study, judged: list[Judged], result: GateResult, site_url: str | None = None) -> str:
+    """One line per candidate with the cell that decided it and its interval; links to the site when its URL is
+    known. Fits a pull-request comment."""
+    counts: dict[str, int] = {}
+    for item in judged:
+        counts[gate_outcome(item)] = counts.get(gate_outcome(item), 0) + 1
+    tally = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
+    base = site_url.rstrip("/") if site_url else None
+    title = f"[{study.name}]({base}/studies/{page_slug(study.name)}.html)" if base else study.name
+    lines = [f"### servebook: study {title}: {tally}", "", result.describe(), "",
+             "| candidate | verdict | runs | deciding cell (change [90% interval], limit) |",
+             "|---|---|---|---|"]
+    for item in judged:
+        outcome = gate_outcome(item)
+        shown = f"**{outcome}**" if outcome in result.fail_on else outcome
+        name = item.entry.name
+        if base and item.record is not None:
+            name = f"[{name}]({base}/runs/{item.record.run_id}.html)"
+        cell = deciding(item.verdict) if item.verdict else None
+        why = _cell_text(cell)
+        if cell is None and item.verdict is not None and item.verdict.reasons:
+            why = item.verdict.reasons[0].replace("|", "/")
+        lines.append(f"| {name} | {shown} | {len(item.records)} | {why} |")
+    method = next((r for item in judged if item.verdict for r in item.verdict.reasons if r.startswith("method:")),
+                  None)
+    if method:
+        lines += ["", f"<sub>{method}</sub>"]
+    return "\n".join(lines) + "\n"
+
+
+def verdicts_junit(study: Study, judged: list[Judged], result: GateResult) -> str:
+    """JUnit XML: a suite per study; per candidate one case for its verdict and one per judged cell. An outcome
+    the gate fails on is a failure; an undecided cell the gate lets pass is skipped, with its reason."""
+    from junitparser import Failure, JUnitXml, Skipped, TestCase, TestSuite
+
+    suite = TestSuite(f"servebook.{study.name}")
+    for item in judged:
+        outcome = gate_outcome(item)
+        classname = f"{study.name}.{item.entry.name}"
+        case = TestCase("verdict", classname=classname)
+        reasons = "\n".join(item.verdict.reasons) if item.verdict else "never run"
+        if outcome in result.fail_on:
+            case.result = [Failure(f"{item.entry.name}: {outcome}", type_=outcome)]
+            case.system_out = reasons
+        elif outcome == "inconclusive":
+            case.result = [Skipped(f"{item.entry.name}: inconclusive")]
+        suite.add_testcase(case)
+        for cell in item.verdict.comparisons if item.verdict else []:
+            cell_case = TestCase(f"{cell.metric} {cell.where}", classname=classname)
+            if cell.decision == "fail":
+                cell_case.result = [Failure(cell.text(), type_="beyond_limit") if "rejected" in result.fail_on
+                                    else Skipped(f"{cell.text()} (beyond the limit; the gate does not fail on it)")]
+            elif cell.decision in ("straddle", "single", "missing"):
+                undecided = f"{cell.text()} ({cell.decision})"
+                cell_case.result = [Failure(undecided, type_="undecided") if "inconclusive" in result.fail_on
+                                    else Skipped(undecided)]
+            suite.add_testcase(cell_case)
+    xml = JUnitXml()
+    xml.add_testsuite(suite)
+    return xml.tostring().decode()
+
+
+def write_step_summary(markdown: str) -> Path | None:
+    """Append to `$GITHUB_STEP_SUMMARY` when a GitHub Actions step set it (several steps may write there)."""
+    target = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not target:
+        return None
+    path = Path(target)
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(markdown + "\n")
+    return path
