@@ -48,8 +48,23 @@ class ComparisonRule(_Strict):
         return "prefill" if self.metric == "prefill_tok_s" else "decode"
 
 
+class RecordedBaseline(_Strict):
+    """A baseline taken from the journal instead of being run again: the runs a verdict accepted of `candidate`
+    under the study's plan, on the machine the study's candidates ran on, at most `max_age_days` old."""
+
+    candidate: str = Field(..., description="the recorded candidate's name (label) or a prefix of its id")
+    engine_version: str | None = Field(None, description="only runs on this engine version (as the run recorded it)")
+    study: str | None = Field(None, description="only runs recorded by this study")
+    accepted_only: bool = Field(True, description="only runs that a verdict accepted (a baseline of its study "
+                                                  "counts as accepted)")
+    max_age_days: float = Field(30, gt=0, description="refuse a baseline whose newest run is older than this")
+    max_runs: int | None = Field(None, ge=2, description="the newest N runs at most")
+
+
 class VerdictRules(_Strict):
     baseline: str = Field("baseline", description="name of the study candidate others are compared with")
+    baseline_from: RecordedBaseline | None = Field(
+        None, description="compare every candidate of the study with recorded runs instead of a study candidate")
     require_valid: bool = Field(True, description="every cell valid: right lengths, no errors, cold prefill")
     require_reconciled: bool = Field(True, description="every cell's counters reconciled with the client")
     rules: list[ComparisonRule] = Field(default_factory=list)
@@ -57,8 +72,19 @@ class VerdictRules(_Strict):
         None, ge=2, description="planned most runs per candidate when runs are added until decided (sweep "
                                 "--until-decided): each verdict then spends a share of its error at every look")
 
+    @model_validator(mode="after")
+    def _one_baseline(self) -> "VerdictRules":
+        if self.baseline_from is not None and "baseline" in self.model_fields_set:
+            raise ValueError("verdict: give baseline (a study candidate) or baseline_from (recorded runs), not both")
+        return self
+
+    @property
+    def baseline_entry(self) -> str | None:
+        """The study candidate others are compared with; None when the baseline comes from recorded runs."""
+        return None if self.baseline_from is not None else self.baseline
+
     @property
     def hash(self) -> str:
         # Unset new fields stay out, so verdicts recorded before they existed keep their rules hash.
-        unset = {"max_runs"} if self.max_runs is None else set()
+        unset = {name for name in ("max_runs", "baseline_from") if getattr(self, name) is None}
         return hashlib.sha256(self.model_dump_json(exclude=unset).encode()).hexdigest()[:12]

@@ -94,7 +94,7 @@ class Study(_Strict):
     def _runnable(self) -> "Study":
         """Everything a sweep would otherwise find out only after running every candidate."""
         names = [entry.name for entry in self.expand()]
-        if self.verdict.baseline not in names:
+        if self.verdict.baseline not in names and self.verdict.baseline_from is None:
             hint = " (include_base is false, so 'baseline' is not measured)" if not self.include_base else ""
             raise ValueError(f"verdict.baseline: no candidate named {self.verdict.baseline!r}{hint}; "
                              f"the study's candidates are {', '.join(names) or 'none'}")

@@ -19,7 +19,7 @@ from .writer import MANIFEST, VERDICTS
 
 INDEX_FILE = "index.parquet"
 INDEX_COLUMNS = ["run_id", "status", "candidate", "candidate_id", "plan_id", "engine", "started_at", "cells",
-                 "valid_cells", "failure", "study", "verdict"]
+                 "valid_cells", "failure", "study", "verdict", "engine_version", "machine", "image_digest", "driver"]
 _STORED = INDEX_COLUMNS + ["stamp"]
 
 
@@ -27,6 +27,7 @@ def index_row(record: RunRecord) -> dict[str, Any]:
     identity = record.identity
     summary = record.manifest.summary if record.manifest else None
     failure = record.manifest.failure if record.manifest else None
+    environment = record.manifest.environment if record.manifest else None
     return {
         "run_id": record.run_id,
         "status": record.status,
@@ -40,6 +41,11 @@ def index_row(record: RunRecord) -> dict[str, Any]:
         "failure": failure.cause if failure else None,
         "study": identity.study,
         "verdict": (record.latest_verdict or {}).get("outcome"),
+        # what a configuration's history is marked with: the engine release, the image, the driver, the machine
+        "engine_version": environment.engine_version if environment else None,
+        "machine": environment.host_identity if environment else None,
+        "image_digest": environment.image_digest if environment else None,
+        "driver": getattr(environment, "driver", None) if environment else None,
     }
 
 

@@ -103,6 +103,13 @@ class Environment(_Record):
         visible = ((getattr(self, "engine_env", None) or {}).get("CUDA_VISIBLE_DEVICES")) or ""
         return "/".join(p for p in (base, gpus, visible) if p)
 
+    @property
+    def host_identity(self) -> str:
+        """The machine and its GPUs across reboots and placements: where a configuration's history is kept
+        (`machine_key` adds the boot and the lane, which only blocks within one study)."""
+        gpus = ",".join(str(g.get("uuid") or g.get("index")) for g in self.gpus if isinstance(g, dict))
+        return "/".join(p for p in (self.machine_id or self.host or "", gpus) if p)
+
     def finding(self, code: str) -> PreflightFinding | None:
         return next((f for f in self.preflight if f.code == code), None)
 

@@ -147,7 +147,7 @@ def until_decided(study: Study, journal: Journal, runner: Runner, reporter: Repo
     from ..verdicts import judge
 
     results: list[SweepResult] = []
-    baseline = study.verdict.baseline
+    baseline = study.verdict.baseline_entry  # None: recorded runs are the baseline, none is added
     while True:
         judged = judge(study, journal, append=False)
         open_ = [j for j in judged if j.verdict is not None and j.verdict.undecided]
@@ -157,9 +157,9 @@ def until_decided(study: Study, journal: Journal, runner: Runner, reporter: Repo
                          f"have {max_repeats} runs (--max-repeats)" if open_ else "every verdict is decided")
             return results
         names = {j.entry.name for j in undecided}
-        index, base = next((i, j) for i, j in enumerate(judged) if j.entry.name == baseline)
-        short = baseline_target(len(undecided), max(len(j.records) for j in undecided), max_repeats) \
-            - len(base.records)
+        index, base = next(((i, j) for i, j in enumerate(judged) if j.entry.name == baseline), (-1, None))
+        short = 0 if base is None else \
+            baseline_target(len(undecided), max(len(j.records) for j in undecided), max_repeats) - len(base.records)
         reporter.log(f"inconclusive: {', '.join(sorted(names))}; one more run of each"
                      + (f", {short} more of {baseline}" if short > 0 else ""))
 
@@ -169,7 +169,11 @@ def until_decided(study: Study, journal: Journal, runner: Runner, reporter: Repo
         # Study order, so the added runs interleave like the first ones; each on the lane that continues its cycle.
         candidates: list[Placed | None] = [placed(i, item, len(item.records)) for i, item in enumerate(judged)
                                            if item.entry.name in names]
-        baseline_repeats = iter(range(len(base.records), len(base.records) + max(short, 0)))
-        added = [item or placed(index, base, next(baseline_repeats)) for item in spread(candidates, None, max(short, 0))]
+        if base is None:
+            added = [item for item in candidates if item is not None]
+        else:
+            baseline_repeats = iter(range(len(base.records), len(base.records) + max(short, 0)))
+            added = [item or placed(index, base, next(baseline_repeats))
+                     for item in spread(candidates, None, max(short, 0))]
         results += run_placed(added, lambda _, entry, lane: runner.run(study, entry, journal, reporter, lane),
                               lambda: None)

@@ -41,6 +41,7 @@ def run_cells(records: list[RunRecord]) -> list[pd.DataFrame | None]:
         if cells is not None:
             machine = machine_of(record)
             cells.attrs["block"] = (machine, str(rounds.get(machine, 0)))
+            cells.attrs["host"] = record.manifest.environment.host_identity if record.manifest else ""
             rounds[machine] = rounds.get(machine, 0) + 1
         out.append(cells)
     return out

@@ -25,6 +25,7 @@ from ..measure.equivalence import describe as describe_equivalence
 from ..util.errors import InputError
 from .comparisons import Comparison, compare_rule, describe
 from .evidence import baseline_evidence, run_cells, undisturbed
+from .recorded import ChosenBaseline, recorded_baseline
 
 Outcome = Literal["accepted", "rejected", "inconclusive", "failed"]
 
@@ -230,30 +231,52 @@ def _look(study: Study, records: list[RunRecord]) -> tuple[float, str]:
     return spent_alpha(look, looks, first_runs=study.repeats), f"look {look} of {looks}, group-sequential"
 
 
+def _recorded_baseline(study: Study, journal: Journal, runs: dict[str, list[RunRecord]]) -> ChosenBaseline | None:
+    """The recorded runs a study names as its baseline, on the machine its newest run measured on (None: the
+    study runs its own baseline, or nothing has run yet)."""
+    spec = study.verdict.baseline_from
+    completed = sorted((r for records in runs.values() for r in records if r.status == "completed" and r.manifest),
+                       key=lambda r: r.identity.started_at or "")
+    if spec is None or not completed:
+        return None
+    machine = completed[-1].manifest.environment.host_identity if completed[-1].manifest else ""
+    own = {r.run_id for records in runs.values() for r in records}
+    return recorded_baseline(journal, spec, study.plan.id, machine, own)
+
+
 def judge(study: Study, journal: Journal, *, append: bool = True) -> list[Judged]:
     """Judge every candidate's recorded runs under the study's current rules; append an event to the
     candidate's newest run where the verdict changed."""
     rules = study.verdict
     entries = study.expand()
-    if not any(entry.name == rules.baseline for entry in entries):
+    if rules.baseline_entry is not None and not any(entry.name == rules.baseline for entry in entries):
         raise InputError(f"verdict.baseline: no candidate named {rules.baseline!r} in study {study.name} "
                          f"(names: {', '.join(e.name for e in entries)})")
     runs = {e.name: journal.find_all(e.candidate.id, study.plan.id) for e in entries}
-    baseline_records = runs[rules.baseline]
+    recorded = _recorded_baseline(study, journal, runs)
+    baseline_records = recorded.records if recorded else runs[rules.baseline]
     cells_by_name = {name: run_cells(records) for name, records in runs.items()}  # each table read once
+    baseline_frames = run_cells(baseline_records) if recorded else cells_by_name[rules.baseline]
+    if recorded:
+        # Recorded runs were not interleaved with these: rounds mean nothing across them, only the machine does.
+        for frame in [f for frames in [*cells_by_name.values(), baseline_frames] for f in frames if f is not None]:
+            frame.attrs["block"] = (frame.attrs["host"],)
     evidence = {name: baseline_evidence(cells) for name, cells in cells_by_name.items()}
-    baseline_cells = evidence[rules.baseline]
+    baseline_cells = baseline_evidence(baseline_frames)
     out = []
     for entry in entries:
         records = runs[entry.name]
         if not records:
             out.append(Judged(entry, [], None))
             continue
-        peers = {name: frames for name, frames in evidence.items() if name not in (entry.name, rules.baseline)}
+        peers = {name: frames for name, frames in evidence.items() if name not in (entry.name, rules.baseline_entry)}
         alpha, look = _look(study, records)
+        is_baseline = entry.name == rules.baseline_entry
         verdict = judge_runs([(r.manifest, c) for r, c in zip(records, cells_by_name[entry.name])], baseline_cells, rules,
-                             is_baseline=entry.name == rules.baseline, peers=peers, alpha=alpha, look=look)
-        if entry.name != rules.baseline:
+                             is_baseline=is_baseline, peers=peers, alpha=alpha, look=look)
+        if recorded and rules.baseline_from:
+            verdict.reasons.append(recorded.describe(rules.baseline_from))
+        if not is_baseline:
             equivalence = _output_equivalence(baseline_records, records)
             if equivalence:
                 verdict.reasons.append(equivalence)

@@ -119,7 +119,7 @@ def _rms(errors: list[float]) -> float | None:
 
 def noise_floor(study: Study, journal: Journal) -> list[NoiseFloor]:
     """The study's noise floor, from the baseline's recorded runs under the study's plan."""
-    baseline = next((e for e in study.expand() if e.name == study.verdict.baseline), None)
+    baseline = next((e for e in study.expand() if e.name == study.verdict.baseline_entry), None)
     if baseline is None:
         return []
     records = journal.find_all(baseline.candidate.id, study.plan.id)

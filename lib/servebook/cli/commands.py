@@ -1,79 +1,35 @@
-"""The `servebook` command: a thin shell that turns arguments into models and calls the library."""
+"""Commands that build, run and judge: engine, models, run, sweep, judge, site and the simulator."""
 
 from __future__ import annotations
 
 import os
-import sys
-from functools import wraps
 from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 
-from .config import InputError, load_candidate, load_plan, load_study, parse_overrides, with_overrides
-from .engines.llamacpp_build import EngineInstallError, find_llamacpp, install_llamacpp
-from .journal import Journal
-from .util.errors import EngineFailed, ServebookError
-from .util.progress import Reporter
-
-app = typer.Typer(help="Qualify LLM serving configurations; keep every run in a journal.",
-                  no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
-engine_app = typer.Typer(help="The embedded default engine (llama.cpp's llama-server).", no_args_is_help=True)
-models_app = typer.Typer(help="Generated models for tests and demos.", no_args_is_help=True)
-journal_app = typer.Typer(help="Read the journal.", no_args_is_help=True)
-app.add_typer(engine_app, name="engine")
-app.add_typer(models_app, name="models")
-app.add_typer(journal_app, name="journal")
-
-out = Console()
-err = Console(stderr=True)
-
-JournalOption = typer.Option(
-    None, "--journal", "-j", help="journal directory or fsspec URL such as s3://bucket/prefix "
-                                  "(default: $SERVEBOOK_JOURNAL or ./journal)"
+from ..config import InputError, load_candidate, load_plan, load_study, parse_overrides, with_overrides
+from ..engines.llamacpp_build import find_llamacpp, install_llamacpp
+from ..journal import Journal
+from ..util.progress import Reporter
+from ._app import (
+    FailOnOption,
+    FormatOption,
+    JournalOption,
+    OutputOption,
+    SiteUrlOption,
+    app,
+    engine_app,
+    err,
+    friendly,
+    models_app,
+    open_journal,
+    out,
 )
 
 
-FailOnOption = typer.Option(
-    None, "--fail-on", help="outcomes that fail the command: rejected,failed,inconclusive,missing (comma-separated); "
-                            "exit 10 rejected, 11 failed, 12 inconclusive, 13 missing (the first that applies)")
-FormatOption = typer.Option("text", "--format", help="text (tables), json, markdown (a pull-request summary) or junit")
-OutputOption = typer.Option(None, "--output", "-o", help="write the --format output to this file instead of stdout")
-SiteUrlOption = typer.Option(None, "--site-url", help="where the journal's site is published: the Markdown links "
-                                                      "candidates to their pages (default: $SERVEBOOK_SITE_URL)")
-
-
-def _journal(path: Optional[str]) -> Journal:
-    return Journal(path or os.environ.get("SERVEBOOK_JOURNAL") or "journal")
-
-
-#: exit codes by error kind (any other ServebookError exits 1)
-EXIT_CODES: dict[type[ServebookError], tuple[int, str]] = {
-    InputError: (2, "error"), EngineInstallError: (3, "engine install failed"), EngineFailed: (4, "engine failed"),
-}
-
-
-def _friendly(fn):
-    """One clear message and a non-zero exit for anything servebook reports, instead of a traceback."""
-
-    @wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except ServebookError as error:
-            code, label = next((v for kind, v in EXIT_CODES.items() if isinstance(error, kind)), (1, "error"))
-            err.print(f"[bold red]{label}:[/] {error}", markup=True, highlight=False)
-            raise typer.Exit(code)
-        except KeyboardInterrupt:
-            err.print("[yellow]interrupted[/]: the engine was stopped; an unsealed run shows as incomplete")
-            raise typer.Exit(130)
-
-    return wrapper
-
-
 @engine_app.command("install")
-@_friendly
+@friendly
 def engine_install(
     kind: str = typer.Argument("llamacpp", help="engine to build; only llamacpp is built locally"),
     backend: str = typer.Option("auto", help="cpu, cuda (for the GPUs nvidia-smi reports), or auto: cuda where "
@@ -83,7 +39,7 @@ def engine_install(
     force: bool = typer.Option(False, help="rebuild even if a build is cached"),
 ):
     """Build llama-server from the pinned llama-cpp-python sdist and cache it (idempotent, per backend)."""
-    from .engines.llamacpp_build import default_backend
+    from ..engines.llamacpp_build import default_backend
 
     if kind != "llamacpp":
         raise InputError(f"engine install: only llamacpp is built here, not {kind!r}")
@@ -93,7 +49,7 @@ def engine_install(
 
 
 @engine_app.command("info")
-@_friendly
+@friendly
 def engine_info():
     """The cached engine builds (CPU and CUDA), and which one candidates use here."""
     builds = {b: find_llamacpp(backend=b) for b in ("cpu", "cuda")}
@@ -106,17 +62,17 @@ def engine_info():
 
 
 @models_app.command("tiny")
-@_friendly
+@friendly
 def models_tiny():
     """Write the deterministic random-weight tiny target and draft models (if missing)."""
-    from .engines.tiny_models import ensure_tiny_models
+    from ..engines.tiny_models import ensure_tiny_models
 
     for name, path in ensure_tiny_models(reporter=Reporter()).items():
         out.print(f"tiny:{name}  {path}  ({path.stat().st_size / 1e6:.0f} MB)")
 
 
 @models_app.command("memory")
-@_friendly
+@friendly
 def models_memory(
     model: str = typer.Argument(..., help="a GGUF file, tiny:NAME / random:NAME, or a config.json (or its folder)"),
     gpu_gib: float = typer.Option(141.0, help="memory of one GPU (an H200 has 141 GiB)"),
@@ -127,14 +83,14 @@ def models_memory(
     overhead_gib: float = typer.Option(1.0, help="per GPU: activations and graphs the arithmetic cannot know"),
 ):
     """The memory arithmetic of a model: KV bytes per token, and replicas versus wider TP on a host."""
-    from .present.views import size_model
+    from ..present.views import size_model
 
     out.print(size_model(model, gpu_gib=gpu_gib, gpus=gpus, context_length=context, kv_dtype=kv_dtype,
                          memory_fraction=memory_fraction, overhead_gib=overhead_gib))
 
 
 @models_app.command("random")
-@_friendly
+@friendly
 def models_random(
     params: Optional[str] = typer.Option(None, help="a preset: 0.5b, 1b, 3b, 8b, or draft (writes it and the draft)"),
     name: Optional[str] = typer.Option(None, help="with a shape: the name candidates use, as random:NAME"),
@@ -143,7 +99,7 @@ def models_random(
     ffn: Optional[int] = typer.Option(None), dtype: str = typer.Option("f16", help="f16 or f32"),
 ):
     """Write a realistic-size random-weight model (deterministic, cached): a preset or any llama shape."""
-    from .engines.random_models import RANDOM_MODELS, custom_spec, ensure_model
+    from ..engines.random_models import RANDOM_MODELS, custom_spec, ensure_model
 
     shape = {"layers": layers, "width": width, "heads": heads, "kv_heads": kv_heads, "ffn": ffn}
     if params and any(v is not None for v in shape.values()):
@@ -169,7 +125,7 @@ def models_random(
 
 
 @app.command("run")
-@_friendly
+@friendly
 def run(
     candidate_file: Path = typer.Argument(..., help="candidate YAML"),
     plan_file: Optional[Path] = typer.Option(None, "--plan", "-p", help="plan YAML (default: the built-in plan)"),
@@ -177,14 +133,14 @@ def run(
     set_: list[str] = typer.Option([], "--set", help="override a candidate field, e.g. knobs.chunk_size=256"),
 ):
     """Launch one candidate, measure it, reconcile, and record the run in the journal."""
-    from .present import report
-    from .run import run_candidate
+    from ..present import report
+    from ..run import run_candidate
 
     candidate = load_candidate(candidate_file)
     if set_:
         candidate = with_overrides(candidate, parse_overrides(set_))
     plan = load_plan(plan_file)
-    record = run_candidate(candidate, plan, _journal(journal), reporter=Reporter())
+    record = run_candidate(candidate, plan, open_journal(journal), reporter=Reporter())
     out.print(report(record))
     out.print(f"\nrecorded in {record.dir}")
     if record.status != "completed":
@@ -192,7 +148,7 @@ def run(
 
 
 @app.command("sweep")
-@_friendly
+@friendly
 def sweep_cmd(
     study_file: Path = typer.Argument(..., help="study YAML (data/studies/*.yaml)"),
     journal: Optional[str] = JournalOption,
@@ -213,22 +169,22 @@ def sweep_cmd(
     site_url: Optional[str] = SiteUrlOption,
 ):
     """Run notebooks/qualify.ipynb once per candidate of a study, then judge every run."""
-    from .present import DryRunView
-    from .sweeps import dry_run as plan_dry_run
-    from .sweeps import sweep
+    from ..present import DryRunView
+    from ..sweeps import dry_run as plan_dry_run
+    from ..sweeps import sweep
 
     study = load_study(study_file)
     _check_fail_on(fail_on, verdict_format)
     if dry_run:
         out.print(DryRunView(plan_dry_run(study), study.plan.id), soft_wrap=True)
         return
-    j = _journal(journal).ensure_writable()
+    j = open_journal(journal).ensure_writable()
     try:
         gpu_list = [int(g) for g in gpus.split(",")] if gpus else None
     except ValueError:
         raise InputError(f"--gpus {gpus!r}: comma-separated GPU indices, e.g. 0,1,2,3") from None
     if ray:
-        from .distributed import sweep_on_ray
+        from ..distributed import sweep_on_ray
 
         results = sweep_on_ray(study, j, address=ray, reporter=Reporter(), retry_failed=retry_failed,
                                kernel_name=kernel, execution_timeout=execution_timeout)
@@ -245,7 +201,7 @@ def sweep_cmd(
 
 
 @app.command("judge")
-@_friendly
+@friendly
 def judge_cmd(
     study_file: Path = typer.Argument(..., help="study YAML whose verdict rules to apply"),
     journal: Optional[str] = JournalOption,
@@ -255,13 +211,13 @@ def judge_cmd(
     """Re-judge a study's recorded runs under its current rules, without running anything."""
     study = load_study(study_file)
     _check_fail_on(fail_on, verdict_format)
-    _verdicts_out(study, _journal(journal), verdict_format, output, fail_on, site_url)
+    _verdicts_out(study, open_journal(journal), verdict_format, output, fail_on, site_url)
 
 
 def _check_fail_on(fail_on: Optional[str], verdict_format: str) -> None:
     """Refuse a misspelled outcome or format before anything runs."""
-    from .present.ci import FORMATS
-    from .verdicts import parse_fail_on
+    from ..present.ci import FORMATS
+    from ..verdicts import parse_fail_on
 
     parse_fail_on(fail_on)
     if verdict_format not in FORMATS:
@@ -274,9 +230,9 @@ def _verdicts_out(study, j: Journal, verdict_format: str, output: Optional[Path]
     $GITHUB_STEP_SUMMARY when it is set, and the gate's exit status."""
     import json
 
-    from .present import VerdictsView
-    from .present.ci import verdicts_json, verdicts_junit, verdicts_markdown, write_step_summary
-    from .verdicts import gate, judge, noise_floor, parse_fail_on
+    from ..present import VerdictsView
+    from ..present.ci import verdicts_json, verdicts_junit, verdicts_markdown, write_step_summary
+    from ..verdicts import gate, judge, noise_floor, parse_fail_on
 
     judged = judge(study, j)
     result = gate(judged, parse_fail_on(fail_on))
@@ -295,21 +251,22 @@ def _verdicts_out(study, j: Journal, verdict_format: str, output: Optional[Path]
     summary = write_step_summary(markdown)
     if summary is not None:
         err.print(f"summary appended to {summary}")
-    (err if verdict_format != "text" else out).print(result.describe(), highlight=False)
+    if result.fail_on:
+        (err if verdict_format != "text" else out).print(result.describe(), highlight=False)
     if not result.passed:
         raise typer.Exit(result.exit_code)
 
 
 @app.command("site")
-@_friendly
+@friendly
 def site_cmd(
     journal: Optional[str] = JournalOption,
     out_dir: Path = typer.Option(Path("site"), "--out", "-o", help="output directory"),
 ):
     """Render the journal as a static site (works from file://, no network; incremental)."""
-    from .present import build_site
+    from ..present import build_site
 
-    j = _journal(journal)
+    j = open_journal(journal)
     if not j.runs_dir.is_dir():
         raise InputError(f"journal: no runs in {j.location} (run `servebook sweep` or `servebook run` first)")
     report = build_site(j, out_dir, reporter=Reporter())
@@ -325,7 +282,7 @@ def sim_cmd(
     port: Optional[int] = typer.Option(None, help="port, when no engine argv follows --"),
 ):
     """Serve a simulated engine (a test double: timing model, no model). Engine flags may follow --."""
-    from .engines.simulator import main as simulator_main
+    from ..engines.simulator import main as simulator_main
 
     argv = ["--flavor", flavor, *[f"--fault={f}" for f in fault]]
     if port is not None:
@@ -333,49 +290,3 @@ def sim_cmd(
     if ctx.args:
         argv += ["--", *ctx.args]
     simulator_main(argv)
-
-
-@journal_app.command("ls")
-@_friendly
-def journal_ls(journal: Optional[str] = JournalOption,
-               wide: bool = typer.Option(False, "--wide", help="every column and the full run ids"),
-               study: Optional[str] = typer.Option(None, help="only runs of this study"),
-               status: Optional[str] = typer.Option(None, help="only runs with this status (completed, failed, "
-                                                               "incomplete, corrupt)"),
-               since: Optional[str] = typer.Option(None, help="only runs started at or after this ISO date or time"),
-               limit: int = typer.Option(50, help="the newest N runs that match (0: all)")):
-    """Runs in the journal, newest last, incomplete ones included (fits 80 columns; --wide for all columns).
-    Reads index.parquet, refreshed only for runs sealed or judged since it was written."""
-    from .util.render import to_rich
-
-    j = _journal(journal)
-    every = j.index()
-    if every.empty:
-        out.print(f"no runs in {j.location}")
-        return
-    matching = j.select(study=study, status=status, since=since, frame=every)
-    chosen = matching.tail(limit) if limit else matching
-    out.print(to_rich(j.listing(wide=wide, frame=chosen, total=len(every))))
-    if len(chosen) < len(matching):
-        err.print(f"showing the newest {len(chosen)} of {len(matching)}; --limit 0 for all, or filter with "
-                  "--study/--status/--since")
-
-
-@journal_app.command("show")
-@_friendly
-def journal_show(run_id: str = typer.Argument(..., help="run id (a unique prefix or fragment is enough)"),
-                 journal: Optional[str] = JournalOption):
-    """One run's tables, or its failure cause and log tail."""
-    from .present import report
-
-    record = _journal(journal).run(run_id)
-    out.print(report(record))
-    out.print(f"\n{record.dir}")
-
-
-def main() -> None:
-    app()
-
-
-if __name__ == "__main__":
-    sys.exit(main())

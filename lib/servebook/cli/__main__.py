@@ -1,0 +1,8 @@
+"""`python -m servebook.cli`."""
+
+import sys
+
+from . import main
+
+main()
+sys.exit(0)

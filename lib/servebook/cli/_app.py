@@ -1,0 +1,69 @@
+"""The typer apps, consoles, shared options and the error handling every command shares."""
+
+from __future__ import annotations
+
+import os
+from functools import wraps
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from ..config import InputError
+from ..engines.llamacpp_build import EngineInstallError
+from ..journal import Journal
+from ..util.errors import EngineFailed, ServebookError
+
+app = typer.Typer(help="Qualify LLM serving configurations; keep every run in a journal.",
+                  no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
+engine_app = typer.Typer(help="The embedded default engine (llama.cpp's llama-server).", no_args_is_help=True)
+models_app = typer.Typer(help="Generated models for tests and demos.", no_args_is_help=True)
+journal_app = typer.Typer(help="Read the journal.", no_args_is_help=True)
+app.add_typer(engine_app, name="engine")
+app.add_typer(models_app, name="models")
+app.add_typer(journal_app, name="journal")
+
+out = Console()
+err = Console(stderr=True)
+
+JournalOption = typer.Option(
+    None, "--journal", "-j", help="journal directory or fsspec URL such as s3://bucket/prefix "
+                                  "(default: $SERVEBOOK_JOURNAL or ./journal)"
+)
+
+
+FailOnOption = typer.Option(
+    None, "--fail-on", help="outcomes that fail the command: rejected,failed,inconclusive,missing (comma-separated); "
+                            "exit 10 rejected, 11 failed, 12 inconclusive, 13 missing (the first that applies)")
+FormatOption = typer.Option("text", "--format", help="text (tables), json, markdown (a pull-request summary) or junit")
+OutputOption = typer.Option(None, "--output", "-o", help="write the --format output to this file instead of stdout")
+SiteUrlOption = typer.Option(None, "--site-url", help="where the journal's site is published: the Markdown links "
+                                                      "candidates to their pages (default: $SERVEBOOK_SITE_URL)")
+
+
+def open_journal(path: Optional[str]) -> Journal:
+    return Journal(path or os.environ.get("SERVEBOOK_JOURNAL") or "journal")
+
+
+#: exit codes by error kind (any other ServebookError exits 1)
+EXIT_CODES: dict[type[ServebookError], tuple[int, str]] = {
+    InputError: (2, "error"), EngineInstallError: (3, "engine install failed"), EngineFailed: (4, "engine failed"),
+}
+
+
+def friendly(fn):
+    """One clear message and a non-zero exit for anything servebook reports, instead of a traceback."""
+
+    @wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except ServebookError as error:
+            code, label = next((v for kind, v in EXIT_CODES.items() if isinstance(error, kind)), (1, "error"))
+            err.print(f"[bold red]{label}:[/] {error}", markup=True, highlight=False)
+            raise typer.Exit(code)
+        except KeyboardInterrupt:
+            err.print("[yellow]interrupted[/]: the engine was stopped; an unsealed run shows as incomplete")
+            raise typer.Exit(130)
+
+    return wrapper

@@ -1,0 +1,126 @@
+"""Commands that read the journal: its runs, one run, a configuration's history and two slices compared."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ..config import InputError
+from ._app import JournalOption, app, err, friendly, journal_app, open_journal, out
+
+
+@journal_app.command("ls")
+@friendly
+def journal_ls(journal: Optional[str] = JournalOption,
+               wide: bool = typer.Option(False, "--wide", help="every column and the full run ids"),
+               study: Optional[str] = typer.Option(None, help="only runs of this study"),
+               status: Optional[str] = typer.Option(None, help="only runs with this status (completed, failed, "
+                                                               "incomplete, corrupt)"),
+               since: Optional[str] = typer.Option(None, help="only runs started at or after this ISO date or time"),
+               limit: int = typer.Option(50, help="the newest N runs that match (0: all)"),
+               listing_format: str = typer.Option("text", "--format", help="text (a table) or json (one object "
+                                                                           "per run, the index's columns)")):
+    """Runs in the journal, newest last, incomplete ones included (fits 80 columns; --wide for all columns).
+    Reads index.parquet, refreshed only for runs sealed or judged since it was written."""
+    from ..util.render import to_rich
+
+    j = open_journal(journal)
+    every = j.index()
+    if every.empty:
+        out.print(f"no runs in {j.location}")
+        return
+    matching = j.select(study=study, status=status, since=since, frame=every)
+    chosen = matching.tail(limit) if limit else matching
+    if listing_format == "json":
+        import json
+
+        print(json.dumps(chosen.astype(object).where(chosen.notna(), None).to_dict("records"), indent=2, default=str))
+        return
+    if listing_format != "text":
+        raise InputError(f"--format {listing_format!r}: choose text or json")
+    out.print(to_rich(j.listing(wide=wide, frame=chosen, total=len(every))))
+    if len(chosen) < len(matching):
+        err.print(f"showing the newest {len(chosen)} of {len(matching)}; --limit 0 for all, or filter with "
+                  "--study/--status/--since")
+
+
+@journal_app.command("show")
+@friendly
+def journal_show(run_id: str = typer.Argument(..., help="run id (a unique prefix or fragment is enough)"),
+                 journal: Optional[str] = JournalOption):
+    """One run's tables, or its failure cause and log tail."""
+    from ..present import report
+
+    record = open_journal(journal).run(run_id)
+    out.print(report(record))
+    out.print(f"\n{record.dir}")
+
+
+def _rules_of(study_file: Optional[Path], limit_pct: float):
+    """The study's rules (the cells a verdict judges), or every decode and prefill cell at `limit_pct`."""
+    from ..config import ComparisonRule, load_study
+
+    if study_file is not None:
+        return list(load_study(study_file).verdict.rules)
+    return [ComparisonRule(metric="aggregate_tok_s", max_regression_pct=limit_pct),
+            ComparisonRule(metric="prefill_tok_s", max_regression_pct=limit_pct)]
+
+
+def _print_json(data) -> None:
+    import json
+    from dataclasses import asdict
+
+    print(json.dumps(asdict(data), indent=2, default=str))
+
+
+@app.command("history")
+@friendly
+def history_cmd(
+    candidate: str = typer.Argument(..., help="a candidate's name (a study entry's name) or a prefix of its id"),
+    journal: Optional[str] = JournalOption,
+    study_file: Optional[Path] = typer.Option(None, "--study", help="a study YAML: follow the cells its rules judge, "
+                                                                     "and only runs this study recorded"),
+    machine: Optional[str] = typer.Option(None, help="a fragment of the machine identity (default: where it ran last)"),
+    plan: Optional[str] = typer.Option(None, help="a plan id (default: the newest run's)"),
+    history_format: str = typer.Option("text", "--format", help="text or json"),
+):
+    """Every run of one configuration on one machine over time: engine, image and driver changes marked, and the
+    steps its figures took, each with the runs before and after and the change with its interval."""
+    from ..config import load_study
+    from ..present.history import HistoryView
+    from ..verdicts import history
+
+    study = load_study(study_file) if study_file else None
+    found = history(open_journal(journal), candidate, rules=_rules_of(study_file, 5.0), machine=machine,
+                    plan_id=plan, study=study.name if study else None)
+    if history_format == "json":
+        _print_json(found)
+    else:
+        out.print(HistoryView(found))
+
+
+@app.command("compare")
+@friendly
+def compare_cmd(
+    a: str = typer.Option(..., "--a", help="the reference slice: key=value pairs, e.g. candidate=baseline,"
+                                           "engine_version=1.0 (keys: candidate study plan_id engine_version "
+                                           "image_digest driver machine since until)"),
+    b: str = typer.Option(..., "--b", help="the slice compared with it, e.g. candidate=baseline,since=2026-11-23"),
+    journal: Optional[str] = JournalOption,
+    study_file: Optional[Path] = typer.Option(None, "--study", help="judge the cells and limits of this study's rules"),
+    limit: float = typer.Option(5.0, help="without --study: the regression (percent) each cell may show"),
+    compare_format: str = typer.Option("text", "--format", help="text or json"),
+):
+    """Two slices of a journal compared per cell with the verdicts' statistics (machines as blocks)."""
+    from ..config.slices import parse_slice
+    from ..present.history import SliceComparisonView
+    from ..verdicts import compare_slices
+
+    result = compare_slices(open_journal(journal), parse_slice(a, "--a"), parse_slice(b, "--b"),
+                            _rules_of(study_file, limit))
+    if compare_format == "json":
+        _print_json(result)
+    else:
+        out.print(SliceComparisonView(result))

@@ -1,0 +1,62 @@
+"""A slice of a journal: the runs that match a few fields of the index ("candidate=baseline,engine_version=1.1",
+"since=2026-11-23"). `servebook compare` compares two slices; a study's recorded baseline is one."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import InputError, format_validation_error
+
+
+class JournalSlice(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    candidate: str | None = Field(None, description="the candidate's name (label), or a prefix of its id")
+    study: str | None = None
+    plan_id: str | None = None
+    engine_version: str | None = None
+    image_digest: str | None = None
+    driver: str | None = None
+    machine: str | None = Field(None, description="a fragment of the machine identity (machine id or host, GPUs)")
+    since: str | None = Field(None, description="runs started at or after this ISO date or time")
+    until: str | None = Field(None, description="runs started before this ISO date or time")
+    status: str = "completed"
+
+    def describe(self) -> str:
+        fields = self.model_dump(exclude_defaults=True)
+        return ", ".join(f"{k}={v}" for k, v in fields.items()) or "every completed run"
+
+    def select(self, frame):
+        """The rows of the journal's index (a pandas frame) in this slice, in time order."""
+        chosen = frame[frame["status"] == self.status]
+        if self.candidate:
+            chosen = chosen[(chosen["candidate"] == self.candidate)
+                            | chosen["candidate_id"].fillna("").str.startswith(self.candidate)]
+        for column in ("study", "plan_id", "engine_version", "image_digest", "driver"):
+            wanted = getattr(self, column)
+            if wanted is not None:
+                chosen = chosen[chosen[column] == wanted]
+        if self.machine:
+            chosen = chosen[chosen["machine"].fillna("").str.contains(self.machine, regex=False)]
+        started = chosen["started_at"].fillna("")
+        if self.since:
+            chosen = chosen[started >= self.since]
+            started = chosen["started_at"].fillna("")
+        if self.until:
+            chosen = chosen[started < self.until]
+        return chosen.sort_values("started_at", kind="stable")
+
+
+def parse_slice(text: str, what: str = "slice") -> JournalSlice:
+    """`key=value,key=value` -> a slice; an unknown key is an error that names it."""
+    fields: dict[str, str] = {}
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            raise InputError(f"{what} {text!r}: write key=value pairs separated by commas, e.g. "
+                             "candidate=baseline,engine_version=1.1")
+        fields[key.strip()] = value.strip()
+    try:
+        return JournalSlice.model_validate(fields)
+    except ValidationError as error:
+        raise InputError(format_validation_error(error, what)) from None

@@ -1,0 +1,84 @@
+"""A configuration's history and two journal slices compared, for the terminal, notebooks and the site."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..config.rules import METRIC_WORDS
+from ..util.render import Block, Renderable, Table, Text
+from ..verdicts import History, SliceComparison
+
+
+def _short(cell_id: str) -> str:
+    return cell_id.replace("decode-", "").replace("prefill-", "prefill ")
+
+
+@dataclass
+class HistoryView(Renderable):
+    """Runs in time order with each judged cell's figure, what changed between runs, and the steps found."""
+
+    history: History
+
+    def blocks(self) -> list[Block]:
+        h = self.history
+        series = h.series
+        elsewhere = "; ".join(f"{n} on {m}" for m, n in h.other_machines.items())
+        lead = (f"history of {h.candidate} on {h.machine}, plan {h.plan_id}: {h.runs} runs"
+                + (f" (left out: {elsewhere})" if elsewhere else "")
+                + (f" ({h.other_plans} under other plans left out)" if h.other_plans else ""))
+        blocks: list[Block] = [Text(lead, "heading")]
+        if not series:
+            return blocks + [Text("no valid cell to follow", "dim")]
+        runs: dict[str, dict] = {}
+        for line in series:
+            for point in line.points:
+                runs.setdefault(point.run_id, {"point": point})[(line.metric, line.cell_id)] = point.value
+        columns = [(s.metric, s.cell_id) for s in series]
+        table = Table(["run", "engine"] + [f"{_short(c)}" for _, c in columns],
+                      title="figure per run (" + ", ".join(sorted({METRIC_WORDS[m] for m, _ in columns})) + ")")
+        changed_at = {s.points[i].run_id: what for s in series for i, what in s.changes_of_setup()}
+        stepped_at = {s.points[step.index].run_id for s in series for step in s.steps}
+        for run_id, row in runs.items():
+            point = row["point"]
+            values = [f"{row[c]:,.0f}" if c in row else "-" for c in columns]
+            engine = (point.marks.get("engine_version") or "-").split(" ")[0]
+            table.add([run_id[4:], engine] + values,
+                      "warn" if run_id in stepped_at else ("dim" if run_id in changed_at else ""))
+        blocks.append(table)
+        steps = Table(["cell", "step at run", "change [90% interval]", "runs before / after", "what changed there"],
+                      title="steps (PELT, each confirmed by a two-sample test over its segments)")
+        for line in series:
+            for step in line.steps:
+                run_id = line.points[step.index].run_id
+                steps.add([f"{METRIC_WORDS[line.metric]}, {_short(line.cell_id)}", run_id, step.text(),
+                           f"{step.before} / {step.after}", changed_at.get(run_id, "nothing recorded")], "warn")
+        blocks.append(steps if steps.rows else Text("no step found in any cell", "accepted"))
+        return blocks
+
+
+@dataclass
+class SliceComparisonView(Renderable):
+    """B against A per cell, with the verdicts' statistics."""
+
+    result: SliceComparison
+
+    def blocks(self) -> list[Block]:
+        r = self.result
+        lead = (f"B ({r.b.describe()}, {len(r.runs_b)} runs) against A ({r.a.describe()}, {len(r.runs_a)} runs), "
+                f"plan {r.plan_id}")
+        table = Table(["metric", "cell", "A", "B", "change of B [90% interval]", "runs A / B", "within the limit?"],
+                      title="compare")
+        for c in r.comparisons:
+            interval = (f" [{c.change_low_pct:+.1f}, {c.change_high_pct:+.1f}]" if c.change_low_pct is not None else "")
+            change = "-" if c.change_pct is None else f"{c.change_pct:+.1f}%{interval}" + (", better" if c.better else "")
+            verdict = {"pass": "yes", "straddle": "undecided", "single": "one run per side", "missing": "-"}.get(
+                c.decision, "no")
+            table.add([METRIC_WORDS[c.metric], _short(c.cell_id), _figure(c.baseline), _figure(c.value), change,
+                       f"{c.baseline_runs} / {c.runs}", f"{verdict} (limit {c.limit_pct:g}%)"],
+                      "warn" if verdict in ("undecided", "no") else "")
+        method = next((c.method for c in r.comparisons if c.method), "")
+        return [Text(lead, "heading"), table, Text(f"one-sided 5% bounds each; {method}", "dim")]
+
+
+def _figure(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}" if value >= 100 else f"{value:.3g}"

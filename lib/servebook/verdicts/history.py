@@ -1,0 +1,154 @@
+"""A configuration over time, and any two slices of a journal compared.
+
+`history`: every run of one candidate under one plan on one machine, in time order, per judged cell; the engine
+version, image and driver marked where they change, and the steps the series took (estimates.changes), each
+with the runs before and after and the change with its interval.
+
+`compare_slices`: candidate A against B, engine version X against Y, this week against last, with the verdicts'
+statistics: one model per cell, runs as the unit, machines as blocks (a machine only one side ran on leaves).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from ..config.rules import ComparisonRule
+from ..config.slices import JournalSlice
+from ..estimates import ALPHA, fit_contrasts
+from ..estimates.changes import Step, find_steps
+from ..journal import Journal, RunRecord
+from ..util.errors import InputError
+from .comparisons import Comparison, blocked_figures, comparison_of, select_cells
+from .evidence import undisturbed
+
+#: what a history or a comparison follows when no study names its rules
+DEFAULT_RULES = (ComparisonRule(metric="aggregate_tok_s", max_regression_pct=5),
+                 ComparisonRule(metric="prefill_tok_s", max_regression_pct=5))
+MARKED = ("engine_version", "image_digest", "driver", "candidate_id")
+
+
+@dataclass
+class Point:
+    run_id: str
+    started_at: str
+    value: float
+    marks: dict[str, str | None]
+
+
+@dataclass
+class CellSeries:
+    metric: str
+    cell_id: str
+    points: list[Point]
+    steps: list[Step] = field(default_factory=list)
+
+    def changes_of_setup(self) -> list[tuple[int, str]]:
+        """(index of the first run after, what changed) wherever the engine, image, driver or configuration did."""
+        out = []
+        for i in range(1, len(self.points)):
+            before, after = self.points[i - 1].marks, self.points[i].marks
+            changed = [f"{k.replace('_', ' ')} {before.get(k) or '-'} -> {after.get(k) or '-'}"
+                       for k in MARKED if before.get(k) != after.get(k)]
+            if changed:
+                out.append((i, "; ".join(changed)))
+        return out
+
+
+@dataclass
+class History:
+    candidate: str
+    machine: str
+    plan_id: str
+    series: list[CellSeries]
+    runs: int
+    #: runs of the candidate left out: machine -> runs elsewhere, and runs under other plans
+    other_machines: dict[str, int] = field(default_factory=dict)
+    other_plans: int = 0
+
+
+def _marks(row: dict) -> dict[str, str | None]:
+    return {k: (None if pd.isna(row.get(k)) else str(row.get(k))) for k in MARKED}
+
+
+def _valid(record: RunRecord) -> pd.DataFrame | None:
+    cells = record.table("cells")
+    if cells is None or cells.empty:
+        return None
+    kept, _ = undisturbed(cells)
+    kept = kept[kept["valid"].astype(bool)]
+    kept.attrs["block"] = (record.manifest.environment.host_identity if record.manifest else "",)
+    return kept
+
+
+def history(journal: Journal, candidate: str, *, rules: list[ComparisonRule] | None = None,
+            machine: str | None = None, plan_id: str | None = None, study: str | None = None) -> History:
+    """The runs of `candidate` (its name or an id prefix) on one machine (default: where it ran last) under one
+    plan (default: its newest run's), with the steps of each judged cell's series."""
+    every = JournalSlice(candidate=candidate, study=study).select(journal.index())
+    if every.empty:
+        raise InputError(f"history: no completed run of {candidate!r} in {journal.location}")
+    plan = plan_id or str(every.iloc[-1]["plan_id"])
+    same_plan = every[every["plan_id"] == plan]
+    if same_plan.empty:
+        raise InputError(f"history: no completed run of {candidate!r} under plan {plan}")
+    where = str(same_plan.iloc[-1]["machine"]) if machine is None else \
+        next((m for m in same_plan["machine"].dropna().unique() if machine in m), machine)
+    rows = same_plan[same_plan["machine"] == where]
+    elsewhere = same_plan[same_plan["machine"] != where]["machine"].fillna("unknown").value_counts().to_dict()
+    series: dict[tuple[str, str], CellSeries] = {}
+    for row in rows.to_dict("records"):
+        cells = _valid(journal.run(row["run_id"]))
+        if cells is None:
+            continue
+        for rule in rules or DEFAULT_RULES:
+            for cell in select_cells(cells, rule).to_dict("records"):
+                value = cell.get(rule.metric)
+                if value is None or pd.isna(value) or value <= 0:
+                    continue
+                key = (rule.metric, str(cell["cell_id"]))
+                series.setdefault(key, CellSeries(rule.metric, key[1], [])).points.append(
+                    Point(row["run_id"], row["started_at"] or "", float(value), _marks(row)))
+    for line in series.values():
+        line.steps = find_steps([p.value for p in line.points])
+    return History(candidate, where, plan, list(series.values()), len(rows), {str(k): int(v) for k, v in
+                                                                                 elsewhere.items()},
+                   len(every) - len(same_plan))
+
+
+@dataclass
+class SliceComparison:
+    a: JournalSlice
+    b: JournalSlice
+    runs_a: list[str]
+    runs_b: list[str]
+    plan_id: str
+    comparisons: list[Comparison]
+
+
+def compare_slices(journal: Journal, a: JournalSlice, b: JournalSlice,
+                   rules: list[ComparisonRule] | None = None, alpha: float = ALPHA) -> SliceComparison:
+    """B against A per cell (B's change, A being the reference), with one-sided bounds at `alpha` each."""
+    index = journal.index()
+    rows_a, rows_b = a.select(index), b.select(index)
+    for name, rows, spec in (("A", rows_a, a), ("B", rows_b, b)):
+        if rows.empty:
+            raise InputError(f"compare: slice {name} ({spec.describe()}) holds no completed run")
+    plans = set(rows_a["plan_id"]) | set(rows_b["plan_id"])
+    if len(plans) > 1:
+        raise InputError(f"compare: the slices span plans {', '.join(sorted(plans))}, whose cells differ; add "
+                         "plan_id=... to both")
+    runs_a = [f for f in (_valid(journal.run(r)) for r in rows_a["run_id"]) if f is not None]
+    runs_b = [f for f in (_valid(journal.run(r)) for r in rows_b["run_id"]) if f is not None]
+    out: list[Comparison] = []
+    for rule in rules or DEFAULT_RULES:
+        mine, theirs = blocked_figures(runs_b, rule), blocked_figures(runs_a, rule)
+        described = {row["cell_id"]: row for cells in runs_b for row in select_cells(cells, rule).to_dict("records")}
+        for cell_id, values in mine.items():
+            if cell_id not in theirs:
+                continue
+            contrast = fit_contrasts({"B": values, "A": theirs[cell_id]}, "A").get("B")
+            row = {str(k): v for k, v in described[cell_id].items()}
+            out.append(comparison_of(rule, row, values, theirs[cell_id], contrast, alpha))
+    return SliceComparison(a, b, list(rows_a["run_id"]), list(rows_b["run_id"]), plans.pop(), out)
