@@ -260,6 +260,7 @@ def _launch_and_measure(engine: Engine, candidate: Candidate, plan: Plan, writer
         engine_info.memory = _memory_check(adapter, engine_info, writer)
         _select_model(candidate, adapter, engine_info, api_key)
         _record_server_info(adapter, engine_info, environment, writer, api_key)
+        _check_pinned_version(candidate, environment)
         # A launched server whose tokenizer servebook cannot know beforehand (a command template) is asked now;
         # an attached one was asked before anything was recorded.
         if candidate.launch.mode != "attach":
@@ -269,6 +270,15 @@ def _launch_and_measure(engine: Engine, candidate: Candidate, plan: Plan, writer
         _measure(engine, endpoint, candidate, plan, writer, log, engine_info, reporter)
     finally:
         engine.stop()
+
+
+def _check_pinned_version(candidate: Candidate, environment: Environment) -> None:
+    """A candidate pinned to an engine release must be served by that release: a gate on "the new version" that
+    measured the old one would pass for the wrong reason. An engine that reports no version is not checked."""
+    pinned, reported = candidate.pins.engine_version, environment.engine_version
+    if pinned and reported and pinned not in reported:
+        raise EngineFailed("version_mismatch", f"pins.engine_version is {pinned!r}, but the engine reports "
+                                               f"{reported!r}", stage="launch")
 
 
 def _record_server_info(adapter: EngineAdapter, engine_info: EngineInfo, environment: Environment,

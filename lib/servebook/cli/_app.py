@@ -37,6 +37,8 @@ FailOnOption = typer.Option(
                             "exit 10 rejected, 11 failed, 12 inconclusive, 13 missing (the first that applies)")
 FormatOption = typer.Option("text", "--format", help="text (tables), json, markdown (a pull-request summary) or junit")
 OutputOption = typer.Option(None, "--output", "-o", help="write the --format output to this file instead of stdout")
+StudySetOption = typer.Option([], "--set", help="change a field of the study's base candidate, and so of every "
+                                               "candidate, e.g. pins.engine_version=b4600 (repeatable)")
 SiteUrlOption = typer.Option(None, "--site-url", help="where the journal's site is published: the Markdown links "
                                                       "candidates to their pages (default: $SERVEBOOK_SITE_URL)")
 

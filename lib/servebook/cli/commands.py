@@ -18,6 +18,7 @@ from ._app import (
     JournalOption,
     OutputOption,
     SiteUrlOption,
+    StudySetOption,
     app,
     engine_app,
     err,
@@ -166,14 +167,14 @@ def sweep_cmd(
     ray: Optional[str] = typer.Option(None, "--ray", help="a Ray cluster address (auto, ray://host:10001): each "
                                                            "candidate run becomes a Ray task asking for its GPUs"),
     fail_on: Optional[str] = FailOnOption, verdict_format: str = FormatOption, output: Optional[Path] = OutputOption,
-    site_url: Optional[str] = SiteUrlOption,
+    site_url: Optional[str] = SiteUrlOption, set_: list[str] = StudySetOption,
 ):
     """Run notebooks/qualify.ipynb once per candidate of a study, then judge every run."""
     from ..present import DryRunView
     from ..sweeps import dry_run as plan_dry_run
     from ..sweeps import sweep
 
-    study = load_study(study_file)
+    study = load_study(study_file, parse_overrides(set_) if set_ else None)
     _check_fail_on(fail_on, verdict_format)
     if dry_run:
         out.print(DryRunView(plan_dry_run(study), study.plan.id), soft_wrap=True)
@@ -206,10 +207,10 @@ def judge_cmd(
     study_file: Path = typer.Argument(..., help="study YAML whose verdict rules to apply"),
     journal: Optional[str] = JournalOption,
     fail_on: Optional[str] = FailOnOption, verdict_format: str = FormatOption, output: Optional[Path] = OutputOption,
-    site_url: Optional[str] = SiteUrlOption,
+    site_url: Optional[str] = SiteUrlOption, set_: list[str] = StudySetOption,
 ):
     """Re-judge a study's recorded runs under its current rules, without running anything."""
-    study = load_study(study_file)
+    study = load_study(study_file, parse_overrides(set_) if set_ else None)
     _check_fail_on(fail_on, verdict_format)
     _verdicts_out(study, open_journal(journal), verdict_format, output, fail_on, site_url)
 

@@ -13,7 +13,7 @@ import json
 from typing import Any, Callable, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .secrets import SECRET_FLAGS, looks_secret
 
@@ -165,6 +165,12 @@ class Pins(_Strict):
     engine_version: str | None = None
     image_digest: str | None = None
 
+    @field_validator("engine_version", mode="before")
+    @classmethod
+    def _version_as_written(cls, value: Any) -> Any:
+        # YAML (and --set) read 1.10 as the number 1.1: a version is text, taken as the user wrote it where possible
+        return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+
 
 #: launch fields that change what the engine does (port, host, timeouts and resources stay out)
 IDENTITY_LAUNCH_FIELDS = ("env", "image", "gpus", "replicas", "volumes", "compile_cache")
@@ -240,13 +246,20 @@ class Candidate(_Strict):
 
     def with_overrides(self, overrides: dict) -> "Candidate":
         """A copy with dotted-path overrides applied, validated like a fresh file."""
-        data = self.model_dump(mode="json", exclude_unset=False)
-        for dotted, value in overrides.items():
-            target = data
-            *parents, leaf = dotted.split(".")
-            for key in parents:
-                if not isinstance(target.get(key), dict):
-                    target[key] = {} if target.get(key) is None else target[key]
-                target = target[key]
-            target[leaf] = value
-        return Candidate.model_validate(data)
+        return Candidate.model_validate(set_dotted(self.model_dump(mode="json", exclude_unset=False), overrides))
+
+
+def set_dotted(data: dict, overrides: dict[str, Any]) -> dict:
+    """A deep copy of `data` with each dotted path (knobs.chunk_size) set to its value, parents made as needed."""
+    import copy
+
+    data = copy.deepcopy(data)
+    for dotted, value in overrides.items():
+        target = data
+        *parents, leaf = dotted.split(".")
+        for key in parents:
+            if not isinstance(target.get(key), dict):
+                target[key] = {} if target.get(key) is None else target[key]
+            target = target[key]
+        target[leaf] = value
+    return data

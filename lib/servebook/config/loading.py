@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from .candidate import Candidate
+from .candidate import Candidate, set_dotted
 from .errors import InputError, format_validation_error
 from .plan import Plan
 from .study import Study
@@ -134,5 +134,12 @@ def study_from_data(data: Any, source: str) -> Study:
     return study
 
 
-def load_study(path: str | Path) -> Study:
-    return study_from_data(read_yaml(path, "study file"), str(path))
+def load_study(path: str | Path, base_overrides: dict[str, Any] | None = None) -> Study:
+    """A study file; `base_overrides` (dotted keys, as `--set` gives them) change its base candidate, and so every
+    candidate of the study: a CI job pins the engine release under test with `--set pins.engine_version=...`."""
+    data = read_yaml(path, "study file")
+    if base_overrides:
+        if not isinstance(data, dict) or not isinstance(data.get("base"), dict):
+            raise InputError(f"{path}: --set changes the study's base, and this study has none")
+        data = {**data, "base": set_dotted(data["base"], base_overrides)}
+    return study_from_data(data, str(path) + (" with --set" if base_overrides else ""))

@@ -74,7 +74,8 @@ class VerdictRules(_Strict):
 
     @model_validator(mode="after")
     def _one_baseline(self) -> "VerdictRules":
-        if self.baseline_from is not None and "baseline" in self.model_fields_set:
+        # (the default name stays allowed, so rules dumped with every field read back)
+        if self.baseline_from is not None and self.baseline != "baseline":
             raise ValueError("verdict: give baseline (a study candidate) or baseline_from (recorded runs), not both")
         return self
 

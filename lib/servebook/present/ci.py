@@ -50,9 +50,9 @@ def verdicts_markdown(study: Study, judged: list[Judged], result: GateResult, si
     tally = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
     base = site_url.rstrip("/") if site_url else None
     title = f"[{study.name}]({base}/studies/{page_slug(study.name)}.html)" if base else study.name
-    lines = [f"### servebook: study {title}: {tally}", "", result.describe(), "",
-             "| candidate | verdict | runs | deciding cell (change [90% interval], limit) |",
-             "|---|---|---|---|"]
+    lines = [f"### servebook: study {title}: {tally}", ""] + ([result.describe(), ""] if result.fail_on else []) + [
+        "| candidate | verdict | runs | deciding cell (change [90% interval], limit) |",
+        "|---|---|---|---|"]
     for item in judged:
         outcome = gate_outcome(item)
         shown = f"**{outcome}**" if outcome in result.fail_on else outcome

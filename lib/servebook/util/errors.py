@@ -10,7 +10,7 @@ from typing import Literal, get_args
 
 #: Why a run has no numbers. One closed list: adapters classify into it, the manifest stores it.
 FailureCause = Literal["bad_flag", "out_of_memory", "model_load", "model_not_served", "port_in_use", "timeout",
-                       "crash", "warmup_failed", "drafter_inactive"]
+                       "crash", "warmup_failed", "drafter_inactive", "version_mismatch"]
 FAILURE_CAUSES: tuple[str, ...] = get_args(FailureCause)
 
 #: The stage a failed run stopped in.
