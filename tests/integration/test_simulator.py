@@ -278,3 +278,14 @@ def test_vllm_time_to_first_token_splits_into_queue_prompt_and_the_rest(tmp_path
     assert prefill["engine_prompt_s"] > 0 and prefill["ttft_outside_engine_s"] > -0.005
     llama = run_candidate(simulated("llamacpp"), plan, Journal(tmp_path / "llama"), reporter=QUIET)
     assert llama.table("cells")["engine_queue_s"].isna().all()
+
+
+def test_an_engine_that_reports_another_version_than_the_pinned_one_fails_the_run(tmp_path):
+    candidate = simulated("vllm").with_overrides({"pins.engine_version": "1.2", "extra_args": ["--sim-version", "1.1"]})
+    record = run_candidate(candidate, PLAN, Journal(tmp_path), reporter=QUIET)
+    assert record.status == "failed" and record.manifest.failure.cause == "version_mismatch"
+    assert "'1.2'" in record.manifest.failure.message and "'1.1'" in record.manifest.failure.message
+    pinned = simulated("vllm").with_overrides({"pins.engine_version": 1.1, "extra_args": ["--sim-version", "1.1"]})
+    assert pinned.pins.engine_version == "1.1"  # YAML's number, taken as the version it names
+    record = run_candidate(pinned, PLAN, Journal(tmp_path / "ok"), reporter=QUIET)
+    assert record.status == "completed" and record.manifest.environment.engine_version == "1.1"

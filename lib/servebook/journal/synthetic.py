@@ -67,8 +67,10 @@ def _requests(rng: np.random.Generator, rows: int) -> pd.DataFrame:
 def write_synthetic_run(journal: Journal, *, index: int, study: str | None = "synthetic", status: str = "completed",
                         requests: int = 2000, invalid: str | None = None, log_line: str = "",
                         label: str | None = None, verdict: str | None = None, reasons: list[str] | None = None,
-                        chunk_size: int | None = None) -> RunRecord:
-    """One run; `status` is completed, failed or incomplete (no manifest)."""
+                        chunk_size: int | None = None, environment: dict | None = None,
+                        started_at: str | None = None, speed: float | None = None) -> RunRecord:
+    """One run; `status` is completed, failed or incomplete (no manifest). `environment` adds to the recorded
+    environment (engine_version, machine_id, ...), `started_at` moves it in time, `speed` scales every figure."""
     rng = np.random.default_rng(index)
     label = label or f"candidate-{index % 10}"
     candidate = Candidate.model_validate({"name": label, "model": {"path": "tiny:target"},
@@ -86,16 +88,16 @@ def write_synthetic_run(journal: Journal, *, index: int, study: str | None = "sy
     writer.write_table("requests", _requests(rng, requests))
     if status == "incomplete":
         return journal.run(writer.run_id)
-    base = {**identity, "environment": {"host": "synthetic", "engine_version": "synthetic"},
+    base = {**identity, "environment": {"host": "synthetic", "engine_version": "synthetic", **(environment or {})},
             "engine": {"argv": ["llama-server", "-m", "tiny.gguf", "--port", "0"]},
-            "started_at": "2026-01-01T00:00:00Z", "finished_at": "2026-01-01T00:01:00Z"}
+            "started_at": started_at or "2026-01-01T00:00:00Z", "finished_at": "2026-01-01T00:01:00Z"}
     if status == "failed":
         writer.seal(Manifest.model_validate({
             **base, "status": "failed", "summary": None,
             "failure": {"stage": "launch", "cause": "bad_flag", "message": "error: invalid argument: --synthetic",
                         "exit_code": 1, "log_tail": "error: invalid argument: --synthetic"}}))
     else:
-        cells = _cells(rng, 1 + (index % 7) / 10, invalid)
+        cells = _cells(rng, speed or 1 + (index % 7) / 10, invalid)
         writer.write_table("cells", cells)
         writer.seal(Manifest.model_validate({
             **base, "status": "completed", "failure": None,
@@ -103,5 +105,6 @@ def write_synthetic_run(journal: Journal, *, index: int, study: str | None = "sy
     record = journal.run(writer.run_id)
     if verdict:
         record.append_verdict({"outcome": verdict, "reasons": reasons or [f"synthetic {verdict}"], "study": study,
+                               "run_ids": [record.run_id],
                                "rules_hash": "synthetic", "rules": None, "baseline_run_id": None})
     return record

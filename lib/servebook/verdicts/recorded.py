@@ -24,7 +24,7 @@ class ChosenBaseline:
     def describe(self, spec: RecordedBaseline) -> str:
         ids = ", ".join(r.run_id for r in self.records)
         versions = ", ".join(self.engine_versions) or "not recorded"
-        first, last = self.records[0].identity.started_at[:10], self.records[-1].identity.started_at[:10]
+        first, last = ((r.identity.started_at or "?")[:10] for r in (self.records[0], self.records[-1]))
         return (f"baseline: {len(self.records)} recorded run(s) of {spec.candidate} (engine {versions}; machine "
                 f"{self.machine}; {first} to {last}), not interleaved with these runs, so any drift since then counts "
                 f"as change: {ids}")
@@ -40,7 +40,9 @@ def _accepted_ids(records: list[RunRecord]) -> set[str]:
     return accepted
 
 
-def _age_days(started_at: str, now: datetime) -> float:
+def _age_days(started_at: str | None, now: datetime) -> float:
+    if not started_at:
+        return float("inf")  # a run that does not say when it ran is as good as stale
     started = datetime.fromisoformat(started_at.replace("Z", "+00:00"))
     if started.tzinfo is None:
         started = started.replace(tzinfo=timezone.utc)
