@@ -82,3 +82,41 @@ class SliceComparisonView(Renderable):
 
 def _figure(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def history_spec(history: History) -> dict:
+    """Each followed cell relative to its first runs (100 = the median before the first step), run by run; dashed
+    lines where the engine, image, driver or configuration changed, red rings where a step was confirmed."""
+    from .figures import _AXIS, _LAYOUT, PALETTE
+
+    traces, shapes, annotations = [], [], []
+    marked: set[int] = set()
+    for i, line in enumerate(history.series):
+        values = [p.value for p in line.points]
+        first = values[:line.steps[0].index] if line.steps else values
+        reference = sorted(first)[len(first) // 2]
+        color = PALETTE[i % len(PALETTE)]
+        traces.append({"type": "scatter", "mode": "lines+markers", "name": f"{METRIC_WORDS[line.metric]}, "
+                       f"{_short(line.cell_id)}", "x": list(range(1, len(values) + 1)),
+                       "y": [100 * v / reference for v in values], "line": {"color": color, "width": 1.5},
+                       "text": [f"{p.run_id} ({p.marks.get('engine_version') or '-'}): {p.value:,.0f}"
+                                for p in line.points],
+                       "hovertemplate": "%{text}<extra>%{fullData.name}</extra>"})
+        for step in line.steps:
+            traces.append({"type": "scatter", "mode": "markers", "showlegend": False, "x": [step.index + 1],
+                           "y": [100 * values[step.index] / reference], "hoverinfo": "text",
+                           "text": [f"step {step.text()}"],
+                           "marker": {"size": 16, "color": "rgba(0,0,0,0)", "line": {"color": "#b42318", "width": 2}}})
+        for at, what in line.changes_of_setup():
+            if at in marked:
+                continue
+            marked.add(at)
+            shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": at + 0.5, "x1": at + 0.5, "y0": 0,
+                           "y1": 1, "line": {"color": "#6b7280", "dash": "dash", "width": 1}})
+            annotations.append({"x": at + 0.5, "y": 1, "xref": "x", "yref": "paper", "text": what, "showarrow": False,
+                                "font": {"size": 10, "color": "#6b7280"}, "xanchor": "left", "yanchor": "bottom"})
+    layout = {**_LAYOUT, "title": {"text": f"{history.candidate} over time, relative to its first runs"},
+              "xaxis": {**_AXIS, "title": {"text": "run, oldest first"}},
+              "yaxis": {**_AXIS, "title": {"text": "% of the first runs' median"}},
+              "legend": {"title": {"text": "cell"}}, "shapes": shapes, "annotations": annotations}
+    return {"data": traces, "layout": layout}

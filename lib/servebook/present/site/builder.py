@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import shlex
 import shutil
@@ -25,8 +24,8 @@ import yaml
 from ..._version import __version__
 from ...config.secrets import Scrubber
 from ...journal.store import Journal
-from ...util.files import atomic_write_bytes
 from ...util.progress import Reporter
+from ...util.render import to_html
 from ..comparison import diff_table
 from ..figures import forest_spec
 from ..tables import (
@@ -37,6 +36,7 @@ from ..tables import (
     memory_table,
     verification_table,
 )
+from .files import link_or_copy, published_bytes, write_page
 from .notebook_html import render_notebook
 from .pages import (
     ESTIMATE_NOTE,
@@ -61,10 +61,6 @@ from .pages import (
 _HERE = Path(__file__).parent
 INDEX_PAGE = 100  # runs per page of the index
 CSV_TABLES = ("cells.parquet", "gates.parquet", "outputs.parquet")
-# A field named like a secret ("api_key":, "hf_token":) or a secret flag: only such files are parsed and scrubbed
-# by name ("max_tokens" is not one); every file is scrubbed by value.
-_SECRET_HINT = re.compile(rb'"[A-Za-z0-9_-]*(?:key|token|secret|passw(?:or)?d|credentials?|authorization|bearer)"\s*:'
-                          rb"|--[a-z-]*(?:key|token)\b", re.I)
 # libyaml when present: the candidate on every run page is dumped with it (the pure-Python dumper took 3 ms a run)
 _YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 TEMPLATES = _HERE / "templates"
@@ -115,7 +111,7 @@ class SiteBuilder:
         if self.state["pages"].get(relative) == key and target.is_file():
             self.skipped += 1
             return
-        _write(target, render())
+        write_page(target, render())
         self.state["pages"][relative] = key
         self.written.append(relative)
 
@@ -143,10 +139,11 @@ class SiteBuilder:
                 task.advance()
         for name, runs in by_study.items():
             self._study_page(name, runs, links_key)
+        self._history_pages(summaries, links_key)
         self._index_page(summaries, links_key)
         self._compare_page(summaries, links_key)
         self._remove_stale({s["run_id"] for s in summaries})
-        _write(self.out / STATE_FILE, json.dumps(self.state, sort_keys=True))
+        write_page(self.out / STATE_FILE, json.dumps(self.state, sort_keys=True))
         return BuildReport(self.out, len(summaries), self.written, self.skipped, time.monotonic() - started)
 
     def _summaries(self) -> list[dict]:
@@ -164,7 +161,7 @@ class SiteBuilder:
                     summary = json.loads(cached.read_text())
                 else:
                     summary = summarize_run(self.journal.run(run_id))
-                    _write(cached, json.dumps(summary, default=str))
+                    write_page(cached, json.dumps(summary, default=str))
                     self.state["runs"][run_id] = fingerprint
                 summary["study_slug"] = page_slug(summary["study"]) if summary["study"] else None
                 summary["fingerprint"] = fingerprint
@@ -244,7 +241,7 @@ class SiteBuilder:
 
         for name in s["files"]:
             if name.endswith(".parquet"):
-                _link_or_copy(source / name, target / name)
+                link_or_copy(source / name, target / name)
                 if name not in CSV_TABLES:
                     continue
                 table = pyarrow.parquet.read_table(source / name)
@@ -254,7 +251,7 @@ class SiteBuilder:
                     table = table.set_column(i, table.schema.field(i).name, pyarrow.array(strings, pyarrow.string()))
                 pyarrow.csv.write_csv(table, target / name.replace(".parquet", ".csv"))
             elif name in ("manifest.json", "launch.json", "engine.log"):
-                _write(target / name, _scrubbed(source / name, self.scrubber))
+                write_page(target / name, published_bytes(source / name, self.scrubber))
         self.state["pages"][f"runs/{run_id}/data"] = key
         return listing
 
@@ -272,7 +269,8 @@ class SiteBuilder:
                 "winner": [s["label"] for s in chosen if s["verdict"] == "accepted"],
                 "rules": rules,
                 "rules_hash": rules_source["rules_hash"] if rules_source else None,
-                "candidates": [{"label": label, "run_id": group[-1]["run_id"], "runs": len(group),
+                "candidates": [{"label": label, "slug": page_slug(label), "run_id": group[-1]["run_id"],
+                                "runs": len(group),
                                 "status": group[-1]["status"], "verdict": group[-1]["verdict"],
                                 "reasons": group[-1]["reasons"] or status_reason(group[-1])}
                                for label, group in groups.items()],
@@ -289,6 +287,24 @@ class SiteBuilder:
                                 + charts([s for s in shown if s["cells"]], "study"))
 
         self._page(f"studies/{page_slug(name)}.html", inputs, render)
+
+    def _history_pages(self, summaries: list[dict], links: list) -> None:
+        """A page per candidate name: its runs over time on the machine it ran on last (servebook history)."""
+        from ...verdicts import history
+        from ..history import HistoryView, history_spec
+
+        by_label: dict[str, list[dict]] = {}
+        for s in summaries:
+            if s["status"] == "completed":
+                by_label.setdefault(s["label"], []).append(s)
+        for label, runs in by_label.items():
+            def render(label: str = label) -> str:
+                found = history(self.journal, label)
+                return self._render("history.html.j2", "../", title=f"history of {label}", label=label,
+                                    body=to_html(HistoryView(found).blocks()),
+                                    charts=[{"id": "history-chart", "figure": history_spec(found)}])
+
+            self._page(f"candidates/{page_slug(label)}.html", [[s["fingerprint"] for s in runs], links], render)
 
     def _index_page(self, summaries: list[dict], links: list) -> None:
         rows = []
@@ -350,38 +366,6 @@ class BuildReport:
     def __str__(self) -> str:
         return (f"site: {self.runs} runs, {len(self.written)} files written, {self.skipped} pages unchanged, "
                 f"{self.seconds:.1f}s -> {self.out / 'index.html'}")
-
-
-def _scrubbed(path: Path, scrubber: Scrubber) -> bytes:
-    """A journal file as published: a journal written before scrubbing (or by hand) still publishes no secret."""
-    data = path.read_bytes()
-    if path.suffix == ".json" and _SECRET_HINT.search(data):  # parsed only where a secret could be named
-        try:
-            data = (json.dumps(scrubber.json(json.loads(data)), indent=2) + "\n").encode()
-        except ValueError:
-            pass
-    return scrubber.bytes(data)
-
-
-def _link_or_copy(source: Path, target: Path) -> None:
-    """A sealed run's files never change, so the site may share them with the journal rather than copy them."""
-    target.unlink(missing_ok=True)
-    try:
-        os.link(source, target)
-    except OSError:
-        shutil.copyfile(source, target)
-
-
-def _write(path: Path, text: str | bytes) -> None:
-    # Site pages are rebuilt from the journal at will, so they skip the journal's fsyncs. The folder is made only
-    # when the write finds it missing: asking the file system first, for each of thousands of files, was a tenth
-    # of a build.
-    data = text.encode() if isinstance(text, str) else text
-    try:
-        atomic_write_bytes(path, data, durable=False, make_parent=False)
-    except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(path, data, durable=False, make_parent=False)
 
 
 def build_site(journal: Journal, out: str | Path, reporter: Reporter | None = None) -> BuildReport:
