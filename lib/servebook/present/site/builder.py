@@ -269,7 +269,8 @@ class SiteBuilder:
                 "winner": [s["label"] for s in chosen if s["verdict"] == "accepted"],
                 "rules": rules,
                 "rules_hash": rules_source["rules_hash"] if rules_source else None,
-                "candidates": [{"label": label, "slug": page_slug(label), "run_id": group[-1]["run_id"],
+                "candidates": [{"label": label, "run_id": group[-1]["run_id"],
+                                "history": page_slug(label) if any(s["status"] == "completed" for s in group) else None,
                                 "runs": len(group),
                                 "status": group[-1]["status"], "verdict": group[-1]["verdict"],
                                 "reasons": group[-1]["reasons"] or status_reason(group[-1])}
