@@ -46,7 +46,8 @@ _PUBLIC = {
     "build_site": "present", "report": "present", "RunReport": "present", "RunComparison": "present",
     "StudyView": "present", "VerdictsView": "present", "figures": "present", "size_model": "present",
     "MemoryView": "present",
-    "qualify": "notebook", "compare": "notebook", "show": "notebook",
+    "qualify": "notebook", "compare": "notebook", "show": "notebook", "check_gate": "notebook",
+    "GateFailed": "util.errors",
 }
 
 __all__ = sorted(_PUBLIC) + ["__version__"]

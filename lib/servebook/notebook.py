@@ -68,6 +68,23 @@ def qualify(*, candidate: dict | None = None, candidate_path: str | None = None,
                          extra_manifest=context, run_id=run_id)
 
 
+def check_gate(run: RunRecord, fail_on: str | None) -> str:
+    """The run's own outcome (failed: no numbers; rejected: an invalid cell, a failed gate, unreconciled counters;
+    accepted otherwise); raises GateFailed when it is one of `fail_on` ("rejected,failed"), so that a papermill
+    execution of qualify.ipynb fails the job, as `servebook judge --fail-on` does for a study."""
+    from .config import VerdictRules
+    from .util.errors import GateFailed
+    from .verdicts import GATE_EXIT_CODES, judge_run, parse_fail_on
+
+    chosen = parse_fail_on(fail_on)
+    verdict = judge_run(run.manifest, run.table("cells") if run.status == "completed" else None, None,
+                        VerdictRules(), is_baseline=True)
+    if verdict.outcome in chosen:
+        raise GateFailed(f"gate failed (exit {GATE_EXIT_CODES[verdict.outcome]}): run {run.run_id} "
+                         f"{verdict.outcome}: {'; '.join(verdict.reasons)}", GATE_EXIT_CODES[verdict.outcome])
+    return verdict.outcome
+
+
 def show(*objects) -> None:
     """Display reports and plotly figures inline (falls back to rich in a terminal)."""
     try:

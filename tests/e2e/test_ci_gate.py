@@ -90,3 +90,22 @@ def test_the_example_gate_passes_an_unchanged_release_and_fails_a_slower_one(s3,
                              capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
     assert history.returncode == 0, history.stderr
     assert '"engine_version": "1.0"' in history.stdout and '"engine_version": "1.2"' in history.stdout
+
+
+def test_a_papermill_run_of_qualify_fails_on_the_outcomes_it_is_asked_to(tmp_path):
+    candidate = ("candidate: {engine: vllm, model: {id: org/model}, knobs: {max_running_requests: 2},\n"
+                 "            launch: {simulator: true, sim_faults: [oom_warmup], ready_timeout_s: 10}}\n"
+                 "candidate_path: null\n"
+                 "plan: {decode: {concurrency: [1], categories: [prose], output_tokens: 8, rounds: 1}, prefill: null}\n"
+                 "plan_path: null\n")
+    env = {**os.environ, "SERVEBOOK_PLAIN_PROGRESS": "1"}
+
+    def papermill(*extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(Path(sys.executable).parent / "papermill"), "qualify.ipynb",
+                               str(tmp_path / "out.ipynb"), "--cwd", ".", "-k", "python3", "-p", "journal",
+                               str(tmp_path / "journal"), "-y", candidate, *extra],
+                              cwd=REPO / "notebooks", env=env, capture_output=True, text=True, timeout=600)
+
+    assert papermill().returncode == 0  # a failed load is a record, and the notebook ran to its end
+    gated = papermill("-p", "fail_on", "rejected,failed")
+    assert gated.returncode != 0 and "GateFailed" in gated.stderr and "exit 11" in gated.stderr

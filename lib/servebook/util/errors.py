@@ -45,3 +45,12 @@ class EngineFailed(ServebookError):
         if self.stage is None:
             self.stage = stage
         return self
+
+
+class GateFailed(ServebookError):
+    """A verdict the caller asked to fail on (`--fail-on`, or a notebook's `fail_on`): not an error of servebook's,
+    a result; `exit_code` is the gate's code for that outcome."""
+
+    def __init__(self, message: str, exit_code: int):
+        super().__init__(message)
+        self.exit_code = exit_code
