@@ -74,7 +74,9 @@ def s3(tmp_path_factory):
     import s3fs
 
     s3fs.S3FileSystem.clear_instance_cache()
-    s3fs.S3FileSystem().mkdir("journals")
+    # moto keeps its buckets in the process, so a module after the first finds the bucket made
+    if not s3fs.S3FileSystem().exists("journals"):
+        s3fs.S3FileSystem().mkdir("journals")
     yield env
     for key, value in saved.items():
         if value is None:

@@ -7,6 +7,7 @@ import pytest
 from servebook.config import Plan
 from servebook.journal import Journal
 from servebook.measure.equivalence import compare_outputs
+from servebook.measure.validity import DISTURBANCES
 from servebook.run import run_candidate
 from servebook.util.progress import Reporter
 
@@ -33,7 +34,11 @@ def test_reuse_waves_and_prompts_without_shared_prefix(llama_install, tmp_path):
     for record in (four, one):
         assert record.status == "completed", record.manifest.failure
         cells = record.table("cells").set_index("cell_id")
-        assert cells["valid"].all(), cells["invalid_reasons"].to_dict()
+        # Every cell valid, but for disturbances of this shared host (a client stall is one: the cell then
+        # leaves a verdict's statistics, it is no fault of the engine or of the prompts).
+        faults = {cell: codes for cell, codes in cells["invalid_codes"].items()
+                  if codes and not set(codes.split(",")) <= DISTURBANCES}
+        assert not faults, cells["invalid_reasons"].to_dict()
         assert (cells["reconciliation"] == "ok").all(), cells["reconciliation_message"].to_dict()
         # prompts of exact length that share no prefix: nothing came from the cache, by the engine's own count
         assert cells.loc["decode-prose-c2", "cached_tokens"] == 0

@@ -8,6 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from .load import LoadPlan, ServiceObjectives
+
 Category = Literal["prose", "code", "structured"]
 Gate = Literal["json_schema", "nullable_argument", "agent_protocol", "needle"]
 
@@ -112,6 +114,9 @@ class Plan(_Strict):
     warmup_until_steady: SteadyWarmup | None = None
     reuse: ReusePlan | None = None
     waves: WavePlan | None = None
+    load: LoadPlan | None = None
+    slo: ServiceObjectives | None = Field(None, description="objectives every decode, wave and load cell reports its "
+                                                            "attainment and goodput against")
     equivalence: EquivalencePlan | None = None
     gates: list[Gate] = Field(
         default_factory=list, description="protocol checks run after the cells, each scored k/n; agent_protocol "
@@ -138,7 +143,8 @@ class Plan(_Strict):
     def needs_tokenizer(self) -> list[str]:
         """The sections of this plan that build prompts of exact token length, through the engine's tokenizer."""
         out = [name for name, present in (
-            ("prefill", self.prefill), ("reuse", self.reuse), ("waves", self.waves), ("equivalence", self.equivalence),
+            ("prefill", self.prefill), ("reuse", self.reuse), ("waves", self.waves), ("load", self.load),
+            ("equivalence", self.equivalence),
             ("decode.prompt_tokens", self.decode and self.decode.prompt_tokens)) if present]
         return out
 
@@ -154,6 +160,8 @@ class Plan(_Strict):
             out.append(("reuse", r.first_prompt_tokens + (r.turns - 1) * r.turn_tokens + r.output_tokens))
         if self.waves:
             out.append(("waves.prompt_tokens", self.waves.prompt_tokens + self.waves.output_tokens))
+        if self.load:
+            out.append(("load", self.load.prompt_tokens.longest + self.load.output_tokens.longest))
         if self.equivalence:
             out.append(("equivalence", self.equivalence.prompt_tokens + self.equivalence.output_tokens))
         if self.needle_tokens:

@@ -14,6 +14,7 @@ from typing import Any, Literal, TypedDict, cast
 
 from ..config.plan import Plan
 from .client import RequestRecord
+from .openloop import attainment, load_figures, read_trace, schedule
 from .reconcile import Reconciliation
 from .validity import CellEvidence, InvalidReason, cell_faults, join_codes, join_texts
 
@@ -21,13 +22,14 @@ from .validity import CellEvidence, InvalidReason, cell_faults, join_codes, join
 @dataclass(frozen=True)
 class CellSpec:
     cell_id: str
-    kind: Literal["decode", "prefill", "reuse", "wave"]
+    kind: Literal["decode", "prefill", "reuse", "wave", "load"]
     category: str
     concurrency: int
     n_requests: int
     output_tokens: int
     prompt_tokens: int | None = None
     min_s: float | None = None  # keep sending (at the same concurrency) until the cell lasted this long
+    rate: float | None = None  # open-loop cells: requests per second
 
     @property
     def max_requests(self) -> int:
@@ -42,6 +44,8 @@ class CellSpec:
             return f"prompt reuse, {self.n_requests} turns"
         if self.kind == "wave":
             return f"waves of {self.concurrency} requests"
+        if self.kind == "load":
+            return f"open loop at {self.rate:g} requests/s"
         return f"cold prefill {self.prompt_tokens} tokens"
 
 
@@ -93,6 +97,20 @@ class CellSummary(TypedDict, total=False):
     # wave cells
     slots: int | None
     queued: int | None
+    # open-loop cells (measure.openloop), over the measured window
+    offered_rps: float | None
+    achieved_rps: float | None
+    ttft_p50_s: float | None
+    tpot_p50_s: float | None
+    tpot_p90_s: float | None
+    e2e_p90_s: float | None
+    send_lag_p99_ms: float | None
+    # against the plan's objectives (plan.slo), in decode, wave and load cells
+    slo_attainment: float | None
+    slo_attainment_low: float | None
+    slo_attainment_high: float | None
+    goodput_rps: float | None
+    slo_met: bool | None
     # host and GPU telemetry, added by the measurement loop (None: not checked)
     foreign_cpu_cores: float | None
     gpu_energy_j: float | None
@@ -124,6 +142,12 @@ def plan_cells(plan: Plan) -> list[CellSpec]:
         for c in plan.waves.concurrency:
             cells.append(CellSpec(f"wave-c{c}", "wave", "prose", c, c * plan.waves.waves, plan.waves.output_tokens,
                                   plan.waves.prompt_tokens))
+    if plan.load:
+        trace = read_trace(plan.load.trace) if plan.load.trace else None
+        for rate in plan.load.rates_rps:
+            arrivals = schedule(plan.load, rate, trace)
+            cells.append(CellSpec(f"load-{rate:g}rps", "load", "prose", 0, len(arrivals),
+                                  plan.load.output_tokens.mean, plan.load.prompt_tokens.mean, rate=rate))
     return cells
 
 
@@ -277,3 +301,24 @@ def summarize_cell(spec: CellSpec, records: list[RequestRecord], reconciliation:
     """A cell's row from its requests and counters alone (no host telemetry)."""
     faults = cell_faults(evidence(spec, records, reconciliation))
     return with_validity(cell_figures(spec, records, slots), reconciliation, faults)
+
+
+def objective_figures(spec: CellSpec, records: list[RequestRecord], plan: Plan) -> dict[str, Any]:
+    """An open-loop cell's window figures (measure.openloop), and every decode, wave and load cell's attainment of
+    the plan's objectives with goodput; empty where neither applies."""
+    out: dict[str, Any] = {}
+    window = None
+    if spec.kind == "load" and plan.load and spec.rate:
+        out.update(load_figures(records, plan.load, spec.rate))
+        measured = [r for r in records if r.measured]
+        window = plan.load.duration_s
+        completion = sum(r.completion_tokens or 0 for r in measured if r.ok)
+        out["aggregate_tok_s"] = completion / window  # output of the window's arrivals per second of the window
+    else:
+        measured = records
+        sends, ends = [r.t_send for r in records], [r.t_last for r in records if r.ok and r.t_last is not None]
+        window = (max(ends) - min(sends)) if sends and ends else None
+    if plan.slo and spec.kind in ("decode", "wave", "load"):
+        out.update(attainment(measured, plan.slo, window))
+    return out
+

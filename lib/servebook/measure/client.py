@@ -37,6 +37,9 @@ class RequestRecord:
     server_draft_accepted: int | None = None
     turn: int | None = None  # reuse cells: the request's turn in its conversation (1 = the first)
     conversation: int | None = None
+    #: open-loop cells: when the schedule wanted the request sent, and whether it counts (outside the warm-up)
+    t_due: float | None = None
+    measured: bool = True
     chunk_times: list[float] = field(default_factory=list, repr=False)
     chunk_tokens: list[int | None] = field(default_factory=list, repr=False)
 

@@ -25,6 +25,7 @@ from .cells import (
     CellSummary,
     cell_figures,
     evidence,
+    objective_figures,
     plan_cells,
     total_reported,
     with_engine_split,
@@ -210,9 +211,12 @@ class Measurement:
                               completion_tokens=total_reported(ok, "completion_tokens"))
         counts = self.adapter.server_counts(before, after) if self.adapter.reconciles else None
         reconciliation = reconcile(client, counts)
-        figures = with_engine_split(cell_figures(spec, records, self.endpoint.slots), records,
+        # An open-loop cell's figures are its measured window's; its warm-up requests only count for validity.
+        counted = [r for r in records if r.measured]
+        figures = with_engine_split(cell_figures(spec, counted, self.endpoint.slots), counted,
                                     *(histogram_mean(before, after, name) if name else None
                                       for name in (self.adapter.queue_histogram, self.adapter.prefill_histogram)))
+        figures.update(objective_figures(spec, records, self.plan))
         pid = self.endpoint.engine_pid
         own = own_processes(pid) if pid else set()
         gpu = summarize_gpu(gpu_samples, own, figures["completion_tokens"], figures["wall_s"])
@@ -220,7 +224,8 @@ class Measurement:
             spec, records, reconciliation, compilations=self._compilations_since(log_offset),
             # Not checked (None) where servebook does not know the engine's processes (attach, compose).
             foreign_cpu_cores=foreign, foreign_cpu_limit=self.plan.max_foreign_cpu_cores or DEFAULT_MAX_FOREIGN_CORES,
-            gpu_foreign_pids=gpu["gpu_foreign_pids"] if pid else None))
+            gpu_foreign_pids=gpu["gpu_foreign_pids"] if pid else None,
+            max_lag_ms=self.plan.load.max_lag_ms if self.plan.load and spec.kind == "load" else None))
         return with_validity({**figures, "foreign_cpu_cores": foreign, **gpu}, reconciliation, faults)
 
 
@@ -263,10 +268,16 @@ def cell_line(spec: CellSpec, s: CellSummary) -> str:
         figure = f"{aggregate:.1f} tok/s aggregate, TTFT p90 {(s.get('ttft_p90_s') or 0) * 1000:.0f} ms"
     elif spec.kind == "decode" and aggregate:
         figure = f"{aggregate:.1f} tok/s aggregate"
+    elif spec.kind == "load":
+        figure = (f"{s.get('achieved_rps') or 0:.2f} requests/s done of {s.get('offered_rps') or 0:g} offered, "
+                  f"TTFT p50 {(s.get('ttft_p50_s') or 0) * 1000:.0f} ms")
     elif s.get("prefill_tok_s"):
         figure = f"{s.get('prefill_tok_s') or 0:.0f} tok/s prefill"
     else:
         figure = "no figure"
+    if s.get("slo_attainment") is not None:
+        figure += (f"; SLO met by {100 * (s.get('slo_attainment') or 0):.0f}% of requests, goodput "
+                   f"{s.get('goodput_rps') or 0:.2f}/s")
     return f"{figure}; {s['reconciliation']}; {flag}"
 
 

@@ -27,13 +27,14 @@ InvalidCode = Literal[
     "gpu_busy",             # other processes ran on the engine's GPU during the cell
     "client_stall",         # tokens reached the client in a burst after a stall, faster than the engine made them
     "ttft_below_engine",    # a first token earlier than the engine's own prompt time allows
+    "client_lag",           # an open-loop client sent requests later than their schedule: its pace, not the engine's
     "unclassified",         # a fault from a journal written before codes, whose text names no known fault
 ]
 INVALID_CODES: tuple[str, ...] = get_args(InvalidCode)
 
 #: Faults of the host or of the measuring client, not of the candidate: such a cell is evidence lost, never a reason
 #: to reject.
-DISTURBANCES: frozenset[str] = frozenset({"host_busy", "gpu_busy", "client_stall", "ttft_below_engine"})
+DISTURBANCES: frozenset[str] = frozenset({"host_busy", "gpu_busy", "client_stall", "ttft_below_engine", "client_lag"})
 
 #: How each code reads; the only place the wording lives (a test rewords them all and checks verdicts hold).
 MESSAGES: dict[str, str] = {
@@ -48,6 +49,8 @@ MESSAGES: dict[str, str] = {
     "host_busy": "host busy: other processes used {cores:.2f} CPU cores during the cell (limit {limit:g})",
     "gpu_busy": "gpu busy: other processes ({pids}) on the engine's GPU during the cell",
     "client_stall": "client stalled: {count} of {total} requests read tokens faster than {bound} ({worst})",
+    "client_lag": "the client sent {count} of {total} requests more than {limit:g} ms after they were due (worst "
+                  "{worst:.0f} ms): it fell behind its schedule, so the load was not the one asked for",
     "ttft_below_engine": "{count} first tokens came before the engine's own prompt time allows ({worst}): a clock "
                          "or a timing is wrong",
 }
@@ -99,6 +102,8 @@ class CellEvidence:
     #: processes on the engine's GPU that are not the engine's ("" or None: none seen or not checked)
     gpu_foreign_pids: str | None = None
     concurrency: int = 1
+    #: open-loop cells: how late after its due time a request may leave
+    max_lag_ms: float | None = None
 
 
 def cell_faults(evidence: CellEvidence) -> list[InvalidReason]:
@@ -117,11 +122,12 @@ def _request_faults(e: CellEvidence) -> list[InvalidReason]:
     if e.category == "structured":
         # A grammar decides when the JSON ends, so the length is capped, not forced.
         wrong = [r for r in ok if not 1 <= (r.completion_tokens or 0) <= e.output_tokens]
-    else:
-        wrong = [r for r in ok if r.completion_tokens != e.output_tokens]
+    else:  # each request's own forced length (open-loop cells draw one per request)
+        wrong = [r for r in ok if r.completion_tokens != r.expected_completion_tokens]
     if wrong:
-        out.append(InvalidReason.of("wrong_length", count=len(wrong), expected=e.output_tokens,
-                                    got=sorted({r.completion_tokens or 0 for r in wrong})))
+        expected = sorted({r.expected_completion_tokens for r in wrong})
+        out.append(InvalidReason.of("wrong_length", count=len(wrong), expected=expected[0] if len(expected) == 1
+                                    else "their forced lengths", got=sorted({r.completion_tokens or 0 for r in wrong})))
     if e.kind == "prefill":
         short = [r for r in ok if r.prompt_tokens != e.prompt_tokens]
         if short:
@@ -172,6 +178,11 @@ def _plausibility_faults(e: CellEvidence) -> list[InvalidReason]:
         bound = f"{_STALL_FACTOR:g}x the engine's own rate ({worst.server_predicted_per_second:.0f} tok/s by its timings)"
         out.append(InvalidReason.of("client_stall", count=len(stalled), total=len(ok), bound=bound,
                                     worst=_burst(worst)))
+    lags = [r.t_send - r.t_due for r in e.records if r.t_due is not None]
+    late = [lag for lag in lags if e.max_lag_ms is not None and lag > e.max_lag_ms / 1000]
+    if len(late) > 0.01 * len(lags):  # a rare late send is noise of the host; more means the client set the pace
+        out.append(InvalidReason.of("client_lag", count=len(late), total=len(lags), limit=e.max_lag_ms,
+                                    worst=1000 * max(late)))
     early = [(r.server_prompt_ms / 1000 - r.ttft, r) for r in ok
              if r.ttft is not None and r.server_prompt_ms is not None and r.ttft < r.server_prompt_ms / 1000 - 0.002]
     if early:

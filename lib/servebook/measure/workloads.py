@@ -19,6 +19,7 @@ from ..util.errors import InputError
 from .cells import CellSpec
 from .client import RequestRecord, StreamRequest, stream_request
 from .endpoint import Endpoint
+from .openloop import read_trace, schedule
 from .prompts import corpus, decode_prompt, exact_length_prompt, filler_text, structured_format, structured_prompt
 
 OnDone = Callable[[], None]
@@ -34,7 +35,8 @@ class Workloads:
         self._prefill_count = 0
 
     async def run(self, spec: CellSpec, on_done: OnDone) -> list[RequestRecord]:
-        runner = {"decode": self.decode, "prefill": self.prefill, "wave": self.waves, "reuse": self.reuse}[spec.kind]
+        runner = {"decode": self.decode, "prefill": self.prefill, "wave": self.waves, "reuse": self.reuse,
+                  "load": self.load}[spec.kind]
         return await runner(spec, on_done)
 
     async def tokenize(self, text: str) -> list[int]:
@@ -167,3 +169,29 @@ class Workloads:
             records.append(record)
             on_done()
         return records
+
+    async def load(self, spec: CellSpec, on_done: OnDone) -> list[RequestRecord]:
+        """Requests sent on the plan's schedule at `spec.rate`, whatever the engine's pace: each waits for its due
+        time, not for other requests. Prompts are built first, so that sending is all the cell does."""
+        plan = self.plan.load
+        assert plan is not None and spec.rate is not None  # a load cell exists only with a load section
+        arrivals = schedule(plan, spec.rate, read_trace(plan.trace) if plan.trace else None)
+        prompts = [await self.unique_prompt("prose", max(a.prompt_tokens, 32), f"{self.tag}:{spec.cell_id}:{i}")
+                   for i, a in enumerate(arrivals)]
+        records: list[RequestRecord] = []
+        start = time.monotonic() + 0.05
+
+        async def one(i: int, prompt: list[int]) -> None:
+            arrival = arrivals[i]
+            due = start + arrival.due_s
+            await asyncio.sleep(max(0.0, due - time.monotonic()))
+            record = self._record(spec, f"{spec.cell_id}-{i}", arrival.output_tokens, t_due=due,
+                                  measured=arrival.measured)
+            records.append(record)
+            await stream_request(self.openai, record, self._request(
+                arrival.output_tokens, prompt=prompt, extra_body=self.endpoint.extras(arrival.output_tokens)))
+            on_done()
+
+        await asyncio.gather(*(one(i, prompt) for i, prompt in enumerate(prompts)))
+        return sorted(records, key=lambda r: r.t_due or 0.0)
+

@@ -1,0 +1,109 @@
+"""Open-loop load and service-level objectives: requests arrive on a schedule, whatever the engine's pace, and
+each request either meets the objectives or does not (DistServe's attainment; goodput is the rate of those that do).
+
+Closed-loop cells (decode) measure what an engine does at a fixed number of requests in flight; users do not wait
+for each other, so the load a deployment holds within its objectives is a question of arrival rates.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Lengths(_Strict):
+    """Token lengths drawn per request: `fixed` (the mean), `uniform` on [low, high], or `lognormal` with a mean and a
+    coefficient of variation (long-tailed, as chat and agent traffic is), clipped to [low, high]."""
+
+    distribution: Literal["fixed", "uniform", "lognormal"] = "fixed"
+    mean: int = Field(256, ge=1)
+    low: int | None = Field(None, ge=1)
+    high: int | None = Field(None, ge=1)
+    cv: float = Field(0.5, gt=0, le=4, description="lognormal: standard deviation over mean")
+
+    @model_validator(mode="after")
+    def _bounds(self) -> "Lengths":
+        if self.distribution == "uniform" and (self.low is None or self.high is None):
+            raise ValueError("a uniform length needs low and high")
+        if self.low is not None and self.high is not None and self.low > self.high:
+            raise ValueError(f"low {self.low} is above high {self.high}")
+        return self
+
+    @property
+    def longest(self) -> int:
+        if self.distribution == "fixed":
+            return self.mean
+        return self.high or (self.mean * 8 if self.distribution == "lognormal" else self.mean)
+
+
+def _lengths(value: object) -> object:
+    return {"mean": value} if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+class LoadPlan(_Strict):
+    """Open-loop cells, one per request rate: arrivals on a seeded schedule (Poisson, or gamma with a burstiness
+    above 1), a warm-up whose requests are sent but not counted, then the measured window."""
+
+    rates_rps: list[float] = Field(..., min_length=1, description="request rates, one cell each (requests/s)")
+    arrival: Literal["poisson", "gamma"] = "poisson"
+    burstiness: float = Field(1.0, gt=0, le=10, description="gamma: the inter-arrival times' CV (1 is Poisson; "
+                                                            "above 1, bursts)")
+    warmup_s: float = Field(2.0, ge=0, le=600)
+    duration_s: float = Field(10.0, gt=0, le=3600, description="the measured window")
+    prompt_tokens: Lengths = Lengths(mean=256)
+    output_tokens: Lengths = Lengths(mean=64)
+    trace: str | None = Field(None, description="a JSONL trace (Mooncake-style: timestamp in ms, input_length, "
+                                                "output_length per line): its arrivals and lengths replace the "
+                                                "drawn ones, its rate scaled to each of rates_rps")
+    max_lag_ms: float = Field(10.0, gt=0, description="a request sent later than this after it was due makes the "
+                                                       "cell invalid (client_lag): the client, not the engine, "
+                                                       "set the pace")
+    seed: int = 0
+
+    @field_validator("prompt_tokens", "output_tokens", mode="before")
+    @classmethod
+    def _length_or_number(cls, value: object) -> object:
+        return _lengths(value)  # `prompt_tokens: 512` is a fixed length
+
+    @field_validator("rates_rps")
+    @classmethod
+    def _rates(cls, v: list[float]) -> list[float]:
+        if any(r <= 0 for r in v) or sorted(set(v)) != list(v):
+            raise ValueError(f"rates_rps must be positive and strictly ascending, got {v}")
+        return v
+
+    @model_validator(mode="after")
+    def _arrival(self) -> "LoadPlan":
+        if self.arrival == "poisson" and self.burstiness != 1.0:
+            raise ValueError("burstiness is for gamma arrivals (Poisson's is 1)")
+        if self.output_tokens.distribution != "fixed" and (self.output_tokens.low or 2) < 2:
+            raise ValueError("output_tokens: at least 2 tokens per request, so that every request has an "
+                             "inter-token time")
+        return self
+
+
+class ServiceObjectives(_Strict):
+    """What a user must get, per request: a first token within `ttft_s`, then tokens at most `tpot_s` apart on
+    average, and the whole answer within `e2e_s` (each optional); `attainment`: the share of requests that must
+    meet all of them (0.9: a P90 objective)."""
+
+    ttft_s: float | None = Field(None, gt=0)
+    tpot_s: float | None = Field(None, gt=0, description="time per output token after the first, per request")
+    e2e_s: float | None = Field(None, gt=0)
+    attainment: float = Field(0.9, gt=0, le=1)
+
+    @model_validator(mode="after")
+    def _some(self) -> "ServiceObjectives":
+        if self.ttft_s is None and self.tpot_s is None and self.e2e_s is None:
+            raise ValueError("slo: name at least one of ttft_s, tpot_s, e2e_s")
+        return self
+
+    def describe(self) -> str:
+        parts = [f"TTFT <= {self.ttft_s:g} s" if self.ttft_s else "", f"TPOT <= {1000 * self.tpot_s:g} ms"
+                 if self.tpot_s else "", f"end to end <= {self.e2e_s:g} s" if self.e2e_s else ""]
+        return f"{', '.join(p for p in parts if p)} for {100 * self.attainment:g}% of requests"

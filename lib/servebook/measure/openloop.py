@@ -1,0 +1,130 @@
+"""Open-loop cells: the schedule of arrivals and lengths, and what a cell of them reports against objectives.
+
+The schedule is drawn before the cell starts (seeded: every launch of a candidate sees the same arrivals), so
+sending is all the client does while the cell runs. Each request records when it was due and when it left; a
+client that fell behind its schedule measured its own pace, not the engine's, and the cell says so.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..config.load import Lengths, LoadPlan, ServiceObjectives
+from .client import RequestRecord
+
+
+@dataclass(frozen=True)
+class Arrival:
+    due_s: float  # from the start of the cell (the warm-up included)
+    prompt_tokens: int
+    output_tokens: int
+    measured: bool  # inside the measured window, not the warm-up
+
+
+def _draw_lengths(rng: Any, spec: Lengths, n: int) -> list[int]:
+    import numpy as np
+
+    if spec.distribution == "fixed":
+        values = np.full(n, float(spec.mean))
+    elif spec.distribution == "uniform":
+        values = rng.uniform(spec.low, (spec.high or spec.mean) + 1, n)
+    else:  # lognormal with the given mean and CV
+        sigma = math.sqrt(math.log(1 + spec.cv ** 2))
+        values = rng.lognormal(math.log(spec.mean) - sigma ** 2 / 2, sigma, n)
+    low, high = spec.low or 1, spec.high or 1 << 30
+    return [int(min(max(round(v), low), high)) for v in values]
+
+
+def read_trace(path: str | Path) -> list[tuple[float, int, int]]:
+    """(arrival in s from the first, input tokens, output tokens) per line of a Mooncake-style JSONL trace."""
+    rows = []
+    for number, line in enumerate(Path(path).read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        item = json.loads(line)
+        try:
+            rows.append((float(item["timestamp"]) / 1000, int(item["input_length"]), int(item["output_length"])))
+        except (KeyError, TypeError, ValueError) as error:
+            raise ValueError(f"{path}:{number}: a trace line needs timestamp (ms), input_length and output_length "
+                             f"({error})") from None
+    if not rows:
+        raise ValueError(f"{path}: the trace has no requests")
+    start = min(t for t, _, _ in rows)
+    return sorted((t - start, i, o) for t, i, o in rows)
+
+
+def schedule(plan: LoadPlan, rate: float, trace: list[tuple[float, int, int]] | None = None) -> list[Arrival]:
+    """The cell's arrivals at `rate` requests/s over the warm-up and the measured window."""
+    import numpy as np
+
+    total = plan.warmup_s + plan.duration_s
+    rng = np.random.default_rng([plan.seed, int(rate * 1000)])
+    if trace:
+        # The trace's own rate (its gaps over its span) brought to `rate`; repeated, a period of n mean gaps.
+        scale = (len(trace) - 1) / max(trace[-1][0], 1e-9) / rate if len(trace) > 1 else 1.0
+        period = len(trace) / rate
+        rows = [(t * scale, i, o) for t, i, o in trace]
+        repeated = [(t + k * period, i, o) for k in range(int(total / period) + 1) for t, i, o in rows]
+        chosen = [row for row in repeated if row[0] < total]
+        return [Arrival(t, i, max(o, 2), t >= plan.warmup_s) for t, i, o in chosen]
+    # Gamma inter-arrival times with mean 1/rate and CV `burstiness` (shape 1/CV^2); shape 1 is Poisson.
+    shape = 1.0 / plan.burstiness ** 2
+    gaps = rng.gamma(shape, 1.0 / (rate * shape), int(total * rate * 2 + 20))
+    times = [float(t) for t in np.cumsum(gaps) if t < total]
+    prompts = _draw_lengths(rng, plan.prompt_tokens, len(times))
+    outputs = _draw_lengths(rng, plan.output_tokens, len(times))
+    return [Arrival(t, p, max(o, 2), t >= plan.warmup_s) for t, p, o in zip(times, prompts, outputs)]
+
+
+def _meets(r: RequestRecord, slo: ServiceObjectives) -> bool:
+    if not r.ok or r.t_first is None or r.t_last is None:
+        return False
+    tokens = r.completion_tokens or 0
+    tpot = (r.t_last - r.t_first) / (tokens - 1) if tokens > 1 else 0.0
+    return ((slo.ttft_s is None or (r.ttft or 0.0) <= slo.ttft_s)
+            and (slo.tpot_s is None or tpot <= slo.tpot_s)
+            and (slo.e2e_s is None or r.t_last - r.t_send <= slo.e2e_s))
+
+
+def attainment(records: list[RequestRecord], slo: ServiceObjectives, window_s: float | None) -> dict[str, Any]:
+    """The share of requests that met every objective, with its 95% Clopper-Pearson interval; goodput (requests
+    meeting the objectives per second of the window); and whether the share reaches the objective's."""
+    from scipy import stats
+
+    n = len(records)
+    if not n:
+        return {"slo_attainment": None, "slo_attainment_low": None, "slo_attainment_high": None, "goodput_rps": None,
+                "slo_met": None}
+    met = sum(_meets(r, slo) for r in records)
+    interval = stats.binomtest(met, n).proportion_ci(0.95, method="exact")
+    return {"slo_attainment": met / n, "slo_attainment_low": float(interval.low),
+            "slo_attainment_high": float(interval.high),
+            "goodput_rps": met / window_s if window_s else None, "slo_met": met / n >= slo.attainment}
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def load_figures(records: list[RequestRecord], plan: LoadPlan, rate: float) -> dict[str, Any]:
+    """An open-loop cell's own figures over its measured window: the rate offered and achieved, latency
+    percentiles per request (TTFT, time per output token, end to end) and how late the client sent."""
+    measured = [r for r in records if r.measured]
+    ok = [r for r in measured if r.ok and r.t_first is not None and r.t_last is not None]
+    tpots = [(r.t_last - r.t_first) / (r.completion_tokens - 1) for r in ok  # type: ignore[operator]
+             if (r.completion_tokens or 0) > 1]
+    lags = [max(0.0, r.t_send - r.t_due) for r in records if r.t_due is not None]
+    return {
+        "offered_rps": rate, "achieved_rps": len(ok) / plan.duration_s,
+        "ttft_p50_s": _percentile([r.ttft for r in ok if r.ttft is not None], 0.5),
+        "tpot_p50_s": _percentile(tpots, 0.5), "tpot_p90_s": _percentile(tpots, 0.9),
+        "e2e_p90_s": _percentile([r.t_last - r.t_send for r in ok if r.t_last is not None], 0.9),
+        "send_lag_p99_ms": None if not lags else 1000 * (_percentile(lags, 0.99) or 0.0),
+    }

@@ -1,0 +1,61 @@
+"""Open-loop cells against the simulator over loopback: requests leave on their schedule whatever the engine's pace,
+the window's figures and the objectives' attainment are recorded, and a client that cannot keep its schedule
+(slowed on purpose here) leaves the cell disturbed with the lag stated, never a figure of the engine."""
+
+import time
+
+import pytest
+
+from servebook.config import Plan
+from servebook.journal import Journal
+from servebook.measure.openloop import schedule
+from servebook.run import run_candidate
+from tests.conftest import QUIET, TOLERANT_CORES, simulated
+
+pytestmark = pytest.mark.simulator
+
+
+def load_plan(rates: list[float], duration_s: float = 3.0) -> Plan:
+    return Plan.model_validate({
+        "decode": None, "prefill": None, "warmup_requests": 1, "max_foreign_cpu_cores": TOLERANT_CORES,
+        "load": {"rates_rps": rates, "warmup_s": 0.5, "duration_s": duration_s, "prompt_tokens": 64,
+                 "output_tokens": {"distribution": "uniform", "low": 8, "high": 24}},
+        "slo": {"ttft_s": 0.5, "tpot_s": 0.05}})
+
+
+def test_open_loop_cells_keep_their_schedule_and_report_attainment_and_goodput(tmp_path):
+    plan = load_plan([2, 8])
+    record = run_candidate(simulated("vllm"), plan, Journal(tmp_path), reporter=QUIET)
+    assert record.status == "completed", record.manifest.failure
+    cells = record.table("cells").set_index("cell_id")
+    assert list(cells.index) == ["load-2rps", "load-8rps"]
+    assert cells["valid"].all(), cells["invalid_reasons"].tolist()
+    for cell_id, rate in (("load-2rps", 2), ("load-8rps", 8)):
+        row = cells.loc[cell_id]
+        scheduled = sum(a.measured for a in schedule(plan.load, rate)) / plan.load.duration_s
+        assert row["offered_rps"] == rate and row["achieved_rps"] == pytest.approx(scheduled)  # every one completed
+        assert row["send_lag_p99_ms"] < 10 and 0 <= row["slo_attainment"] <= 1
+        assert row["slo_attainment_low"] <= row["slo_attainment"] <= row["slo_attainment_high"]
+        assert row["goodput_rps"] <= row["achieved_rps"] + 1e-9
+    requests = record.table("requests")
+    load = requests[requests["cell_id"] == "load-8rps"]
+    assert load["t_due"].notna().all() and (~load["measured"]).any() and load["measured"].any()
+    # each request was forced to its own drawn length, and got it
+    assert (load["completion_tokens"] == load["expected_completion_tokens"]).all()
+    assert load["expected_completion_tokens"].nunique() > 3
+
+
+def test_a_slowed_client_falls_behind_and_its_cell_is_disturbed_with_the_lag(tmp_path, monkeypatch):
+    import servebook.measure.workloads as workloads
+
+    original = workloads.stream_request
+
+    async def slowed(client, record, request):
+        time.sleep(0.03)  # blocks the event loop, as an overloaded client process would: every later send waits
+        return await original(client, record, request)
+
+    monkeypatch.setattr(workloads, "stream_request", slowed)
+    record = run_candidate(simulated("vllm"), load_plan([50], duration_s=1.0), Journal(tmp_path), reporter=QUIET)
+    [cell] = record.table("cells").to_dict("records")
+    assert not cell["valid"] and "client_lag" in cell["invalid_codes"].split(",")
+    assert "after they were due" in cell["invalid_reasons"] and cell["send_lag_p99_ms"] > 10

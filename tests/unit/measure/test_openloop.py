@@ -1,0 +1,104 @@
+"""Open-loop schedules, objectives and the client-lag fault: pure functions of the plan and of recorded requests."""
+
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from servebook.config import Plan
+from servebook.config.load import LoadPlan, ServiceObjectives
+from servebook.measure.cells import objective_figures, plan_cells
+from servebook.measure.client import RequestRecord
+from servebook.measure.openloop import attainment, read_trace, schedule
+from servebook.measure.reconcile import Reconciliation
+from servebook.measure.validity import CellEvidence, cell_faults
+
+
+def test_poisson_arrivals_have_the_asked_rate_and_a_seeded_schedule():
+    plan = LoadPlan(rates_rps=[20], warmup_s=1, duration_s=50)
+    arrivals = schedule(plan, 20)
+    measured = [a for a in arrivals if a.measured]
+    assert abs(len(measured) / 50 - 20) < 2  # 1000 expected, Poisson SD about 32
+    assert [a.due_s for a in arrivals] == [a.due_s for a in schedule(plan, 20)]
+    assert all(not a.measured for a in arrivals if a.due_s < 1)
+
+
+def test_bursty_arrivals_scatter_more_than_poisson_ones():
+    import statistics
+
+    def gaps_cv(plan: LoadPlan) -> float:
+        times = [a.due_s for a in schedule(plan, 10)]
+        gaps = [b - a for a, b in zip(times, times[1:])]
+        return statistics.stdev(gaps) / statistics.fmean(gaps)
+
+    poisson = gaps_cv(LoadPlan(rates_rps=[10], duration_s=200))
+    bursty = gaps_cv(LoadPlan(rates_rps=[10], duration_s=200, arrival="gamma", burstiness=3))
+    assert 0.85 < poisson < 1.15 and bursty > 2.2
+
+
+def test_lengths_are_drawn_from_their_distribution_and_clipped():
+    plan = LoadPlan(rates_rps=[50], duration_s=40, prompt_tokens={"distribution": "uniform", "low": 100, "high": 200},
+                    output_tokens={"distribution": "lognormal", "mean": 64, "cv": 1.0, "low": 8, "high": 512})
+    arrivals = schedule(plan, 50)
+    assert all(100 <= a.prompt_tokens <= 200 for a in arrivals)
+    outputs = [a.output_tokens for a in arrivals]
+    assert all(8 <= o <= 512 for o in outputs) and 50 < sum(outputs) / len(outputs) < 80
+    with pytest.raises(ValidationError, match="burstiness is for gamma"):
+        LoadPlan(rates_rps=[1], burstiness=2)
+    with pytest.raises(ValidationError, match="ascending"):
+        LoadPlan(rates_rps=[2, 1])
+
+
+def test_a_trace_sets_the_arrivals_and_lengths_scaled_to_the_rate(tmp_path):
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text("\n".join(json.dumps({"timestamp": 1000 * i, "input_length": 100 + i, "output_length": 10 + i})
+                               for i in range(10)))
+    rows = read_trace(trace)
+    assert rows[0] == (0.0, 100, 10) and len(rows) == 10
+    plan = LoadPlan(rates_rps=[5], warmup_s=0, duration_s=4, trace=str(trace))
+    arrivals = schedule(plan, 5, rows)
+    assert len(arrivals) == 20  # 10 requests over 9 s at ~1.1/s, brought to 5/s over 4 s
+    assert {a.prompt_tokens for a in arrivals} <= {100 + i for i in range(10)}
+    (tmp_path / "bad.jsonl").write_text('{"timestamp": 1}\n')
+    with pytest.raises(ValueError, match="input_length"):
+        read_trace(tmp_path / "bad.jsonl")
+
+
+def record(i: float, ttft: float, span: float, tokens: int = 11, due: float | None = None,
+           send: float | None = None) -> RequestRecord:
+    t_send = send if send is not None else i
+    return RequestRecord(f"r{i}", "load-1rps", 0, "prose", tokens, t_send=t_send, t_first=t_send + ttft,
+                         t_last=t_send + ttft + span, prompt_tokens=100, completion_tokens=tokens, t_due=due)
+
+
+def test_attainment_counts_requests_meeting_every_objective_with_an_exact_interval():
+    slo = ServiceObjectives(ttft_s=0.5, tpot_s=0.05, attainment=0.9)
+    records = [record(i, 0.2, 0.3) for i in range(18)] + [record(18, 0.9, 0.3), record(19, 0.2, 1.0)]
+    figures = attainment(records, slo, window_s=10)
+    assert figures["slo_attainment"] == 0.9 and figures["goodput_rps"] == 1.8 and figures["slo_met"]
+    assert figures["slo_attainment_low"] < 0.9 < figures["slo_attainment_high"] < 1
+    with pytest.raises(ValidationError, match="at least one"):
+        ServiceObjectives()
+
+
+def test_a_client_that_fell_behind_its_schedule_makes_the_cell_disturbed():
+    def faults(lags_ms):
+        records = [record(i, 0.1, 0.2, due=float(i), send=i + lag / 1000) for i, lag in enumerate(lags_ms)]
+        evidence = CellEvidence("load", "prose", 11, 100, records, Reconciliation("ok", ""), max_lag_ms=10)
+        return [f.code for f in cell_faults(evidence)]
+
+    assert faults([1] * 200 + [40]) == []  # one late send in 201 is the host's noise
+    assert faults([1] * 100 + [40] * 5) == ["client_lag"]
+
+
+def test_load_cells_come_from_the_plan_and_report_their_window():
+    plan = Plan.model_validate({"decode": None, "prefill": None, "slo": {"ttft_s": 0.5},
+                                "load": {"rates_rps": [1, 2.5], "warmup_s": 1, "duration_s": 5}})
+    cells = [c for c in plan_cells(plan) if c.kind == "load"]
+    assert [c.cell_id for c in cells] == ["load-1rps", "load-2.5rps"] and cells[1].rate == 2.5
+    assert Plan().id == Plan.model_validate({}).id and "load" not in Plan().canonical_json()
+    records = [record(i, 0.2, 0.3, due=float(i), send=float(i)) for i in range(6)]
+    records[0].measured = False
+    figures = objective_figures(cells[0], records, plan)
+    assert figures["offered_rps"] == 1 and figures["achieved_rps"] == 1.0 and figures["slo_attainment"] == 1.0
+    assert figures["aggregate_tok_s"] == 5 * 11 / 5
