@@ -7,7 +7,7 @@ grows). The ceiling is the highest rate whose requests all left within the plan'
 rose by less than 1 ms, with the CPU the client process used. Beyond it, a load needs more client processes, or a
 cell is invalid with `client_lag` (the check that makes a too-slow client visible instead of a slow engine).
 
-    .venv/bin/python benchmarks/client_ceiling.py [--rates 25,50,100,200,400] [--duration 5]
+    .venv/bin/python benchmarks/client_ceiling.py [--rates 25,50,100,200] [--duration 5]
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from servebook.util.progress import Reporter  # noqa: E402
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rates", default="25,50,100,200,400")
+    parser.add_argument("--rates", default="25,50,100,200")
     parser.add_argument("--duration", type=float, default=5.0)
     parser.add_argument("--output-tokens", type=int, default=16)
     args = parser.parse_args()

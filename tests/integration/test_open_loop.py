@@ -59,3 +59,21 @@ def test_a_slowed_client_falls_behind_and_its_cell_is_disturbed_with_the_lag(tmp
     [cell] = record.table("cells").to_dict("records")
     assert not cell["valid"] and "client_lag" in cell["invalid_codes"].split(",")
     assert "after they were due" in cell["invalid_reasons"] and cell["send_lag_p99_ms"] > 10
+
+
+def test_a_capacity_search_records_its_probes_and_its_capacity_as_a_cell(tmp_path):
+    plan = Plan.model_validate({
+        "decode": None, "prefill": None, "warmup_requests": 1, "max_foreign_cpu_cores": TOLERANT_CORES,
+        "load": {"warmup_s": 0.5, "prompt_tokens": 64, "output_tokens": 32},
+        "slo": {"ttft_s": 0.3, "attainment": 0.9},
+        "capacity": {"low_rps": 2, "max_probes": 5, "probe_s": 2, "min_requests": 15}})
+    record = run_candidate(simulated("vllm"), plan, Journal(tmp_path), reporter=QUIET)
+    assert record.status == "completed", record.manifest.failure
+    cells = record.table("cells")
+    probes = cells[cells["cell_id"].str.startswith("capacity-")]
+    [row] = cells[cells["kind"] == "capacity"].to_dict("records")
+    assert 2 <= len(probes) <= 5 and row["capacity_probes"] == len(probes)
+    held = probes[probes["slo_met"].astype(bool)]["offered_rps"]
+    # 4 slots of 32-token requests at about 10 ms a step hold about 10 requests/s; 2/s holds, 32/s cannot
+    assert row["capacity_rps"] in set(held) and 2 <= row["capacity_rps"] < 32
+    assert row["valid"] and row["reconciliation"] == "ok"

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from ..config import InputError, load_candidate, load_plan, load_study, parse_overrides, with_overrides
+from ..config import InputError, Plan, load_candidate, load_plan, load_study, parse_overrides, with_overrides
 from ..engines.llamacpp_build import find_llamacpp, install_llamacpp
 from ..journal import Journal
 from ..util.progress import Reporter
@@ -146,6 +146,45 @@ def run(
     out.print(f"\nrecorded in {record.dir}")
     if record.status != "completed":
         raise typer.Exit(1)
+
+
+@app.command("capacity")
+@friendly
+def capacity_cmd(
+    candidate_file: Path = typer.Argument(..., help="candidate YAML"),
+    slo: str = typer.Option(..., "--slo", help="objectives per request, e.g. ttft_s=2,tpot_s=0.05,attainment=0.9"),
+    plan_file: Optional[Path] = typer.Option(None, "--plan", "-p", help="a plan whose load section gives arrivals "
+                                                                         "and lengths (default: Poisson, 256-token "
+                                                                         "prompts, 64-token outputs)"),
+    low: float = typer.Option(1.0, help="the first rate probed (requests/s)"),
+    high: float = typer.Option(1024.0, help="the highest rate probed"),
+    precision_pct: float = typer.Option(5.0, help="stop when the bracket is this narrow"),
+    max_probes: int = typer.Option(12, help="probes at most"),
+    probe_s: Optional[float] = typer.Option(None, help="each probe's measured window in seconds"),
+    journal: Optional[str] = JournalOption,
+):
+    """The highest request rate at which a candidate meets its objectives: open-loop probes in one launch,
+    doubling then bisecting, read back through a monotone fit; the run is recorded like any other."""
+    from ..config import validate
+    from ..measure.capacity import describe_capacity
+    from ..run import run_candidate
+
+    objectives = parse_overrides([part for part in slo.split(",") if part.strip()], "--slo")
+    base = load_plan(plan_file).model_dump(mode="json", exclude_none=True) if plan_file else {}
+    plan = validate(Plan, {**base, "decode": None, "prefill": None, "load": base.get("load") or {},
+                           "slo": objectives, "capacity": {"low_rps": low, "high_rps": high, "max_probes": max_probes,
+                                                           "precision_pct": precision_pct, "probe_s": probe_s}},
+                    "capacity")
+    record = run_candidate(load_candidate(candidate_file), plan, open_journal(journal), reporter=Reporter())
+    cells = record.table("cells") if record.status == "completed" else None
+    row = None if cells is None else next(iter(cells[cells["kind"] == "capacity"].to_dict("records")), None)
+    if row is None:  # a failed load, or an engine that died mid-search: the report says which
+        from ..present import report
+
+        out.print(report(record))
+        raise typer.Exit(1)
+    out.print(f"{record.candidate_label}: {describe_capacity(row, plan.slo.describe() if plan.slo else '')}\n"
+              f"recorded in {record.dir}", highlight=False)
 
 
 @app.command("sweep")

@@ -49,7 +49,8 @@ class LoadPlan(_Strict):
     """Open-loop cells, one per request rate: arrivals on a seeded schedule (Poisson, or gamma with a burstiness
     above 1), a warm-up whose requests are sent but not counted, then the measured window."""
 
-    rates_rps: list[float] = Field(..., min_length=1, description="request rates, one cell each (requests/s)")
+    rates_rps: list[float] = Field(default_factory=list, description="request rates, one cell each (requests/s); "
+                                                                     "none when only a capacity search uses it")
     arrival: Literal["poisson", "gamma"] = "poisson"
     burstiness: float = Field(1.0, gt=0, le=10, description="gamma: the inter-arrival times' CV (1 is Poisson; "
                                                             "above 1, bursts)")
@@ -60,9 +61,9 @@ class LoadPlan(_Strict):
     trace: str | None = Field(None, description="a JSONL trace (Mooncake-style: timestamp in ms, input_length, "
                                                 "output_length per line): its arrivals and lengths replace the "
                                                 "drawn ones, its rate scaled to each of rates_rps")
-    max_lag_ms: float = Field(10.0, gt=0, description="a request sent later than this after it was due makes the "
-                                                       "cell invalid (client_lag): the client, not the engine, "
-                                                       "set the pace")
+    max_lag_ms: float = Field(50.0, gt=0, description="more than 5% of requests sent later than this after they "
+                                                       "were due make the cell invalid (client_lag): the client, "
+                                                       "not the engine, set the pace")
     seed: int = 0
 
     @field_validator("prompt_tokens", "output_tokens", mode="before")
@@ -107,3 +108,24 @@ class ServiceObjectives(_Strict):
         parts = [f"TTFT <= {self.ttft_s:g} s" if self.ttft_s else "", f"TPOT <= {1000 * self.tpot_s:g} ms"
                  if self.tpot_s else "", f"end to end <= {self.e2e_s:g} s" if self.e2e_s else ""]
         return f"{', '.join(p for p in parts if p)} for {100 * self.attainment:g}% of requests"
+
+
+class CapacitySearch(_Strict):
+    """The highest request rate at which the plan's objectives hold: open-loop probes (the load section's arrivals
+    and lengths, each probe a cell of `probe_s`), in steps of x4 from `low_rps` until the objectives fail, then
+    bisecting until the bracket is within `precision_pct`, at most `max_probes` probes in all."""
+
+    low_rps: float = Field(1.0, gt=0)
+    high_rps: float = Field(1024.0, gt=0)
+    precision_pct: float = Field(5.0, gt=0, le=100)
+    max_probes: int = Field(12, ge=2, le=64)
+    probe_s: float | None = Field(None, gt=0, le=3600, description="each probe's measured window (default: "
+                                                                    "load.duration_s)")
+    min_requests: int = Field(50, ge=10, le=100_000, description="a probe's window grows to hold this many arrivals, "
+                                                                 "so that its attainment means something")
+
+    @model_validator(mode="after")
+    def _range(self) -> "CapacitySearch":
+        if self.low_rps >= self.high_rps:
+            raise ValueError(f"low_rps {self.low_rps:g} must be below high_rps {self.high_rps:g}")
+        return self

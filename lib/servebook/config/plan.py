@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from .load import LoadPlan, ServiceObjectives
+from .load import CapacitySearch, LoadPlan, ServiceObjectives
 
 Category = Literal["prose", "code", "structured"]
 Gate = Literal["json_schema", "nullable_argument", "agent_protocol", "needle"]
@@ -117,6 +117,8 @@ class Plan(_Strict):
     load: LoadPlan | None = None
     slo: ServiceObjectives | None = Field(None, description="objectives every decode, wave and load cell reports its "
                                                             "attainment and goodput against")
+    capacity: CapacitySearch | None = Field(None, description="search the highest request rate at which slo holds, "
+                                                              "with load's arrivals and lengths")
     equivalence: EquivalencePlan | None = None
     gates: list[Gate] = Field(
         default_factory=list, description="protocol checks run after the cells, each scored k/n; agent_protocol "
@@ -128,6 +130,14 @@ class Plan(_Strict):
         None, gt=0, description="CPU other processes may use during a cell before it counts as disturbed "
                                 "(default 0.5 cores)")
     request_timeout_s: float = Field(300.0, gt=0)
+
+    @model_validator(mode="after")
+    def _capacity(self) -> "Plan":
+        if self.capacity and (self.load is None or self.slo is None):
+            raise ValueError("capacity: the search needs a load section (arrivals, lengths) and slo (what must hold)")
+        if self.load and not self.load.rates_rps and not self.capacity:
+            raise ValueError("load.rates_rps: give the rates to measure (or a capacity section to search them)")
+        return self
 
     @model_validator(mode="after")
     def _needles(self) -> "Plan":
@@ -171,6 +181,9 @@ class Plan(_Strict):
     def unmatched(self, rule) -> list[str]:
         """Why a verdict rule (config.rules.ComparisonRule) would select no cell, or some cell, this plan never
         measures; empty when every selector names cells of this plan."""
+        if rule.kind == "capacity":
+            return [] if self.capacity else [f"{rule.metric} needs a capacity search, and the plan has no capacity "
+                                             "section"]
         if rule.kind == "prefill":
             if self.prefill is None:
                 return [f"{rule.metric} needs prefill cells, and the plan has no prefill section"]

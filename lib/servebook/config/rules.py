@@ -7,7 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-Metric = Literal["aggregate_tok_s", "steady_tok_s", "per_request_tok_s", "ttft_s", "ttft_p90_s", "prefill_tok_s"]
+Metric = Literal["aggregate_tok_s", "steady_tok_s", "per_request_tok_s", "ttft_s", "ttft_p90_s", "prefill_tok_s",
+                 "capacity_rps"]
 LOWER_IS_BETTER = {"ttft_s", "ttft_p90_s"}
 METRIC_WORDS = {
     "aggregate_tok_s": "aggregate decode",
@@ -16,6 +17,7 @@ METRIC_WORDS = {
     "per_request_tok_s": "per-request decode",
     "ttft_s": "TTFT",
     "prefill_tok_s": "cold prefill",
+    "capacity_rps": "capacity under the objectives",
 }
 
 
@@ -39,13 +41,15 @@ class ComparisonRule(_Strict):
     def _selectors_fit_metric(self) -> "ComparisonRule":
         if self.metric == "prefill_tok_s" and (self.concurrency or self.category):
             raise ValueError("prefill_tok_s rules select cells by prompt_tokens, not concurrency/category")
+        if self.metric == "capacity_rps" and (self.concurrency or self.category or self.prompt_tokens):
+            raise ValueError("capacity_rps rules select no cells: a run has one capacity (plan.capacity)")
         if self.metric != "prefill_tok_s" and self.prompt_tokens:
             raise ValueError(f"{self.metric} rules select cells by concurrency/category, not prompt_tokens")
         return self
 
     @property
     def kind(self) -> str:
-        return "prefill" if self.metric == "prefill_tok_s" else "decode"
+        return {"prefill_tok_s": "prefill", "capacity_rps": "capacity"}.get(self.metric, "decode")
 
 
 class RecordedBaseline(_Strict):

@@ -14,7 +14,7 @@ from typing import Any, Literal, TypedDict, cast
 
 from ..config.plan import Plan
 from .client import RequestRecord
-from .openloop import attainment, load_figures, read_trace, schedule
+from .openloop import attainment, load_figures, load_for, read_trace, schedule
 from .reconcile import Reconciliation
 from .validity import CellEvidence, InvalidReason, cell_faults, join_codes, join_texts
 
@@ -30,6 +30,7 @@ class CellSpec:
     prompt_tokens: int | None = None
     min_s: float | None = None  # keep sending (at the same concurrency) until the cell lasted this long
     rate: float | None = None  # open-loop cells: requests per second
+    window_s: float | None = None  # open-loop cells: the measured window, when not the load section's (probes)
 
     @property
     def max_requests(self) -> int:
@@ -309,9 +310,10 @@ def objective_figures(spec: CellSpec, records: list[RequestRecord], plan: Plan) 
     out: dict[str, Any] = {}
     window = None
     if spec.kind == "load" and plan.load and spec.rate:
-        out.update(load_figures(records, plan.load, spec.rate))
+        load = load_for(spec, plan.load)
+        out.update(load_figures(records, load, spec.rate))
         measured = [r for r in records if r.measured]
-        window = plan.load.duration_s
+        window = load.duration_s
         completion = sum(r.completion_tokens or 0 for r in measured if r.ok)
         out["aggregate_tok_s"] = completion / window  # output of the window's arrivals per second of the window
     else:

@@ -34,6 +34,8 @@ class MeasurementLog:
     outputs: list[dict[str, Any]] = field(default_factory=list)
     #: plan.warmup_until_steady: each burst's rate and whether the engine became steady
     warmup: WarmupTrace | None = None
+    #: rows computed from other cells, not measured themselves (a capacity search's result)
+    derived: list[CellSummary] = field(default_factory=list)
 
     def _records(self) -> list[RequestRecord]:
         return [r for o in self.outcomes for r in o.records] + self.partial_records
@@ -63,4 +65,4 @@ class MeasurementLog:
         return rows
 
     def cell_rows(self) -> list[CellSummary]:
-        return [o.summary for o in self.outcomes]
+        return [o.summary for o in self.outcomes] + self.derived

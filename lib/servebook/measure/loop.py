@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
+from typing import cast
 
 import httpx
 from openai import AsyncOpenAI
@@ -20,6 +21,7 @@ from ..engines import EngineAdapter, EngineFailed
 from ..engines.counters import histogram_mean
 from ..util.files import tail_of
 from ..util.progress import Reporter
+from .capacity import Probe, capacity_row, describe_capacity, search
 from .cells import (
     CellSpec,
     CellSummary,
@@ -38,6 +40,7 @@ from .gates import run_gate, run_needles
 from .gpu import GpuSampler, NvmlReader, summarize_gpu
 from .host import DEFAULT_MAX_FOREIGN_CORES, cpu_sample, foreign_cores, own_processes, telemetry_rows
 from .log import CellOutcome, MeasurementLog
+from .openloop import schedule
 from .prompts import decode_prompt, filler_text
 from .reconcile import ClientCounts, reconcile
 from .scrape import scrape
@@ -246,6 +249,8 @@ async def measure_plan(endpoint: Endpoint, plan: Plan, log: MeasurementLog, *, t
                 outcome = await m.run_cell(spec, on_done=task.advance)
                 reporter.log(f"  {spec.label}: {cell_line(spec, outcome.summary)}")
                 on_cell()
+        if plan.capacity:
+            await _search_capacity(m, plan, log, reporter, on_cell)
         if plan.equivalence:
             with reporter.task("output equivalence: greedy, alone and batched"):
                 await m.run_equivalence()
@@ -254,6 +259,37 @@ async def measure_plan(endpoint: Endpoint, plan: Plan, log: MeasurementLog, *, t
         if plan.gates:
             with reporter.task(f"gates: {', '.join(plan.gates)}"):
                 await m.run_gates()
+
+
+async def _search_capacity(m: "Measurement", plan: Plan, log: MeasurementLog, reporter: Reporter,
+                           on_cell: Callable[[], None]) -> None:
+    """Open-loop probes chosen one after another (measure.capacity), each a recorded cell; then the capacity row."""
+    assert plan.capacity is not None and plan.load is not None and plan.slo is not None  # the plan checked it
+    search_spec, slo, load = plan.capacity, plan.slo, plan.load
+    base_window = search_spec.probe_s or load.duration_s
+    rows: list[dict] = []
+
+    async def probe(rate: float) -> Probe:
+        window = max(base_window, search_spec.min_requests / rate)
+        n = len(schedule(load.model_copy(update={"duration_s": window}), rate))
+        spec = CellSpec(f"capacity-{rate:.4g}rps", "load", "prose", 0, n, load.output_tokens.mean,
+                        load.prompt_tokens.mean, rate=rate, window_s=window)
+        with reporter.task(f"capacity probe at {rate:.4g} requests/s", total=n) as task:
+            outcome = await m.run_cell(spec, on_done=task.advance)
+        s = outcome.summary
+        rows.append(dict(s))
+        reporter.log(f"  {spec.label}: {cell_line(spec, s)}")
+        on_cell()
+        codes = str(s.get("invalid_codes") or "").split(",")
+        return Probe(rate, sum(1 for r in outcome.records if r.measured), s.get("slo_attainment"),
+                     s.get("slo_attainment_low"), s.get("slo_attainment_high"),
+                     valid=bool(s["valid"]), client_limited="client_lag" in codes)
+
+    probes = await search(probe, search_spec, slo.attainment)
+    row = capacity_row(probes, rows, slo.attainment, search_spec.precision_pct)
+    log.derived.append(cast(CellSummary, row))
+    reporter.log(f"  capacity: {describe_capacity(row, slo.describe())}")
+    on_cell()
 
 
 def cell_line(spec: CellSpec, s: CellSummary) -> str:

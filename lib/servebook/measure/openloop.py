@@ -80,6 +80,12 @@ def schedule(plan: LoadPlan, rate: float, trace: list[tuple[float, int, int]] | 
     return [Arrival(t, p, max(o, 2), t >= plan.warmup_s) for t, p, o in zip(times, prompts, outputs)]
 
 
+def load_for(spec: Any, plan: LoadPlan) -> LoadPlan:
+    """The load section as one cell uses it: a capacity probe measures its own window."""
+    window = getattr(spec, "window_s", None)
+    return plan if window is None else plan.model_copy(update={"duration_s": window})
+
+
 def _meets(r: RequestRecord, slo: ServiceObjectives) -> bool:
     if not r.ok or r.t_first is None or r.t_last is None:
         return False

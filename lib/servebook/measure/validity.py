@@ -27,7 +27,7 @@ InvalidCode = Literal[
     "gpu_busy",             # other processes ran on the engine's GPU during the cell
     "client_stall",         # tokens reached the client in a burst after a stall, faster than the engine made them
     "ttft_below_engine",    # a first token earlier than the engine's own prompt time allows
-    "client_lag",           # an open-loop client sent requests later than their schedule: its pace, not the engine's
+    "client_lag",           # an open-loop client sent requests late: its pace, not the engine's
     "unclassified",         # a fault from a journal written before codes, whose text names no known fault
 ]
 INVALID_CODES: tuple[str, ...] = get_args(InvalidCode)
@@ -122,10 +122,12 @@ def _request_faults(e: CellEvidence) -> list[InvalidReason]:
     if e.category == "structured":
         # A grammar decides when the JSON ends, so the length is capped, not forced.
         wrong = [r for r in ok if not 1 <= (r.completion_tokens or 0) <= e.output_tokens]
-    else:  # each request's own forced length (open-loop cells draw one per request)
+    elif e.kind == "load":  # open-loop cells draw a forced length per request
         wrong = [r for r in ok if r.completion_tokens != r.expected_completion_tokens]
+    else:
+        wrong = [r for r in ok if r.completion_tokens != e.output_tokens]
     if wrong:
-        expected = sorted({r.expected_completion_tokens for r in wrong})
+        expected = sorted({r.expected_completion_tokens if e.kind == "load" else e.output_tokens for r in wrong})
         out.append(InvalidReason.of("wrong_length", count=len(wrong), expected=expected[0] if len(expected) == 1
                                     else "their forced lengths", got=sorted({r.completion_tokens or 0 for r in wrong})))
     if e.kind == "prefill":
@@ -180,7 +182,7 @@ def _plausibility_faults(e: CellEvidence) -> list[InvalidReason]:
                                     worst=_burst(worst)))
     lags = [r.t_send - r.t_due for r in e.records if r.t_due is not None]
     late = [lag for lag in lags if e.max_lag_ms is not None and lag > e.max_lag_ms / 1000]
-    if len(late) > 0.01 * len(lags):  # a rare late send is noise of the host; more means the client set the pace
+    if len(late) > 0.05 * len(lags):  # a few late sends are the host's blips; more means the client set the pace
         out.append(InvalidReason.of("client_lag", count=len(late), total=len(lags), limit=e.max_lag_ms,
                                     worst=1000 * max(late)))
     early = [(r.server_prompt_ms / 1000 - r.ttft, r) for r in ok

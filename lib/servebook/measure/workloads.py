@@ -19,7 +19,7 @@ from ..util.errors import InputError
 from .cells import CellSpec
 from .client import RequestRecord, StreamRequest, stream_request
 from .endpoint import Endpoint
-from .openloop import read_trace, schedule
+from .openloop import load_for, read_trace, schedule
 from .prompts import corpus, decode_prompt, exact_length_prompt, filler_text, structured_format, structured_prompt
 
 OnDone = Callable[[], None]
@@ -173,8 +173,8 @@ class Workloads:
     async def load(self, spec: CellSpec, on_done: OnDone) -> list[RequestRecord]:
         """Requests sent on the plan's schedule at `spec.rate`, whatever the engine's pace: each waits for its due
         time, not for other requests. Prompts are built first, so that sending is all the cell does."""
-        plan = self.plan.load
-        assert plan is not None and spec.rate is not None  # a load cell exists only with a load section
+        assert self.plan.load is not None and spec.rate is not None  # a load cell exists only with a load section
+        plan = load_for(spec, self.plan.load)
         arrivals = schedule(plan, spec.rate, read_trace(plan.trace) if plan.trace else None)
         prompts = [await self.unique_prompt("prose", max(a.prompt_tokens, 32), f"{self.tag}:{spec.cell_id}:{i}")
                    for i, a in enumerate(arrivals)]

@@ -49,6 +49,8 @@ class Comparison:
 
     @property
     def where(self) -> str:
+        if self.metric == "capacity_rps":
+            return "per run"
         if self.prompt_tokens is not None and self.concurrency is None:
             return f"at {self.prompt_tokens} tokens"
         n = self.concurrency

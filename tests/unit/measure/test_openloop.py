@@ -87,8 +87,8 @@ def test_a_client_that_fell_behind_its_schedule_makes_the_cell_disturbed():
         evidence = CellEvidence("load", "prose", 11, 100, records, Reconciliation("ok", ""), max_lag_ms=10)
         return [f.code for f in cell_faults(evidence)]
 
-    assert faults([1] * 200 + [40]) == []  # one late send in 201 is the host's noise
-    assert faults([1] * 100 + [40] * 5) == ["client_lag"]
+    assert faults([1] * 200 + [40] * 5) == []  # a few late sends are the host's blips
+    assert faults([1] * 100 + [40] * 10) == ["client_lag"]
 
 
 def test_load_cells_come_from_the_plan_and_report_their_window():
