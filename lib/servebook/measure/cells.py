@@ -14,7 +14,7 @@ from typing import Any, Literal, TypedDict, cast
 
 from ..config.plan import Plan
 from .client import RequestRecord
-from .openloop import attainment, load_figures, load_for, read_trace, schedule
+from .openloop import attainment, load_figures, load_for, percentile, read_trace, schedule
 from .reconcile import Reconciliation
 from .validity import CellEvidence, InvalidReason, cell_faults, join_codes, join_texts
 
@@ -164,13 +164,6 @@ def se_pct(values: list[float]) -> float | None:
     return 100 * statistics.stdev(values) / statistics.fmean(values) / math.sqrt(len(values))
 
 
-def _p90(values: list[float]) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(0.9 * (len(ordered) - 1))))]
-
-
 def steady_state(records: list[RequestRecord], concurrency: int) -> dict:
     """The interval in which all `concurrency` requests were in flight, and the output rate inside it.
 
@@ -266,7 +259,7 @@ def cell_figures(spec: CellSpec, records: list[RequestRecord], slots: int | None
            {"steady_tok_s": None, "steady_s": None, "ramp_up_s": None, "ramp_down_s": None}),
         "per_request_tok_s": _median(rates),
         "ttft_s": _median(ttfts),
-        "ttft_p90_s": _p90(ttfts),
+        "ttft_p90_s": percentile(ttfts, 0.9),
         "prefill_tok_s": _median(prefill_rates) if spec.kind == "prefill" else None,
         # TTFT split where the engine reports its own prompt time (llama.cpp's timings): the engine's prompt
         # processing, and everything else (client, network, queue, scheduling, the first decode step).

@@ -112,7 +112,8 @@ def attainment(records: list[RequestRecord], slo: ServiceObjectives, window_s: f
             "goodput_rps": met / window_s if window_s else None, "slo_met": met / n >= slo.attainment}
 
 
-def _percentile(values: list[float], q: float) -> float | None:
+def percentile(values: list[float], q: float) -> float | None:
+    """The nearest-rank `q` quantile of recorded values (None without any)."""
     if not values:
         return None
     ordered = sorted(values)
@@ -129,8 +130,8 @@ def load_figures(records: list[RequestRecord], plan: LoadPlan, rate: float) -> d
     lags = [max(0.0, r.t_send - r.t_due) for r in records if r.t_due is not None]
     return {
         "offered_rps": rate, "achieved_rps": len(ok) / plan.duration_s,
-        "ttft_p50_s": _percentile([r.ttft for r in ok if r.ttft is not None], 0.5),
-        "tpot_p50_s": _percentile(tpots, 0.5), "tpot_p90_s": _percentile(tpots, 0.9),
-        "e2e_p90_s": _percentile([r.t_last - r.t_send for r in ok if r.t_last is not None], 0.9),
-        "send_lag_p99_ms": None if not lags else 1000 * (_percentile(lags, 0.99) or 0.0),
+        "ttft_p50_s": percentile([r.ttft for r in ok if r.ttft is not None], 0.5),
+        "tpot_p50_s": percentile(tpots, 0.5), "tpot_p90_s": percentile(tpots, 0.9),
+        "e2e_p90_s": percentile([r.t_last - r.t_send for r in ok if r.t_last is not None], 0.9),
+        "send_lag_p99_ms": None if not lags else 1000 * (percentile(lags, 0.99) or 0.0),
     }
