@@ -34,6 +34,11 @@ class Probe:
     def holds(self, target: float) -> bool:
         return self.valid and self.attainment is not None and self.attainment >= target
 
+    def tells(self, target: float) -> bool:
+        """Whether the probe says anything: a valid one does; so does one whose client fell behind if the objectives
+        failed even so (the client offered less than asked, and the engine missed them anyway)."""
+        return self.attainment is not None and (self.valid or (self.client_limited and self.attainment < target))
+
 
 #: the bracketing step: x4 reaches 1,024 from 1 in five probes, and geometric bisection narrows a x4 bracket to 5%
 #: in five more, so a capacity anywhere in [1, 1024] requests/s is found within 5% in at most 11 probes
@@ -52,7 +57,9 @@ async def search(probe: Callable[[float], Awaitable[Probe]], spec: CapacitySearc
         nothing above it can be told)."""
         found = await probe(rate)
         probes.append(found)
-        return None if found.client_limited else found.holds(target)
+        if found.client_limited and not found.tells(target):
+            return None
+        return found.holds(target)
 
     rate = spec.low_rps
     while len(probes) < spec.max_probes:  # bracket
@@ -87,9 +94,10 @@ def capacity_of(probes: list[Probe], target: float, precision_pct: float = 5.0) 
     import numpy as np
     from scipy.optimize import isotonic_regression
 
-    usable = sorted((p for p in probes if p.valid and p.attainment is not None and p.requests), key=lambda p: p.rate)
+    usable = sorted((p for p in probes if p.tells(target) and p.requests), key=lambda p: p.rate)
     empty = {"capacity_rps": None, "capacity_low_rps": None, "capacity_high_rps": None, "capacity_cliff": None,
-             "capacity_probes": len(probes), "capacity_client_limited": any(p.client_limited for p in probes)}
+             "capacity_probes": len(probes),
+             "capacity_client_limited": any(p.client_limited and not p.tells(target) for p in probes)}
     if not usable:
         return empty
     fitted = isotonic_regression(np.array([p.attainment for p in usable]),

@@ -84,3 +84,14 @@ def test_capacity_is_a_metric_that_verdicts_judge_over_runs():
     assert cell.change_pct == pytest.approx(-10, abs=0.2)
     assert cell.p_beyond is not None and cell.p_beyond < 0.01 and not cell.ok  # beyond the 5% limit
     assert cell.text().startswith("capacity under the objectives, per run: -10.0% [")
+
+
+def test_a_probe_whose_client_fell_behind_still_fails_when_the_engine_missed_anyway():
+    async def probe(rate: float) -> Probe:
+        overloaded = rate >= 20  # the engine falls over above 10/s, and the client with it
+        return Probe(rate, 100, 0.02 if overloaded else (1.0 if rate <= 10 else 0.5), 0.0, 1.0,
+                     valid=not overloaded, client_limited=overloaded)
+
+    probes = asyncio.run(search(probe, CapacitySearch(low_rps=5, precision_pct=5), 0.9))
+    figures = capacity_of(probes, 0.9)
+    assert 9.5 <= figures["capacity_rps"] <= 10 and not figures["capacity_client_limited"]
