@@ -3,11 +3,11 @@
 The search spends probes where they decide: steps of x4 from the low end until the objectives fail, then
 geometric bisection of the bracket. The answer is read from every probe afterwards, not from the last one:
 attainment is fitted as a non-increasing function of the rate (isotonic regression, weighted by requests), so
-a noisy probe cannot put a hole in the curve. The capacity is the highest probed rate whose fitted attainment
-reaches the target. Its interval runs from the highest rate that certainly holds (the probe's exact binomial
-interval above the target) to the lowest that certainly fails. A capacity whose next probe collapses
-(attainment below half the target within the search's precision) is a cliff: a little more load and most
-users miss.
+a noisy probe cannot put a hole in the curve. The capacity is where that fit crosses the target, between the
+last probe that holds and the next. Its interval runs from the highest rate that certainly holds (the probe's
+exact binomial interval above the target) to the lowest that certainly fails. A capacity whose next probe
+collapses (attainment below half the target within the search's precision) is a cliff: a little more load
+and most users miss.
 """
 
 from __future__ import annotations
@@ -102,13 +102,22 @@ def capacity_of(probes: list[Probe], target: float, precision_pct: float = 5.0) 
         return empty
     fitted = isotonic_regression(np.array([p.attainment for p in usable]),
                                  weights=np.array([float(p.requests) for p in usable]), increasing=False).x
-    holding = [p for p, f in zip(usable, fitted) if f >= target]
-    capacity = holding[-1].rate if holding else None
+    holding = [i for i, f in enumerate(fitted) if f >= target]
+    capacity = None
+    if holding:
+        # Between the last probe that holds and the next, where the fitted attainment crosses the target: the
+        # probed rates alone would quantize every run of a candidate to the same grid point, and a verdict over
+        # runs would see no spread at all.
+        i = holding[-1]
+        capacity = usable[i].rate
+        if i + 1 < len(usable) and fitted[i] > fitted[i + 1]:
+            share = (fitted[i] - target) / (fitted[i] - fitted[i + 1])
+            capacity = usable[i].rate + share * (usable[i + 1].rate - usable[i].rate)
     certain = [p.rate for p in usable if p.low is not None and p.low >= target]
     failing = [p.rate for p in usable if p.high is not None and p.high < target and (capacity is None
                                                                                       or p.rate > capacity)]
     above = [(p, f) for p, f in zip(usable, fitted) if capacity is not None and p.rate > capacity]
-    cliff = bool(above) and above[0][1] < target / 2 and \
+    cliff = bool(above) and bool(above[0][1] < target / 2) and \
         (above[0][0].rate - (capacity or 0)) / max(capacity or 1e-9, 1e-9) * 100 <= 2 * precision_pct
     low = min(max(certain), capacity) if certain and capacity is not None else None
     return {**empty, "capacity_rps": capacity, "capacity_low_rps": low,

@@ -43,12 +43,14 @@ def test_the_interval_brackets_the_capacity_and_a_collapse_is_a_cliff():
     probes = [Probe(4, 100, 1.0, 0.96, 1.0), Probe(8, 100, 0.97, 0.91, 0.99), Probe(16, 100, 0.1, 0.05, 0.18),
               Probe(12, 100, 0.92, 0.85, 0.97), Probe(14, 100, 0.2, 0.13, 0.29), Probe(13, 100, 0.3, 0.21, 0.4)]
     figures = capacity_of(probes, 0.9, 10)
-    assert figures["capacity_rps"] == 12 and figures["capacity_low_rps"] == 8 and figures["capacity_high_rps"] == 13
+    # where the fit crosses 90% between the last probe that holds (12: 92%) and the next (13: 30%)
+    assert figures["capacity_rps"] == pytest.approx(12 + 0.02 / 0.62)
+    assert figures["capacity_low_rps"] == 8 and figures["capacity_high_rps"] == 13
     assert figures["capacity_cliff"] is True
     # a noisy dip below a higher rate that holds is smoothed by the monotone fit, not taken as the answer
     dip = [Probe(4, 100, 1.0, 0.96, 1.0), Probe(6, 100, 0.88, 0.8, 0.94), Probe(8, 100, 0.95, 0.89, 0.98),
            Probe(10, 100, 0.4, 0.3, 0.5)]
-    assert capacity_of(dip, 0.9)["capacity_rps"] == 8
+    assert 8 < capacity_of(dip, 0.9)["capacity_rps"] < 8.5
 
 
 def test_a_client_that_cannot_offer_the_load_ends_the_search_with_a_lower_bound():
@@ -94,4 +96,4 @@ def test_a_probe_whose_client_fell_behind_still_fails_when_the_engine_missed_any
 
     probes = asyncio.run(search(probe, CapacitySearch(low_rps=5, precision_pct=5), 0.9))
     figures = capacity_of(probes, 0.9)
-    assert 9.5 <= figures["capacity_rps"] <= 10 and not figures["capacity_client_limited"]
+    assert 9.5 <= figures["capacity_rps"] <= 10.5 and not figures["capacity_client_limited"]
