@@ -112,13 +112,14 @@ def capacity_of(probes: list[Probe], target: float, precision_pct: float = 5.0) 
         capacity = usable[i].rate
         if i + 1 < len(usable) and fitted[i] > fitted[i + 1]:
             share = (fitted[i] - target) / (fitted[i] - fitted[i + 1])
-            capacity = usable[i].rate + share * (usable[i + 1].rate - usable[i].rate)
+            capacity = float(usable[i].rate + share * (usable[i + 1].rate - usable[i].rate))
     certain = [p.rate for p in usable if p.low is not None and p.low >= target]
     failing = [p.rate for p in usable if p.high is not None and p.high < target and (capacity is None
                                                                                       or p.rate > capacity)]
     above = [(p, f) for p, f in zip(usable, fitted) if capacity is not None and p.rate > capacity]
-    cliff = bool(above) and bool(above[0][1] < target / 2) and \
-        (above[0][0].rate - (capacity or 0)) / max(capacity or 1e-9, 1e-9) * 100 <= 2 * precision_pct
+    cliff = bool(above) and bool(above[0][1] < target / 2 and
+                                 (above[0][0].rate - (capacity or 0)) / max(capacity or 1e-9, 1e-9) * 100
+                                 <= 2 * precision_pct)
     low = min(max(certain), capacity) if certain and capacity is not None else None
     return {**empty, "capacity_rps": capacity, "capacity_low_rps": low,
             "capacity_high_rps": min(failing) if failing else None,
