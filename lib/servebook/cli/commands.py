@@ -277,9 +277,12 @@ def _verdicts_out(study, j: Journal, verdict_format: str, output: Optional[Path]
     judged = judge(study, j)
     result = gate(judged, parse_fail_on(fail_on))
     site_url = site_url or os.environ.get("SERVEBOOK_SITE_URL")
-    markdown = verdicts_markdown(study, judged, result, site_url)
+
+    def markdown() -> str:
+        return verdicts_markdown(study, judged, result, site_url)
+
     text = {"json": lambda: json.dumps(verdicts_json(study, judged, result), indent=2, default=str),
-            "markdown": lambda: markdown, "junit": lambda: verdicts_junit(study, judged, result)}
+            "markdown": markdown, "junit": lambda: verdicts_junit(study, judged, result)}
     if verdict_format == "text":
         out.print(VerdictsView(judged, noise_floor(study, j)))
     elif output is None:

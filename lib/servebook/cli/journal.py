@@ -58,14 +58,11 @@ def journal_show(run_id: str = typer.Argument(..., help="run id (a unique prefix
     out.print(f"\n{record.dir}")
 
 
-def _rules_of(study_file: Optional[Path], limit_pct: float):
+def _rules_of(study, limit_pct: float) -> list:
     """The study's rules (the cells a verdict judges), or every decode and prefill cell at `limit_pct`."""
-    from ..config import ComparisonRule, load_study
+    from ..verdicts import default_rules
 
-    if study_file is not None:
-        return list(load_study(study_file).verdict.rules)
-    return [ComparisonRule(metric="aggregate_tok_s", max_regression_pct=limit_pct),
-            ComparisonRule(metric="prefill_tok_s", max_regression_pct=limit_pct)]
+    return list(study.verdict.rules) if study is not None else default_rules(limit_pct)
 
 
 def _print_json(data) -> None:
@@ -93,7 +90,7 @@ def history_cmd(
     from ..verdicts import history
 
     study = load_study(study_file) if study_file else None
-    found = history(open_journal(journal), candidate, rules=_rules_of(study_file, 5.0), machine=machine,
+    found = history(open_journal(journal), candidate, rules=_rules_of(study, 5.0), machine=machine,
                     plan_id=plan, study=study.name if study else None)
     if history_format == "json":
         _print_json(found)
@@ -114,12 +111,13 @@ def compare_cmd(
     compare_format: str = typer.Option("text", "--format", help="text or json"),
 ):
     """Two slices of a journal compared per cell with the verdicts' statistics (machines as blocks)."""
+    from ..config import load_study
     from ..config.slices import parse_slice
     from ..present.history import SliceComparisonView
     from ..verdicts import compare_slices
 
     result = compare_slices(open_journal(journal), parse_slice(a, "--a"), parse_slice(b, "--b"),
-                            _rules_of(study_file, limit))
+                            _rules_of(load_study(study_file) if study_file else None, limit))
     if compare_format == "json":
         _print_json(result)
     else:

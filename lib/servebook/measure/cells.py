@@ -297,9 +297,11 @@ def summarize_cell(spec: CellSpec, records: list[RequestRecord], reconciliation:
     return with_validity(cell_figures(spec, records, slots), reconciliation, faults)
 
 
-def objective_figures(spec: CellSpec, records: list[RequestRecord], plan: Plan) -> dict[str, Any]:
+def objective_figures(spec: CellSpec, records: list[RequestRecord], plan: Plan,
+                      wall_s: float | None = None) -> dict[str, Any]:
     """An open-loop cell's window figures (measure.openloop), and every decode, wave and load cell's attainment of
-    the plan's objectives with goodput; empty where neither applies."""
+    the plan's objectives with goodput (per second of `wall_s`, the cell's own, outside open-loop cells); empty
+    where neither applies."""
     out: dict[str, Any] = {}
     window = None
     if spec.kind == "load" and plan.load and spec.rate:
@@ -310,9 +312,7 @@ def objective_figures(spec: CellSpec, records: list[RequestRecord], plan: Plan) 
         completion = sum(r.completion_tokens or 0 for r in measured if r.ok)
         out["aggregate_tok_s"] = completion / window  # output of the window's arrivals per second of the window
     else:
-        measured = records
-        sends, ends = [r.t_send for r in records], [r.t_last for r in records if r.ok and r.t_last is not None]
-        window = (max(ends) - min(sends)) if sends and ends else None
+        measured, window = records, wall_s
     if plan.slo and spec.kind in ("decode", "wave", "load"):
         out.update(attainment(measured, plan.slo, window))
     return out

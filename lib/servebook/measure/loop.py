@@ -219,7 +219,7 @@ class Measurement:
         figures = with_engine_split(cell_figures(spec, counted, self.endpoint.slots), counted,
                                     *(histogram_mean(before, after, name) if name else None
                                       for name in (self.adapter.queue_histogram, self.adapter.prefill_histogram)))
-        figures.update(objective_figures(spec, records, self.plan))
+        figures.update(objective_figures(spec, records, self.plan, figures["wall_s"]))
         pid = self.endpoint.engine_pid
         own = own_processes(pid) if pid else set()
         gpu = summarize_gpu(gpu_samples, own, figures["completion_tokens"], figures["wall_s"])

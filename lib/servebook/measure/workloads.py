@@ -33,6 +33,7 @@ class Workloads:
         self._fillers: dict[str, list[int]] = {}
         self._openers: list[int] = []
         self._prefill_count = 0
+        self._trace: list[tuple[float, int, int]] | None = None
 
     async def run(self, spec: CellSpec, on_done: OnDone) -> list[RequestRecord]:
         runner = {"decode": self.decode, "prefill": self.prefill, "wave": self.waves, "reuse": self.reuse,
@@ -175,7 +176,9 @@ class Workloads:
         time, not for other requests. Prompts are built first, so that sending is all the cell does."""
         assert self.plan.load is not None and spec.rate is not None  # a load cell exists only with a load section
         plan = load_for(spec, self.plan.load)
-        arrivals = schedule(plan, spec.rate, read_trace(plan.trace) if plan.trace else None)
+        if plan.trace and self._trace is None:
+            self._trace = read_trace(plan.trace)  # once per run, not once per cell
+        arrivals = schedule(plan, spec.rate, self._trace)
         prompts = [await self.unique_prompt("prose", max(a.prompt_tokens, 32), f"{self.tag}:{spec.cell_id}:{i}")
                    for i, a in enumerate(arrivals)]
         records: list[RequestRecord] = []

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -103,12 +104,13 @@ def verdicts_junit(study: Study, judged: list[Judged], result: GateResult) -> st
     return xml.tostring().decode()
 
 
-def write_step_summary(markdown: str) -> Path | None:
-    """Append to `$GITHUB_STEP_SUMMARY` when a GitHub Actions step set it (several steps may write there)."""
+def write_step_summary(markdown: Callable[[], str]) -> Path | None:
+    """Append the Markdown (rendered only then) to `$GITHUB_STEP_SUMMARY` when a GitHub Actions step set it
+    (several steps may write there)."""
     target = os.environ.get("GITHUB_STEP_SUMMARY")
     if not target:
         return None
     path = Path(target)
     with path.open("a", encoding="utf-8") as handle:
-        handle.write(markdown + "\n")
+        handle.write(markdown() + "\n")
     return path

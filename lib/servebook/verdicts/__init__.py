@@ -4,11 +4,11 @@ the noise floor (noise.py) and the verdict itself (judge.py)."""
 from .comparisons import Comparison, compare_rule, comparison_of, describe, figures, select_cells
 from .evidence import baseline_evidence, cell_codes, undisturbed, valid_cells
 from .gate import GATE_EXIT_CODES, GATE_OUTCOMES, GateResult, deciding, gate, gate_outcome, parse_fail_on
-from .history import CellSeries, History, SliceComparison, compare_slices, history
+from .history import CellSeries, History, SliceComparison, compare_slices, default_rules, history
 from .judge import Judged, Outcome, Verdict, judge, judge_run, judge_runs, settle, study_runs
 from .noise import NoiseFloor, noise_floor, noise_rows
 
-__all__ = ["CellSeries", "History", "SliceComparison", "compare_slices", "history",
+__all__ = ["CellSeries", "History", "SliceComparison", "compare_slices", "default_rules", "history",
            "GATE_EXIT_CODES", "GATE_OUTCOMES", "GateResult", "deciding", "gate", "gate_outcome", "parse_fail_on",
            "Comparison", "Judged", "NoiseFloor", "Outcome", "Verdict", "baseline_evidence", "cell_codes",
            "compare_rule", "comparison_of", "describe", "figures", "judge", "judge_run", "judge_runs",

@@ -23,9 +23,11 @@ from ..util.errors import InputError
 from .comparisons import Comparison, blocked_figures, comparison_of, select_cells
 from .evidence import undisturbed
 
-#: what a history or a comparison follows when no study names its rules
-DEFAULT_RULES = (ComparisonRule(metric="aggregate_tok_s", max_regression_pct=5),
-                 ComparisonRule(metric="prefill_tok_s", max_regression_pct=5))
+
+def default_rules(limit_pct: float = 5.0) -> list[ComparisonRule]:
+    """What a history or a comparison follows when no study names its rules: every decode and prefill cell."""
+    return [ComparisonRule(metric="aggregate_tok_s", max_regression_pct=limit_pct),
+            ComparisonRule(metric="prefill_tok_s", max_regression_pct=limit_pct)]
 MARKED = ("engine_version", "image_digest", "driver", "candidate_id")
 
 
@@ -102,7 +104,7 @@ def history(journal: Journal, candidate: str, *, rules: list[ComparisonRule] | N
         cells = _valid(journal.run(row["run_id"]))
         if cells is None:
             continue
-        for rule in rules or DEFAULT_RULES:
+        for rule in rules or default_rules():
             for cell in select_cells(cells, rule).to_dict("records"):
                 value = cell.get(rule.metric)
                 if value is None or pd.isna(value) or value <= 0:
@@ -142,7 +144,7 @@ def compare_slices(journal: Journal, a: JournalSlice, b: JournalSlice,
     runs_a = [f for f in (_valid(journal.run(r)) for r in rows_a["run_id"]) if f is not None]
     runs_b = [f for f in (_valid(journal.run(r)) for r in rows_b["run_id"]) if f is not None]
     out: list[Comparison] = []
-    for rule in rules or DEFAULT_RULES:
+    for rule in rules or default_rules():
         mine, theirs = blocked_figures(runs_b, rule), blocked_figures(runs_a, rule)
         described = {row["cell_id"]: row for cells in runs_b for row in select_cells(cells, rule).to_dict("records")}
         for cell_id, values in mine.items():
