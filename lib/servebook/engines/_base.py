@@ -8,9 +8,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..util.errors import EngineFailed, FailureCause, InputError
+from .contracts import contract_for, spelled_flag
 
 if TYPE_CHECKING:
     from ..config.candidate import Candidate
+    from .contracts import Contract
     from .counters import Scrape
 
 
@@ -27,6 +29,13 @@ class ServerCounts:
     generation_tokens: float | None
     draft_tokens: float | None = None
     accepted_tokens: float | None = None
+    #: decode steps that verified a drafter's proposal (SGLang counts these, not drafted tokens)
+    verify_passes: float | None = None
+
+    @property
+    def drafted(self) -> float | None:
+        """Evidence that a drafter ran: drafted tokens where the engine counts them, else verify passes."""
+        return self.draft_tokens if self.draft_tokens is not None else self.verify_passes
 
 
 @dataclass(frozen=True)
@@ -83,6 +92,10 @@ class EngineAdapter(ABC):
     fingerprints_binary: bool = False
     #: the flag that makes the engine require an API key (llama.cpp, vLLM and SGLang all take --api-key)
     api_key_flag: str | None = "--api-key"
+    #: whether the engine's parser takes an unambiguous prefix of a flag (argparse's allow_abbrev), and whether it
+    #: reads `--max_num_seqs` as `--max-num-seqs`: both ways an extra_arg could reach an owned flag
+    flag_prefixes: bool = False
+    flag_underscores: bool = False
     #: the flag that sets the name the API answers to (model.served_name)
     served_name_flag: str | None = None
     #: whether the engine's server always answers `tokenize` (False: an unknown server, asked before measuring)
@@ -148,13 +161,37 @@ class EngineAdapter(ABC):
                          "image, launch.mode: attach with the URL of a running server, or launch.simulator: true "
                          "to exercise the path against servebook's simulator")
 
+    def owner_of(self, flag: str, contract: "Contract | None" = None) -> tuple[str, str] | None:
+        """(knob, owned flag) when the engine would read `flag` as a flag a knob sets, else None. With the engine's
+        recorded contract the parser's own reading decides; without it, any prefix of an owned flag counts."""
+        owned = {option: knob for knob, options in self.owned.items() for option in options}
+        if contract is not None:
+            resolved = contract.resolve(flag)
+            hit = next((o for o in resolved.options if o in owned), None) if resolved else None
+            return (owned[hit], hit) if hit else None
+        spelled = spelled_flag(flag, self.flag_underscores)
+        for option, knob in owned.items():
+            option = spelled_flag(option, self.flag_underscores)
+            if spelled == option or (self.flag_prefixes and spelled.startswith("--") and len(spelled) > 3
+                                     and option.startswith(spelled)):
+                return knob, option
+        return None
+
     def check_extra_args(self, candidate: "Candidate") -> None:
+        contract = contract_for(self.kind, candidate.pins.engine_version)
         for arg in candidate.extra_args:
             flag = arg.split("=", 1)[0]
-            for knob, flags in self.owned.items():
-                if flag in flags:
-                    where = f"knobs.{knob}" if knob != "launch" else "launch/model (servebook sets it)"
-                    raise ValueError(f"extra_args: {flag} conflicts with {where}; set it there instead")
+            if not re.match(r"-[-A-Za-z]", flag):
+                continue  # a value
+            if contract is not None and contract.resolve(flag) is None:
+                raise ValueError(f"extra_args: {flag} is not a flag of {self.kind} {contract.version} (or an "
+                                 f"ambiguous prefix), by the contract recorded from its parser on {contract.recorded}")
+            owner = self.owner_of(flag, contract)
+            if owner is not None:
+                knob, owned = owner
+                where = f"knobs.{knob}" if knob != "launch" else "launch/model (servebook sets it)"
+                spelled = "" if owned == flag else f" (the engine reads it as {owned})"
+                raise ValueError(f"extra_args: {flag}{spelled} conflicts with {where}; set it there instead")
 
     async def tokenize(self, http, base_url: str, text: str, model: str, headers: dict) -> list[int] | None:
         """Token ids of `text` without special tokens, through the engine's own tokenizer; None if it has none."""

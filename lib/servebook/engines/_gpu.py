@@ -12,7 +12,9 @@ FAILURE_PATTERNS: list[tuple[FailureCause, re.Pattern[str]]] = [
     ("bad_flag", re.compile(r"unrecognized arguments|error: argument|invalid choice|"
                             r"the following arguments are required", re.I)),
     ("out_of_memory", re.compile(r"CUDA out of memory|OutOfMemoryError|not enough memory|"
-                                 r"insufficient memory|cudaErrorMemoryAllocation|No available memory", re.I)),
+                                 r"insufficient memory|cudaErrorMemoryAllocation|No available memory|"
+                                 # vLLM's commonest: one request's KV cache does not fit (kv_cache_planning.py)
+                                 r"larger than the available KV cache memory", re.I)),
     ("warmup_failed", re.compile(r"warm ?up .*(fail|error)|(fail|error).*warm ?up", re.I)),
     ("model_load", re.compile(r"(Repository|Model) not found|No such file|failed to load|"
                               r"does not appear to have a file|Cannot find model", re.I)),

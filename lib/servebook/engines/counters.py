@@ -47,6 +47,16 @@ def counter_delta(before: Scrape, after: Scrape, name: str, *aliases: str) -> fl
     return None if a is None or b is None else a - b
 
 
+def lazy_counter_delta(before: Scrape, after: Scrape, name: str, *, counting: str) -> float | None:
+    """`counter_delta` for an engine that creates a counter's labelled child at its first use (SGLang): while the
+    engine is counting at all (`counting`, a counter every request moves, is in the later scrape), a counter a
+    scrape lacks has counted nothing yet, so it reads as 0 there. None when the engine counts nothing."""
+    if after.total(counting) is None:
+        return None
+    a, b = after.total(name), before.total(name)
+    return (a or 0.0) - (b or 0.0) if before.available else None
+
+
 def histogram_mean(before: Scrape, after: Scrape, name: str) -> float | None:
     """The mean of what a Prometheus histogram observed between two scrapes (change in _sum over change in
     _count, summed across labels); None when either scrape lacks it or nothing was observed."""

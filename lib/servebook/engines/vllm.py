@@ -1,8 +1,9 @@
-"""vLLM: flags, counters and readiness (engines.md, vLLM 0.33).
+"""vLLM: flags, counters and readiness (engines.md; checked against vLLM 0.33.0, data/engine-contracts).
 
 Counter semantics: `prompt_tokens_total` INCLUDES cached tokens and is counted at a request's
 first token; generation tokens are counted every engine step. Connections are refused until the
-engine is ready. Metric names changed over versions; every lookup tries the old spelling too.
+engine is ready. The counters are labelled per engine and exist from startup; the speculative ones
+only when a drafter is configured.
 """
 
 from __future__ import annotations
@@ -19,20 +20,12 @@ if TYPE_CHECKING:
     from ..config.candidate import Candidate
     from .counters import Scrape
 
-KV_TYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "bfloat16", "nvfp4")
+# `CacheDType` in vllm/config/cache.py, 0.33.0 (tests check this against the recorded contract). Some attention
+# backends need their own: FLASHINFER_MLA_SPARSE_SM120 takes only fp8_ds_mla.
+KV_TYPES = ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla", "nvfp4",
+            "nvfp4_ds_mla", "nvfp4_4over6")
 METHODS = {"eagle": "eagle", "eagle3": "eagle3", "mtp": "mtp", "ngram": "ngram", "draft_model": "draft_model",
            "dflash": "dflash"}
-RENAMES = {
-    "vllm:kv_cache_usage_perc": ("vllm:gpu_cache_usage_perc",),
-    "vllm:prefix_cache_queries_total": ("vllm:gpu_prefix_cache_queries_total",),
-    "vllm:prefix_cache_hits_total": ("vllm:gpu_prefix_cache_hits_total",),
-    "vllm:inter_token_latency_seconds_sum": ("vllm:time_per_output_token_seconds_sum",),
-}
-
-
-def metric(scrape: "Scrape", name: str) -> float | None:
-    """A vLLM metric under its current name or any name it had before."""
-    return scrape.total(name, *RENAMES.get(name, ()))
 
 
 class VLLMAdapter(_gpu.PythonServerAdapter):
@@ -41,7 +34,8 @@ class VLLMAdapter(_gpu.PythonServerAdapter):
     queue_histogram = "vllm:request_queue_time_seconds"
     prefill_histogram = "vllm:request_prefill_time_seconds"
     compile_cache_env = ("VLLM_CACHE_ROOT", "TRITON_CACHE_DIR")
-    process_markers = (b"vllm",)
+    # not any command that mentions "vllm" (a servebook sweep of a vllm study is not an engine)
+    process_markers = (b"vllm serve", b"vllm.entrypoints")
 
     def local_binary(self, candidate: "Candidate", reporter) -> str:
         import shutil
@@ -55,9 +49,11 @@ class VLLMAdapter(_gpu.PythonServerAdapter):
         "context_length": ("--max-model-len",),
         "kv_dtype": ("--kv-cache-dtype",),
         "tensor_parallel_size": ("-tp", "--tensor-parallel-size"),
-        "drafter": ("--speculative-config", "--speculative_config"),
+        "drafter": ("--speculative-config", "-sc"),
         "launch": ("--host", "--port", "--revision", "--enable-prompt-tokens-details", "--served-model-name"),
     }
+    # FlexibleArgumentParser reads --max_num_seqs as --max-num-seqs
+    flag_underscores = True
     compile_pattern = re.compile(r"Compiling a graph|torch\.compile|Capturing CUDA graph|compile range|"
                                  r"Dynamo bytecode transform", re.I)
     title = "vLLM"
@@ -117,7 +113,7 @@ class VLLMAdapter(_gpu.PythonServerAdapter):
             return None
 
         def delta(name: str) -> float | None:
-            return counter_delta(before, after, name, *RENAMES.get(name, ()))
+            return counter_delta(before, after, name)
 
         return ServerCounts(
             prompt_tokens=delta("vllm:prompt_tokens_total"),

@@ -134,7 +134,17 @@ def verify_claims(candidate: Candidate, report: SelfReport, model_file: str | No
         if claimed is None:
             continue
         reported = settings.get(name)
-        judge(f"knobs.{name}", claimed, None if reported is None else str(reported) == str(claimed), reported)
+        # `auto` asks the engine to choose, and the engine reports what it chose (SGLang: fp8_e4m3 for some models)
+        resolvable = claimed == "auto" and reported is not None
+        judge(f"knobs.{name}", claimed, None if reported is None or resolvable else str(reported) == str(claimed),
+              reported)
+        if resolvable:
+            found[f"knobs.{name}"] = f"{NOT_VERIFIED} (auto; the server resolved it to {reported})"
+    effective = settings.get("effective_max_running_requests")
+    if effective is not None and knobs.max_running_requests is not None and effective < knobs.max_running_requests:
+        # the flag holds, but the scheduler runs fewer: the KV pool fits only this many at once
+        found["knobs.max_running_requests"] = (found.get("knobs.max_running_requests", NOT_VERIFIED)
+                                               + f"; the scheduler runs at most {effective} at once")
     if knobs.context_length is not None:
         matches = _context_matches(knobs.context_length, settings, knobs.max_running_requests)
         reported = settings.get("context_length", settings.get("context_per_slot"))

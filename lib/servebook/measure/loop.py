@@ -324,7 +324,7 @@ def inactive_drafter(drafter: str, adapter: EngineAdapter, log: MeasurementLog, 
     if drafter in ("none", "ngram") or not log.outcomes:
         return
     counts = adapter.server_counts(log.outcomes[0].before, log.outcomes[-1].after)
-    if counts is None or counts.draft_tokens is None or counts.draft_tokens > 0:
+    if counts is None or counts.drafted is None or counts.drafted > 0:
         return
     errors = adapter.error_lines(engine_log.read_text(errors="replace")[-4_000_000:])
     hint = next((line for line in errors if "spec" in line.lower() or "draft" in line.lower()), None)

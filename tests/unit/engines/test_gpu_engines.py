@@ -32,7 +32,7 @@ def test_sglang_flags_follow_the_recipe():
                              "drafter": {"kind": "eagle", "model": "org/eagle", "num_steps": 3, "topk": 1,
                                          "max_draft_tokens": 4}})
     args = argv(c)
-    assert args[:3] == ["python3", "-m", "sglang.launch_server"]
+    assert args[:3] == ["sglang", "serve", "--model-path"]
     assert value(args, "--tp-size") == "2" and value(args, "--chunked-prefill-size") == "6144"
     assert value(args, "--max-running-requests") == "4" and value(args, "--context-length") == "524288"
     assert value(args, "--kv-cache-dtype") == "fp8_e4m3" and value(args, "--revision") == "abc123"
@@ -128,12 +128,8 @@ def test_sglang_counts_include_cached_and_sum_ranks():
     assert (counts.prompt_tokens, counts.cached_tokens, counts.generation_tokens) == (500, 64, 128)
 
 
-def test_vllm_tolerates_renamed_metrics():
-    from servebook.engines.vllm import metric
-
+def test_vllm_counts_across_builds_without_faking_a_missing_counter():
     old, new = parse_metrics(VLLM_OLD), parse_metrics(VLLM_NEW)
-    assert metric(old, "vllm:kv_cache_usage_perc") == 0.5 and metric(new, "vllm:kv_cache_usage_perc") == 0.5
-    assert metric(old, "vllm:prefix_cache_hits_total") == 64
     counts = get_engine("vllm").server_counts(old, new)
     assert counts.prompt_tokens == 240 and counts.generation_tokens == 64
     assert counts.cached_tokens is None  # the older build had no cached counter: not judged, not faked

@@ -12,7 +12,7 @@ from .engine import SYSTEM_PROMPT, Engine, log, tokenize
 
 WORDS = ["alpha", " beta", " gamma", " delta", " epsilon", " zeta", " eta", " theta"]
 COMPILE_LINES = {"vllm": "Compiling a graph for dynamic shape takes 14.2 s",
-                 "sglang": "Capture cuda graph begin. This can take up to several minutes.",
+                 "sglang": "Capture target decode CUDA graph begin. backend=full bs=[1, 2, 4, 8]",
                  "llamacpp": "graph_reserve: compiling graph"}
 
 
@@ -54,13 +54,15 @@ class _Completion:
         self.request_id = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex[:12]}"
         self.created = int(time.time())
         self.measured = "warmup" not in json.dumps(body.get("messages", ""))[:200]
-        self.continuous = config.flavor == "vllm" and bool(
-            (body.get("stream_options") or {}).get("continuous_usage_stats"))
+        options = body.get("stream_options") or {}
+        self.continuous = config.flavor == "vllm" and (bool(options.get("continuous_usage_stats"))
+                                                       or config.force_usage)
+        self.include_usage = bool(options.get("include_usage")) or config.force_usage
 
     def usage(self, produced: int, cached: int | None = None) -> dict:
         usage = {"prompt_tokens": len(self.prompt), "completion_tokens": produced,
                  "total_tokens": len(self.prompt) + produced}
-        if cached is not None:
+        if cached is not None and self.app.config.cache_report:  # only under the engine's flag
             usage["prompt_tokens_details"] = {"cached_tokens": cached}
         return usage
 
@@ -94,7 +96,7 @@ class _Completion:
                 self.app.maybe_crash()
         finish = "length" if produced >= self.max_tokens else "stop"
         reported = produced + (1 if "wrong_usage" in faults and self.measured else 0)
-        if self.body.get("stream_options", {}).get("include_usage"):
+        if self.include_usage:
             yield self.chunk(self.piece("", finish))
             yield self.chunk(usage=self.usage(reported, cached))
         else:
@@ -201,7 +203,9 @@ class SimApp:
 
         if not self.engine.ready:
             return self.not_ready()
-        listed = [{"id": name, "object": "model", "owned_by": "sim", "root": self.config.model,
+        # SGLang's root is the served name (http_server.py), vLLM's the model path
+        root = self.config.name if self.config.flavor == "sglang" else self.config.model
+        listed = [{"id": name, "object": "model", "owned_by": "sim", "root": root,
                    "max_model_len": self.config.context_length}
                   for name in [self.config.name, *self.config.extra_models]]
         return JSONResponse({"object": "list", "data": listed})
@@ -226,12 +230,16 @@ class SimApp:
             body |= {"total_slots": timing.slots, "model_path": config.model, "model_alias": config.name,
                      "default_generation_settings": {"n_ctx": per_slot}}
         elif config.flavor == "sglang":
+            # resolved values, as SGLang reports them: `auto` becomes the dtype it chose, and the running-request
+            # cap the scheduler really applies sits in internal_states
             args = config.server_args
+            kv = args.get("kv_cache_dtype")
             body |= {"model_path": config.model, "served_model_name": config.name,
                      "max_running_requests": timing.slots, "chunked_prefill_size": args.get("chunked_prefill_size"),
                      "context_length": config.context_length, "tp_size": args.get("tp_size", 1),
-                     "kv_cache_dtype": args.get("kv_cache_dtype"),
+                     "kv_cache_dtype": "bfloat16" if kv in (None, "auto") else kv,
                      "speculative_algorithm": args.get("speculative_algorithm"),
+                     "internal_states": [{"effective_max_running_requests_per_dp": timing.slots}],
                      "api_key": args.get("api_key")}  # SGLang reports its key among its server args
         return JSONResponse(body)
 

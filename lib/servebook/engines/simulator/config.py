@@ -52,6 +52,11 @@ class SimConfig:
     server_args: dict = field(default_factory=dict)
     load_s: float = 0.3
     version: str = "sim"
+    #: whether usage carries prompt_tokens_details.cached_tokens (SGLang --enable-cache-report, vLLM
+    #: --enable-prompt-tokens-details; llama.cpp always), and whether vLLM sends usage on every chunk unasked
+    #: (--enable-force-include-usage)
+    cache_report: bool = True
+    force_usage: bool = False
 
     @property
     def name(self) -> str:
@@ -106,26 +111,31 @@ def _parse_flavor(flavor: str, parser: argparse.ArgumentParser, argv: list[str],
         parser.add_argument("--enable-metrics", action="store_true")
         parser.add_argument("--context-length", type=int, default=None)
         parser.add_argument("--served-model-name", default=None)
-        parser.add_argument("--tp-size", "--tp", type=int, default=1)
+        parser.add_argument("--tp-size", "--tensor-parallel-size", type=int, default=1)
         parser.add_argument("--kv-cache-dtype", default="auto")
+        parser.add_argument("--enable-cache-report", action="store_true")
         args, _ = parser.parse_known_args(argv)
         timing.slots = args.max_running_requests
         timing.chunk = args.chunked_prefill_size if args.chunked_prefill_size > 0 else 1 << 30
         timing.draft_tokens = args.speculative_num_draft_tokens if args.speculative_algorithm else 0
         return SimConfig(flavor, args.host, args.port, args.model_path, timing, faults,
                          metrics_enabled=args.enable_metrics, served_name=args.served_model_name,
-                         context_length=args.context_length, server_args=vars(args))
+                         context_length=args.context_length, server_args=vars(args),
+                         cache_report=args.enable_cache_report)
     parser.add_argument("model", nargs="?", default="model")
     parser.add_argument("--max-num-batched-tokens", type=int, default=8192)
     parser.add_argument("--max-num-seqs", type=int, default=256)
     parser.add_argument("--speculative-config", default=None)
     parser.add_argument("--served-model-name", default=None)
     parser.add_argument("--max-model-len", type=int, default=None)
+    parser.add_argument("--enable-prompt-tokens-details", action="store_true")
+    parser.add_argument("--enable-force-include-usage", action="store_true")
     args, _ = parser.parse_known_args([a for a in argv if a not in ("vllm", "serve")])
     timing.slots, timing.chunk = args.max_num_seqs, args.max_num_batched_tokens
     if args.speculative_config:
         timing.draft_tokens = int(json.loads(args.speculative_config).get("num_speculative_tokens", 3))
     return SimConfig(flavor, args.host, args.port, args.model, timing, faults, served_name=args.served_model_name,
-                     context_length=args.max_model_len, server_args=vars(args))
+                     context_length=args.max_model_len, server_args=vars(args),
+                     cache_report=args.enable_prompt_tokens_details, force_usage=args.enable_force_include_usage)
 
 

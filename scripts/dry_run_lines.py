@@ -1,0 +1,35 @@
+"""The engine command line servebook would give every SGLang and vLLM candidate of every study, as JSON
+{engine: {study: {candidate: argv}}}, for engine_contract.py to parse with the engines' real parsers.
+
+    .venv/bin/python scripts/dry_run_lines.py data/studies/*.yaml > lines.json
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from servebook.config.loading import load_study
+from servebook.engines import get_engine
+from servebook.engines.random_models import model_file_name
+
+
+def command_lines(paths: list[str]) -> dict:
+    out: dict = {}
+    for path in paths:
+        study = load_study(Path(path))
+        for entry in study.expand():
+            candidate = entry.candidate
+            if candidate.engine not in ("sglang", "vllm"):
+                continue
+            adapter = get_engine(candidate.engine)
+            argv = adapter.argv(candidate, port=30000, model_path=model_file_name(candidate.model.path or
+                                                                                   candidate.model.id) or "",
+                                draft_path=model_file_name(candidate.knobs.drafter.model))
+            out.setdefault(candidate.engine, {}).setdefault(study.name, {})[entry.name] = argv
+    return out
+
+
+if __name__ == "__main__":
+    json.dump(command_lines(sys.argv[1:]), sys.stdout, indent=1)

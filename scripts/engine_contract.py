@@ -1,0 +1,211 @@
+"""Record what a released SGLang or vLLM accepts and exports, from its own code.
+
+Runs inside a throwaway environment where the engine is installed (record-engine-contracts.sh makes
+it); needs only the standard library and the engine. It imports the engine's real argument parser
+and metric definitions, never starts a server and never loads a model:
+
+    python engine_contract.py sglang --lines lines.json --out sglang-0.5.23.json
+
+`--lines` is a JSON object {study: {candidate: argv}} of servebook's dry-run command lines for that
+engine; each is parsed with the real parser and the result is recorded beside the contract.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import importlib.metadata
+import io
+import json
+import os
+import sys
+import time
+
+os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+
+
+def describe_actions(parser: argparse.ArgumentParser) -> list[dict]:
+    flags = []
+    for action in parser._actions:
+        if not action.option_strings or isinstance(action, argparse._HelpAction):
+            continue
+        kind = getattr(action.type, "__name__", None) if action.type is not None else None
+        choices = None
+        if action.choices is not None:
+            with contextlib.suppress(TypeError):
+                choices = sorted(str(c) for c in action.choices)
+        flags.append({"options": list(action.option_strings), "dest": action.dest, "type": kind,
+                      "choices": choices, "nargs": None if action.nargs is None else str(action.nargs),
+                      "action": type(action).__name__})
+    return sorted(flags, key=lambda f: f["options"][0])
+
+
+def parse_lines(parser: argparse.ArgumentParser, lines: dict, entry_words: int) -> dict:
+    """Each dry-run line through the real parser: "ok", or the parser's own error message."""
+    results: dict = {}
+    for study, candidates in lines.items():
+        for name, argv in candidates.items():
+            err = io.StringIO()
+            try:
+                with contextlib.redirect_stderr(err):
+                    parser.parse_args(argv[entry_words:])
+                outcome = "ok"
+            except SystemExit:
+                outcome = err.getvalue().strip().splitlines()[-1] if err.getvalue().strip() else "rejected"
+            results.setdefault(study, {})[name] = {"argv": argv, "parsed": outcome}
+    return results
+
+
+def registry_metrics(before: set, at_start_after: callable) -> list[dict]:
+    """Every metric created since `before`: its exposition names, labels, and whether a fresh registry has a
+    sample of it (a labelled metric has none until its first .labels() call)."""
+    from prometheus_client import REGISTRY, generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    at_start_after()
+    present = {s.name for family in text_string_to_metric_families(generate_latest(REGISTRY).decode())
+               for s in family.samples}
+    out = []
+    for collector in list(REGISTRY._collector_to_names):
+        if collector in before or not hasattr(collector, "_labelnames"):
+            continue
+        kind = collector._type
+        name = collector._name
+        samples = {"counter": [f"{name}_total"], "gauge": [name], "histogram": [f"{name}_sum", f"{name}_count"],
+                   "summary": [f"{name}_sum", f"{name}_count"]}.get(kind, [name])
+        for sample in samples:
+            out.append({"name": sample, "type": kind, "labels": sorted(collector._labelnames),
+                        "at_start": sample in present})
+    return sorted(out, key=lambda m: m["name"])
+
+
+# --- SGLang -------------------------------------------------------------------------------------------------------
+
+def sglang_contract(lines: dict) -> dict:
+    from prometheus_client import REGISTRY
+    from sglang.srt.server_args import ServerArgs
+
+    parser = argparse.ArgumentParser(prog="sglang serve")  # as prepare_server_args builds it
+    ServerArgs.add_cli_args(parser)
+    before = set(REGISTRY._collector_to_names)
+    notes = []
+    from sglang.srt.observability import metrics_collector as mc
+
+    # the labels tokenizer_metric_labels() gives a server without priority scheduling or custom labels
+    labels = {"model_name": "m", "engine_type": "unified"}
+    try:
+        mc.TokenizerMetricsCollector(server_args=None, labels=labels)
+    except Exception as error:  # recorded, not hidden: the contract then lacks these metrics
+        notes.append(f"TokenizerMetricsCollector: {type(error).__name__}: {error}")
+    try:
+        server_args = ServerArgs.from_cli_args(parser.parse_args(["--model-path", "m", "--enable-metrics"]))
+        mc.SchedulerMetricsCollector(labels=labels, server_args=server_args)
+    except Exception as error:
+        notes.append(f"SchedulerMetricsCollector: {type(error).__name__}: {error}")
+    import msgspec
+
+    fields = sorted(f.name for f in msgspec.structs.fields(ServerArgs)) if hasattr(ServerArgs, "__struct_fields__") \
+        else sorted(getattr(ServerArgs, "__dataclass_fields__", {}))
+    return {"parser": {"allow_abbrev": parser.allow_abbrev, "underscores": False},
+            "flags": describe_actions(parser), "metrics": registry_metrics(before, lambda: None),
+            # /server_info is the server args (flat) plus these (entrypoints/http_server.py)
+            "server_info_fields": fields + ["internal_states", "version"],
+            "dry_runs": parse_lines(parser, lines, entry_words=2), "notes": notes}
+
+
+# --- vLLM ---------------------------------------------------------------------------------------------------------
+
+def vllm_parser():
+    from vllm.entrypoints.common.cli_args import make_arg_parser
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    return make_arg_parser(FlexibleArgumentParser(prog="vllm serve"))
+
+
+def vllm_contract(lines: dict) -> dict:
+    from prometheus_client import REGISTRY
+
+    parser = vllm_parser()
+    notes = []
+    before = set(REGISTRY._collector_to_names)
+    metrics, spec_only = [], []
+    try:
+        metrics, spec_only = vllm_metrics(before)
+    except Exception as error:
+        notes.append(f"PrometheusStatLogger: {type(error).__name__}: {error}")
+    from vllm.config.cache import CacheDType
+    from typing import get_args
+
+    cache_dtypes = sorted(get_args(CacheDType))
+    from vllm.entrypoints.serve.engine.protocol import ModelCard  # /v1/models entries
+
+    info = sorted(ModelCard.model_fields)
+    # vLLM takes "serve MODEL" as a subcommand; the model is its first positional
+    return {"parser": {"allow_abbrev": parser.allow_abbrev, "underscores": True},
+            "flags": describe_actions(parser), "metrics": metrics, "spec_only_metrics": spec_only,
+            "cache_dtypes": cache_dtypes, "server_info_fields": info,
+            "dry_runs": parse_lines(parser, lines, entry_words=2), "notes": notes}
+
+
+def vllm_metrics(before: set) -> tuple[list[dict], list[str]]:
+    """Metrics a PrometheusStatLogger creates, first without a speculative config, then with one. The config is
+    a stand-in holding only what the logger reads: no model is loaded."""
+    from unittest import mock
+
+    from prometheus_client import REGISTRY
+    from vllm.v1.metrics.loggers import PrometheusStatLogger
+
+    def config(speculative):
+        vllm_config = mock.MagicMock()
+        vllm_config.model_config.served_model_name = "m"
+        vllm_config.model_config.max_model_len = 4096
+        vllm_config.model_config.is_diffusion = False
+        vllm_config.observability_config.show_hidden_metrics = False
+        vllm_config.observability_config.kv_cache_metrics = False
+        vllm_config.observability_config.custom_histogram_buckets = None
+        vllm_config.observability_config.enable_mfu_metrics = False
+        vllm_config.observability_config.cudagraph_metrics = False
+        vllm_config.kv_transfer_config = None
+        vllm_config.ec_transfer_config = None
+        vllm_config.lora_config = None
+        vllm_config.speculative_config = speculative
+        if speculative is not None:
+            speculative.num_speculative_tokens = 2
+            speculative.method = "mtp"
+        return vllm_config
+
+    PrometheusStatLogger(config(None), [0])
+    plain = registry_metrics(before, lambda: None)
+    PrometheusStatLogger(config(mock.MagicMock()), [0])  # unregisters vLLM's metrics first, then makes them again
+    with_spec = registry_metrics(before, lambda: None)
+    spec_only = sorted({m["name"] for m in with_spec} - {m["name"] for m in plain})
+    return with_spec, spec_only
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("engine", choices=["sglang", "vllm"])
+    ap.add_argument("--lines", required=True)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    started = time.monotonic()
+    lines = json.loads(open(args.lines).read())
+    body = sglang_contract(lines) if args.engine == "sglang" else vllm_contract(lines)
+    contract = {"engine": args.engine, "version": importlib.metadata.version(args.engine),
+                "recorded": datetime.date.today().isoformat(), "python": sys.version.split()[0],
+                "torch": _version("torch"), "seconds": round(time.monotonic() - started, 1), **body}
+    with open(args.out, "w") as out:
+        json.dump(contract, out, indent=1, sort_keys=True)
+        out.write("\n")
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+if __name__ == "__main__":
+    main()

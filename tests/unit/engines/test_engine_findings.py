@@ -1,0 +1,151 @@
+"""The 14 findings of the check of servebook's SGLang and vLLM adapters against SGLang 0.5.23 and vLLM 0.33.0
+(../shared/engines-checked-2026-11.md): one test each, in the order of that file."""
+
+import pytest
+from pydantic import ValidationError
+
+from servebook.engines import get_engine
+from servebook.engines.counters import parse_metrics
+from servebook.launch.preflight import other_engine_processes
+from servebook.launch.verify import NOT_VERIFIED, SelfReport, verify_claims
+from tests.conftest import make_candidate
+
+
+def argv(c):
+    return get_engine(c.engine).argv(c, port=30000, model_path=c.model.id, draft_path=c.knobs.drafter.model)
+
+
+def sglang_scrape(text: str):
+    return parse_metrics("# HELP sglang:x x\n# TYPE sglang:x counter\n" + text)
+
+
+LABELS = 'engine_type="unified",model_name="m"'
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "bf16", "mxfp8", "nvfp4", "fp4_mx_block16", "fp8_e4m3", "auto"])
+def test_1_sglang_takes_every_kv_dtype_its_parser_takes(dtype):
+    assert make_candidate("sglang", knobs={"kv_dtype": dtype}).knobs.kv_dtype == dtype
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "fp4_e2m1"])
+def test_1_sglang_refuses_kv_dtypes_its_parser_rejects(dtype):
+    with pytest.raises(ValidationError, match="kv_dtype"):
+        make_candidate("sglang", knobs={"kv_dtype": dtype})
+
+
+def test_2_vllm_takes_the_kv_dtype_seed_004_needs():
+    c = make_candidate("vllm", knobs={"kv_dtype": "fp8_ds_mla"})
+    assert argv(c)[argv(c).index("--kv-cache-dtype") + 1] == "fp8_ds_mla"
+    for dtype in ("float16", "nvfp4_ds_mla", "nvfp4_4over6"):
+        make_candidate("vllm", knobs={"kv_dtype": dtype})
+
+
+def test_3_sglang_cold_cells_reconcile_cached_tokens_before_the_first_hit():
+    adapter = get_engine("sglang")
+    before = sglang_scrape(f'sglang:prompt_tokens_total{{{LABELS},is_streaming="false"}} 12\n')
+    cold = sglang_scrape(f'sglang:prompt_tokens_total{{{LABELS},is_streaming="false"}} 12\n'
+                         f'sglang:prompt_tokens_total{{{LABELS},is_streaming="true"}} 400\n')
+    counts = adapter.server_counts(before, cold)
+    assert counts.prompt_tokens == 400 and counts.cached_tokens == 0
+    # the cell of the first hit: the counter exists only in the later scrape
+    hit = sglang_scrape(f'sglang:prompt_tokens_total{{{LABELS},is_streaming="true"}} 800\n'
+                        f'sglang:cached_tokens_total{{{LABELS},cache_source="device"}} 300\n')
+    assert adapter.server_counts(cold, hit).cached_tokens == 300
+
+
+def test_3_an_sglang_that_counts_nothing_is_not_read_as_zero():
+    empty = parse_metrics("")
+    assert get_engine("sglang").server_counts(empty, empty).cached_tokens is None
+
+
+def test_4_a_silently_inactive_sglang_drafter_is_seen():
+    adapter = get_engine("sglang")
+    before = sglang_scrape(f'sglang:prompt_tokens_total{{{LABELS},is_streaming="false"}} 12\n')
+    idle = sglang_scrape(f'sglang:prompt_tokens_total{{{LABELS},is_streaming="true"}} 400\n')
+    assert adapter.server_counts(before, idle).drafted == 0
+    busy = sglang_scrape(f'sglang:prompt_tokens_total{{{LABELS},is_streaming="true"}} 800\n'
+                         f'sglang:spec_verify_calls_total{{{LABELS}}} 57\n')
+    assert adapter.server_counts(idle, busy).drafted == 57
+
+
+def test_5_dflash_records_only_what_sglang_runs():
+    c = make_candidate("sglang", knobs={"drafter": {"kind": "dflash", "model": "org/dflash", "max_draft_tokens": 8}})
+    args = argv(c)
+    assert "--speculative-num-steps" not in args and "--speculative-eagle-topk" not in args
+    assert args[args.index("--speculative-num-draft-tokens") + 1] == "8"
+    with pytest.raises(ValidationError, match="DFLASH always runs num_steps 1"):
+        make_candidate("sglang", knobs={"drafter": {"kind": "dflash", "model": "d", "num_steps": 3, "topk": 1,
+                                                    "max_draft_tokens": 4}})
+
+
+def test_5_eagle_top1_verifies_steps_plus_one():
+    with pytest.raises(ValidationError, match="num_steps \\+ 1 = 4"):
+        make_candidate("sglang", knobs={"drafter": {"kind": "eagle", "model": "e", "num_steps": 3, "topk": 1,
+                                                    "max_draft_tokens": 8}})
+    make_candidate("sglang", knobs={"drafter": {"kind": "eagle", "model": "e", "num_steps": 3, "topk": 4,
+                                                "max_draft_tokens": 8}})
+
+
+def test_6_vllm_kv_memory_failure_is_out_of_memory():
+    line = ("ValueError: To serve at least one request with the models's max seq len (262144), (9.5 GiB KV cache is "
+            "needed, which is larger than the available KV cache memory (2.25 GiB).")
+    assert get_engine("vllm").classify_failure(line, 1).cause == "out_of_memory"
+
+
+@pytest.mark.parametrize("line", ["Capture target decode CUDA graph begin. backend=full bs=[1, 2, 4]",
+                                  "Capture prefill CUDA graph begin. This can take up to several minutes.",
+                                  "Capture cuda graph begin. This can take up to several minutes."])
+def test_7_sglang_compile_lines_of_0_5_23_and_before(line):
+    assert get_engine("sglang").compile_pattern.search(line)
+
+
+def sglang_report(**info):
+    return SelfReport(["m"], get_engine("sglang").reported_settings({"/server_info": info}))
+
+
+def test_8_a_claimed_auto_is_not_contradicted_by_what_sglang_resolved():
+    c = make_candidate("sglang", knobs={"kv_dtype": "auto"})
+    found, wrong = verify_claims(c, sglang_report(model_path="org/model", kv_cache_dtype="fp8_e4m3"), None)
+    assert not wrong
+    assert found["knobs.kv_dtype"].startswith(NOT_VERIFIED) and "fp8_e4m3" in found["knobs.kv_dtype"]
+
+
+def test_8_sglang_says_when_the_scheduler_runs_fewer_requests_than_asked():
+    c = make_candidate("sglang", knobs={"max_running_requests": 8})
+    report = sglang_report(model_path="org/model", max_running_requests=8,
+                           internal_states=[{"effective_max_running_requests_per_dp": 4}])
+    found, wrong = verify_claims(c, report, None)
+    assert not wrong and "runs at most 4" in found["knobs.max_running_requests"]
+
+
+def test_12_flag_aliases_cannot_override_a_knob():
+    for engine, flag in (("vllm", "-sc"), ("sglang", "--model"), ("sglang", "--speculative-draft-model"),
+                         ("sglang", "--speculative-dflash-block-size"), ("vllm", "--max_num_seqs")):
+        with pytest.raises(ValidationError, match="conflicts with"):
+            make_candidate(engine, extra_args=[flag, "x"])
+
+
+def test_12_sglang_prefixes_are_read_as_the_flag_they_abbreviate():
+    with pytest.raises(ValidationError, match="reads it as --chunked-prefill-size"):
+        make_candidate("sglang", extra_args=["--chunked-prefill", "4096"])
+
+
+def write_process(proc, pid, *argv):
+    (proc / str(pid)).mkdir()
+    (proc / str(pid) / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
+    (proc / str(pid) / "stat").write_text(f"{pid} (x) S 1")
+
+
+def test_13_preflight_knows_engines_by_their_entry_points_only(tmp_path):
+    write_process(tmp_path, 11, "/usr/bin/python3", "/usr/local/bin/sglang", "serve", "--model-path", "m")
+    write_process(tmp_path, 12, "/usr/local/bin/vllm", "serve", "org/model")
+    write_process(tmp_path, 13, "/usr/bin/python3", "-m", "vllm.entrypoints.openai.api_server")
+    write_process(tmp_path, 14, "/work/.venv/bin/python", "/work/.venv/bin/servebook", "sweep",
+                  "data/studies/vllm-nvfp4-tp2.yaml")
+    assert sorted(pid for pid, _ in other_engine_processes(tmp_path)) == [11, 12, 13]
+
+
+def test_14_vllm_has_no_dead_metric_renames():
+    import servebook.engines.vllm as vllm
+
+    assert not hasattr(vllm, "RENAMES") and not hasattr(vllm, "metric")
