@@ -23,6 +23,7 @@ import sys
 import time
 
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is downloaded: a missing file is an error at once
 
 
 def describe_actions(parser: argparse.ArgumentParser) -> list[dict]:
@@ -92,15 +93,32 @@ def sglang_contract(lines: dict) -> dict:
     notes = []
     from sglang.srt.observability import metrics_collector as mc
 
-    # the labels tokenizer_metric_labels() gives a server without priority scheduling or custom labels
+    from sglang.srt.server_args import set_global_server_args_for_scheduler, set_global_server_args_for_tokenizer
+
+    # A server with metrics on, as servebook launches it. Resolving its arguments reads the model's config.json
+    # (never its weights): a two-layer Llama shape in a temporary folder is enough, and nothing is downloaded.
+    import tempfile
+
+    model = tempfile.mkdtemp()
+    with open(os.path.join(model, "config.json"), "w") as config:
+        json.dump({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
+                   "num_attention_heads": 4, "num_key_value_heads": 4, "num_hidden_layers": 2,
+                   "intermediate_size": 128, "vocab_size": 1000, "max_position_embeddings": 4096,
+                   "torch_dtype": "bfloat16", "rms_norm_eps": 1e-5}, config)
+    server_args = ServerArgs.from_cli_args(parser.parse_args(["--model-path", model, "--enable-metrics",
+                                                              "--skip-tokenizer-init", "--device", "cpu"]))
+    # the labels tokenizer_metric_labels() and the scheduler give a server without priority scheduling, custom
+    # labels or data parallelism
     labels = {"model_name": "m", "engine_type": "unified"}
     try:
-        mc.TokenizerMetricsCollector(server_args=None, labels=labels)
+        set_global_server_args_for_tokenizer(server_args)
+        mc.TokenizerMetricsCollector(server_args=server_args, labels=labels)
     except Exception as error:  # recorded, not hidden: the contract then lacks these metrics
         notes.append(f"TokenizerMetricsCollector: {type(error).__name__}: {error}")
     try:
-        server_args = ServerArgs.from_cli_args(parser.parse_args(["--model-path", "m", "--enable-metrics"]))
-        mc.SchedulerMetricsCollector(labels=labels, server_args=server_args)
+        set_global_server_args_for_scheduler(server_args)
+        mc.SchedulerMetricsCollector(labels={**labels, "tp_rank": 0, "pp_rank": 0, "moe_ep_rank": 0},
+                                     server_args=server_args)
     except Exception as error:
         notes.append(f"SchedulerMetricsCollector: {type(error).__name__}: {error}")
     import msgspec

@@ -27,6 +27,12 @@ ALGORITHMS = {"eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "NEXTN", "draft_model
               "ngram": "NGRAM", "dflash": "DFLASH"}
 
 
+#: /server_info field -> knob; with speculative_algorithm and internal_states, all servebook reads there
+REPORTED_FIELDS = {"model_path": "model_file", "served_model_name": "served_name",
+                   "max_running_requests": "max_running_requests", "context_length": "context_length",
+                   "chunked_prefill_size": "chunk_size", "tp_size": "tensor_parallel_size", "kv_cache_dtype": "kv_dtype"}
+
+
 class SGLangAdapter(_gpu.PythonServerAdapter):
     container_port = 30000
     compile_cache_env = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
@@ -65,10 +71,7 @@ class SGLangAdapter(_gpu.PythonServerAdapter):
         info = next((b for p in self.self_report_paths if isinstance(b := bodies.get(p), dict)), {})
         out: dict[str, Any] = {}
         # The values are resolved ones (server_args.py): `auto` comes back as the dtype it chose.
-        for field, knob in (("model_path", "model_file"), ("served_model_name", "served_name"),
-                            ("max_running_requests", "max_running_requests"), ("context_length", "context_length"),
-                            ("chunked_prefill_size", "chunk_size"), ("tp_size", "tensor_parallel_size"),
-                            ("kv_cache_dtype", "kv_dtype")):
+        for field, knob in REPORTED_FIELDS.items():
             if info.get(field) is not None:
                 out[knob] = info[field]
         if "speculative_algorithm" in info:

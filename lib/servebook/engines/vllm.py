@@ -22,8 +22,10 @@ if TYPE_CHECKING:
 
 # `CacheDType` in vllm/config/cache.py, 0.33.0 (tests check this against the recorded contract). Some attention
 # backends need their own: FLASHINFER_MLA_SPARSE_SM120 takes only fp8_ds_mla.
-KV_TYPES = ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla", "nvfp4",
-            "nvfp4_ds_mla", "nvfp4_4over6")
+KV_TYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_ds_mla", "fp8_e4m3", "fp8_e5m2", "fp8_inc",
+            "fp8_per_token_head", "int4_per_token_head", "int8_per_token_head", "nvfp4", "nvfp4_4over6",
+            "nvfp4_ds_mla", "octave_k3v3", "octave_k3v3_compact", "octave_k3v4", "turboquant_3bit_nc",
+            "turboquant_4bit_nc", "turboquant_k3v4_nc", "turboquant_k8v4", "ultraquant_4bit")
 METHODS = {"eagle": "eagle", "eagle3": "eagle3", "mtp": "mtp", "ngram": "ngram", "draft_model": "draft_model",
            "dflash": "dflash"}
 
@@ -44,16 +46,19 @@ class VLLMAdapter(_gpu.PythonServerAdapter):
 
     kind = "vllm"
     owned = {
-        "chunk_size": ("--max-num-batched-tokens", "--enable-chunked-prefill", "--no-enable-chunked-prefill"),
+        "chunk_size": ("--max-num-batched-tokens", "--enable-chunked-prefill", "--disable-chunked-prefill",
+                       "--no-enable-chunked-prefill"),
         "max_running_requests": ("--max-num-seqs",),
         "context_length": ("--max-model-len",),
         "kv_dtype": ("--kv-cache-dtype",),
         "tensor_parallel_size": ("-tp", "--tensor-parallel-size"),
         "drafter": ("--speculative-config", "-sc"),
-        "launch": ("--host", "--port", "--revision", "--enable-prompt-tokens-details", "--served-model-name"),
+        "launch": ("--host", "--port", "--revision", "--enable-prompt-tokens-details",
+                   "--disable-prompt-tokens-details", "--served-model-name"),
     }
-    # FlexibleArgumentParser reads --max_num_seqs as --max-num-seqs
+    # FlexibleArgumentParser reads --max_num_seqs as --max-num-seqs, and argparse takes unambiguous prefixes
     flag_underscores = True
+    flag_prefixes = True
     compile_pattern = re.compile(r"Compiling a graph|torch\.compile|Capturing CUDA graph|compile range|"
                                  r"Dynamo bytecode transform", re.I)
     title = "vLLM"

@@ -113,7 +113,7 @@ class _Completion:
         drift = 0
         try:
             async for n, cached in self.app.engine.generate(self.prompt, self.max_tokens, self.ignore_eos,
-                                                            self.min_tokens):
+                                                            self.min_tokens, streaming=False):
                 if "batch_variant" in self.app.config.faults and self.app.in_flight > 1 and produced >= 5:
                     drift = 1
                 text += "".join(WORDS[(produced + i + drift) % len(WORDS)] for i in range(n))

@@ -11,6 +11,7 @@ import time
 import zlib
 
 from .config import SimConfig
+from .metrics import Counters
 
 SYSTEM_PROMPT = "You are a helpful assistant. Answer the user."
 _WORD = re.compile(r"\w+|[^\w\s]")
@@ -23,82 +24,6 @@ def log(message: str) -> None:
 def tokenize(text: str) -> list[int]:
     """A stable word-level tokenizer: the same text always gives the same ids."""
     return [100 + zlib.crc32(w.encode()) % 50_000 for w in _WORD.findall(text)]
-
-
-class Counters:
-    """The engine's Prometheus counters, named and counted the way that engine counts them."""
-
-    def __init__(self, config: SimConfig):
-        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-
-        self.flavor = config.flavor
-        self.registry = CollectorRegistry()
-        labels = ["model_name", "engine"] if config.flavor == "vllm" else []
-        self.labels = {"model_name": config.name, "engine": "0"} if labels else {}
-        prefix = {"llamacpp": "llamacpp:", "sglang": "sglang:", "vllm": "vllm:"}[config.flavor]
-
-        def counter(name, doc, extra=()):
-            return Counter(prefix + name, doc, [*labels, *extra], registry=self.registry)
-
-        def gauge(name, doc):
-            return Gauge(prefix + name, doc, labels, registry=self.registry)
-
-        if config.flavor == "llamacpp":
-            self.prompt = counter("prompt_tokens", "Number of prompt tokens processed, excluding cached tokens")
-            self.cached = counter("prompt_tokens_cached", "Number of prompt tokens reused from the cache")
-            self.generated = counter("tokens_predicted", "Number of generation tokens processed")
-            self.running = gauge("requests_processing", "Number of requests processing")
-            self.waiting = gauge("requests_deferred", "Number of requests deferred")
-            self.drafted = counter("spec_decode_num_draft_tokens", "Speculative: total draft tokens")
-            self.accepted = counter("spec_decode_num_accepted_tokens", "Speculative: accepted draft tokens")
-        elif config.flavor == "sglang":
-            self.prompt = counter("prompt_tokens", "Number of prefill tokens processed")
-            self.cached = counter("cached_tokens", "Number of cached prompt tokens")
-            self.generated = counter("generation_tokens", "Number of generation tokens processed")
-            self.requests = counter("num_requests", "Number of requests processed")
-            self.running = gauge("num_running_reqs", "The number of running requests")
-            self.waiting = gauge("num_queue_reqs", "The number of requests in the waiting queue")
-            self.drafted = self.accepted = None
-            self.verify = counter("spec_verify_calls", "Speculative verify calls")
-        else:
-            self.prompt = counter("prompt_tokens", "Number of prefill tokens processed")
-            self.cached = counter("prompt_tokens_cached", "Number of cached prompt tokens")
-            self.generated = counter("generation_tokens", "Number of generation tokens processed")
-            self.success = counter("request_success", "Count of successfully processed requests", ["finished_reason"])
-            self.running = gauge("num_requests_running", "Number of requests in model execution batches")
-            self.waiting = gauge("num_requests_waiting", "Number of requests waiting to be processed")
-            self.kv = gauge("kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage")
-            self.drafted = counter("spec_decode_num_draft_tokens", "Number of draft tokens")
-            self.accepted = counter("spec_decode_num_accepted_tokens", "Number of accepted tokens")
-            self.queue_time = Histogram(prefix + "request_queue_time_seconds", "Time spent in WAITING phase",
-                                        labels, registry=self.registry)
-            self.prefill_time = Histogram(prefix + "request_prefill_time_seconds", "Time spent in PREFILL phase",
-                                          labels, registry=self.registry)
-            # vLLM exports its labelled counters at 0 from startup; a child created lazily would be absent from
-            # the first scrape and read as "no counter".
-            for metric in (self.prompt, self.cached, self.generated, self.drafted, self.accepted):
-                metric.labels(**self.labels)
-
-    def _of(self, metric, **extra):
-        return metric.labels(**self.labels, **extra) if (self.labels or extra) else metric
-
-    def inc(self, metric, amount: float = 1, **extra) -> None:
-        if metric is not None and amount:
-            self._of(metric, **extra).inc(amount)
-
-    def observe(self, name: str, value: float) -> None:
-        """Into a latency histogram the engine keeps (vLLM's queue and prefill times); others keep none."""
-        metric = getattr(self, name, None)
-        if metric is not None:
-            self._of(metric).observe(value)
-
-    def set(self, metric, value: float) -> None:
-        self._of(metric).set(value)
-
-    def render(self) -> str:
-        from prometheus_client import generate_latest
-
-        return generate_latest(self.registry).decode()
 
 
 class Engine:
@@ -151,9 +76,11 @@ class Engine:
             accepted += 1
         return accepted + 1, k
 
-    async def generate(self, prompt_tokens: list[int], max_tokens: int, ignore_eos: bool, min_tokens: int):
+    async def generate(self, prompt_tokens: list[int], max_tokens: int, ignore_eos: bool, min_tokens: int,
+                       streaming: bool = True):
         """Yields (tokens in chunk) as the engine would stream them, honouring slots and timing."""
         c, flavor = self.counters, self.config.flavor
+        stream = {"is_streaming": "true" if streaming else "false"}
         self.waiting += 1
         c.set(c.waiting, self.waiting)
         arrived = time.monotonic()
@@ -189,15 +116,16 @@ class Engine:
                         c.inc(c.generated, n)
                     c.inc(c.drafted, drafted)
                     c.inc(c.accepted, max(0, n - 1) if drafted else 0)
+                    c.inc(c.verify, 1 if drafted else 0)
                     yield n, cached
                 finish = "length" if produced >= max_tokens else "stop"
                 if flavor == "llamacpp":
                     c.inc(c.generated, produced)
                 elif flavor == "sglang":  # prompt, cached and generated all land at request end
-                    c.inc(c.prompt, len(prompt_tokens))
+                    c.inc(c.prompt, len(prompt_tokens), **stream)
                     c.inc(c.cached, cached)
-                    c.inc(c.generated, produced)
-                    c.inc(c.requests, 1)
+                    c.inc(c.generated, produced, **stream)
+                    c.inc(c.requests, 1, **stream)
                 else:
                     c.inc(c.success, 1, finished_reason=finish)
             finally:
