@@ -115,7 +115,9 @@ def test_openai_engine_attaches_and_does_not_fake_reconciliation(tmp_path):
 def test_request_extras_let_an_unknown_server_force_the_length(tmp_path):
     candidate = Candidate.model_validate({
         "name": "templated", "engine": "openai", "model": {"id": "model"}, "request_extras": {"ignore_eos": True},
-        "launch": {"command": [sys.executable, "-m", "servebook.engines.simulator", "--flavor", "vllm", "--port", "{port}"],
+        # as on a real vLLM: without --enable-prompt-tokens-details, usage has no cached tokens to verify a cold cell
+        "launch": {"command": [sys.executable, "-m", "servebook.engines.simulator", "--flavor", "vllm", "--",
+                               "--port", "{port}", "--enable-prompt-tokens-details"],
                    "ready_timeout_s": 20}})
     record = run_candidate(candidate, PLAN, Journal(tmp_path), reporter=QUIET)
     cells = record.table("cells")
@@ -126,7 +128,9 @@ def test_request_extras_let_an_unknown_server_force_the_length(tmp_path):
 def test_openai_engine_launches_a_command_template(tmp_path):
     candidate = Candidate.model_validate({
         "name": "templated", "engine": "openai", "model": {"id": "model"},
-        "launch": {"command": [sys.executable, "-m", "servebook.engines.simulator", "--flavor", "vllm", "--port", "{port}"],
+        # as on a real vLLM: without --enable-prompt-tokens-details, usage has no cached tokens to verify a cold cell
+        "launch": {"command": [sys.executable, "-m", "servebook.engines.simulator", "--flavor", "vllm", "--",
+                               "--port", "{port}", "--enable-prompt-tokens-details"],
                    "ready_timeout_s": 20}})
     record = run_candidate(candidate, PLAN.model_copy(update={"prefill": None}), Journal(tmp_path), reporter=QUIET)
     assert record.status == "completed", record.manifest.failure
