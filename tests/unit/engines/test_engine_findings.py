@@ -149,3 +149,48 @@ def test_14_vllm_has_no_dead_metric_renames():
     import servebook.engines.vllm as vllm
 
     assert not hasattr(vllm, "RENAMES") and not hasattr(vllm, "metric")
+
+
+def simulated(flavor, *argv):
+    from starlette.testclient import TestClient
+
+    from servebook.engines.simulator.app import build_app
+    from servebook.engines.simulator.config import parse_engine_argv
+    from servebook.engines.simulator.engine import Engine
+
+    engine = Engine(parse_engine_argv(flavor, ["--port", "1", *argv], set()))
+    engine.ready = True
+    return TestClient(build_app(engine))
+
+
+def test_9_the_simulated_sglang_counters_are_labelled_and_lazy():
+    client = simulated("sglang", "--enable-metrics")
+    text = client.get("/metrics").text
+    assert "sglang:cached_tokens_total{" not in text and "sglang:prompt_tokens_total{" not in text
+    client.post("/v1/completions", json={"prompt": "one two three", "max_tokens": 2})
+    assert 'sglang:prompt_tokens_total{engine_type="unified",is_streaming="false",model_name="model"}' in \
+        client.get("/metrics").text
+
+
+def usage_of(client, **extra):
+    body = {"prompt": "one two three", "max_tokens": 2, **extra}
+    return client.post("/v1/completions", json=body).json()["usage"]
+
+
+def test_10_the_simulated_sglang_reports_as_sglang_does():
+    client = simulated("sglang", "--model-path", "/models/glm", "--served-model-name", "glm")
+    assert client.get("/v1/models").json()["data"][0]["root"] == "glm"
+    info = client.get("/server_info").json()
+    assert info["kv_cache_dtype"] == "bfloat16"  # `auto`, resolved
+    assert info["internal_states"][0]["effective_max_running_requests_per_dp"] == 16
+    assert "prompt_tokens_details" not in usage_of(client)
+    assert "prompt_tokens_details" in usage_of(simulated("sglang", "--enable-cache-report"))
+
+
+def test_11_the_simulated_vllm_follows_its_usage_flags():
+    assert "prompt_tokens_details" not in usage_of(simulated("vllm"))
+    assert "prompt_tokens_details" in usage_of(simulated("vllm", "--enable-prompt-tokens-details"))
+    with simulated("vllm", "--enable-force-include-usage").stream(
+            "POST", "/v1/completions", json={"prompt": "a b", "max_tokens": 3, "stream": True}) as response:
+        chunks = [line for line in response.iter_lines() if line.startswith("data: {")]
+    assert all('"usage"' in chunk for chunk in chunks[:-1])  # usage on every chunk, unasked

@@ -97,7 +97,7 @@ class _Completion:
         finish = "length" if produced >= self.max_tokens else "stop"
         reported = produced + (1 if "wrong_usage" in faults and self.measured else 0)
         if self.include_usage:
-            yield self.chunk(self.piece("", finish))
+            yield self.chunk(self.piece("", finish), usage=self.usage(produced) if self.continuous else None)
             yield self.chunk(usage=self.usage(reported, cached))
         else:
             yield self.chunk(self.piece("", finish), usage=self.usage(reported, cached))
