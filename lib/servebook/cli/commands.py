@@ -82,12 +82,13 @@ def models_memory(
     kv_dtype: str = typer.Option("f16", help="KV cache element type (f16, bf16, fp8, q8_0, ...)"),
     memory_fraction: float = typer.Option(0.9, help="share of each GPU the engine takes"),
     overhead_gib: float = typer.Option(1.0, help="per GPU: activations and graphs the arithmetic cannot know"),
+    weights_gib: Optional[float] = typer.Option(None, help="the checkpoint's size, where the config cannot say it"),
 ):
     """The memory arithmetic of a model: KV bytes per token, and replicas versus wider TP on a host."""
     from ..present.views import size_model
 
     out.print(size_model(model, gpu_gib=gpu_gib, gpus=gpus, context_length=context, kv_dtype=kv_dtype,
-                         memory_fraction=memory_fraction, overhead_gib=overhead_gib))
+                         memory_fraction=memory_fraction, overhead_gib=overhead_gib, weights_gib=weights_gib))
 
 
 @models_app.command("random")

@@ -1,10 +1,13 @@
 """Memory arithmetic: what a model needs, so a GPU budget says how many tokens and requests fit.
 
 From a model's shape (a Hugging Face `config.json` or GGUF metadata): weight bytes, KV bytes per
-token (attention layers x KV heads x head dim x 2 for K and V x element size), per-request
-recurrent state where the model has linear-attention layers, and from those the largest token
-pool and the most concurrent requests at a context length within a memory budget, for every
-tensor-parallel width of a host (replicas versus wider TP).
+token (attention layers x KV heads x head dim x 2 for K and V x element size; for latent
+attention, DeepSeek's MLA, the latent and its rotary key per layer, plus a sparse-attention
+indexer key where the model has one), per-request recurrent state where the model has
+linear-attention layers (Mamba, Gated DeltaNet, KDA), and from those the largest token pool and
+the most concurrent requests at a context length within a memory budget, for every
+tensor-parallel width of a host (replicas versus wider TP). Tensor parallelism splits KV heads
+and recurrent-state heads across GPUs, but every GPU keeps the whole latent of an MLA layer.
 
 The arithmetic is checked, not trusted: `check_against_engine` compares it with the KV buffer
 llama.cpp logs when it loads a model (`llama_kv_cache: size = ... (N cells, L layers, S/S seqs)`).
@@ -23,6 +26,8 @@ from typing import Any
 KV_DTYPE_BYTES = {"f32": 4.0, "float32": 4.0, "f16": 2.0, "float16": 2.0, "bf16": 2.0, "bfloat16": 2.0,
                   "auto": 2.0, "fp8": 1.0, "fp8_e4m3": 1.0, "fp8_e5m2": 1.0, "q8_0": 34 / 32, "q5_1": 24 / 32,
                   "q5_0": 22 / 32, "iq4_nl": 18 / 32, "q4_1": 20 / 32, "q4_0": 18 / 32}
+#: words in a `layer_types` entry that mark a layer keeping a fixed state instead of a KV cache
+RECURRENT_LAYER_WORDS = ("linear", "mamba", "kda", "deltanet", "recurrent")
 WEIGHT_DTYPE_BYTES = {"float32": 4.0, "float16": 2.0, "bfloat16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
 GIB = 2**30
 
@@ -46,9 +51,37 @@ class ModelShape:
     #: per request, whatever the context: the state of linear-attention / SSM layers (hybrid models)
     recurrent_state_bytes: int = 0
     source: str = ""
+    #: latent attention (MLA): values each attention layer keeps per token (latent + rotary key), instead of K and V
+    latent_values: int = 0
+    #: sparse attention's indexer key per token per attention layer (DeepSeek's DSA), kept at 16 bits at most
+    indexer_values: int = 0
 
-    def kv_bytes_per_token(self, kv_dtype: str | None = None) -> float:
-        return self.attention_layers * self.kv_heads * self.head_dim * 2 * kv_element_bytes(kv_dtype)
+    def kv_bytes_per_token(self, kv_dtype: str | None = None, tensor_parallel: int = 1) -> float:
+        """KV bytes one token costs a replica of `tensor_parallel` GPUs: split heads once, a latent on every GPU."""
+        element = kv_element_bytes(kv_dtype)
+        if self.latent_values:
+            indexer = self.indexer_values * min(element, 2.0)
+            return tensor_parallel * self.attention_layers * (self.latent_values * element + indexer)
+        return self.attention_layers * self.kv_heads * self.head_dim * 2 * element
+
+    def indexer_bytes_per_token(self, kv_dtype: str | None = None) -> float:
+        return self.attention_layers * self.indexer_values * min(kv_element_bytes(kv_dtype), 2.0)
+
+    def with_weights(self, weight_bytes: int, source: str) -> "ModelShape":
+        from dataclasses import replace
+
+        return replace(self, weight_bytes=weight_bytes, source=f"{self.source}, weights {source}")
+
+    def describe_kv(self, kv_dtype: str | None) -> str:
+        """What a token costs, in words: per layer kind, for the messages and views."""
+        if self.latent_values:
+            indexer = f" + a {self.indexer_values}-value indexer key ({self.indexer_bytes_per_token(kv_dtype):,.0f} B)" \
+                if self.indexer_values else ""
+            return (f"{self.attention_layers} latent-attention layers x {self.latent_values} values per token "
+                    f"({self.kv_bytes_per_token(kv_dtype) - self.indexer_bytes_per_token(kv_dtype):,.0f} B, {kv_dtype})"
+                    f"{indexer}, kept whole on every GPU")
+        return (f"{self.attention_layers} attention layers x {self.kv_heads} KV heads x {self.head_dim} x K and V "
+                f"({self.kv_bytes_per_token(kv_dtype):,.0f} B per token, {kv_dtype}), split across GPUs")
 
     @classmethod
     def from_gguf(cls, path: str | Path) -> "ModelShape":
@@ -66,10 +99,12 @@ class ModelShape:
                    weight_bytes=tensor_bytes, context_length=int(context) if context else None, source=str(path))
 
     @classmethod
-    def from_config(cls, config: dict, name: str = "model", weight_dtype: str | None = None) -> "ModelShape":
-        """A Hugging Face `config.json`. Weight bytes are the parameter count times the dtype's size (an
-        estimate: embeddings tied or not, biases); hybrid models list `layer_types`, and their linear-attention
-        layers hold a fixed state per request instead of a KV cache."""
+    def from_config(cls, config: dict, name: str = "model", weight_dtype: str | None = None,
+                    checkpoint_bytes: int | None = None) -> "ModelShape":
+        """A Hugging Face `config.json`. Weight bytes are the checkpoint's own size where it is known (the
+        `total_size` of model.safetensors.index.json), else the parameter count times the dtype's size (an
+        estimate: embeddings tied or not, biases, quantization); hybrid models list `layer_types`, and their
+        linear-attention layers hold a fixed state per request instead of a KV cache."""
         text = config.get("text_config") or config
         layers = int(text["num_hidden_layers"])
         heads = int(text["num_attention_heads"])
@@ -77,14 +112,16 @@ class ModelShape:
         hidden = int(text["hidden_size"])
         head_dim = int(text.get("head_dim") or hidden // heads)
         kinds = text.get("layer_types") or ["full_attention"] * layers
-        attention = sum(1 for k in kinds if "linear" not in str(k) and "mamba" not in str(k))
+        attention = sum(1 for k in kinds if not any(word in str(k) for word in RECURRENT_LAYER_WORDS))
         state = 0
         if attention < layers:
             linear = layers - attention
-            value_heads = int(text.get("linear_num_value_heads") or heads)
+            value_heads = int(text.get("linear_num_value_heads") or text.get("linear_num_heads") or heads)
             key_dim = int(text.get("linear_key_head_dim") or head_dim)
             value_dim = int(text.get("linear_value_head_dim") or head_dim)
             state = linear * value_heads * key_dim * value_dim * 4  # fp32 recurrent state per request
+        latent = int(text.get("kv_lora_rank") or 0)
+        latent += int(text.get("qk_rope_head_dim") or 0) if latent else 0
         vocab = int(text.get("vocab_size") or 0)
         ff = int(text.get("intermediate_size") or 4 * hidden)
         experts = int(text.get("num_experts") or text.get("num_local_experts") or 1)
@@ -92,10 +129,12 @@ class ModelShape:
         per_block = hidden * head_dim * (heads * 2 + kv_heads * 2) + 3 * hidden * expert_ff * experts
         params = per_block * layers + vocab * hidden * (1 if text.get("tie_word_embeddings") else 2)
         dtype = weight_dtype or str(text.get("torch_dtype") or config.get("torch_dtype") or "bfloat16")
+        weights = checkpoint_bytes if checkpoint_bytes is not None else int(params * WEIGHT_DTYPE_BYTES.get(dtype, 2.0))
         return cls(name=name, layers=layers, attention_layers=attention, kv_heads=kv_heads, head_dim=head_dim,
-                   weight_bytes=int(params * WEIGHT_DTYPE_BYTES.get(dtype, 2.0)),
-                   context_length=text.get("max_position_embeddings"), recurrent_state_bytes=state,
-                   source="config.json")
+                   weight_bytes=weights, context_length=text.get("max_position_embeddings"),
+                   recurrent_state_bytes=state, latent_values=latent,
+                   indexer_values=int(text.get("index_head_dim") or 0) if latent else 0,
+                   source="config.json" + (" and the checkpoint's size" if checkpoint_bytes is not None else ""))
 
     @classmethod
     def from_file(cls, path: str | Path) -> "ModelShape":
@@ -103,7 +142,10 @@ class ModelShape:
         if path.is_dir():
             path = path / "config.json"
         if path.suffix == ".json":
-            return cls.from_config(json.loads(path.read_text()), name=path.parent.name)
+            index = path.parent / "model.safetensors.index.json"
+            size = json.loads(index.read_text()).get("metadata", {}).get("total_size") if index.exists() else None
+            return cls.from_config(json.loads(path.read_text()), name=path.parent.name,
+                                   checkpoint_bytes=int(size) if size else None)
         return cls.from_gguf(path)
 
 
@@ -116,6 +158,8 @@ class Fit:
     token_pool: int
     requests_at_context: int
     context_length: int
+    #: what one request at the context length costs each GPU of the replica (KV share plus state share)
+    request_bytes_per_gpu: float = 0.0
 
     @property
     def total_requests(self) -> int:
@@ -127,11 +171,11 @@ def fit(shape: ModelShape, *, gpu_gib: float, tensor_parallel: int, context_leng
     """`memory_fraction` of each GPU is the engine's to use (SGLang's mem_fraction_static, vLLM's
     gpu_memory_utilization); `overhead_gib` per GPU is activations and graphs, which the arithmetic cannot know."""
     usable = (gpu_gib * memory_fraction - overhead_gib) * GIB * tensor_parallel - shape.weight_bytes
-    per_token = shape.kv_bytes_per_token(kv_dtype)
+    per_token = shape.kv_bytes_per_token(kv_dtype, tensor_parallel)
     pool = max(0, int(usable // per_token)) if usable > 0 else 0
     per_request = context_length * per_token + shape.recurrent_state_bytes
     requests = max(0, int(usable // per_request)) if usable > 0 else 0
-    return Fit(tensor_parallel, gpus // tensor_parallel, pool, requests, context_length)
+    return Fit(tensor_parallel, gpus // tensor_parallel, pool, requests, context_length, per_request / tensor_parallel)
 
 
 def replica_table(shape: ModelShape, *, gpu_gib: float, context_length: int, kv_dtype: str | None = None,

@@ -274,9 +274,11 @@ def memory_table(memory: dict | None) -> Table | None:
 
 def fit_table(fits: list, gpu_gib: float, kv_dtype: str | None) -> Table:
     """Replicas versus wider tensor parallelism on one host, from the memory arithmetic."""
-    table = Table(["TP", "replicas", "token pool per replica", f"requests at {fits[0].context_length if fits else '-'}"
-                   " tokens per replica", "requests on the host"],
+    context = fits[0].context_length if fits else "-"
+    table = Table(["TP", "replicas", "token pool per replica", f"one request of {context} tokens, per GPU",
+                   f"requests at {context} tokens per replica", "requests on the host"],
                   title=f"What fits: {gpu_gib:g} GiB per GPU, KV {kv_dtype or 'f16'} (arithmetic, not measured)")
     for f in fits:
-        table.add([f.tensor_parallel, f.replicas, f"{f.token_pool:,}", f.requests_at_context, f.total_requests])
+        table.add([f.tensor_parallel, f.replicas, f"{f.token_pool:,}", f"{f.request_bytes_per_gpu / 2**30:.3f} GiB",
+                   f.requests_at_context, f.total_requests])
     return table

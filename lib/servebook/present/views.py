@@ -149,12 +149,11 @@ class MemoryView(Renderable):
 
     def blocks(self) -> list[Block]:
         s = self.shape
-        state = f", {s.recurrent_state_bytes / 2**20:.1f} MiB recurrent state per request" \
+        state = f"; {s.recurrent_state_bytes / 2**20:.1f} MiB recurrent state per request, split across GPUs" \
             if s.recurrent_state_bytes else ""
         blocks: list[Block] = [Text(
-            f"{s.name}: {s.layers} layers ({s.attention_layers} with a KV cache), {s.kv_heads} KV heads x {s.head_dim}, "
-            f"weights {s.weight_bytes / 2**30:.2f} GiB, KV {s.kv_bytes_per_token(self.kv_dtype):,.0f} bytes per "
-            f"token ({self.kv_dtype}){state}", "heading")]
+            f"{s.name}: {s.layers} layers ({s.attention_layers} with a KV cache), weights {s.weight_bytes / 2**30:.2f} "
+            f"GiB; KV: {s.describe_kv(self.kv_dtype)}{state}", "heading")]
         if self.fits:
             blocks.append(fit_table(self.fits, self.gpu_gib, self.kv_dtype))
         else:
@@ -164,7 +163,7 @@ class MemoryView(Renderable):
 
 
 def size_model(model: str, *, gpu_gib: float = 141.0, gpus: int = 8, context_length: int = 32768,
-               kv_dtype: str = "f16", **options) -> MemoryView:
+               kv_dtype: str = "f16", weights_gib: float | None = None, **options) -> MemoryView:
     """The memory arithmetic of `model` (a GGUF file, tiny:/random:NAME, or a config.json or its folder)."""
     from pathlib import Path
 
@@ -180,6 +179,8 @@ def size_model(model: str, *, gpu_gib: float = 141.0, gpus: int = 8, context_len
         raise InputError(f"model: {path} not found (write tiny and random models with `servebook models`)")
     try:
         shape = ModelShape.from_file(path)
+        if weights_gib is not None:
+            shape = shape.with_weights(int(weights_gib * 2**30), f"{weights_gib:g} GiB as given")
         fits = replica_table(shape, gpu_gib=gpu_gib, context_length=context_length, kv_dtype=kv_dtype, gpus=gpus,
                              **options)
     except (KeyError, ValueError, TypeError) as error:

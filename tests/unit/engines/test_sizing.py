@@ -65,3 +65,23 @@ def test_size_model_reads_a_config_and_refuses_what_it_cannot_read(tmp_path):
     (tmp_path / "broken.json").write_text("{}")
     with pytest.raises(InputError, match="cannot read its shape"):
         sb.size_model(str(tmp_path / "broken.json"))
+
+
+def test_glm_5_3_flash_as_seed_001_describes_it():
+    """Seed 001's arithmetic, term by term; where servebook's figure differs, the assumption that differs."""
+    from servebook.util.paths import repo_data_dir
+
+    shape = ModelShape.from_file(repo_data_dir() / "models" / "glm-5.3-flash")
+    assert (shape.layers, shape.attention_layers, shape.weight_bytes / 2**30) == (45, 11, pytest.approx(190.4))
+    # seed: 11 KiB per token for the 512-value latent; servebook also keeps the 64-value rotary key beside it
+    assert 11 * 512 * 2 == 11 * 1024 and shape.latent_values == 512 + 64
+    assert shape.kv_bytes_per_token("bf16") - shape.indexer_bytes_per_token("bf16") == 12_672
+    assert shape.indexer_bytes_per_token("bf16") == 2.75 * 1024  # the seed's "at most 2.75 KiB"
+    assert shape.recurrent_state_bytes == 136 * 2**20  # 34 KDA layers x 64 heads x 128 x 128 x FP32
+    rtx = dict(gpu_gib=83.04, tensor_parallel=4, context_length=32768, gpus=4, memory_fraction=1, overhead_gib=0)
+    per_card = fit(shape, kv_dtype="bf16", **rtx)
+    # seed's own arithmetic: 0.46 GiB per conversation per card (0.43 of KV + a quarter of the state); servebook's
+    # 0.506 adds the rotary key; the seed plans with 0.69 (a vendor's ratio) and gets about 51
+    assert per_card.request_bytes_per_gpu / 2**30 == pytest.approx(0.506, abs=0.001)
+    assert per_card.requests_at_context == 70
+    assert fit(shape, kv_dtype="fp8_e4m3", **rtx).requests_at_context == 131  # seed: about 100
