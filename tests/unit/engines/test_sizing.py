@@ -59,7 +59,7 @@ def test_size_model_reads_a_config_and_refuses_what_it_cannot_read(tmp_path):
     (tmp_path / "llama" / "config.json").write_text(json.dumps(LLAMA_31_8B))
     view = sb.size_model(str(tmp_path / "llama"), gpu_gib=141, gpus=8, context_length=32768, kv_dtype="fp8")
     assert [f.tensor_parallel for f in view.fits] == [1, 2, 4, 8]
-    assert "65,536 bytes per token (fp8)" in " ".join(str(view).split())
+    assert "(65,536 B per token, fp8)" in " ".join(str(view).split())
     with pytest.raises(InputError, match="not found"):
         sb.size_model(str(tmp_path / "missing.gguf"))
     (tmp_path / "broken.json").write_text("{}")
