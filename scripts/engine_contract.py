@@ -91,13 +91,12 @@ def sglang_contract(lines: dict) -> dict:
     ServerArgs.add_cli_args(parser)
     before = set(REGISTRY._collector_to_names)
     notes = []
-    from sglang.srt.observability import metrics_collector as mc
-
-    from sglang.srt.server_args import set_global_server_args_for_scheduler, set_global_server_args_for_tokenizer
-
     # A server with metrics on, as servebook launches it. Resolving its arguments reads the model's config.json
     # (never its weights): a two-layer Llama shape in a temporary folder is enough, and nothing is downloaded.
     import tempfile
+
+    from sglang.srt.observability import metrics_collector as mc
+    from sglang.srt.server_args import set_global_server_args_for_scheduler, set_global_server_args_for_tokenizer
 
     model = tempfile.mkdtemp()
     with open(os.path.join(model, "config.json"), "w") as config:
@@ -152,8 +151,9 @@ def vllm_contract(lines: dict) -> dict:
         metrics, spec_only = vllm_metrics(before)
     except Exception as error:
         notes.append(f"PrometheusStatLogger: {type(error).__name__}: {error}")
-    from vllm.config.cache import CacheDType
     from typing import get_args
+
+    from vllm.config.cache import CacheDType
 
     cache_dtypes = sorted(get_args(CacheDType))
     from vllm.entrypoints.serve.engine.protocol import ModelCard  # /v1/models entries
@@ -171,7 +171,6 @@ def vllm_metrics(before: set) -> tuple[list[dict], list[str]]:
     a stand-in holding only what the logger reads: no model is loaded."""
     from unittest import mock
 
-    from prometheus_client import REGISTRY
     from vllm.v1.metrics.loggers import PrometheusStatLogger
 
     def config(speculative):
