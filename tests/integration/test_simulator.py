@@ -169,7 +169,7 @@ def test_attach_refuses_a_server_that_contradicts_the_candidate(tmp_path):
 
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "servebook.engines.simulator", "--flavor", "sglang", "--",
-                               "python3", "-m", "sglang.launch_server", "--model-path", "org/model", "--port",
+                               "sglang", "serve", "--model-path", "org/model", "--port",
                                str(port), "--max-running-requests", "8", "--chunked-prefill-size", "4096",
                                "--enable-metrics"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

@@ -8,7 +8,7 @@ with it carry `simulator` in their candidate identity and are never the demo.
 Usage (the engine's own argv after `--`, which configures the timing model):
 
     python -m servebook.engines.simulator --flavor sglang [--fault crash_mid_stream] -- \\
-        python3 -m sglang.launch_server --port 30000 --max-running-requests 4 ...
+        sglang serve --port 30000 --max-running-requests 4 --enable-metrics ...
 """
 
 from __future__ import annotations
