@@ -19,6 +19,7 @@ python=${PYTHON:-python3}
 envs=${CONTRACT_ENVS:-$(mktemp -d /tmp/servebook-contracts.XXXXXX)}
 [ -n "${CONTRACT_ENVS:-}" ] || trap 'rm -rf "$envs"' EXIT
 out=data/engine-contracts
+mkdir -p "$envs"
 mkdir -p "$out"
 
 lines="$envs/lines.json"
