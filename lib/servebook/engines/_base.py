@@ -181,8 +181,8 @@ class EngineAdapter(ABC):
         contract = contract_for(self.kind, candidate.pins.engine_version)
         for arg in candidate.extra_args:
             flag = arg.split("=", 1)[0]
-            if not re.match(r"-[-A-Za-z]", flag):
-                continue  # a value
+            if not re.match(r"-[-A-Za-z]", flag) or (candidate.launch.simulator and flag.startswith("--sim-")):
+                continue  # a value, or a setting of servebook's simulator
             if contract is not None and contract.resolve(flag) is None:
                 raise ValueError(f"extra_args: {flag} is not a flag of {self.kind} {contract.version} (or an "
                                  f"ambiguous prefix), by the contract recorded from its parser on {contract.recorded}")

@@ -191,3 +191,10 @@ def test_a_pinned_release_refuses_an_extra_arg_its_parser_does_not_know():
     with pytest.raises(ValidationError, match="reads it as --max-num-batched-tokens"):
         make_candidate("vllm", pins={"engine_version": "0.33.0"}, extra_args=["--max-num-batched", "8"])
     make_candidate("vllm", pins={"engine_version": "0.33.0"}, extra_args=["--dtype", "bfloat16"])
+
+
+def test_the_simulator_s_own_settings_pass_a_pinned_release():
+    from tests.conftest import make_candidate
+
+    make_candidate("vllm", pins={"engine_version": "0.33.0"}, launch={"simulator": True},
+                   extra_args=["--sim-slowdown", "1.1"])
