@@ -121,8 +121,11 @@ def to_text(blocks: list[Block], width: int = 100) -> str:
     from rich.console import Console
 
     buffer = io.StringIO()
-    Console(file=buffer, width=width, color_system=None, force_terminal=False, legacy_windows=False).print(
-        to_rich(blocks))
+    # force_jupyter=False: inside a kernel rich would otherwise display the text itself (a second copy of
+    # every view beside its HTML) and leave the buffer empty
+    console = Console(file=buffer, width=width, color_system=None, force_terminal=False, force_jupyter=False,
+                      legacy_windows=False)
+    console.print(to_rich(blocks))
     return buffer.getvalue().rstrip() + "\n"
 
 

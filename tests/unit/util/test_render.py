@@ -34,3 +34,21 @@ def test_terminal_rendering_is_the_rich_form_of_the_same_blocks():
 
 def test_pre_text_keeps_its_lines_in_html():
     assert to_html([Text("a\nb", pre=True)]) == "<pre>a\nb</pre>"
+
+
+def test_inside_a_jupyter_kernel_the_text_rendering_is_returned_not_displayed(monkeypatch):
+    """rich displays what it prints when it believes it runs in a kernel; the text/plain fallback must not."""
+    import builtins
+
+    from servebook.util.render import Table, Text, to_text
+
+    class ZMQInteractiveShell:  # what rich looks for
+        pass
+
+    shown = []
+    monkeypatch.setattr(builtins, "get_ipython", lambda: ZMQInteractiveShell(), raising=False)
+    monkeypatch.setattr("IPython.display.display", lambda *a, **k: shown.append(a), raising=False)
+    table = Table(["cell", "tok/s"])
+    table.add(["decode@1", "31.2"])
+    text = to_text([Text("run r1"), table])
+    assert "decode@1" in text and "run r1" in text and not shown
