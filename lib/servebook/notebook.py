@@ -4,24 +4,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 from .config import Candidate, InputError, Plan, load_candidate, load_plan, load_study, validate, with_overrides
 from .journal import Journal, RunRecord
 from .present import RunComparison
-from .util.paths import repo_data_dir
 from .util.progress import Reporter
 from .verdicts import judge, noise_floor
-
-
-def project_path(path: str | None) -> str | None:
-    """A relative path as the user meant it: from the current directory if it exists there, else from
-    the servebook project root. JupyterLab starts kernels in notebooks/, papermill and the CLI
-    usually in the project root; the same parameters must work in both."""
-    if path is None or "://" in path or Path(path).is_absolute() or Path(path).exists():
-        return path
-    return str(repo_data_dir().parent / path)
 
 
 def resolve_candidate(candidate: dict | None = None, candidate_path: str | None = None,
@@ -30,7 +19,7 @@ def resolve_candidate(candidate: dict | None = None, candidate_path: str | None 
     if candidate is not None:
         resolved = validate(Candidate, candidate, "notebook parameters")
     elif candidate_path:
-        resolved = load_candidate(project_path(candidate_path))
+        resolved = load_candidate(candidate_path)
     else:
         raise InputError("parameters: set candidate_path (a YAML file) or candidate (inline fields)")
     return with_overrides(resolved, overrides, "notebook parameters (overrides)") if overrides else resolved
@@ -39,7 +28,7 @@ def resolve_candidate(candidate: dict | None = None, candidate_path: str | None 
 def resolve_plan(plan: dict | None = None, plan_path: str | None = None) -> Plan:
     if plan is not None:
         return validate(Plan, plan, "notebook parameters (plan)")
-    return load_plan(project_path(plan_path))
+    return load_plan(plan_path)
 
 
 def qualify(*, candidate: dict | None = None, candidate_path: str | None = None, plan: dict | None = None,
@@ -64,7 +53,7 @@ def qualify(*, candidate: dict | None = None, candidate_path: str | None = None,
     resolved = resolve_candidate(candidate, candidate_path, overrides)
     resolved_plan = resolve_plan(plan, plan_path)
     context = {k: v for k, v in {"study": study, "study_entry": study_entry}.items() if v}
-    return run_candidate(resolved, resolved_plan, Journal(project_path(journal)), reporter=Reporter(),
+    return run_candidate(resolved, resolved_plan, Journal(journal), reporter=Reporter(),
                          extra_manifest=context, run_id=run_id)
 
 
@@ -98,15 +87,15 @@ def show(*objects) -> None:
 def compare(*, study_path: str | None = None, run_ids: list[str] | None = None,
             journal: str = "journal") -> RunComparison:
     """Runs side by side: a study's latest run per candidate, or the given run ids."""
-    j = Journal(project_path(journal))
+    j = Journal(journal).require()
     if run_ids:
         return RunComparison([j.run(r) for r in run_ids])
     if study_path:
-        study = load_study(project_path(study_path))
+        study = load_study(study_path)
         judged = judge(study, j, append=False)
         runs = [record for item in judged for record in item.records]
         if not runs:
-            raise InputError(f"{study_path}: no runs of study {study.name} in {Path(journal).resolve()}; "
+            raise InputError(f"{study_path}: no runs of study {study.name} in {j.location}; "
                              f"run `servebook sweep {study_path}` first")
         comparisons = [{**asdict(c), "candidate": item.entry.name} for item in judged if item.verdict
                        for c in item.verdict.comparisons]

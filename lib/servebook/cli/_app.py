@@ -43,8 +43,11 @@ SiteUrlOption = typer.Option(None, "--site-url", help="where the journal's site 
                                                       "candidates to their pages (default: $SERVEBOOK_SITE_URL)")
 
 
-def open_journal(path: Optional[str]) -> Journal:
-    return Journal(path or os.environ.get("SERVEBOOK_JOURNAL") or "journal")
+def open_journal(path: Optional[str], *, create: bool = False) -> Journal:
+    """The journal a command names (--journal, $SERVEBOOK_JOURNAL, ./journal); one that does not exist is an error
+    unless the command creates it."""
+    journal = Journal(path or os.environ.get("SERVEBOOK_JOURNAL") or "journal")
+    return journal if create else journal.require()
 
 
 #: exit codes by error kind (any other ServebookError exits 1)

@@ -142,7 +142,7 @@ def run(
     if set_:
         candidate = with_overrides(candidate, parse_overrides(set_))
     plan = load_plan(plan_file)
-    record = run_candidate(candidate, plan, open_journal(journal), reporter=Reporter())
+    record = run_candidate(candidate, plan, open_journal(journal, create=True), reporter=Reporter())
     out.print(report(record))
     out.print(f"\nrecorded in {record.dir}")
     if record.status != "completed":
@@ -176,7 +176,8 @@ def capacity_cmd(
                            "slo": objectives, "capacity": {"low_rps": low, "high_rps": high, "max_probes": max_probes,
                                                            "precision_pct": precision_pct, "probe_s": probe_s}},
                     "capacity")
-    record = run_candidate(load_candidate(candidate_file), plan, open_journal(journal), reporter=Reporter())
+    record = run_candidate(load_candidate(candidate_file), plan, open_journal(journal, create=True),
+                           reporter=Reporter())
     cells = record.table("cells") if record.status == "completed" else None
     row = None if cells is None else next(iter(cells[cells["kind"] == "capacity"].to_dict("records")), None)
     if row is None:  # a failed load, or an engine that died mid-search: the report says which
@@ -219,7 +220,7 @@ def sweep_cmd(
     if dry_run:
         out.print(DryRunView(plan_dry_run(study), study.plan.id), soft_wrap=True)
         return
-    j = open_journal(journal).ensure_writable()
+    j = open_journal(journal, create=True).ensure_writable()
     try:
         gpu_list = [int(g) for g in gpus.split(",")] if gpus else None
     except ValueError:

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from ..util.paths import locate, not_found
 from .candidate import Candidate, set_dotted
 from .errors import InputError, format_validation_error
 from .plan import Plan
@@ -22,9 +23,9 @@ Model = TypeVar("Model", bound=BaseModel)
 
 def read_yaml(path: str | Path, what: str = "file") -> Any:
     """The parsed YAML of a user's file, or one InputError that names the file."""
-    path = Path(path)
+    given, path = path, locate(path, what)
     if not path.is_file():
-        raise InputError(f"{path}: {what} not found")
+        raise InputError(not_found(given, what))
     try:
         return yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as error:

@@ -19,13 +19,17 @@ from ..config.names import is_safe_name
 from ..config.secrets import Scrubber
 from ..util.errors import InputError
 from ..util.files import atomic_write_bytes
-from ..util.render import Block, Renderable
+from ..util.paths import locate
+from ..util.render import Block, Renderable, Text
 from .index import INDEX_COLUMNS, refresh, select
 from .listing import listing_blocks
 from .record import RunRecord, read_manifest
 from .writer import MANIFEST, RunSealed, RunWriter, utc_now
 
 __all__ = ["INDEX_COLUMNS", "Journal", "RunRecord", "RunSealed", "RunWriter", "read_manifest", "utc_now"]
+
+
+MISSING = "nothing has been written there (a relative path is read from the current directory, then the project root)"
 
 
 class Journal(Renderable):
@@ -44,7 +48,19 @@ class Journal(Renderable):
             self.mirror = Mirror(self.url, self.root, storage_options)
             self.pull()
         else:
-            self.root = Path(str(root).removeprefix("file://")).expanduser()
+            self.root = locate(root, "journal")
+
+    @property
+    def exists(self) -> bool:
+        """Whether anything was ever written here (a journal that does not exist is created by writing to it)."""
+        return self.mirror is not None or self.root.is_dir()
+
+    def require(self) -> "Journal":
+        """The journal, or one clear error where a command would only read a journal that is not there."""
+        if not self.exists:
+            raise InputError(f"journal {self.root}: {MISSING}; `servebook run`, `servebook sweep` and sb.qualify "
+                             "create one")
+        return self
 
     @property
     def location(self) -> str:
@@ -140,6 +156,7 @@ class Journal(Renderable):
             raise InputError(f"{run_id!r} is not a run id (run ids are file names: letters, digits, _ . , = + @ : -)")
         directory = self.runs_dir / run_id
         if not directory.is_dir():
+            self.require()
             matches = [r for r in self.run_ids() if r.startswith(run_id) or run_id in r]
             if len(matches) == 1:
                 directory = self.runs_dir / matches[0]
@@ -187,6 +204,8 @@ class Journal(Renderable):
         return is_safe_name(run_id) and (self.runs_dir / run_id).is_dir()
 
     def blocks(self) -> list[Block]:
+        if not self.exists:
+            return [Text(f"no journal at {self.root}: {MISSING}", "warn")]
         return self.listing(wide=False)
 
     def listing(self, wide: bool = False, frame: pd.DataFrame | None = None, total: int | None = None) -> list[Block]:

@@ -246,7 +246,9 @@ def _recorded_baseline(study: Study, journal: Journal, runs: dict[str, list[RunR
 
 def judge(study: Study, journal: Journal, *, append: bool = True) -> list[Judged]:
     """Judge every candidate's recorded runs under the study's current rules; append an event to the
-    candidate's newest run where the verdict changed."""
+    candidate's newest run where the verdict changed. A journal that does not exist is an error, not a study
+    whose candidates were never run."""
+    journal.require()
     rules = study.verdict
     entries = study.expand()
     if rules.baseline_entry is not None and not any(entry.name == rules.baseline for entry in entries):
