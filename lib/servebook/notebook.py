@@ -32,15 +32,21 @@ def resolve_plan(plan: dict | None = None, plan_path: str | None = None) -> Plan
 
 
 def qualify(*, candidate: dict | None = None, candidate_path: str | None = None, plan: dict | None = None,
-            plan_path: str | None = None, overrides: dict[str, Any] | None = None, journal: str = "journal",
+            plan_path: str | None = None, overrides: dict[str, Any] | str | None = None, journal: str = "journal",
             run_id: str | None = None, study: str | None = None, study_entry: str | None = None,
-            visible_gpus: list[int] | None = None, lane: str | None = None) -> RunRecord:
+            visible_gpus: list[int] | int | str | None = None, lane: str | None = None) -> RunRecord:
     """Run one candidate and return its record (a one-line summary when displayed; `report(record)` has
     the tables). `visible_gpus`: the GPUs this run may use, and `lane`: the GPU group or node it was placed on
     (a block of the design), as a parallel sweep assigns them."""
+    from .config.parameters import QualifyParameters
     from .launch.environment import LANE_VARIABLE
     from .run import run_candidate
 
+    given = validate(QualifyParameters, {
+        "candidate": candidate, "candidate_path": candidate_path, "plan": plan, "plan_path": plan_path,
+        "overrides": overrides, "journal": journal, "run_id": run_id, "study": study, "study_entry": study_entry,
+        "visible_gpus": visible_gpus, "lane": lane}, "notebook parameters")
+    candidate, overrides, visible_gpus = given.candidate, given.overrides, given.visible_gpus
     if visible_gpus is not None:
         # The kernel is this run's own process: the engine it starts, and preflight, see only these GPUs.
         os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in visible_gpus)
