@@ -1,8 +1,8 @@
 """One run: preflight, launch, wait ready, warm up, measure every cell, stop the engine, seal the run.
 
 A server that never becomes ready, or dies, yields a sealed `failed` run with its classified
-cause and log tail and no summary numbers. Ctrl-C stops the engine and leaves the run
-unsealed, so the journal shows it as incomplete. Faults are raised where they happen and caught once,
+cause and log tail and no summary numbers. Ctrl-C (Kernel > Interrupt in Jupyter) stops the engine and
+seals the run `interrupted` with the cells it finished; verdicts leave such a run out. Faults are raised where they happen and caught once,
 here, where the run is sealed. The engine is always stopped before the run
 is sealed, so nothing under a sealed run (its engine.log included) changes afterwards.
 """
@@ -34,7 +34,7 @@ from .measure.gates import gate_summary
 from .measure.log import MeasurementLog
 from .measure.loop import inactive_drafter, measure_plan
 from .util.aio import run_blocking
-from .util.errors import EngineFailed, InputError
+from .util.errors import EngineFailed, InputError, RunInterrupted
 from .util.progress import Reporter
 
 if TYPE_CHECKING:
@@ -349,6 +349,10 @@ def run_candidate(
         if not log.outcomes:  # bad input found once the engine answered: nothing was measured, nothing is kept
             writer.abandon()
         raise
+    except KeyboardInterrupt:  # the engine is stopped already (_launch_and_measure's finally)
+        _write_raw(writer, log)
+        sealed = {**identity.model_dump(), "environment": environment, "engine": engine_info, "finished_at": utc_now()}
+        raise _seal_interrupted(writer, sealed, log, reporter) from None
     _write_raw(writer, log)
     sealed = {**identity.model_dump(), "environment": environment, "engine": engine_info, "finished_at": utc_now()}
     if failure is not None:
@@ -370,3 +374,15 @@ def _seal_failed(journal: Journal, writer: RunWriter, sealed: dict[str, Any], er
     writer.seal(Manifest(**sealed, status="failed", summary=None, failure=Failure(
         stage=stage, cause=error.cause, message=error.message, exit_code=error.exit_code, log_tail=error.log_tail)))
     return journal.run(writer.run_id)
+
+
+def _seal_interrupted(writer: RunWriter, sealed: dict[str, Any], log: MeasurementLog,
+                      reporter: Reporter) -> RunInterrupted:
+    """The user stopped the run: it keeps the cells it finished, sealed as `interrupted` (no evidence for a verdict)."""
+    done = len(log.outcomes)
+    message = (f"run {writer.run_id} interrupted after {done} cell{'s' if done != 1 else ''}; the engine was stopped "
+               "and the run sealed as interrupted, with its finished cells (verdicts leave it out)")
+    writer.seal(Manifest(**sealed, status="interrupted", summary=_summary(log) if done else None, failure=Failure(
+        stage="measure" if done else "launch", cause="interrupted", message=message)))
+    reporter.log(message)
+    return RunInterrupted(message, writer.run_id)

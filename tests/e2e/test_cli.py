@@ -73,7 +73,7 @@ def test_bad_set_override_names_the_field(tmp_path):
     assert result.returncode == 2 and "knobs.max_running_requests" in result.stderr
 
 
-def test_ctrl_c_stops_the_engine_and_leaves_an_incomplete_run(llama_install, tmp_path):
+def test_ctrl_c_stops_the_engine_and_seals_an_interrupted_run(llama_install, tmp_path):
     journal = tmp_path / "journal"
     plan = tmp_path / "long.yaml"
     plan.write_text("decode: {concurrency: [1], categories: [prose], output_tokens: 3000, rounds: 3}\n"
@@ -99,9 +99,10 @@ def test_ctrl_c_stops_the_engine_and_leaves_an_incomplete_run(llama_install, tmp
     port = int(__import__("json").loads(launch.read_text())["base_url"].rsplit(":", 1)[1])
     assert servers_on_port(port) == []
     [record] = Journal(journal).runs()
-    assert record.status == "incomplete"
+    assert record.status == "interrupted"
+    assert "sealed as interrupted" in " ".join(stderr.split())
     listing = servebook("journal", "ls", "--journal", journal).stdout
-    assert "incomplete" in listing
+    assert "interrupted" in listing
 
 
 def test_mutated_studies_through_the_cli_give_messages_not_tracebacks(tmp_path):

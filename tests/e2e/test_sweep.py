@@ -178,7 +178,9 @@ def test_ctrl_c_during_a_sweep_keeps_sealed_runs_and_stops_the_engine(llama_inst
     assert "interrupted" in output
     journal = Journal(journal_dir)
     statuses = sorted(r.status for r in journal.runs())
-    assert statuses == ["completed", "incomplete"], statuses
+    # the run in progress is sealed `interrupted` by its kernel, or left unsealed when papermill stopped the kernel
+    # before the kernel could seal it
+    assert statuses in (["completed", "incomplete"], ["completed", "interrupted"]), statuses
     for record in journal.runs():
         port = int(json.loads((record.dir / "launch.json").read_text())["base_url"].rsplit(":", 1)[1])
         for _ in range(50):

@@ -8,6 +8,7 @@ from servebook.config.errors import InputError
 from servebook.journal import Journal
 from servebook.run import run_candidate
 from servebook.util.progress import Reporter
+from servebook.util.errors import RunInterrupted
 
 from .helpers import SMALL_PLAN, servers_on_port, tiny_candidate, wait_healthy
 
@@ -74,7 +75,7 @@ def test_drafter_with_synthetic_acceptance_drafts_and_reconciles(llama_install, 
 
 
 def test_a_run_interrupted_after_some_cells_keeps_them_readable(llama_install, tmp_path, monkeypatch):
-    """Ctrl-C (or a kill) after the first cells: the run is incomplete, its finished cells are on disk."""
+    """Ctrl-C after the first cells: the engine is stopped and the run sealed `interrupted` with its finished cells."""
     import servebook.measure.loop as loop
     from servebook.present import report
 
@@ -90,14 +91,15 @@ def test_a_run_interrupted_after_some_cells_keeps_them_readable(llama_install, t
 
     monkeypatch.setattr(loop.Measurement, "run_cell", run_cell_then_stop)
     journal = Journal(tmp_path)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(RunInterrupted, match="interrupted after 2 cells"):
         run_candidate(tiny_candidate(), SMALL_PLAN, journal, reporter=Reporter(quiet=True))
     [record] = journal.runs()
-    assert record.status == "incomplete"
+    assert record.status == "interrupted" and record.manifest.failure.cause == "interrupted"
     cells = record.table("cells")
     assert list(cells["cell_id"]) == finished and cells["valid"].all()
     assert set(record.table("requests")["cell_id"]) >= set(finished)
-    assert "its 2 finished cells are below" in " ".join(str(report(record)).split())
+    shown = " ".join(str(report(record)).split())
+    assert "sealed as interrupted" in shown and report(record).tables()  # the finished cells are shown
 
 
 def test_a_key_from_the_environment_protects_the_engine_and_never_reaches_the_journal(llama_install, tmp_path,

@@ -12,7 +12,7 @@ from rich.console import Console
 from ..config import InputError
 from ..engines.llamacpp_build import EngineInstallError
 from ..journal import Journal
-from ..util.errors import EngineFailed, ServebookError
+from ..util.errors import EngineFailed, RunInterrupted, ServebookError
 
 app = typer.Typer(help="Qualify LLM serving configurations; keep every run in a journal.",
                   no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
@@ -67,8 +67,9 @@ def friendly(fn):
             code, label = next((v for kind, v in EXIT_CODES.items() if isinstance(error, kind)), (1, "error"))
             err.print(f"[bold red]{label}:[/] {error}", markup=True, highlight=False)
             raise typer.Exit(code)
-        except KeyboardInterrupt:
-            err.print("[yellow]interrupted[/]: the engine was stopped; an unsealed run shows as incomplete")
+        except KeyboardInterrupt as interrupt:
+            said = str(interrupt) if isinstance(interrupt, RunInterrupted) else "the engine was stopped"
+            err.print(f"[yellow]interrupted[/]: {said}", markup=True, highlight=False)
             raise typer.Exit(130)
 
     return wrapper

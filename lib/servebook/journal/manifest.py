@@ -159,7 +159,8 @@ class Manifest(RunIdentity):
 
     schema_version: int = Field(SCHEMA_VERSION, alias="schema")
     run_id: str = ""
-    status: Literal["completed", "failed"]
+    #: interrupted: stopped by the user; its finished cells are kept, but it is no evidence for a verdict
+    status: Literal["completed", "failed", "interrupted"]
     environment: Environment = Field(default_factory=Environment)
     engine: EngineInfo = Field(default_factory=EngineInfo)
     finished_at: str | None = None

@@ -150,7 +150,8 @@ class RunRecord(Renderable):
 
     def blocks(self) -> list[Block]:
         # A short summary: papermill logs and notebook outputs show this; present.RunReport has the tables.
-        style = {"completed": "", "failed": "invalid", "incomplete": "warn", "corrupt": "invalid"}[self.status]
+        style = {"completed": "", "failed": "invalid", "incomplete": "warn", "interrupted": "warn",
+                 "corrupt": "invalid"}[self.status]
         return [Text(self.headline(), style or "heading"), Text(str(self.dir), "dim")]
 
 

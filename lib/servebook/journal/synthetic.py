@@ -69,7 +69,7 @@ def write_synthetic_run(journal: Journal, *, index: int, study: str | None = "sy
                         label: str | None = None, verdict: str | None = None, reasons: list[str] | None = None,
                         chunk_size: int | None = None, environment: dict | None = None,
                         started_at: str | None = None, speed: float | None = None) -> RunRecord:
-    """One run; `status` is completed, failed or incomplete (no manifest). `environment` adds to the recorded
+    """One run; `status` is completed, failed, interrupted (its cells kept) or incomplete (no manifest). `environment` adds to the recorded
     environment (engine_version, machine_id, ...), `started_at` moves it in time, `speed` scales every figure."""
     rng = np.random.default_rng(index)
     label = label or f"candidate-{index % 10}"
@@ -99,8 +99,9 @@ def write_synthetic_run(journal: Journal, *, index: int, study: str | None = "sy
     else:
         cells = _cells(rng, speed or 1 + (index % 7) / 10, invalid)
         writer.write_table("cells", cells)
+        stopped = {"stage": "measure", "cause": "interrupted", "message": "interrupted after some cells"}
         writer.seal(Manifest.model_validate({
-            **base, "status": "completed", "failure": None,
+            **base, "status": status, "failure": stopped if status == "interrupted" else None,
             "summary": {"cells": len(cells), "valid_cells": sum(c["valid"] for c in cells)}}))
     record = journal.run(writer.run_id)
     if verdict:

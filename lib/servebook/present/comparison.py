@@ -44,6 +44,8 @@ def failure_reasons(record: RunRecord) -> list[str]:
     """Why a run has no verdict of its own to show: incomplete, failed, or not judged yet."""
     if record.status == "incomplete":
         return ["incomplete: never sealed"]
+    if record.status == "interrupted":
+        return ["interrupted by the user: no evidence for a verdict"]
     if record.problem:
         return [record.problem]
     if record.manifest is not None and record.manifest.failure is not None:

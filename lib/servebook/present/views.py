@@ -20,7 +20,7 @@ class RunReport(Renderable):
     run: RunRecord
 
     def tables(self) -> list[Table]:
-        if self.run.status not in ("completed", "incomplete"):
+        if self.run.status not in ("completed", "incomplete", "interrupted"):
             return []
         cells = self.run.table("cells")
         return [] if cells is None or cells.empty else cell_tables(cells)
@@ -36,7 +36,9 @@ class RunReport(Renderable):
         if run.problem:
             blocks.append(Text(run.problem, "invalid"))
         failure = manifest.failure if manifest else None
-        if failure is not None:
+        if run.status == "interrupted" and failure is not None:
+            blocks.append(Text(failure.message, "warn"))
+        elif failure is not None:
             blocks.append(Text(f"failed during {failure.stage}: {failure.text}", "invalid"))
             if failure.log_tail:
                 tail = "\n".join(failure.log_tail.splitlines()[-10:])

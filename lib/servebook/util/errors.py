@@ -10,7 +10,9 @@ from typing import Literal, get_args
 
 #: Why a run has no numbers. One closed list: adapters classify into it, the manifest stores it.
 FailureCause = Literal["bad_flag", "out_of_memory", "model_load", "model_not_served", "port_in_use", "timeout",
-                       "crash", "warmup_failed", "drafter_inactive", "version_mismatch"]
+                       "crash", "warmup_failed", "drafter_inactive", "version_mismatch",
+                       # not a failure of the engine: the user stopped the run (it is sealed `interrupted`)
+                       "interrupted"]
 FAILURE_CAUSES: tuple[str, ...] = get_args(FailureCause)
 
 #: The stage a failed run stopped in.
@@ -54,3 +56,12 @@ class GateFailed(ServebookError):
     def __init__(self, message: str, exit_code: int):
         super().__init__(message)
         self.exit_code = exit_code
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C or Kernel > Interrupt stopped a run: the engine was stopped and the run sealed `interrupted` with the
+    cells it finished. A KeyboardInterrupt, so that nothing catching Exception swallows it; shown as one line."""
+
+    def __init__(self, message: str, run_id: str | None = None):
+        super().__init__(message)
+        self.run_id = run_id

@@ -128,3 +128,16 @@ def test_the_index_rereads_only_runs_sealed_or_judged_since(tmp_path, monkeypatc
     pd.testing.assert_frame_equal(journal.index(), again)  # derived: rebuilt from the manifests alike
     only = journal.select(status="completed", limit=2)
     assert list(only.run_id) == list(again[again.status == "completed"].run_id[-2:])
+
+
+def test_an_interrupted_run_is_listed_as_such_and_is_no_evidence_for_a_verdict(tmp_path):
+    from servebook.journal.synthetic import write_synthetic_run
+
+    journal = Journal(tmp_path)
+    kept = write_synthetic_run(journal, index=1, requests=0, label="base", study="s", chunk_size=256)
+    stopped = write_synthetic_run(journal, index=2, requests=0, label="base", study="s", chunk_size=256,
+                                  status="interrupted")
+    assert stopped.status == "interrupted" and stopped.table("cells") is not None
+    assert "interrupted" in " ".join(str(journal).split())
+    found = journal.find_all(kept.identity.candidate_id, kept.identity.plan_id)
+    assert [r.run_id for r in found] == [kept.run_id]

@@ -243,6 +243,8 @@ def planning_table(summaries: list[dict]) -> Table:
 def status_reason(s: dict) -> list[str]:
     if s["status"] == "incomplete":
         return ["incomplete: never sealed"]
+    if s["status"] == "interrupted":
+        return ["interrupted by the user: no evidence for a verdict"]
     if s.get("problem"):
         return [s["problem"]]
     if s["failure"]:
