@@ -7,8 +7,8 @@ import pytest
 from servebook.config.errors import InputError
 from servebook.journal import Journal
 from servebook.run import run_candidate
-from servebook.util.progress import Reporter
 from servebook.util.errors import RunInterrupted
+from servebook.util.progress import Reporter
 
 from .helpers import SMALL_PLAN, servers_on_port, tiny_candidate, wait_healthy
 
