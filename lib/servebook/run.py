@@ -2,8 +2,8 @@
 
 A server that never becomes ready, or dies, yields a sealed `failed` run with its classified
 cause and log tail and no summary numbers. Ctrl-C (Kernel > Interrupt in Jupyter) stops the engine and
-seals the run `interrupted` with the cells it finished; verdicts leave such a run out. Faults are raised where they happen and caught once,
-here, where the run is sealed. The engine is always stopped before the run
+seals the run `interrupted` with the cells it finished; verdicts leave such a run out. Faults are raised
+where they happen and caught once, here, where the run is sealed. The engine is always stopped before the run
 is sealed, so nothing under a sealed run (its engine.log included) changes afterwards.
 """
 

@@ -8,8 +8,8 @@ from .errors import RunInterrupted, ServebookError
 
 
 def show_errors_briefly() -> None:
-    """A ServebookError or an interrupted run shows as one line ("InputError: ..."), not a traceback. The cell still fails, so
-    papermill and Run All stop there as before, and papermill's message names the error."""
+    """A ServebookError or an interrupted run shows as one line ("InputError: ..."), not a traceback. The cell
+    still fails, so papermill and Run All stop there as before, and papermill's message names the error."""
     try:
         from IPython import get_ipython
     except ImportError:
