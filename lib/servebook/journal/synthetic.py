@@ -70,7 +70,8 @@ def write_synthetic_run(journal: Journal, *, index: int, study: str | None = "sy
                         chunk_size: int | None = None, environment: dict | None = None,
                         started_at: str | None = None, speed: float | None = None) -> RunRecord:
     """One run; `status` is completed, failed, interrupted (its cells kept) or incomplete (no manifest).
-    `environment` adds to the recorded environment (engine_version, machine_id, ...), `started_at` moves it in time, `speed` scales every figure."""
+    `environment` adds to the recorded environment (engine_version, machine_id, ...), `started_at` moves it in
+    time, `speed` scales every figure."""
     rng = np.random.default_rng(index)
     label = label or f"candidate-{index % 10}"
     candidate = Candidate.model_validate({"name": label, "model": {"path": "tiny:target"},
