@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .secrets import SECRET_FLAGS, looks_secret
+from .shown import ShownAsYaml
 
 DrafterKind = Literal["none", "draft_model", "eagle", "eagle3", "mtp", "dflash", "ngram"]
 DRAFTERS_WITH_MODEL = {"draft_model", "eagle", "eagle3", "dflash"}
@@ -181,7 +182,7 @@ IDENTITY_LAUNCH_FIELDS = ("env", "image", "gpus", "replicas", "volumes", "compil
 ENGINE_CHECKS: dict[str, Callable[["Candidate"], None]] = {}
 
 
-class Candidate(_Strict):
+class Candidate(ShownAsYaml, _Strict):
     name: str | None = Field(None, description="display label; not part of the identity")
     engine: str = Field("llamacpp", description="an engine kind registered by servebook.engines")
     model: ModelRef
@@ -243,6 +244,9 @@ class Candidate(_Strict):
     @property
     def label(self) -> str:
         return self.name or f"{self.engine}-{self.id[:8]}"
+
+    def heading(self) -> str:
+        return f"candidate {self.label} (id {self.id}, {self.engine})"
 
     def with_overrides(self, overrides: dict) -> "Candidate":
         """A copy with dotted-path overrides applied, validated like a fresh file."""

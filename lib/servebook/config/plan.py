@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .load import CapacitySearch, LoadPlan, ServiceObjectives
+from .shown import ShownAsYaml
 
 Category = Literal["prose", "code", "structured"]
 Gate = Literal["json_schema", "nullable_argument", "agent_protocol", "needle"]
@@ -106,7 +107,7 @@ class SteadyWarmup(_Strict):
     output_tokens: int = Field(32, ge=8, le=1024, description="forced output length of each burst's requests")
 
 
-class Plan(_Strict):
+class Plan(ShownAsYaml, _Strict):
     name: str | None = None
     decode: DecodePlan | None = DecodePlan()
     prefill: PrefillPlan | None = PrefillPlan()
@@ -207,3 +208,6 @@ class Plan(_Strict):
     @property
     def id(self) -> str:
         return hashlib.sha256(self.canonical_json().encode()).hexdigest()[:12]
+
+    def heading(self) -> str:
+        return f"plan {self.name or '(unnamed)'} (id {self.id})"

@@ -20,6 +20,7 @@ from .errors import InputError, format_validation_error
 from .names import SAFE_NAME, check_safe_name, safe_name_from
 from .plan import Plan
 from .rules import VerdictRules
+from .shown import ShownAsYaml
 
 
 class _Strict(BaseModel):
@@ -69,7 +70,7 @@ class Variant(_Strict):
         return check_safe_name(name, "variant name")
 
 
-class Study(_Strict):
+class Study(ShownAsYaml, _Strict):
     name: str = Field(..., pattern=SAFE_NAME)
     description: str | None = None
     base: Candidate
@@ -103,6 +104,9 @@ class Study(_Strict):
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    def heading(self) -> str:
+        return f"study {self.name}: {len(self.expand())} candidates x {self.repeats} repeats"
 
     @property
     def rules_hash(self) -> str:

@@ -8,9 +8,8 @@ from dataclasses import dataclass, field
 from ..config.study import Study
 from ..journal.store import RunRecord
 from ..util.render import Block, Renderable, Table, Text
+from ..verdicts.judge import Judgement
 from .tables import DECODE_DEFINITIONS, PREFILL_DEFINITIONS, cell_tables, fit_table, memory_table, verification_table
-
-VERDICT_STYLE = {"accepted": "accepted", "rejected": "warn", "failed": "invalid"}
 
 
 @dataclass
@@ -84,15 +83,7 @@ class VerdictsView(Renderable):
     noise: list = field(default_factory=list)  # of verdicts.NoiseFloor
 
     def blocks(self) -> list[Block]:
-        table = Table(["candidate", "runs", "verdict", "reasons"], title="verdicts")
-        for item in self.judged:
-            if item.record is None:
-                table.add([item.entry.name, "-", "not run", ""], "dim")
-                continue
-            outcome = item.verdict.outcome
-            table.add([item.entry.name, len(item.records), outcome, "\n".join(item.verdict.reasons)],
-                      VERDICT_STYLE.get(outcome, ""))
-        blocks: list[Block] = [table]
+        blocks: list[Block] = Judgement(self.judged).blocks()
         if self.noise:
             blocks.append(noise_table(self.noise))
         return blocks

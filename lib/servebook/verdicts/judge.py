@@ -23,6 +23,7 @@ from ..journal.manifest import Failure, Manifest
 from ..measure.equivalence import compare_outputs
 from ..measure.equivalence import describe as describe_equivalence
 from ..util.errors import InputError
+from ..util.render import Block, Renderable, Table
 from .comparisons import Comparison, compare_rule, describe
 from .evidence import baseline_evidence, run_cells, undisturbed
 from .recorded import ChosenBaseline, recorded_baseline
@@ -205,6 +206,26 @@ class Judged:
     def record(self) -> RunRecord | None:
         return self.records[-1] if self.records else None
 
+
+#: how a verdict's row is marked wherever verdicts are shown
+VERDICT_STYLE = {"accepted": "accepted", "rejected": "warn", "failed": "invalid"}
+
+
+class Judgement(list, Renderable):
+    """What `judge` returns: the study's candidates as judged (a list of Judged), shown as one table of verdicts
+    with every reason, in a terminal, a notebook and the site alike."""
+
+    def blocks(self) -> list[Block]:
+        table = Table(["candidate", "runs", "verdict", "reasons"], title="verdicts")
+        for item in self:
+            if item.record is None or item.verdict is None:
+                table.add([item.entry.name, "-", "not run", ""], "dim")
+                continue
+            outcome = item.verdict.outcome
+            table.add([item.entry.name, len(item.records), outcome, "\n".join(item.verdict.reasons)],
+                      VERDICT_STYLE.get(outcome, ""))
+        return [table]
+
 def _output_equivalence(baseline_records: list, records: list) -> str | None:
     """Greedy outputs of the candidate's newest run against the baseline's (plan.equivalence), as a note: a drafter
     or a batching change must not change what the model says."""
@@ -244,7 +265,7 @@ def _recorded_baseline(study: Study, journal: Journal, runs: dict[str, list[RunR
     return recorded_baseline(journal, spec, study.plan.id, machine, own)
 
 
-def judge(study: Study, journal: Journal, *, append: bool = True) -> list[Judged]:
+def judge(study: Study, journal: Journal, *, append: bool = True) -> Judgement:
     """Judge every candidate's recorded runs under the study's current rules; append an event to the
     candidate's newest run where the verdict changed. A journal that does not exist is an error, not a study
     whose candidates were never run."""
@@ -293,4 +314,4 @@ def judge(study: Study, journal: Journal, *, append: bool = True) -> list[Judged
         if append and not unchanged:
             records[-1].append_verdict(event)
         out.append(Judged(entry, records, verdict))
-    return out
+    return Judgement(out)
