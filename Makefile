@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.servebook-installed
 JOURNAL ?= journal
 
-.PHONY: setup engine browser demo site check test unit bench clean
+.PHONY: setup engine browser demo site lab check test unit bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,13 @@ browser:
 
 site: setup
 	$(BIN)/servebook site --journal $(JOURNAL) --out site
+
+# JupyterLab on the notebooks (kernels start in notebooks/; servebook reads relative paths from there, then from
+# the project root). In a container as root it needs --allow-root; LAB_FLAGS adds more (e.g. --ip 0.0.0.0).
+LAB_FLAGS ?=
+lab: engine
+	$(BIN)/python -m pip install --quiet -e ".[lab]"
+	$(BIN)/jupyter lab --notebook-dir notebooks --no-browser $$( [ "$$(id -u)" = 0 ] && echo --allow-root ) $(LAB_FLAGS)
 
 # The code's own checks, before any test: layers (import-linter), types (mypy with the pydantic plugin, on the
 # packages pyproject.toml names), lint and sorted imports (ruff).
