@@ -252,7 +252,8 @@ def _build_into(staging: Path, version: str, tools: dict[str, str], reporter: Re
         _run_logged(["cmake", "-S", str(source), "-B", str(build_dir), *flags], log)
         jobs = str(os.cpu_count() or 2)
         percent = re.compile(r"^\[\s*(\d+)%\]")
-        with reporter.task(f"build llama-server, {backend} (about 8 minutes on 2 cores)", total=100) as task:
+        with reporter.task(f"build llama-server, {backend} (about 8 minutes on 2 cores)", total=100,
+                           unit="%") as task:
             def on_line(line: str) -> None:
                 match = percent.match(line)
                 if match:

@@ -238,12 +238,12 @@ async def measure_plan(endpoint: Endpoint, plan: Plan, log: MeasurementLog, *, t
     cells = plan_cells(plan)
     total_requests = sum(c.n_requests for c in cells)
     async with Measurement(endpoint, plan, tag=tag, alive_check=alive_check, log=log) as m:
-        with reporter.task("warm up", total=plan.warmup_requests) as task:
+        with reporter.task("warm up", total=plan.warmup_requests, unit="requests") as task:
             await m.warmup()
             task.update(plan.warmup_requests)
         if log.warmup is not None:
             reporter.log(f"  {log.warmup.describe()}")
-        with reporter.task(f"measure {len(cells)} cells", total=total_requests) as task:
+        with reporter.task(f"measure {len(cells)} cells", total=total_requests, unit="requests") as task:
             for spec in cells:
                 task.update(task.completed, description=f"measure: {spec.label}")
                 outcome = await m.run_cell(spec, on_done=task.advance)
@@ -274,7 +274,7 @@ async def _search_capacity(m: "Measurement", plan: Plan, log: MeasurementLog, re
         n = len(schedule(load.model_copy(update={"duration_s": window}), rate))
         spec = CellSpec(f"capacity-{rate:.4g}rps", "load", "prose", 0, n, load.output_tokens.mean,
                         load.prompt_tokens.mean, rate=rate, window_s=window)
-        with reporter.task(f"capacity probe at {rate:.4g} requests/s", total=n) as task:
+        with reporter.task(f"capacity probe at {rate:.4g} requests/s", total=n, unit="requests") as task:
             outcome = await m.run_cell(spec, on_done=task.advance)
         s = outcome.summary
         rows.append(dict(s))

@@ -94,7 +94,7 @@ def run_pending(study: Study, entries: list[StudyEntry], journal: Journal, runne
         return result
 
     label = title or f"sweep {study.name}: {len(entries)} candidates x {study.repeats} repeats"
-    with reporter.task(label, total=len(placed)) as task:
+    with reporter.task(label, total=len(placed), unit="runs") as task:
         return run_placed(placed, one, task.advance, workers)
 
 

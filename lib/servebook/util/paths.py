@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 
@@ -54,5 +53,6 @@ def not_found(path: str | Path, what: str) -> str:
 def say(message: str) -> None:
     """A note to the user beside the work: on stdout in a Jupyter kernel (stderr shows there as a warning box),
     on stderr elsewhere (stdout may carry a command's JSON)."""
-    in_kernel = type(sys.stdout).__module__.startswith("ipykernel")
-    print(f"note: {message}", file=sys.stdout if in_kernel else sys.stderr, flush=True)
+    from .progress import notes_stream
+
+    print(f"note: {message}", file=notes_stream(), flush=True)

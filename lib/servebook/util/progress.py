@@ -23,6 +23,16 @@ from rich.progress import (
 )
 
 
+def in_kernel() -> bool:
+    """Whether this code runs in a Jupyter kernel (where stderr shows as a warning box)."""
+    return type(sys.stdout).__module__.startswith("ipykernel")
+
+
+def notes_stream():
+    """Where notes and progress lines go: stdout in a Jupyter kernel, stderr elsewhere (stdout may carry JSON)."""
+    return sys.stdout if in_kernel() else sys.stderr
+
+
 def _interactive(console: Console) -> bool:
     if os.environ.get("CI") or os.environ.get("SERVEBOOK_PLAIN_PROGRESS"):
         return False
@@ -32,10 +42,11 @@ def _interactive(console: Console) -> bool:
 class Task:
     """One unit of progress. `advance` and `note` are cheap enough to call per request."""
 
-    def __init__(self, reporter: "Reporter", description: str, total: float | None):
+    def __init__(self, reporter: "Reporter", description: str, total: float | None, unit: str = ""):
         self._reporter = reporter
         self.description = description
         self.total = total
+        self.unit = unit
         self.completed = 0.0
         self._rich_id: Any = None
         self._last_logged_step = -1
@@ -70,14 +81,16 @@ class Reporter:
         if self._progress is not None:
             self._progress.console.print(message, markup=False, highlight=False, soft_wrap=True)
         else:
-            # Plain lines on the current sys.stderr: in a CI log they read as a log, and inside a
-            # Jupyter kernel they stay a text stream (rich would turn them into HTML displays).
-            sys.stderr.write(message + "\n")
-            sys.stderr.flush()
+            # Plain lines: in a CI log they read as a log, and inside a Jupyter kernel they stay a text stream on
+            # stdout (rich would turn them into HTML displays, and stderr shows there as a warning box).
+            stream = notes_stream()
+            stream.write(message + "\n")
+            stream.flush()
 
     @contextmanager
-    def task(self, description: str, total: float | None = None) -> Iterator[Task]:
-        task = Task(self, description, total)
+    def task(self, description: str, total: float | None = None, unit: str = "") -> Iterator[Task]:
+        """A unit of progress; `unit` says what `total` counts ("requests", "runs"), in the log and the bar."""
+        task = Task(self, description, total, unit)
         if self.live:
             if self._progress is None:
                 self._progress = Progress(
@@ -91,9 +104,9 @@ class Reporter:
                 )
                 self._progress.start()
             self._depth += 1
-            task._rich_id = self._progress.add_task(description, total=total)
+            task._rich_id = self._progress.add_task(f"{description}" + (f" ({unit})" if unit else ""), total=total)
         else:
-            self.log(f"[start] {description}" + (f" ({total:g})" if total else ""))
+            self.log(f"[start] {description}" + (f" ({total:g} {unit})".replace(" )", ")") if total else ""))
         outcome = "done"
         try:
             yield task
@@ -126,7 +139,8 @@ class Reporter:
             step = int(4 * task.completed / task.total)
             if step != task._last_logged_step and 0 < step < 4:
                 task._last_logged_step = step
-                self.log(f"[{25 * step:3d}%] {task.description}")
+                done = f" ({task.completed:g} of {task.total:g} {task.unit})".replace(" )", ")")
+                self.log(f"[{25 * step:3d}%] {task.description}{done}")
 
 
 def default_reporter() -> Reporter:

@@ -133,7 +133,7 @@ class SiteBuilder:
         self.study_links = [{"name": name, "slug": page_slug(name)} for name in sorted(by_study)]
         links_key = self.study_links
 
-        with self.reporter.task(f"site: {len(summaries)} run pages", total=len(summaries)) as task:
+        with self.reporter.task(f"site: {len(summaries)} run pages", total=len(summaries), unit="pages") as task:
             for s in summaries:
                 self._run_page(s, links_key)
                 task.advance()
@@ -151,7 +151,7 @@ class SiteBuilder:
         cache.mkdir(parents=True, exist_ok=True)
         summaries = []
         run_ids = self.journal.run_ids()
-        with self.reporter.task(f"site: read {len(run_ids)} runs", total=len(run_ids)) as task:
+        with self.reporter.task(f"site: read {len(run_ids)} runs", total=len(run_ids), unit="runs") as task:
             for run_id in run_ids:
                 directory = self.journal.runs_dir / run_id
                 # The summary's shape follows this code, so a new servebook re-reads every run once.
