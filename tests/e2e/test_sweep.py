@@ -193,9 +193,11 @@ def test_ctrl_c_during_a_sweep_keeps_sealed_runs_and_stops_the_engine(llama_inst
 @pytest.mark.parametrize("study,expected", [
     ("glm-5.3-flash-sglang-tp2", ["--tp-size 2", "--chunked-prefill-size 4096", "--chunked-prefill-size 6144",
                                   "--max-running-requests 4", "--context-length 524288", "--kv-cache-dtype fp8_e4m3",
-                                  "--speculative-algorithm EAGLE", "--speculative-algorithm DFLASH",
-                                  "--max-mamba-cache-size", "device_ids: ['0', '1']", "E_P2P", "E_GPU_MEMORY"]),
-    ("vllm-nvfp4-tp2", ["-tp 2", "--max-num-batched-tokens 16384", "--max-num-seqs 8", "--kv-cache-dtype fp8",
+                                  "--speculative-algorithm NEXTN", "--speculative-algorithm DFLASH",
+                                  "--max-mamba-cache-size 28", "--max-total-tokens 500000",
+                                  "--served-model-name glm-5.3-flash", "device_ids: ['0', '1']", "E_P2P", "E_GPU_MEMORY"]),
+    ("vllm-nvfp4-tp2", ["-tp 2", "--max-num-seqs 8", "--kv-cache-dtype fp8_ds_mla",
+                        "--attention-backend FLASHINFER_MLA_SPARSE_SM120",
                         '--speculative-config \'{"method":"mtp","num_speculative_tokens":1}\'', "vllm/vllm-openai"]),
 ])
 def test_dry_run_of_the_gpu_recipes_needs_no_gpu_and_no_docker(study, expected, tmp_path):
