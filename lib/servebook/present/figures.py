@@ -8,6 +8,7 @@ figures wrapped around the same dicts.
 
 from __future__ import annotations
 
+import math
 from typing import Iterable
 
 import numpy as np
@@ -93,9 +94,11 @@ def _line_spec(cells, x: str, y: str, title: str, x_title: str, y_title: str, ki
             layout.setdefault("annotations", []).append({
                 "text": f"{category} prompts", "showarrow": False, "xref": "paper", "yref": "paper",
                 "x": (domain[0] + domain[1]) / 2, "y": 1.02, "xanchor": "center", "yanchor": "bottom"})
+        part = subset if category is None else [c for c in subset if c.get("category") == category]
         if kind == "decode":
             layout[f"xaxis{axis}"]["dtick"] = 0.30103  # log2 steps: 1, 2, 4, 8 evenly spaced
-        part = subset if category is None else [c for c in subset if c.get("category") == category]
+        else:
+            layout[f"xaxis{axis}"].update(_measured_ticks([row.get(x) for row in part]))
         by_candidate: dict = {}
         for row in part:
             by_candidate.setdefault(row.get("candidate"), []).append(row)
@@ -123,10 +126,23 @@ def _line_spec(cells, x: str, y: str, title: str, x_title: str, y_title: str, ki
     return {"data": traces, "layout": layout}
 
 
+def _measured_ticks(values: list) -> dict:
+    """Ticks at the measured sizes only (512, 2K, 8K, ...): plotly's own on a log axis overlap, and a single point
+    gets an axis of its own width around it."""
+    xs = sorted({float(v) for v in values if v is not None and v == v and v > 0})
+    if not xs:
+        return {}
+    ticks = {"tickvals": xs, "ticktext": [f"{x / 1024:g}K" if x >= 1024 and x % 1024 == 0 else f"{x:g}" for x in xs]}
+    if len(xs) == 1:
+        ticks["range"] = [math.log10(xs[0]) - 0.5, math.log10(xs[0]) + 0.5]
+    return ticks
+
+
 def forest_spec(comparisons: list[dict]) -> dict:
     """Change vs the baseline with its interval, per candidate and judged cell, the rule's limit drawn:
     a cell whose bar crosses the limit line is what an inconclusive verdict waits on."""
     traces, shapes = [], []
+    limits: dict[float, list[str]] = {}
     cells = list(dict.fromkeys(f"{c['metric']} {c['cell_id']}" for c in comparisons))
     candidates = list(dict.fromkeys(c["candidate"] for c in comparisons))
     row = {name: i for i, name in enumerate(reversed(candidates))}
@@ -149,19 +165,24 @@ def forest_spec(comparisons: list[dict]) -> dict:
             "hovertemplate": "%{text}: %{x:+.1f}% (%{customdata[0]}; %{customdata[1]} vs %{customdata[2]} runs)"
                              "<extra>%{fullData.name}</extra>",
         })
-        limit = rows[0]["limit_pct"] * (1 if rows[0]["metric"] in ("ttft_s", "ttft_p90_s") else -1)
-        shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": limit, "x1": limit, "y0": 0, "y1": 1,
-                       "line": {"color": PALETTE[i % len(PALETTE)], "dash": "dash", "width": 1}})
+        limits.setdefault(rows[0]["limit_pct"] * (1 if rows[0]["metric"] in ("ttft_s", "ttft_p90_s") else -1),
+                          []).append(cell)
+    # The rule's limits, drawn neutrally (not in a cell's colour) and named in the legend with the cells they bind.
+    for k, (limit, bound) in enumerate(sorted(limits.items())):
+        traces.append({"type": "scatter", "mode": "lines", "x": [limit, limit], "y": [-0.6, len(row) - 0.4],
+                       "name": f"limit {limit:+g}% ({', '.join(bound)})" if len(limits) > 1 else f"limit {limit:+g}%",
+                       "line": {"color": "#374151", "dash": ["dash", "dot", "dashdot"][k % 3], "width": 1.2},
+                       "hoverinfo": "skip", "legendgroup": "limits"})
     shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": 0, "x1": 0, "y0": 0, "y1": 1,
                    "line": {"color": "#6b7280", "width": 1}})
-    title = "Change vs the baseline, one-sided 95% bounds from the study's model (dashed: the rule's limit)"
+    title = "Change vs the baseline, one-sided 95% bounds from the study's model"
     layout = {**_LAYOUT, "title": {"text": title},
               "xaxis": {**_AXIS, "title": {"text": "change (%)"}, "zeroline": False},
               "yaxis": {**_AXIS, "tickvals": list(row.values()), "ticktext": list(row), "automargin": True,
                         "range": [-0.6, len(row) - 0.4], "zeroline": False},
               "shapes": shapes, "legend": {"title": {"text": "metric and cell"}},
               "height": max(320, 60 + 40 * len({c["candidate"] for c in comparisons}))}
-    if not traces:
+    if not limits:
         layout["annotations"] = [{"text": "no comparisons judged yet", "showarrow": False, "xref": "paper",
                                   "yref": "paper", "x": 0.5, "y": 0.5}]
     return {"data": traces, "layout": layout}
@@ -187,32 +208,42 @@ def prefill_vs_prompt_size_spec(cells: pd.DataFrame) -> dict:
                       "prompt tokens", "tok/s", "prefill", split_category=False)
 
 
-def chunk_gap_histogram_data(run: RunRecord, bins: int = 50) -> dict:
-    """Binned gaps between content chunks of a run's decode requests (ms)."""
+#: Chunk-gap bins, the same for every run so that histograms overlay: 8 per doubling from 0.1 ms to about 13 s.
+GAP_EDGES_MS = np.round(0.1 * 2.0 ** (np.arange(0, 17 * 8 + 1) / 8), 6)
+
+
+def chunk_gap_histogram_data(run: RunRecord) -> dict:
+    """Gaps between content chunks of a run's decode requests (ms), counted in the shared bins `GAP_EDGES_MS`."""
     path = run.table_path("chunks")
     chunks = pd.read_parquet(path, columns=["cell_id", "gap_s"]) \
         if run.status == "completed" and path.is_file() else None
     if chunks is None or chunks.empty:
-        return {"centers": [], "counts": [], "width": 0.0}
+        return {"edges": [], "counts": []}
     gaps = (chunks[chunks["cell_id"].str.startswith("decode") & chunks["gap_s"].notna()]["gap_s"] * 1000).to_numpy()
     if gaps.size == 0:
-        return {"centers": [], "counts": [], "width": 0.0}
-    top = float(np.percentile(gaps, 99.5)) or float(gaps.max()) or 1.0
-    counts, edges = np.histogram(np.clip(gaps, 0, top), bins=bins, range=(0, top))
-    return {"centers": ((edges[:-1] + edges[1:]) / 2).round(4).tolist(), "counts": counts.tolist(),
-            "width": float(edges[1] - edges[0])}
+        return {"edges": [], "counts": []}
+    counts, _ = np.histogram(np.clip(gaps, GAP_EDGES_MS[0], GAP_EDGES_MS[-1]), bins=GAP_EDGES_MS)
+    used = np.nonzero(counts)[0]
+    first, last = int(used[0]), int(used[-1]) + 1
+    return {"edges": GAP_EDGES_MS[first:last + 1].tolist(), "counts": counts[first:last].tolist()}
 
 
 def chunk_gap_spec(histograms: dict[str, dict]) -> dict:
-    """Gaps between content chunks in decode cells, per candidate. A gap is not a per-token figure
-    when a drafter sends several tokens in one chunk."""
-    traces = [{"type": "bar", "name": name, "x": h["centers"], "y": h["counts"], "width": h["width"],
-               "opacity": 0.6, "marker": {"color": PALETTE[i % len(PALETTE)]}}
-              for i, (name, h) in enumerate(histograms.items()) if h["counts"]]
-    layout = {**_LAYOUT, "title": {"text": "Chunk gaps in decode cells (the last 0.5% folded into the top bin)"},
-              "barmode": "overlay", "legend": {"title": {"text": "candidate"}},
-              "xaxis": {**_AXIS, "title": {"text": "gap between chunks (ms)"}},
-              "yaxis": {**_AXIS, "title": {"text": "chunks"}}}
+    """Gaps between content chunks in decode cells, per candidate, as outlines over the same bins (one candidate
+    never hides another). A gap is not a per-token figure when a drafter sends several tokens in one chunk."""
+    traces = []
+    for i, (name, h) in enumerate(histograms.items()):
+        if not h.get("counts") or "edges" not in h:
+            continue
+        edges, counts = h["edges"], h["counts"]
+        traces.append({"type": "scatter", "mode": "lines", "name": name, "line": {"shape": "hv", "width": 1.8,
+                                                                              "color": PALETTE[i % len(PALETTE)]},
+                       "x": edges, "y": [*counts, counts[-1]],
+                       "hovertemplate": "from %{x:.2f} ms: %{y} chunks<extra>%{fullData.name}</extra>"})
+    layout = {**_LAYOUT, "title": {"text": "Chunk gaps in decode cells (shared bins, 8 per doubling)"},
+              "legend": {"title": {"text": "candidate"}},
+              "xaxis": {**_AXIS, "title": {"text": "gap between chunks (ms, log scale)"}, "type": "log"},
+              "yaxis": {**_AXIS, "title": {"text": "chunks"}, "rangemode": "nonnegative"}}
     if not traces:
         layout["annotations"] = [{"text": "no chunk timings recorded", "showarrow": False, "xref": "paper",
                                   "yref": "paper", "x": 0.5, "y": 0.5}]

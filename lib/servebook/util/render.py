@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import io
+import re
 from dataclasses import dataclass, field
 from typing import Any, Union
 
@@ -64,6 +65,18 @@ class Text:
 Block = Union[Table, Text]
 
 
+#: a figure as the tables format one: a number, maybe signed, grouped, with a unit or an interval after it
+_NUMERIC = re.compile(r"^[-+−]?[\d.,]+(e[-+]?\d+)?%?( ?(tok/s|ms|s|GiB|MiB|KiB|B|x|requests/s|runs?))?"
+                      r"( \[[-+−]?[\d.,]+%?, [-+−]?[\d.,]+%?\])?$")
+
+
+def numeric_text(value: Any) -> bool:
+    """Whether a table cell holds a figure (right-aligned, so digits line up) rather than words (left-aligned)."""
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, (int, float)) or bool(_NUMERIC.match(str(value).strip()))
+
+
 def _missing(value: Any) -> bool:
     try:
         return value is None or value != value
@@ -106,12 +119,14 @@ def to_html(blocks: list[Block]) -> str:
             continue
         if block.title:
             out.append(f"<h5>{html.escape(block.title)}</h5>")
-        head = "".join(f"<th>{html.escape(str(c))}</th>" for c in block.columns)
+        head = "".join(f'<th style="text-align:left">{html.escape(str(c))}</th>' for c in block.columns)
         body = []
         for row in block.rows:
             background = _HTML_ROW_BACKGROUND.get(row.css)
             style = f' style="background:{background}"' if background else ""
-            cells = "".join(f"<td>{html.escape(str(v))}</td>" for v in row.values)
+            # explicit alignment: JupyterLab right-aligns every table cell, words included
+            cells = "".join(f'<td style="text-align:{"right" if numeric_text(v) else "left"}">{html.escape(str(v))}</td>'
+                            for v in row.values)
             body.append(f"<tr{style}>{cells}</tr>")
         out.append(f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
     return "\n".join(out)

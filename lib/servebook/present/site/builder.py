@@ -25,7 +25,7 @@ from ..._version import __version__
 from ...config.secrets import Scrubber
 from ...journal.store import Journal
 from ...util.progress import Reporter
-from ...util.render import to_html
+from ...util.render import numeric_text, to_html
 from ..comparison import diff_table
 from ..figures import forest_spec
 from ..tables import (
@@ -82,6 +82,7 @@ class SiteBuilder:
 
         env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
                                  undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+        env.tests["numeric_text"] = numeric_text  # figures right-aligned, words left
         return env
 
     @cached_property
