@@ -27,7 +27,14 @@ from .journal.manifest import EngineInfo, Environment, Failure, GateScore, Manif
 from .launch.environment import fingerprint
 from .launch.preflight import ResolvedPaths, preflight
 from .launch.process import AttachedEngine, Engine, EngineProcess, free_port
-from .launch.verify import check_tokenizer, read_self_report, select_model, verify_attached, verify_claims
+from .launch.verify import (
+    check_tokenizer,
+    launched_claims,
+    read_self_report,
+    select_model,
+    verify_attached,
+    verify_claims,
+)
 from .measure.endpoint import Endpoint
 from .measure.equivalence import compare_outputs
 from .measure.gates import gate_summary
@@ -200,6 +207,8 @@ def _select_model(candidate: Candidate, adapter: EngineAdapter, engine_info: Eng
     base_url = engine_info.base_url or ""
     report = read_self_report(adapter, base_url, _auth_headers(api_key))
     claims, _ = verify_claims(candidate, report, _model_file(engine_info.argv))
+    if candidate.launch.mode != "attach":
+        claims = launched_claims(claims, adapter, engine_info.argv)
     engine_info.verification = {"claims": claims, "reported": report.record}
     try:
         engine_info.served_model = select_model(report, candidate.model.served_name, base_url)

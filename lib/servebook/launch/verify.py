@@ -24,6 +24,8 @@ from ..util.aio import run_blocking
 
 VERIFIED = "verified"
 NOT_VERIFIED = "claimed, not verified"
+#: a launched engine's setting its server does not report: servebook passed it, the server did not confirm it
+ON_COMMAND_LINE = "set on the command line"
 
 
 def check_reachable(url: str, timeout_s: float = 3.0) -> None:
@@ -210,3 +212,18 @@ def verify_attached(candidate: Candidate, adapter: EngineAdapter, base_url: str,
         raise InputError(f"attach {base_url}: the server is not the candidate it claims to be: " + "; ".join(wrong))
     check_tokenizer(adapter, base_url, headers, model, needs_tokenizer or [])
     return model, {"claims": found, "reported": report.record}
+
+
+def launched_claims(found: dict[str, str], adapter: EngineAdapter, argv: list[str]) -> dict[str, str]:
+    """For an engine servebook launched, a claim its server does not report is what servebook passed it: shown with
+    the flag and value from the command line, not as a bare claim. Only what the server reports back is verified."""
+    owned = {f"knobs.{knob}": flags for knob, flags in adapter.owned.items()}
+    out = dict(found)
+    for claim, state in found.items():
+        if state != NOT_VERIFIED or claim not in owned:
+            continue
+        passed = [f"{arg} {argv[i + 1]}" if i + 1 < len(argv) and not argv[i + 1].startswith("-") else arg
+                  for i, arg in enumerate(argv) if arg.split("=", 1)[0] in owned[claim]]
+        if passed:
+            out[claim] = f"{ON_COMMAND_LINE}: {' '.join(passed)} (the server does not report it)"
+    return out

@@ -255,7 +255,8 @@ def verification_table(verification: dict | None) -> Table | None:
         return None
     table = Table(["claim", "what the server reports"], title="Claims checked against the server's self-report")
     for claim, found in claims.items():
-        table.add([claim, found], "" if str(found).startswith("verified") else "warn")
+        checked = str(found).startswith(("verified", "set on the command line"))
+        table.add([claim, found], "" if checked else "warn")
     return table
 
 

@@ -67,3 +67,15 @@ def test_a_closed_port_or_a_bad_url_fails_at_once():
 def test_a_url_without_scheme_is_refused_at_load():
     with pytest.raises(ValueError, match="not an http\\(s\\) URL"):
         make_candidate(launch={"mode": "attach", "url": "localhost:8080"})
+
+
+def test_a_launched_engine_s_unreported_setting_shows_the_flag_servebook_passed():
+    from servebook.launch.verify import ON_COMMAND_LINE, launched_claims
+
+    candidate = make_candidate(knobs={"max_running_requests": 3, "context_length": 4096, "chunk_size": 256})
+    adapter = get_engine("llamacpp")
+    argv = adapter.argv(candidate, port=8080, model_path="/m/tiny-target-r1.gguf", draft_path=None)
+    found, _ = verify_claims(candidate, llama_report(), "/m/tiny-target-r1.gguf")
+    shown = launched_claims(found, adapter, argv)
+    assert shown["knobs.chunk_size"] == f"{ON_COMMAND_LINE}: -b 256 -ub 256 (the server does not report it)"
+    assert shown["knobs.max_running_requests"] == "verified: 3"  # what the server reports stays verified

@@ -60,7 +60,9 @@ from .pages import (
 
 _HERE = Path(__file__).parent
 INDEX_PAGE = 100  # runs per page of the index
-CSV_TABLES = ("cells.parquet", "gates.parquet", "outputs.parquet")
+#: the run's own files offered beside its raw tables, as they are in the journal (scrubbed of secrets)
+PUBLISHED_FILES = {"manifest.json": "", "launch.json": "", "engine.log": "", "server_info.json": "what the engine "
+                   "reported about itself", "compose.json": "", "notebook.ipynb": "the executed notebook"}
 # libyaml when present: the candidate on every run page is dumped with it (the pure-Python dumper took 3 ms a run)
 _YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 TEMPLATES = _HERE / "templates"
@@ -217,9 +219,8 @@ class SiteBuilder:
 
     def _downloads(self, s: dict) -> list[dict]:
         """Copies of the raw files beside the run page (hard links where the site and the journal share a file
-        system), plus a CSV of the small tables people open in a spreadsheet (cells, gates, outputs); the
-        per-request, per-chunk and per-scrape tables stay parquet only, as converting them was most of a site
-        build's time."""
+        system), and a CSV of every table. Converting the large tables is most of a first build's time; a run's
+        files are converted once (its fingerprint keys them), so later builds skip it."""
         run_id = s["run_id"]
         source = self.journal.runs_dir / run_id
         target = self.out / "runs" / run_id / "data"
@@ -228,12 +229,10 @@ class SiteBuilder:
         for name in s["files"]:
             if name.endswith(".parquet"):
                 listing.append({"name": name, "href": f"{run_id}/data/{name}", "note": "parquet"})
-                if name in CSV_TABLES:
-                    listing.append({"name": name.replace(".parquet", ".csv"),
-                                    "href": f"{run_id}/data/{name.replace('.parquet', '.csv')}",
-                                    "note": "CSV of the same"})
-            elif name in ("manifest.json", "launch.json", "engine.log"):
-                listing.append({"name": name, "href": f"{run_id}/data/{name}", "note": ""})
+                listing.append({"name": name.replace(".parquet", ".csv"),
+                                "href": f"{run_id}/data/{name.replace('.parquet', '.csv')}", "note": "CSV of the same"})
+            elif name in PUBLISHED_FILES:
+                listing.append({"name": name, "href": f"{run_id}/data/{name}", "note": PUBLISHED_FILES[name]})
         if self.state["pages"].get(f"runs/{run_id}/data") == key and target.is_dir():
             return listing
         target.mkdir(parents=True, exist_ok=True)
@@ -243,15 +242,13 @@ class SiteBuilder:
         for name in s["files"]:
             if name.endswith(".parquet"):
                 link_or_copy(source / name, target / name)
-                if name not in CSV_TABLES:
-                    continue
                 table = pyarrow.parquet.read_table(source / name)
                 nested = [i for i, f in enumerate(table.schema) if pyarrow.types.is_list(f.type)]
                 for i in nested:  # CSV has no lists: token ids become one space-separated string
                     strings = [None if v is None else " ".join(map(str, v)) for v in table.column(i).to_pylist()]
                     table = table.set_column(i, table.schema.field(i).name, pyarrow.array(strings, pyarrow.string()))
                 pyarrow.csv.write_csv(table, target / name.replace(".parquet", ".csv"))
-            elif name in ("manifest.json", "launch.json", "engine.log"):
+            elif name in PUBLISHED_FILES:
                 write_page(target / name, published_bytes(source / name, self.scrubber))
         self.state["pages"][f"runs/{run_id}/data"] = key
         return listing

@@ -7,13 +7,16 @@ from pathlib import Path
 
 
 def render_notebook(path: Path) -> str:
-    """The executed notebook as an HTML fragment: injected parameters left out, scripts sanitised,
-    and interactive chart outputs replaced by a note (they would need a CDN)."""
+    """The executed notebook as an HTML fragment: the parameters that ran it (papermill's injected cell, in place
+    of the notebook's defaults), scripts sanitised, and interactive chart outputs replaced by a note (they would
+    need a CDN)."""
     import nbformat
     from nbconvert import HTMLExporter
 
     notebook = nbformat.read(path, as_version=4)
-    notebook.cells = [c for c in notebook.cells if "injected-parameters" not in c.metadata.get("tags", [])]
+    injected = any("injected-parameters" in c.metadata.get("tags", []) for c in notebook.cells)
+    if injected:  # the defaults did not run this notebook: the injected values did
+        notebook.cells = [c for c in notebook.cells if "parameters" not in c.metadata.get("tags", [])]
     for cell in notebook.cells:
         if cell.cell_type == "markdown" and "<script" in cell.source.lower():
             cell.source = html.escape(cell.source)
