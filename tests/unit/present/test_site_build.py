@@ -48,11 +48,37 @@ def test_downloads_include_parquet_and_csv(journal, tmp_path):
     build_site(journal, tmp_path / "site")
     run = next(r for r in journal.runs() if r.status == "completed")
     data = tmp_path / "site" / "runs" / run.run_id / "data"
-    # every raw table as parquet, identical to the journal's; the small ones also as CSV
+    # every raw table as parquet, identical to the journal's, and as CSV (issue 19: one per table)
     pd.testing.assert_frame_equal(pd.read_parquet(data / "requests.parquet"), run.table("requests"))
-    assert not (data / "requests.csv").exists()
+    for table in run.dir.glob("*.parquet"):
+        assert (data / table.name.replace(".parquet", ".csv")).is_file(), table.name
+    assert len(pd.read_csv(data / "requests.csv")) == len(run.table("requests"))
     csv = (data / "cells.csv").read_text().splitlines()
     assert csv[0].startswith('"cell_id"') and len(csv) == len(run.table("cells")) + 1
+
+
+def test_the_notebook_and_the_server_info_are_offered_and_the_notebook_shows_its_parameters(journal, tmp_path):
+    import json
+
+    import nbformat
+
+    run = next(r for r in journal.runs() if r.status == "completed")
+    (run.dir / "server_info.json").write_text(json.dumps({"version": "b1", "api_key": "sk-secret-value"}))
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell('journal = "journal"', metadata={"tags": ["parameters"]}),
+                      nbformat.v4.new_code_cell('journal = "/data/qualify-journal"',
+                                                metadata={"tags": ["injected-parameters"]})]
+    journal.add_notebook(run.run_id, nbformat.writes(notebook).encode())
+    build_site(journal, tmp_path / "site")
+    page = (tmp_path / "site" / "runs" / f"{run.run_id}.html").read_text()
+    assert "data/server_info.json" in page and "data/notebook.ipynb" in page
+    data = tmp_path / "site" / "runs" / run.run_id / "data"
+    assert "sk-secret-value" not in (data / "server_info.json").read_text()
+    import html
+    import re
+
+    shown = html.unescape(re.sub(r"<[^>]+>", "", (tmp_path / "site" / "runs" / run.run_id / "notebook.html").read_text()))
+    assert 'journal = "/data/qualify-journal"' in shown and 'journal = "journal"' not in shown
 
 
 def test_journal_strings_are_escaped(tmp_path):
