@@ -361,7 +361,7 @@ def run_candidate(
     except KeyboardInterrupt:  # the engine is stopped already (_launch_and_measure's finally)
         _write_raw(writer, log)
         sealed = {**identity.model_dump(), "environment": environment, "engine": engine_info, "finished_at": utc_now()}
-        raise _seal_interrupted(writer, sealed, log, reporter) from None
+        raise _seal_interrupted(writer, sealed, log) from None
     _write_raw(writer, log)
     sealed = {**identity.model_dump(), "environment": environment, "engine": engine_info, "finished_at": utc_now()}
     if failure is not None:
@@ -385,13 +385,11 @@ def _seal_failed(journal: Journal, writer: RunWriter, sealed: dict[str, Any], er
     return journal.run(writer.run_id)
 
 
-def _seal_interrupted(writer: RunWriter, sealed: dict[str, Any], log: MeasurementLog,
-                      reporter: Reporter) -> RunInterrupted:
+def _seal_interrupted(writer: RunWriter, sealed: dict[str, Any], log: MeasurementLog) -> RunInterrupted:
     """The user stopped the run: it keeps the cells it finished, sealed as `interrupted` (no evidence for a verdict)."""
     done = len(log.outcomes)
     message = (f"run {writer.run_id} interrupted after {done} cell{'s' if done != 1 else ''}; the engine was stopped "
                "and the run sealed as interrupted, with its finished cells (verdicts leave it out)")
     writer.seal(Manifest(**sealed, status="interrupted", summary=_summary(log) if done else None, failure=Failure(
         stage="measure" if done else "launch", cause="interrupted", message=message)))
-    reporter.log(message)
-    return RunInterrupted(message, writer.run_id)
+    return RunInterrupted(message, writer.run_id)  # said once, by whoever shows the interrupt

@@ -150,3 +150,25 @@ def test_a_big_index_is_paged_and_filters_and_sorts_across_pages(browser, tmp_pa
     link = page.locator("#runs tbody tr a").first.get_attribute("href")
     assert (tmp_path / "site" / link).is_file()
     assert problems == []
+
+
+def test_every_page_fits_a_phone_without_scrolling_sideways(site, browser):
+    """At 390 px the page never scrolls sideways: wide tables scroll inside their own box, charts resize
+    (issue 19). SERVEBOOK_SCREENSHOTS=DIR keeps the index, a study and a run page at 1400 and 390 px."""
+    import os
+
+    folder = os.environ.get("SERVEBOOK_SCREENSHOTS")
+    pages = sorted(site.rglob("*.html"))
+    for width in (390, 1400):
+        for path in pages:
+            page = browser.new_page(viewport={"width": width, "height": 900})
+            page.goto(path.as_uri())
+            page.wait_for_load_state("load")
+            page.wait_for_timeout(200)
+            overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+            assert overflow <= 1, f"{path.relative_to(site)} at {width} px scrolls sideways by {overflow} px"
+            if folder and path.name in ("index.html", "browser.html") or folder and path.parent.name == "runs" \
+                    and "baseline" in path.read_text() and path == min(site.glob("runs/*.html")):
+                name = f"site-{path.parent.name}-{path.stem}-{width}.png".replace("site-site-", "site-")
+                page.screenshot(path=str(Path(folder) / name), full_page=True)
+            page.close()

@@ -26,5 +26,5 @@ def test_judge_results_are_one_table_of_verdicts(tmp_path):
     judged = sb.judge(study, journal, append=False)
     text = str(judged)
     assert "verdicts" in text and "not run" in text and "Judged(" not in text
-    assert "<table>" in judged._repr_mimebundle_()["text/html"]
+    assert "<table" in judged._repr_mimebundle_()["text/html"]
     assert [item.entry.name for item in judged] == [entry.name for entry in study.expand()]  # still a list

@@ -128,7 +128,7 @@ def to_html(blocks: list[Block]) -> str:
             cells = "".join(f'<td style="text-align:{"right" if numeric_text(v) else "left"}">{html.escape(str(v))}</td>'
                             for v in row.values)
             body.append(f"<tr{style}>{cells}</tr>")
-        out.append(f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
+        out.append(f"<table class=\"data\"><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
     return "\n".join(out)
 
 

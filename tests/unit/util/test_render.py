@@ -22,7 +22,7 @@ def test_mimebundle_has_plain_text_and_escaped_html_of_the_same_blocks():
     for text in ("decode-prose-c1", "41.2", "Decode, prose prompts"):
         assert text in bundle["text/plain"] and text in bundle["text/html"]
     assert "<script>" not in bundle["text/html"] and "&lt;script&gt;" in bundle["text/html"]
-    assert "<table>" in bundle["text/html"]
+    assert "<table" in bundle["text/html"]
 
 
 def test_terminal_rendering_is_the_rich_form_of_the_same_blocks():
