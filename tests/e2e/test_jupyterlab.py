@@ -20,8 +20,6 @@ from servebook.journal import Journal
 from servebook.launch.process import free_port
 from servebook.util.paths import project_root
 
-from .test_site_browser import CHROMIUM, CHROMIUM_ARGS
-
 pytestmark = pytest.mark.browser
 
 JUPYTER = Path(sys.executable).parent / "jupyter"
@@ -73,20 +71,8 @@ def lab(llama_install, tmp_path_factory):
     server.wait(timeout=30)
 
 
-@pytest.fixture(scope="module")
-def chromium():
-    from playwright.sync_api import sync_playwright
-
-    if CHROMIUM is None:
-        pytest.fail("Chromium is missing: `make browser` installs Debian's chromium package")
-    with sync_playwright() as p:
-        instance = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield instance
-        instance.close()
-
-
-def open_notebook(chromium, url: str, name: str, width: int = 1400):
-    page = chromium.new_page(viewport={"width": width, "height": 1000})
+def open_notebook(browser, url: str, name: str, width: int = 1400):
+    page = browser.new_page(viewport={"width": width, "height": 1000})
     # a workspace of its own, reset: JupyterLab would otherwise reopen the last test's notebook beside this one
     page.goto(f"{url}/lab/workspaces/{name.replace('.', '-')}/tree/{name}?reset")
     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
@@ -120,14 +106,14 @@ def screenshot(page, name: str) -> None:
         page.set_viewport_size({"width": 1400, "height": 1000})
 
 
-def test_qualify_interrupted_mid_plan_is_sealed_interrupted_with_its_cells(lab, chromium):
+def test_qualify_interrupted_mid_plan_is_sealed_interrupted_with_its_cells(lab, browser):
     url, root = lab
     journal = root / "j-qualify"
     # long enough to interrupt after its first cells: 3 decode cells of 2 s and more
     plan = {"decode": {"concurrency": [1, 2, 4], "categories": ["prose"], "output_tokens": 128, "rounds": 3,
                        "min_cell_s": 2}, "prefill": None, "warmup_requests": 1}
     notebook_with("qualify.ipynb", root, journal=str(journal), plan=plan, plan_path=None)
-    page = open_notebook(chromium, url, "qualify.ipynb")
+    page = open_notebook(browser, url, "qualify.ipynb")
     assert not opened_modified(page), "the shipped notebook opened as modified"
     run_all(page)
     deadline = time.monotonic() + 180
@@ -156,14 +142,14 @@ def test_qualify_interrupted_mid_plan_is_sealed_interrupted_with_its_cells(lab, 
     page.close()
 
 
-def test_compare_on_the_quick_study_shows_every_view_once(lab, chromium):
+def test_compare_on_the_quick_study_shows_every_view_once(lab, browser):
     url, root = lab
     journal = root / "j-compare"
     study = REPO / "data" / "studies" / "quick-compare.yaml"
     subprocess.run([sys.executable, "-m", "servebook.cli", "sweep", str(study), "--journal", str(journal)],
                    cwd=REPO, env={**os.environ, "CI": "1"}, check=True, capture_output=True, timeout=600)
     notebook_with("compare.ipynb", root, journal=str(journal), study_path="data/studies/quick-compare.yaml")
-    page = open_notebook(chromium, url, "compare.ipynb")
+    page = open_notebook(browser, url, "compare.ipynb")
     run_all(page)
     page.wait_for_selector(".jp-Cell:last-child .jp-InputArea-prompt:has-text('[')", timeout=60_000)
     page.wait_for_function("() => [...document.querySelectorAll('.jp-InputArea-prompt')]"

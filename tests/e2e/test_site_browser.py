@@ -1,6 +1,5 @@
 """The published site in real headless Chromium, from file://, on a journal of real runs."""
 
-import shutil
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -16,10 +15,7 @@ from ..integration.helpers import SMALL_PLAN, tiny_candidate
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 EVIL = '<script>window.__pwned = 1</script>'
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
 @pytest.fixture(scope="module")
@@ -38,18 +34,6 @@ def site(llama_install, tmp_path_factory):
                         verdict="rejected", reasons=[EVIL], log_line=EVIL, requests=20)
     build_site(journal, root / "site")
     return root / "site"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    if CHROMIUM is None:
-        pytest.fail("Chromium is missing: `make browser` installs Debian's chromium package")
-    with sync_playwright() as p:
-        instance = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield instance
-        instance.close()
 
 
 def visit(browser, url):
