@@ -359,11 +359,13 @@ def run_candidate(
             writer.abandon()
         raise
     except KeyboardInterrupt:  # the engine is stopped already (_launch_and_measure's finally)
-        _write_raw(writer, log)
-        sealed = {**identity.model_dump(), "environment": environment, "engine": engine_info, "finished_at": utc_now()}
-        raise _seal_interrupted(writer, sealed, log) from None
+        interrupted = True
+    else:
+        interrupted = False
     _write_raw(writer, log)
     sealed = {**identity.model_dump(), "environment": environment, "engine": engine_info, "finished_at": utc_now()}
+    if interrupted:
+        raise _seal_interrupted(writer, sealed, log) from None
     if failure is not None:
         return _seal_failed(journal, writer, sealed, failure, reporter)
     if log.gate_results:

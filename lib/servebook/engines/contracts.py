@@ -57,6 +57,9 @@ class Contract:
     flags: tuple[Flag, ...]
     metrics: tuple[Metric, ...]
     server_info_fields: tuple[str, ...] = ()
+    #: vLLM: its CacheDType values (its parser takes any string); samples that exist only with a drafter
+    cache_dtypes: tuple[str, ...] = ()
+    spec_only: frozenset[str] = frozenset()
     dry_runs: dict = field(default_factory=dict, hash=False, compare=False)
 
     def flag(self, option: str) -> Flag | None:
@@ -89,7 +92,8 @@ def _read(path: Path) -> Contract:
                          None if f.get("choices") is None else tuple(map(str, f["choices"])), f.get("nargs"),
                          f.get("action", "store")) for f in raw["flags"]),
         metrics=tuple(Metric(m["name"], m["type"], tuple(m["labels"]), m["at_start"]) for m in raw["metrics"]),
-        server_info_fields=tuple(raw.get("server_info_fields", ())), dry_runs=raw.get("dry_runs", {}))
+        server_info_fields=tuple(raw.get("server_info_fields", ())), cache_dtypes=tuple(raw.get("cache_dtypes", ())),
+        spec_only=frozenset(raw.get("spec_only_metrics", ())), dry_runs=raw.get("dry_runs", {}))
 
 
 @cache

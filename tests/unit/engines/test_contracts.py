@@ -32,8 +32,7 @@ def test_sglang_kv_dtypes_are_the_parsers_choices():
 
 
 def test_vllm_kv_dtypes_are_its_cache_dtypes():
-    recorded = json.loads((repo_data_dir() / "engine-contracts" / "vllm-0.33.0.json").read_text())["cache_dtypes"]
-    assert sorted(get_engine("vllm").kv_types) == sorted(recorded)
+    assert sorted(get_engine("vllm").kv_types) == sorted(contract("vllm").cache_dtypes)
 
 
 @pytest.mark.parametrize("engine", sorted(PINNED))
@@ -69,7 +68,7 @@ def fresh_server_scrape(engine, drafter: bool = False) -> str:
     """/metrics of a freshly started server, from the contract: every sample that exists at start, at 0."""
     c, lines = contract(engine), []
     for m in c.metrics:
-        if not m.at_start or (not drafter and m.name in _spec_only(engine)):
+        if not m.at_start or (not drafter and m.name in c.spec_only):
             continue
         lines.append(f"{m.name}{{{_labels(m, '0')}}} 0")
     return "\n".join(lines) + "\n"
@@ -77,11 +76,6 @@ def fresh_server_scrape(engine, drafter: bool = False) -> str:
 
 def _labels(metric, value: str) -> str:
     return ",".join(f'{name}="{value}"' for name in metric.labels)
-
-
-def _spec_only(engine):
-    path = repo_data_dir() / "engine-contracts" / f"{engine}-{PINNED[engine]}.json"
-    return set(json.loads(path.read_text()).get("spec_only_metrics", []))
 
 
 @pytest.mark.parametrize("engine", sorted(PINNED))
@@ -163,7 +157,6 @@ def test_every_study_dry_run_line_was_parsed_by_the_real_parser(engine):
     import subprocess
     import sys
 
-    from servebook.util.paths import repo_data_dir
 
     root = repo_data_dir().parent
     studies = sorted(str(p) for p in (root / "data" / "studies").glob("*.yaml"))

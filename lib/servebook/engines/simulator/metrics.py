@@ -81,9 +81,8 @@ class Counters:
             if contract is not None and recorded is None:
                 setattr(self, attribute, None)  # the release does not export it
                 continue
-            if attribute in ("drafted", "accepted") and config.flavor == "vllm" and not drafting:
-                setattr(self, attribute, None)  # vLLM makes its speculative metrics only with a drafter
-                continue
+            if recorded is not None and sample in contract.spec_only and not drafting:  # type: ignore[union-attr]
+                continue  # the release makes it only when a drafter is configured (vLLM's speculative metrics)
             labels = list(recorded.labels) if recorded else []
             metric = classes[kind](full, doc, labels, registry=self.registry)
             if recorded is None or recorded.at_start:
