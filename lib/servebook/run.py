@@ -350,6 +350,7 @@ def run_candidate(
     engine_info = EngineInfo(argv=redact_argv(target.argv), base_url=target.base_url, served_model=served_model,
                              verification=verification)
     failure: EngineFailed | None = None
+    interrupted = False
     try:
         _launch_and_measure(engine, candidate, plan, writer, log, engine_info, environment, reporter, api_key)
     except EngineFailed as error:
@@ -360,8 +361,6 @@ def run_candidate(
         raise
     except KeyboardInterrupt:  # the engine is stopped already (_launch_and_measure's finally)
         interrupted = True
-    else:
-        interrupted = False
     _write_raw(writer, log)
     sealed = {**identity.model_dump(), "environment": environment, "engine": engine_info, "finished_at": utc_now()}
     if interrupted:
