@@ -94,6 +94,9 @@ def _override_keys(data: dict) -> list[tuple[str, str]]:
         if not isinstance(overrides, dict):
             raise InputError(f"variants[{i}].set: a mapping from a dotted field to a value")
         keys += [(f"variants[{i}].set.{k}", str(k)) for k in overrides]
+    search = data.get("search")
+    if isinstance(search, dict) and isinstance(search.get("space"), dict):
+        keys += [(f"search.space.{k}", str(k)) for k in search["space"]]
     return keys
 
 

@@ -20,6 +20,7 @@ from .errors import InputError, format_validation_error
 from .names import SAFE_NAME, check_safe_name, safe_name_from
 from .plan import Plan
 from .rules import VerdictRules
+from .search import SearchSpec
 from .shown import ShownAsYaml
 
 
@@ -81,6 +82,8 @@ class Study(ShownAsYaml, _Strict):
     verdict: VerdictRules = VerdictRules()
     repeats: int = Field(1, ge=1, le=100, description="independent engine launches per candidate, interleaved "
                                                       "across candidates; runs are the unit of the statistics")
+    search: SearchSpec | None = Field(None, description="a configuration search over knobs (servebook search): "
+                                                        "pruned by memory, screened, the best confirmed with repeats")
 
     @field_validator("variants")
     @classmethod
@@ -101,9 +104,25 @@ class Study(ShownAsYaml, _Strict):
                              f"the study's candidates are {', '.join(names) or 'none'}")
         problems = [f"verdict.rules[{i}]: {problem}" for i, rule in enumerate(self.verdict.rules)
                     for problem in self.plan.unmatched(rule)]
+        if self.search is not None:
+            problems += [f"search.objective: {problem}" for problem in self.plan.unmatched(self.search.objective.rule())]
+            problems += [f"search.screen.plan: {problem}"
+                         for problem in self.screening_plan().unmatched(self.search.objective.rule())]
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    def screening_plan(self) -> Plan:
+        """The study's plan with the search's screening overrides: shorter, so more configurations are screened."""
+        if self.search is None or not self.search.screen.plan:
+            return self.plan
+        from .candidate import set_dotted
+
+        data = set_dotted(self.plan.model_dump(mode="json", exclude_unset=True), self.search.screen.plan)
+        try:
+            return Plan.model_validate(data)
+        except ValidationError as error:
+            raise ValueError(format_validation_error(error, "search.screen.plan")) from None
 
     def heading(self) -> str:
         return f"study {self.name}: {len(self.expand())} candidates x {self.repeats} repeats"
@@ -137,7 +156,7 @@ class Study(ShownAsYaml, _Strict):
         if self.include_base:
             add("baseline", {}, "base")
         for combo in self.axes.combinations():
-            add(_combo_name(combo), combo, "axes " + ", ".join(f"{k}={v!r}" for k, v in combo.items()))
+            add(combo_name(combo), combo, "axes " + ", ".join(f"{k}={v!r}" for k, v in combo.items()))
         for variant in self.variants:
             add(variant.name, variant.set, f"variant {variant.name!r}")
         return entries
@@ -150,11 +169,14 @@ class StudyEntry:
     overrides: dict[str, Any]
 
 
-def _combo_name(combo: dict[str, Any]) -> str:
+def combo_name(combo: dict[str, Any]) -> str:
     def short(key: str) -> str:
         return key.split(".")[-1]
 
     def value(v: Any) -> str:
-        return json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else str(v)
+        # A mapping's values only (drafter={kind: mtp, max_draft_tokens: 2} -> mtp-2): its keys are in the study.
+        if isinstance(v, dict):
+            return "-".join(value(x) for x in v.values() if x is not None) or "default"
+        return json.dumps(v, sort_keys=True) if isinstance(v, list) else str(v)
 
     return safe_name_from(",".join(f"{short(k)}={value(v)}" for k, v in combo.items()))

@@ -19,7 +19,11 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..config.candidate import Candidate
+    from ..config.search import MemoryBudget
 
 # Bytes per element of the KV cache types the engines name; llama.cpp's block types carry a scale
 # per 32 elements (q8_0: 34 bytes per 32 values).
@@ -270,3 +274,38 @@ def read_gguf_header(path: str | Path) -> tuple[dict[str, Any], int]:
         take("<Q")
         total += math.prod(dims) // block * size
     return fields, total
+
+
+def does_not_fit(candidate: "Candidate", budget: "MemoryBudget") -> str | None:
+    """Why `candidate` cannot run within `budget`, from the arithmetic alone, or None when it fits: too many GPUs,
+    weights that leave no room for a KV cache, or more running requests than full-context KV caches fit."""
+    knobs = candidate.knobs
+    tp = knobs.tensor_parallel_size
+    gpus = tp * candidate.launch.replicas
+    if gpus > budget.gpus:
+        return f"needs {gpus} GPUs (TP {tp} x {candidate.launch.replicas} replicas); the host has {budget.gpus}"
+    source = budget.model or candidate.model.path
+    if not source or source.startswith("tiny:"):
+        raise ValueError("search.memory.model: give the model's shape (a GGUF file or a config.json) for the memory "
+                         "arithmetic; the candidate's model is not a local file")
+    shape = ModelShape.from_file(source)
+    if budget.weights_gib is not None:
+        shape = shape.with_weights(int(budget.weights_gib * GIB), "search.memory.weights_gib")
+    context = budget.context_length or knobs.context_length
+    if context is None:
+        raise ValueError("search.memory.context_length: give the tokens each request may hold (or set "
+                         "knobs.context_length)")
+    found = fit(shape, gpu_gib=budget.gpu_gib, tensor_parallel=tp, context_length=context, kv_dtype=knobs.kv_dtype,
+                gpus=budget.gpus, memory_fraction=budget.memory_fraction, overhead_gib=budget.overhead_gib)
+    weights = shape.weight_bytes / tp / GIB
+    usable = budget.gpu_gib * budget.memory_fraction - budget.overhead_gib
+    if found.token_pool == 0:
+        return f"weights of {weights:.1f} GiB per GPU at TP {tp} leave no room for a KV cache in {usable:.1f} GiB"
+    running = knobs.max_running_requests
+    if running is not None and running > found.requests_at_context:
+        need = running * found.request_bytes_per_gpu / GIB
+        return (f"{running} running requests of {context} tokens need {need:.1f} GiB of KV per GPU "
+                f"({found.request_bytes_per_gpu / context / 1024:.0f} KiB per token at {knobs.kv_dtype or 'auto'}); "
+                f"{usable - weights:.1f} GiB is left after the weights, "
+                f"room for {found.requests_at_context}")
+    return None

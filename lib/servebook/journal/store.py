@@ -146,6 +146,27 @@ class Journal(Renderable):
         self._push(path)
         return path
 
+    def add_search(self, study: str, event: dict) -> Path:
+        """A configuration search's record (what was pruned, screened and confirmed, and the winner), appended
+        under searches/STUDY/ and never rewritten: the runs themselves stay the evidence."""
+        import json
+
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+        path = self.root / "searches" / study / f"{stamp}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(path, json.dumps(event, indent=1, default=str).encode())
+        self._push(path)
+        return path
+
+    def searches(self, study: str | None = None) -> list[dict]:
+        """Recorded search events (of one study, or of every study), oldest first."""
+        import json
+
+        folder = self.root / "searches"
+        paths = sorted((folder / study).glob("*.json") if study else folder.glob("*/*.json"),
+                       key=lambda p: p.name)
+        return [json.loads(p.read_text()) for p in paths]
+
     def run_ids(self) -> list[str]:
         if not self.runs_dir.is_dir():
             return []

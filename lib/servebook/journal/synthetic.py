@@ -110,3 +110,32 @@ def write_synthetic_run(journal: Journal, *, index: int, study: str | None = "sy
                                "run_ids": [record.run_id],
                                "rules_hash": "synthetic", "rules": None, "baseline_run_id": None})
     return record
+
+
+def write_modelled_run(journal: Journal, candidate: Candidate, plan: Plan, *, study: str, entry: str,
+                       rng: np.random.Generator, launch_cv: float = 0.03, cell_cv: float = 0.01) -> RunRecord:
+    """A completed run whose decode figures are the simulator's timing model for `candidate` (its truth, see
+    engines/simulator/truth.py) times a log-normal launch-to-launch draw shared by every cell and a smaller one per
+    cell: what a search or a sweep would record if launches cost nothing. Synthetic: never publish it."""
+    from ..engines.simulator.truth import timing_for
+
+    timing = timing_for(candidate)
+    launch = rng.lognormal(0.0, launch_cv)
+    decode = plan.decode
+    cells = []
+    for category in decode.categories if decode else []:
+        for c in decode.concurrency if decode else []:
+            value = timing.decode_tok_s(c) * launch * rng.lognormal(0.0, cell_cv)
+            cells.append({"cell_id": f"decode-{category}-c{c}", "kind": "decode", "category": category,
+                          "concurrency": c, "target_prompt_tokens": None, "aggregate_tok_s": value,
+                          "per_request_tok_s": value / min(c, timing.slots), "valid": True, "invalid_codes": "",
+                          "invalid_reasons": "", "reconciliation": "ok"})
+    writer = journal.start_run(candidate.id)
+    writer.write_table("cells", pd.DataFrame(cells))
+    writer.seal(Manifest.model_validate({
+        "status": "completed", "candidate_id": candidate.id, "candidate_label": entry,
+        "candidate": candidate.model_dump(mode="json"), "plan_id": plan.id, "plan": plan.model_dump(mode="json"),
+        "study": study, "study_entry": entry, "synthetic": True,
+        "environment": {"host": "modelled", "engine_version": "sim-timing-model"},
+        "summary": {"cells": len(cells), "valid_cells": len(cells)}}))
+    return journal.run(writer.run_id)

@@ -13,7 +13,8 @@ from .orchestrate import check_study_fits, run_pending, sweep, until_decided
 from .pending import SweepResult, counted_statuses, interleaved, recorded
 from .placement import Lane, gpu_lanes, lane_for, place
 from .runner import QUALIFY_NOTEBOOK, PapermillRunner, Runner
+from .search import SearchResult, search
 
 __all__ = ["QUALIFY_NOTEBOOK", "DryRunEntry", "Lane", "PapermillRunner", "Runner", "SweepResult",
            "check_study_fits", "counted_statuses", "dry_run", "gpu_lanes", "gpu_lanes_for", "gpus_needed",
-           "interleaved", "lane_for", "place", "recorded", "run_pending", "sweep", "until_decided"]
+           "interleaved", "lane_for", "place", "recorded", "run_pending", "search", "SearchResult", "sweep", "until_decided"]

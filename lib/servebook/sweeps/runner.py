@@ -234,3 +234,31 @@ def _shutdown(km: Any) -> None:
         pass
     if process is not None and process.poll() is None:
         process.kill()
+
+
+@dataclass
+class ModelledRunner:
+    """A runner that launches nothing: each run is sealed at once with the simulator's timing model for the
+    candidate, with launch-to-launch noise (journal/synthetic.py). Beside the real runners, as httpx keeps a mock
+    transport beside its transports: tests and benchmarks of orchestration and statistics use it."""
+
+    seed: int = 0
+    launch_cv: float = 0.03
+    launches: list[str] = field(default_factory=list)
+    _rng: Any = field(default=None, init=False, repr=False)
+
+    def run(self, study: Study, entry: StudyEntry, journal: Journal, reporter: Reporter,
+            lane: Lane | None = None) -> SweepResult:
+        import numpy as np
+
+        from ..journal.synthetic import write_modelled_run
+
+        if self._rng is None:
+            self._rng = np.random.default_rng(self.seed)
+        self.launches.append(entry.name)
+        record = write_modelled_run(journal, entry.candidate, study.plan, study=study.name, entry=entry.name,
+                                    rng=self._rng, launch_cv=self.launch_cv)
+        return SweepResult(entry.name, entry.candidate.id, record.run_id, record.status, 0.0)
+
+    def close(self) -> None:
+        return None

@@ -16,6 +16,10 @@ FAULTS = ("never_ready", "crash_mid_stream", "oom_warmup", "wrong_usage", "null_
           "no_tokenizer")
 
 
+#: how often a drafted token is accepted, per method: n-gram lookup guesses prose worse than a trained head
+ACCEPTANCE = {"NGRAM": 0.5}
+FP8_KV_COST = 0.85
+
 
 @dataclass
 class TimingModel:
@@ -27,10 +31,34 @@ class TimingModel:
     slots: int = 4
     draft_tokens: int = 0
     acceptance: float = 0.7
+    #: a verify pass costs each running sequence this much more per drafted token (it scores k + 1 positions), and
+    #: the step's fixed part a little: a drafter gains at one request and loses at many, as on real GPUs
+    verify_cost_per_draft: float = 0.6
+    fixed_cost_per_draft: float = 0.05
+    #: the per-sequence part of a step with an 8-bit KV cache (half the KV bytes read, the rest unchanged)
+    kv_cost: float = 1.0
     #: every duration times this: a planted regression (simulator flag --sim-slowdown, e.g. 1.1 for 10% slower)
     slowdown: float = 1.0
     #: between-launch spread: each launch draws its own speed, lognormal with this CV (--sim-run-noise)
     run_noise: float = 0.0
+
+    def step_seconds(self, running: int, speed: float = 1.0) -> float:
+        """One decode step (a verify pass with a drafter) with `running` sequences in the batch."""
+        k = self.draft_tokens
+        fixed = self.step_base_s * (1 + self.fixed_cost_per_draft * k)
+        per_sequence = self.step_per_seq_s * self.kv_cost * (1 + self.verify_cost_per_draft * k)
+        return (fixed + per_sequence * max(1, running)) * speed
+
+    def tokens_per_step(self) -> float:
+        """Expected tokens a sequence emits per step: the accepted run of drafts (stopping at the first
+        rejection, at most k) plus the one the verify pass emits."""
+        return sum(self.acceptance ** i for i in range(self.draft_tokens + 1))
+
+    def decode_tok_s(self, concurrency: int) -> float:
+        """The model's aggregate decode rate at a closed-loop concurrency (first tokens and prefill aside): the
+        truth a configuration search against the simulator is scored by."""
+        running = min(concurrency, self.slots)
+        return running * self.tokens_per_step() / self.step_seconds(running, self.slowdown)
 
 
 @dataclass
@@ -100,6 +128,7 @@ def _parse_flavor(flavor: str, parser: argparse.ArgumentParser, argv: list[str],
         args, _ = parser.parse_known_args(argv)
         timing.slots, timing.chunk = args.parallel, args.ubatch_size
         timing.draft_tokens = args.spec_draft_n_max if args.spec_type != "none" else 0
+        timing.acceptance = ACCEPTANCE["NGRAM"] if args.spec_type.startswith("ngram") else timing.acceptance
         return SimConfig(flavor, args.host, args.port, args.model, timing, faults, metrics_enabled=args.metrics,
                          served_name=args.alias, context_length=args.ctx_size, server_args=vars(args))
     if flavor == "sglang":
@@ -118,6 +147,8 @@ def _parse_flavor(flavor: str, parser: argparse.ArgumentParser, argv: list[str],
         timing.slots = args.max_running_requests
         timing.chunk = args.chunked_prefill_size if args.chunked_prefill_size > 0 else 1 << 30
         timing.draft_tokens = args.speculative_num_draft_tokens if args.speculative_algorithm else 0
+        timing.acceptance = ACCEPTANCE.get(str(args.speculative_algorithm).upper(), timing.acceptance)
+        timing.kv_cost = FP8_KV_COST if "fp8" in str(args.kv_cache_dtype) else 1.0
         return SimConfig(flavor, args.host, args.port, args.model_path, timing, faults,
                          metrics_enabled=args.enable_metrics, served_name=args.served_model_name,
                          context_length=args.context_length, server_args=vars(args),
@@ -130,10 +161,14 @@ def _parse_flavor(flavor: str, parser: argparse.ArgumentParser, argv: list[str],
     parser.add_argument("--max-model-len", type=int, default=None)
     parser.add_argument("--enable-prompt-tokens-details", action="store_true")
     parser.add_argument("--enable-force-include-usage", action="store_true")
+    parser.add_argument("--kv-cache-dtype", default="auto")
     args, _ = parser.parse_known_args([a for a in argv if a not in ("vllm", "serve")])
     timing.slots, timing.chunk = args.max_num_seqs, args.max_num_batched_tokens
     if args.speculative_config:
-        timing.draft_tokens = int(json.loads(args.speculative_config).get("num_speculative_tokens", 3))
+        spec = json.loads(args.speculative_config)
+        timing.draft_tokens = int(spec.get("num_speculative_tokens", 3))
+        timing.acceptance = ACCEPTANCE.get(str(spec.get("method", "")).upper(), timing.acceptance)
+    timing.kv_cost = FP8_KV_COST if "fp8" in str(args.kv_cache_dtype) else 1.0
     return SimConfig(flavor, args.host, args.port, args.model, timing, faults, served_name=args.served_model_name,
                      context_length=args.max_model_len, server_args=vars(args),
                      cache_report=args.enable_prompt_tokens_details, force_usage=args.enable_force_include_usage)

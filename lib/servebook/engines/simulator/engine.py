@@ -62,9 +62,7 @@ class Engine:
         return seconds * self.speed
 
     def step_seconds(self) -> float:
-        timing = self.config.timing
-        spec = 1 + 0.15 * timing.draft_tokens if timing.draft_tokens else 1
-        return (timing.step_base_s + timing.step_per_seq_s * max(1, self.running)) * spec * self.speed
+        return self.config.timing.step_seconds(self.running, self.speed)
 
     def tokens_this_step(self) -> tuple[int, int]:
         """(tokens emitted, drafted) for one decode step; a drafter emits runs of accepted tokens."""
