@@ -126,10 +126,16 @@ def write_modelled_run(journal: Journal, candidate: Candidate, plan: Plan, *, st
     for category in decode.categories if decode else []:
         for c in decode.concurrency if decode else []:
             value = timing.decode_tok_s(c) * launch * rng.lognormal(0.0, cell_cv)
+            output = decode.output_tokens if decode else 64
+            ttft = timing.step_seconds(min(c, timing.slots)) * max(1.0, c / timing.slots)
             cells.append({"cell_id": f"decode-{category}-c{c}", "kind": "decode", "category": category,
-                          "concurrency": c, "target_prompt_tokens": None, "aggregate_tok_s": value,
-                          "per_request_tok_s": value / min(c, timing.slots), "valid": True, "invalid_codes": "",
-                          "invalid_reasons": "", "reconciliation": "ok"})
+                          "concurrency": c, "target_prompt_tokens": None, "output_tokens": output, "requests": c,
+                          "errors": 0, "prompt_tokens": 150 * c, "cached_tokens": 0, "completion_tokens": output * c,
+                          "wall_s": output * c / value, "aggregate_tok_s": value,
+                          "per_request_tok_s": value / min(c, timing.slots), "ttft_s": ttft, "ttft_p90_s": ttft,
+                          "prefill_tok_s": None, "draft_acceptance": timing.acceptance if timing.draft_tokens else None,
+                          "reconciliation": "ok", "reconciliation_message": "modelled, not measured", "valid": True,
+                          "invalid_codes": "", "invalid_reasons": ""})
     writer = journal.start_run(candidate.id)
     writer.write_table("cells", pd.DataFrame(cells))
     writer.seal(Manifest.model_validate({

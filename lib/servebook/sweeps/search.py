@@ -21,10 +21,10 @@ from ..config.study import Study, StudyEntry
 from ..engines.sizing import does_not_fit
 from ..estimates import ALPHA, fit_contrasts
 from ..journal import Journal, RunRecord
+from ..measure.validity import only_disturbed
 from ..util.progress import Reporter
 from ..util.render import Block, Renderable, Table, Text
 from ..verdicts.comparisons import select_cells
-from ..measure.validity import only_disturbed
 from ..verdicts.evidence import cell_codes, run_cells
 from .gpus import gpu_lanes_for
 from .orchestrate import check_study_fits, run_pending, run_placed
@@ -99,6 +99,16 @@ class SearchResult(Renderable):
         data["launches"] = self.launches
         data["conclusion"] = self.conclusion()
         return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "SearchResult":
+        """A recorded search (journal searches/), read back for views and the site."""
+        fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        fields["pruned"] = [Pruned(**p) for p in data.get("pruned", [])]
+        fields["screened"] = [Screened(**s) for s in data.get("screened", [])]
+        fields["confirmed"] = [Confirmed(**c) for c in data.get("confirmed", [])]
+        fields["margin"] = tuple(data["margin"]) if data.get("margin") else None
+        return cls(**fields)
 
     def blocks(self) -> list[Block]:
         unit = "lower is better" if self.lower_is_better else "higher is better"

@@ -143,6 +143,7 @@ class SiteBuilder:
         for name, runs in by_study.items():
             self._study_page(name, runs, links_key)
         self._history_pages(summaries, links_key)
+        self._search_pages(links_key)
         self._index_page(summaries, links_key)
         self._compare_page(summaries, links_key)
         self._remove_stale({s["run_id"] for s in summaries})
@@ -264,6 +265,7 @@ class SiteBuilder:
             rules = rules_source["rules"] if rules_source else None
             study = {
                 "name": name,
+                "search": page_slug(name) if name in self.searched else None,
                 "winner": [s["label"] for s in chosen if s["verdict"] == "accepted"],
                 "rules": rules,
                 "rules_hash": rules_source["rules_hash"] if rules_source else None,
@@ -304,6 +306,28 @@ class SiteBuilder:
                                     charts=[{"id": "history-chart", "figure": history_spec(found)}])
 
             self._page(f"candidates/{page_slug(label)}.html", [[s["fingerprint"] for s in runs], links], render)
+
+    def _search_pages(self, links: list) -> None:
+        """A page per searched study: its newest search's history, confirmation and what was pruned, and why."""
+        from ...sweeps.search import SearchResult
+        from ..search import search_spec
+
+        for name in self.searched:
+            event = self.journal.searches(name)[-1]
+
+            def render(event: dict = event, name: str = name) -> str:
+                result = SearchResult.from_json(event)
+                return self._render("search.html.j2", "../", title=f"search {name}", name=name, slug=page_slug(name),
+                                    conclusion=result.conclusion(), body=to_html(result.blocks()),
+                                    charts=[{"id": "search-chart", "figure": search_spec(result)}])
+
+            self._page(f"searches/{page_slug(name)}.html", [event, links], render)
+
+    @property
+    def searched(self) -> list[str]:
+        folder = self.journal.root / "searches"
+        return sorted(p.name for p in folder.iterdir() if p.is_dir() and any(p.glob("*.json"))) \
+            if folder.is_dir() else []
 
     def _index_page(self, summaries: list[dict], links: list) -> None:
         rows = []
