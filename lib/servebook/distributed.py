@@ -15,21 +15,32 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .config.candidate import Candidate
 from .config.study import Study, StudyEntry
 from .journal import Journal
-from .sweeps import QUALIFY_NOTEBOOK, PapermillRunner, SweepResult, check_study_fits, gpus_needed, run_pending
+from .sweeps import (
+    QUALIFY_NOTEBOOK,
+    PapermillRunner,
+    SearchResult,
+    SweepResult,
+    check_study_fits,
+    gpus_needed,
+    run_pending,
+    search,
+)
 from .sweeps.placement import Lane
 from .util.errors import InputError
 from .util.progress import Reporter
 
 
-def _run_on_worker(study: dict[str, Any], entry_name: str, journal: str, kernel: dict[str, Any],
+def _run_on_worker(study: dict[str, Any], entry_data: dict[str, Any], journal: str, kernel: dict[str, Any],
                    lane: str | None) -> dict[str, Any]:
-    """Inside the Ray task: the candidate's notebook on the GPUs Ray gave this task, recorded on its lane."""
+    """Inside the Ray task: the candidate's notebook on the GPUs Ray gave this task, recorded on its lane. The entry
+    travels whole: a search's configurations are not among the study's expanded candidates."""
     import ray
 
     loaded = Study.model_validate(study)
-    entry = next(e for e in loaded.expand() if e.name == entry_name)
+    entry = StudyEntry(entry_data["name"], Candidate.model_validate(entry_data["candidate"]), entry_data["overrides"])
     gpus = tuple(int(g) for g in ray.get_gpu_ids()) or None
     # One candidate per task: papermill owns its kernel (a kernel kept in a Ray worker would outlive the sweep).
     runner = PapermillRunner(**kernel, reuse=False)
@@ -67,7 +78,8 @@ class RayRunner:
 
             options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(lane.node, soft=False)
         task = self._remote.options(**options).remote(
-            study.model_dump(mode="json"), entry.name, journal.location, self.kernel,
+            study.model_dump(mode="json"), {"name": entry.name, "candidate": entry.candidate.model_dump(mode="json"),
+                                            "overrides": entry.overrides}, journal.location, self.kernel,
             lane.label if lane is not None else None)
         try:
             result = SweepResult(**ray.get(task))
@@ -81,6 +93,32 @@ class RayRunner:
         return None
 
 
+def _connect(address: str | None, init: dict[str, Any] | None) -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise InputError("--ray needs Ray: pip install 'servebook[ray]' (or ray>=2.9) on the driver and the "
+                         "workers") from None
+    if not ray.is_initialized():
+        ray.init(address=address, **(init or {}), log_to_driver=False)
+    return ray
+
+
+def search_on_ray(study: Study, journal: Journal, *, address: str | None = "auto", reporter: Reporter | None = None,
+                  budget: int | None = None, kernel_name: str = "python3", start_timeout: int = 120,
+                  execution_timeout: int | None = 3600, init: dict[str, Any] | None = None) -> "SearchResult":
+    """A configuration search whose launches are Ray tasks: each screening round launches as many configurations
+    as the cluster has GPUs for, and the confirmation's repeats run side by side."""
+    ray = _connect(address, init)
+    runner = RayRunner({"notebook": QUALIFY_NOTEBOOK, "kernel_name": kernel_name, "start_timeout": start_timeout,
+                        "execution_timeout": execution_timeout})
+    widest = max([gpus_needed(e) for e in study.expand()] or [1])
+    width = max(1, int(ray.cluster_resources().get("GPU", 0)) // widest)
+    result = search(study, journal, reporter=reporter, runner=runner, budget=budget, workers=width)
+    journal.pull()
+    return result
+
+
 def sweep_on_ray(study: Study, journal: Journal, *, address: str | None = "auto", reporter: Reporter | None = None,
                  retry_failed: bool = False, kernel_name: str = "python3", start_timeout: int = 120,
                  execution_timeout: int | None = 3600, init: dict[str, Any] | None = None) -> list[SweepResult]:
@@ -88,17 +126,11 @@ def sweep_on_ray(study: Study, journal: Journal, *, address: str | None = "auto"
 
     `address`: the cluster (`auto`, `ray://head:10001`); `init`: other `ray.init` arguments (a test starts a local
     cluster with `{"num_gpus": 4}` fake GPUs)."""
-    try:
-        import ray
-    except ImportError:
-        raise InputError("--ray needs Ray: pip install 'servebook[ray]' (or ray>=2.9) on the driver and the "
-                         "workers") from None
     reporter = reporter or Reporter()
     journal.ensure_writable()
     entries = study.expand()
     check_study_fits(study, entries)
-    if not ray.is_initialized():
-        ray.init(address=address, **(init or {}), log_to_driver=False)
+    ray = _connect(address, init)
     runner = RayRunner({"notebook": QUALIFY_NOTEBOOK, "kernel_name": kernel_name, "start_timeout": start_timeout,
                         "execution_timeout": execution_timeout})
     reporter.log(f"ray: runs go to {ray.get_runtime_context().gcs_address}")

@@ -23,6 +23,8 @@ def search_cmd(
     parallel: str = typer.Option("1", "--parallel", help="auto (or N): screen and confirm on disjoint GPU groups at "
                                                           "once; serial on hosts without GPUs"),
     gpus: Optional[str] = typer.Option(None, "--gpus", help="with --parallel: the GPU indices to share out"),
+    ray: Optional[str] = typer.Option(None, "--ray", help="a Ray cluster address (auto, ray://host:10001): each "
+                                                           "launch becomes a Ray task asking for its GPUs"),
     kernel: str = typer.Option("python3", help="Jupyter kernel name for papermill"),
     execution_timeout: int = typer.Option(3600, help="seconds one notebook cell may run"),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="also write the search's record as JSON"),
@@ -40,9 +42,15 @@ def search_cmd(
     except ValueError:
         raise InputError(f"--gpus {gpus!r}: comma-separated GPU indices, e.g. 0,1,2,3") from None
     j = open_journal(journal, create=True).ensure_writable()
-    result = search(study, j, reporter=Reporter(), budget=budget, gpus=gpu_list, kernel_name=kernel,
-                    execution_timeout=execution_timeout,
-                    parallel=parallel if parallel == "auto" else (int(parallel) if parallel.isdigit() else parallel))
+    if ray:
+        from ..distributed import search_on_ray
+
+        result = search_on_ray(study, j, address=ray, reporter=Reporter(), budget=budget, kernel_name=kernel,
+                               execution_timeout=execution_timeout)
+    else:
+        result = search(study, j, reporter=Reporter(), budget=budget, gpus=gpu_list, kernel_name=kernel,
+                        execution_timeout=execution_timeout,
+                        parallel=parallel if parallel == "auto" else (int(parallel) if parallel.isdigit() else parallel))
     out.print(result)
     if output is not None:
         output.write_text(json.dumps(result.to_json(), indent=1, default=str))

@@ -35,6 +35,7 @@ def search_spec(result: SearchResult) -> dict:
                                   "color": "#067647" if c.name == result.winner else PALETTE[(k + 2) % len(PALETTE)]}})
     layout = {**_LAYOUT, "title": {"text": f"{result.objective}: {len(result.screened)} screened, "
                                            f"{len(result.confirmed)} confirmed, {len(result.pruned)} pruned unlaunched"},
+              "legend": {**_LAYOUT.get("legend", {}), "title": {"text": "launches"}},
               "xaxis": {**_AXIS, "title": {"text": "launch, in order"}},
               "yaxis": {**_AXIS, "title": {"text": result.objective}}}
     return {"data": traces, "layout": layout}

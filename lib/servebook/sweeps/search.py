@@ -179,8 +179,10 @@ def _space_entries(study: Study, result: SearchResult) -> tuple[list[Config], li
 
 def search(study: Study, journal: Journal, *, reporter: Reporter | None = None, runner: Runner | None = None,
            budget: int | None = None, parallel: str | int = 1, gpus: list[int] | None = None,
-           kernel_name: str = "python3", execution_timeout: int | None = 3600) -> SearchResult:
-    """Prune, screen and confirm the study's search space within `budget` launches (default: the study's)."""
+           kernel_name: str = "python3", execution_timeout: int | None = 3600, workers: int = 1) -> SearchResult:
+    """Prune, screen and confirm the study's search space within `budget` launches (default: the study's).
+    `parallel`/`gpus`: launches at once on disjoint GPU groups (lanes, as a sweep); `workers`: launches at once
+    through a runner that places them itself (Ray)."""
     if study.search is None:
         raise InputError(f"study {study.name}: no search section (space, objective) to search")
     spec = study.search if budget is None else study.search.model_copy(update={"budget": budget})
@@ -203,8 +205,8 @@ def search(study: Study, journal: Journal, *, reporter: Reporter | None = None, 
     runner = runner or PapermillRunner(kernel_name=kernel_name, execution_timeout=execution_timeout)
     lanes = gpu_lanes_for(entries, parallel, gpus, reporter)
     try:
-        _screen(study, journal, runner, reporter, configs, entries, result, lanes)
-        _confirm(study, journal, runner, reporter, configs, entries, result, lanes)
+        _screen(study, journal, runner, reporter, configs, entries, result, lanes, workers)
+        _confirm(study, journal, runner, reporter, configs, entries, result, lanes, workers)
     finally:
         runner.close()
     journal.index()
@@ -217,14 +219,14 @@ def _recorded(result: SearchResult, journal: Journal) -> SearchResult:
 
 
 def _screen(study: Study, journal: Journal, runner: Runner, reporter: Reporter, configs: list[Config],
-            entries: list[StudyEntry], result: SearchResult, lanes: list | None) -> None:
+            entries: list[StudyEntry], result: SearchResult, lanes: list | None, workers: int) -> None:
     """Screening launches until their share of the budget is spent: a space-filling start, then expected
     improvement under the model of everything measured so far."""
     assert study.search is not None
     spec = study.search
     screen_study = study.model_copy(update={"plan": study.screening_plan(), "repeats": 1})
     features = [c.features for c in configs]
-    width = max(1, len(lanes or []))
+    width = max(1, len(lanes or []), workers)
     initial = spec.screen.initial or max(4, 2 * len(spec.space))
     observed: dict[int, float] = {}
     done: set[int] = set()
@@ -241,7 +243,7 @@ def _screen(study: Study, journal: Journal, runner: Runner, reporter: Reporter, 
             picks = _picks(features, observed, done, initial, count, spec.seed, spec.objective.lower_is_better)
             placed = [(0, entries[i], lanes[k % len(lanes)] if lanes else None) for k, (i, _) in enumerate(picks)]
             finished = run_placed(placed, lambda _, entry, lane: runner.run(screen_study, entry, journal, reporter,
-                                                                              lane), task.advance)
+                                                                              lane), task.advance, workers)
             for (i, why), run in zip(picks, finished):
                 done.add(i)
                 _note(result, journal, study, configs[i], run.run_id, why, observed, i)
@@ -286,7 +288,7 @@ def _figure(value: float | None) -> str:
 
 
 def _confirm(study: Study, journal: Journal, runner: Runner, reporter: Reporter, configs: list[Config],
-             entries: list[StudyEntry], result: SearchResult, lanes: list | None) -> None:
+             entries: list[StudyEntry], result: SearchResult, lanes: list | None, workers: int) -> None:
     """The best `confirm.top` screened configurations (by the model's mean, which discounts one lucky launch)
     get interleaved repeats under the full plan; the winner is compared with the rest (multiple comparisons
     with the best, Hsu: Bonferroni over the others, one-sided)."""
@@ -305,7 +307,7 @@ def _confirm(study: Study, journal: Journal, runner: Runner, reporter: Reporter,
     confirm_study = study.model_copy(update={"repeats": spec.confirm.repeats})
     reporter.log(f"confirming {', '.join(configs[i].name for i in top)}: {spec.confirm.repeats} interleaved runs each")
     run_pending(confirm_study, [entries[i] for i in top], journal, runner, reporter, retry_failed=False, lanes=lanes,
-                title=f"confirming {study.name}: {len(top)} x {spec.confirm.repeats}")
+                workers=workers, title=f"confirming {study.name}: {len(top)} x {spec.confirm.repeats}")
     groups: dict[str, list[tuple[tuple[str, ...], float]]] = {}
     for i in top:
         records = journal.find_all(entries[i].candidate.id, study.plan.id, statuses=("completed", "failed"))
