@@ -51,8 +51,8 @@ def test_memory_pruning_says_what_does_not_fit_and_why():
     assert "needs 4 GPUs" in (does_not_fit(sglang(tensor_parallel_size=4), budget) or "")
     small = MemoryBudget(gpu_gib=16, gpus=1, model=LLAMA_8B)
     assert "leave no room for a KV cache" in (does_not_fit(sglang(max_running_requests=1), small) or "")
-    with pytest.raises(ValueError, match="search.memory.model"):
-        does_not_fit(sglang().model_copy(update={"model": sglang().model.model_copy(update={"path": "tiny:x"})}),
+    with pytest.raises(ValueError, match="search.memory.model: unknown tiny model 'nope'"):
+        does_not_fit(sglang().model_copy(update={"model": sglang().model.model_copy(update={"path": "tiny:nope"})}),
                      MemoryBudget(gpu_gib=48))
 
 

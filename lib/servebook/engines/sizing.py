@@ -284,14 +284,13 @@ def does_not_fit(candidate: "Candidate", budget: "MemoryBudget") -> str | None:
     gpus = tp * candidate.launch.replicas
     if gpus > budget.gpus:
         return f"needs {gpus} GPUs (TP {tp} x {candidate.launch.replicas} replicas); the host has {budget.gpus}"
-    source = budget.model or candidate.model.path
-    if not source or source.startswith("tiny:"):
-        raise ValueError("search.memory.model: give the model's shape (a GGUF file or a config.json) for the memory "
-                         "arithmetic; the candidate's model is not a local file")
-    shape = ModelShape.from_file(source)
+    from . import get_engine
+
+    shape = ModelShape.from_file(_shape_source(budget.model or candidate.model.path))
     if budget.weights_gib is not None:
         shape = shape.with_weights(int(budget.weights_gib * GIB), "search.memory.weights_gib")
-    context = budget.context_length or knobs.context_length
+    # What one request may hold as the engine reads its knobs (llama.cpp shares its context among its slots).
+    context = budget.context_length or get_engine(candidate.engine).context_per_request(candidate)
     if context is None:
         raise ValueError("search.memory.context_length: give the tokens each request may hold (or set "
                          "knobs.context_length)")
@@ -309,3 +308,22 @@ def does_not_fit(candidate: "Candidate", budget: "MemoryBudget") -> str | None:
                 f"{usable - weights:.1f} GiB is left after the weights, "
                 f"room for {found.requests_at_context}")
     return None
+
+
+def _shape_source(model: str | None) -> Path:
+    """The file the model's shape is read from: a path, or the GGUF a `tiny:`/`random:` reference was written to."""
+    if not model:
+        raise ValueError("search.memory.model: give the model's shape (a GGUF file or a config.json)")
+    if not model.startswith(("tiny:", "random:")):
+        return Path(model)
+    from .random_models import find_custom, generated_spec, random_model_path
+
+    try:
+        spec = generated_spec(model)
+    except KeyError as error:
+        raise ValueError(f"search.memory.model: {error.args[0]}") from None
+    path = random_model_path(spec) if spec is not None else find_custom(model.split(":", 1)[1])
+    if path is None or not path.is_file():
+        raise ValueError(f"search.memory.model: {model} is not written yet (servebook models random / models tiny), "
+                         "so its shape cannot be read; write it, or give a GGUF file or config.json")
+    return path
