@@ -130,16 +130,11 @@ class SearchResult(Renderable):
         return out + [t for t in (confirmed, screened, pruned) if t.rows]
 
 
-def objective_value(record: RunRecord, study: Study) -> float | None:
-    """The run's objective figure: the geometric mean of the valid, undisturbed cells it selects; None for a run
-    that failed or measured none of them validly."""
-    return _objective(record, study)[0]
-
-
-def _objective(record: RunRecord, study: Study) -> tuple[float | None, str]:
-    """(the objective figure or None, and when None why: the fault codes of the cells it selects)."""
+def _objective(record: RunRecord, study: Study, cells: Any = None) -> tuple[float | None, str]:
+    """(the run's objective figure: the geometric mean of the valid, undisturbed cells it selects, or None, and
+    when None why: the fault codes of those cells). `cells`: the run's cells where the caller read them already."""
     assert study.search is not None
-    cells = run_cells([record])[0]
+    cells = run_cells([record])[0] if cells is None else cells
     if cells is None or cells.empty:
         return None, record.status
     rule = study.search.objective.rule()
@@ -294,8 +289,8 @@ def _confirm(study: Study, journal: Journal, runner: Runner, reporter: Reporter,
     with the best, Hsu: Bonferroni over the others, one-sided)."""
     assert study.search is not None
     spec = study.search
-    measured = {configs.index(next(c for c in configs if c.name == s.name)): s.value
-                for s in result.screened if s.value is not None}
+    index = {c.name: i for i, c in enumerate(configs)}
+    measured = {index[s.name]: s.value for s in result.screened if s.value is not None}
     if len(measured) < 2:
         result.decision = f"only {len(measured)} screened configuration gave a figure; nothing to confirm"
         return
@@ -310,9 +305,9 @@ def _confirm(study: Study, journal: Journal, runner: Runner, reporter: Reporter,
                 workers=workers, title=f"confirming {study.name}: {len(top)} x {spec.confirm.repeats}")
     groups: dict[str, list[tuple[tuple[str, ...], float]]] = {}
     for i in top:
-        records = journal.find_all(entries[i].candidate.id, study.plan.id, statuses=("completed", "failed"))
+        records = journal.find_all(entries[i].candidate.id, study.plan.id, statuses=counted_statuses(False))
         values = [(cells.attrs["block"], value) for record, cells in zip(records, run_cells(records))
-                  if cells is not None and (value := objective_value(record, study)) is not None]
+                  if cells is not None and (value := _objective(record, study, cells)[0]) is not None]
         result.confirmed.append(Confirmed(configs[i].name, configs[i].overrides, [r.run_id for r in records],
                                           [v for _, v in values]))
         if values:
@@ -334,17 +329,29 @@ def _judge_winner(result: SearchResult, groups: dict[str, list[tuple[tuple[str, 
         return
     result.runner_up = ranked[1].name
     alpha = ALPHA / (len(ranked) - 1)
-    contrast = fit_contrasts(groups, result.runner_up).get(result.winner)
-    bounds = contrast.bounds_pct(alpha) if contrast is not None else None
-    if contrast is None or bounds is None:
+    # One fit of the confirmation; each other configuration's contrast with the winner (its variance does not
+    # depend on which side is the reference), turned round to read as the winner against it.
+    contrasts = fit_contrasts(groups, result.winner)
+    against = {c.name: _winner_against(contrasts.get(c.name), alpha) for c in ranked[1:]}
+    margin = against[result.runner_up]
+    contrast = contrasts.get(result.runner_up)
+    if contrast is None or margin is None:
         result.decision = "indistinguishable (no interval: too few runs)"
         return
-    result.margin = (contrast.pct, bounds[0], bounds[1])
-    better = bounds[1] < 0 if lower_is_better else bounds[0] > 0
-    others = [c for c in ranked[2:]]
-    beats_all = better and all(
-        (b := (fit_contrasts(groups, o.name).get(result.winner))) is not None and (iv := b.bounds_pct(alpha)) is not None
-        and (iv[1] < 0 if lower_is_better else iv[0] > 0) for o in others)
+    result.margin = margin
+    beats_all = all(m is not None and (m[2] < 0 if lower_is_better else m[1] > 0) for m in against.values())
     result.decision = "better" if beats_all else "indistinguishable"
     result.method = (f"winner against each other confirmed configuration, one-sided {100 * (1 - alpha):.1f}% "
                      f"(Bonferroni over {len(ranked) - 1}), {contrast.method}")
+
+
+def _winner_against(contrast: Any, alpha: float) -> tuple[float, float, float] | None:
+    """(change, lower, upper) in percent of the winner against the configuration whose contrast with the winner
+    this is; None without an interval."""
+    bounds = contrast.bounds_pct(alpha) if contrast is not None else None
+    if contrast is None or bounds is None:
+        return None
+    def flip(pct: float) -> float:
+        return 100.0 * (100.0 / (100.0 + pct) - 1.0)
+
+    return flip(contrast.pct), flip(bounds[1]), flip(bounds[0])
