@@ -21,7 +21,8 @@ def command_lines(paths: list[str]) -> dict:
         study = load_study(Path(path))
         for entry in study.expand():
             candidate = entry.candidate
-            if candidate.engine not in ("sglang", "vllm"):
+            # A simulator study's line is read by servebook's simulator, never by the engine: not recorded.
+            if candidate.engine not in ("sglang", "vllm") or candidate.launch.simulator:
                 continue
             adapter = get_engine(candidate.engine)
             argv = adapter.argv(candidate, port=30000, model_path=model_file_name(candidate.model.path or
