@@ -128,9 +128,11 @@ def test_qualify_interrupted_mid_plan_is_sealed_interrupted_with_its_cells(lab, 
                  ".jp-Toolbar-item[data-jp-item-name='interrupt']").first.click()
     interrupted = time.monotonic()
     manifest = cells.parent / "manifest.json"
-    while time.monotonic() < interrupted + 2.0 and not manifest.exists():
+    # The interrupt travels browser -> server -> kernel SIGINT; the seal then cancels the in-flight requests and
+    # writes the cells. Ten seconds bounds that on a busy CI machine (2 s was missed once there).
+    while time.monotonic() < interrupted + 10.0 and not manifest.exists():
         time.sleep(0.05)
-    assert manifest.exists(), "the run was not sealed within 2 s of the interrupt"
+    assert manifest.exists(), "the run was not sealed within 10 s of the interrupt"
     [record] = Journal(journal).runs()
     assert record.status == "interrupted" and len(record.table("cells")) >= 1
     page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=30_000)
