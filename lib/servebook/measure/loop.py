@@ -40,7 +40,7 @@ from .gates import run_gate, run_needles
 from .gpu import GpuSampler, NvmlReader, summarize_gpu
 from .host import DEFAULT_MAX_FOREIGN_CORES, cpu_sample, foreign_cores, own_processes, telemetry_rows
 from .log import CellOutcome, MeasurementLog
-from .openloop import schedule
+from .openloop import probe_window, schedule
 from .prompts import decode_prompt, filler_text
 from .reconcile import ClientCounts, reconcile
 from .scrape import scrape
@@ -270,7 +270,7 @@ async def _search_capacity(m: "Measurement", plan: Plan, log: MeasurementLog, re
     rows: list[dict] = []
 
     async def probe(rate: float) -> Probe:
-        window = max(base_window, search_spec.min_requests / rate)
+        window = probe_window(load, rate, base_window, search_spec.min_requests)
         n = len(schedule(load.model_copy(update={"duration_s": window}), rate))
         spec = CellSpec(f"capacity-{rate:.4g}rps", "load", "prose", 0, n, load.output_tokens.mean,
                         load.prompt_tokens.mean, rate=rate, window_s=window)

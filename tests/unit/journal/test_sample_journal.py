@@ -4,6 +4,7 @@ from pathlib import Path
 
 from servebook.config import load_study
 from servebook.journal import Journal
+from servebook.sweeps.search import SearchResult
 from servebook.verdicts import judge
 
 ROOT = Path(__file__).parents[3]
@@ -11,7 +12,7 @@ ROOT = Path(__file__).parents[3]
 
 def test_the_h200_study_reads_and_judges_as_published():
     journal = Journal(ROOT / "data" / "sample-journal")
-    runs = journal.runs()
+    runs = [r for r in journal.runs() if r.manifest.study == "h200-1b-llamacpp"]
     assert len(runs) == 29 and {r.status for r in runs} == {"completed"}
     environment = runs[0].manifest.environment
     assert environment.gpus[0]["name"] == "NVIDIA H200" and environment.model_extra["engine_backend"] == "cuda"
@@ -25,3 +26,17 @@ def test_the_h200_study_reads_and_judges_as_published():
     assert outcomes == {"baseline": "accepted", "chunk-512": "inconclusive", "chunk-8192": "rejected",
                         "slots-8": "rejected", "draft-model": "rejected", "ngram": "inconclusive"}
     assert max(sum(r.manifest.candidate["name"] == name for r in runs) for name in outcomes) <= 6
+
+
+def test_the_h200_capacity_and_search_read_as_published():
+    journal = Journal(ROOT / "data" / "sample-journal")
+    capacity = {r.manifest.candidate["name"]: r.table("cells").set_index("cell_id").loc["capacity"]
+                for r in journal.runs() if r.manifest.study == "h200-1b-capacity"}
+    assert set(capacity) == {"baseline", "slots-8"}
+    # 32 slots hold more before the objectives fail, and fall off a cliff; 8 slots degrade gradually
+    assert capacity["baseline"]["capacity_rps"] > capacity["slots-8"]["capacity_rps"] > 8
+    assert capacity["baseline"]["capacity_cliff"] and not capacity["slots-8"]["capacity_cliff"]
+    [event] = journal.searches("h200-1b-search")
+    search = SearchResult.from_json(event)
+    assert search.launches <= 10 and search.winner is not None and search.decision == "indistinguishable"
+    assert all(run_id in {r.run_id for r in journal.runs()} for c in search.confirmed for run_id in c.run_ids)
