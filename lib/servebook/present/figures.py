@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ..journal.store import RunRecord
+from .frontier import frontier_context, frontier_specs
 from .tables import number, records
 
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"]
@@ -39,8 +40,18 @@ def cells_frame(runs: Iterable[RunRecord]) -> pd.DataFrame:
         cells = cells.copy()
         cells["run_id"] = run.run_id
         cells["candidate"] = run.candidate_label
+        for key, value in run_context(run).items():
+            cells[key] = value
         frames.append(cells)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def run_context(run: RunRecord) -> dict:
+    """The run's objectives and GPUs, which its cells do not carry (see frontier.frontier_context)."""
+    manifest = run.manifest
+    if manifest is None:
+        return frontier_context(None, None, 0)
+    return frontier_context(manifest.plan, manifest.candidate, len(manifest.environment.gpus))
 
 
 def _clean(values) -> list:
@@ -293,13 +304,22 @@ def figure_specs(cells, gap_histograms: dict[str, dict],
     """Every chart of a set of runs, as figure dicts (what the site embeds); the reuse and wave charts only where
     the plan measured them."""
     cells = records(cells)  # once, for every chart
-    specs = [aggregate_vs_concurrency_spec(cells), per_request_vs_concurrency_spec(cells),
-             ttft_vs_concurrency_spec(cells), prefill_vs_prompt_size_spec(cells)]
-    if any(c.get("kind") == "wave" for c in cells):
+    kinds = {c.get("kind") for c in cells}
+    specs = []
+    # A run that measured only open-loop load gets no empty closed-loop charts
+    if "decode" in kinds or not kinds & {"load", "capacity"}:
+        specs += [aggregate_vs_concurrency_spec(cells), per_request_vs_concurrency_spec(cells),
+                  ttft_vs_concurrency_spec(cells)]
+    if "prefill" in kinds or not kinds & {"load", "capacity"}:
+        specs.append(prefill_vs_prompt_size_spec(cells))
+    if "wave" in kinds:
         specs.append(wave_wait_spec(cells))
     if turns and any(turns.values()):
         specs.append(turn_ttft_spec(turns))
-    return specs + [chunk_gap_spec(gap_histograms)]
+    specs += frontier_specs(cells)
+    if any(h.get("counts") for h in gap_histograms.values()) or not kinds & {"load", "capacity"}:
+        specs.append(chunk_gap_spec(gap_histograms))
+    return specs
 
 
 def as_figure(spec: dict):

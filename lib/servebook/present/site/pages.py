@@ -17,7 +17,7 @@ import pandas as pd
 from ...config.secrets import Scrubber, redact_argv
 from ...journal.store import RunRecord
 from ...util.render import Row, Table
-from ..figures import chunk_gap_histogram_data, figure_specs, turn_ttft_data
+from ..figures import chunk_gap_histogram_data, figure_specs, run_context, turn_ttft_data
 from ..tables import (
     DECODE_DEFINITIONS,
     GAP_NOTE,
@@ -113,6 +113,7 @@ def summarize_run(record: RunRecord) -> dict:
         "prefill_value": mean([c["prefill_tok_s"] for c in prefill if c["target_prompt_tokens"] == top_p]),
         "prefill_at": top_p,
         "chunk_gaps": chunk_gap_histogram_data(record),
+        "frontier": run_context(record),
         "reuse_turns": turn_ttft_data(record) if any(c.get("kind") == "reuse" for c in cell_rows) else [],
         "log_tail": record.log_tail(LOG_LINES),
         "files": sorted(p.name for p in record.dir.iterdir() if p.is_file() and not p.name.startswith(".")),
@@ -131,8 +132,9 @@ def cells_frame(summaries: Iterable[dict]) -> pd.DataFrame:
 
 
 def cell_records(summaries: Iterable[dict]) -> list[dict]:
-    """Every cell of the runs as a plain dict labelled by candidate (what tables and charts take)."""
-    return [dict(cell, candidate=s["label"], run_id=s["run_id"], order=i)
+    """Every cell of the runs as a plain dict labelled by candidate and carrying its run's objectives and GPUs
+    (what tables and charts take)."""
+    return [dict(cell, candidate=s["label"], run_id=s["run_id"], order=i, **(s.get("frontier") or {}))
             for i, s in enumerate(summaries) for cell in s["cells"]]
 
 
