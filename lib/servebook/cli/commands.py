@@ -162,6 +162,9 @@ def capacity_cmd(
     precision_pct: float = typer.Option(5.0, help="stop when the bracket is this narrow"),
     max_probes: int = typer.Option(12, help="probes at most"),
     probe_s: Optional[float] = typer.Option(None, help="each probe's measured window in seconds"),
+    min_requests: int = typer.Option(50, help="arrivals each bracketing probe holds at least"),
+    narrowing_requests: int = typer.Option(800, help="arrivals each probe inside the bracket holds at least (near "
+                                                     "the capacity, short windows miss the bursts that decide it)"),
     journal: Optional[str] = JournalOption,
 ):
     """The highest request rate at which a candidate meets its objectives: open-loop probes in one launch,
@@ -174,7 +177,9 @@ def capacity_cmd(
     base = load_plan(plan_file).model_dump(mode="json", exclude_none=True) if plan_file else {}
     plan = validate(Plan, {**base, "decode": None, "prefill": None, "load": base.get("load") or {},
                            "slo": objectives, "capacity": {"low_rps": low, "high_rps": high, "max_probes": max_probes,
-                                                           "precision_pct": precision_pct, "probe_s": probe_s}},
+                                                           "precision_pct": precision_pct, "probe_s": probe_s,
+                                                           "min_requests": min_requests,
+                                                           "narrowing_requests": narrowing_requests}},
                     "capacity")
     record = run_candidate(load_candidate(candidate_file), plan, open_journal(journal, create=True),
                            reporter=Reporter())

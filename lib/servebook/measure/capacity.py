@@ -45,9 +45,12 @@ class Probe:
 STEP = 4.0
 
 
-async def search(probe: Callable[[float], Awaitable[Probe]], spec: CapacitySearch, target: float) -> list[Probe]:
+async def search(probe: Callable[[float, int], Awaitable[Probe]], spec: CapacitySearch, target: float) -> list[Probe]:
     """Probe rates until the bracket [holds, fails] is within the precision or the probes are spent: steps of x4
-    from `low_rps` (up while the objectives hold, down while they fail), then geometric bisection."""
+    from `low_rps` (up while the objectives hold, down while they fail), then geometric bisection. `probe(rate,
+    requests)` measures a window holding at least `requests` arrivals: `min_requests` while bracketing, where the
+    objectives hold or fail by far, and `narrowing_requests` inside the bracket, where they are decided by the
+    rare bursts a short window may not catch."""
     probes: list[Probe] = []
     good: float | None = None
     bad: float | None = None
@@ -55,7 +58,8 @@ async def search(probe: Callable[[float], Awaitable[Probe]], spec: CapacitySearc
     async def holds(rate: float) -> bool | None:
         """Whether the objectives hold at `rate`; None when the client could not offer it (nothing is learnt, and
         nothing above it can be told)."""
-        found = await probe(rate)
+        narrowing = good is not None and bad is not None
+        found = await probe(rate, spec.narrowing_requests if narrowing else spec.min_requests)
         probes.append(found)
         if found.client_limited and not found.tells(target):
             return None

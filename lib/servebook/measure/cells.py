@@ -110,6 +110,8 @@ class CellSummary(TypedDict, total=False):
     slo_attainment: float | None
     slo_attainment_low: float | None
     slo_attainment_high: float | None
+    #: what the requests are worth as independent ones, their outcomes' autocorrelation counted (openloop)
+    slo_effective_requests: float | None
     goodput_rps: float | None
     slo_met: bool | None
     # host and GPU telemetry, added by the measurement loop (None: not checked)

@@ -269,8 +269,8 @@ async def _search_capacity(m: "Measurement", plan: Plan, log: MeasurementLog, re
     base_window = search_spec.probe_s or load.duration_s
     rows: list[dict] = []
 
-    async def probe(rate: float) -> Probe:
-        window = probe_window(load, rate, base_window, search_spec.min_requests)
+    async def probe(rate: float, requests: int) -> Probe:
+        window = probe_window(load, rate, base_window, requests)
         n = len(schedule(load.model_copy(update={"duration_s": window}), rate))
         spec = CellSpec(f"capacity-{rate:.4g}rps", "load", "prose", 0, n, load.output_tokens.mean,
                         load.prompt_tokens.mean, rate=rate, window_s=window)

@@ -110,20 +110,60 @@ def _meets(r: RequestRecord, slo: ServiceObjectives) -> bool:
             and (slo.e2e_s is None or r.t_last - r.t_send <= slo.e2e_s))
 
 
-def attainment(records: list[RequestRecord], slo: ServiceObjectives, window_s: float | None) -> dict[str, Any]:
-    """The share of requests that met every objective, with its 95% Clopper-Pearson interval; goodput (requests
-    meeting the objectives per second of the window); and whether the share reaches the objective's."""
-    from scipy import stats
+def effective_requests(met: list[bool]) -> float:
+    """How many independent requests a probe's outcomes (in arrival order) are worth. Requests that arrive in one
+    Poisson burst queue together and miss together: near capacity, a 80-request probe's attainment varies about
+    five times as much as a binomial share of 80 would (0.18 against 0.033 in the simulator's own schedule replayed
+    over 150 seeds). The variance inflation is read from the outcomes' autocorrelation, summed in pairs of lags
+    until a pair is no longer positive (Geyer's initial positive sequence), and is never taken below 1."""
+    import numpy as np
 
+    n = len(met)
+    x = np.asarray(met, dtype=float)
+    p = float(x.mean()) if n else 0.0
+    if n < 8 or p in (0.0, 1.0):
+        return float(n)
+    x = x - p
+    variance = float(x @ x) / n
+
+    def rho(lag: int) -> float:
+        return float(x[:-lag] @ x[lag:]) / n / variance if lag < n else 0.0
+
+    inflation, m = -1.0, 0
+    while 2 * m + 1 < n:
+        pair = (1.0 if m == 0 else rho(2 * m)) + rho(2 * m + 1)
+        if pair <= 0:
+            break
+        inflation += 2 * pair
+        m += 1
+    return n / max(1.0, inflation)
+
+
+def attainment(records: list[RequestRecord], slo: ServiceObjectives, window_s: float | None) -> dict[str, Any]:
+    """The share of requests that met every objective, with its 95% Clopper-Pearson interval at the probe's
+    effective number of requests (`effective_requests`); goodput (requests meeting the objectives per second of the
+    window); and whether the share reaches the objective's."""
     n = len(records)
     if not n:
         return {"slo_attainment": None, "slo_attainment_low": None, "slo_attainment_high": None, "goodput_rps": None,
-                "slo_met": None}
-    met = sum(_meets(r, slo) for r in records)
-    interval = stats.binomtest(met, n).proportion_ci(0.95, method="exact")
-    return {"slo_attainment": met / n, "slo_attainment_low": float(interval.low),
-            "slo_attainment_high": float(interval.high),
-            "goodput_rps": met / window_s if window_s else None, "slo_met": met / n >= slo.attainment}
+                "slo_met": None, "slo_effective_requests": None}
+    outcomes = [_meets(r, slo) for r in sorted(records, key=lambda r: r.t_send or 0.0)]
+    share, low, high, worth = attainment_interval(outcomes)
+    return {"slo_attainment": share, "slo_attainment_low": low, "slo_attainment_high": high,
+            "goodput_rps": sum(outcomes) / window_s if window_s else None, "slo_met": share >= slo.attainment,
+            "slo_effective_requests": worth}
+
+
+def attainment_interval(outcomes: list[bool]) -> tuple[float, float, float, float]:
+    """(share met, 95% low, 95% high, effective requests): the exact binomial interval's beta quantiles at the
+    outcomes' effective number of requests, of which the same share met."""
+    from scipy import stats
+
+    n, met = len(outcomes), sum(outcomes)
+    share, worth = met / n, effective_requests(outcomes)
+    low = 0.0 if met == 0 else float(stats.beta.ppf(0.025, share * worth, (1 - share) * worth + 1))
+    high = 1.0 if met == n else float(stats.beta.ppf(0.975, share * worth + 1, (1 - share) * worth))
+    return share, low, high, worth
 
 
 def percentile(values: list[float], q: float) -> float | None:

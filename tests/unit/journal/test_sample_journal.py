@@ -36,6 +36,9 @@ def test_the_h200_capacity_and_search_read_as_published():
     # 32 slots hold more before the objectives fail, and fall off a cliff; 8 slots degrade gradually
     assert capacity["baseline"]["capacity_rps"] > capacity["slots-8"]["capacity_rps"] > 8
     assert capacity["baseline"]["capacity_cliff"] and not capacity["slots-8"]["capacity_cliff"]
+    # the committed study still names the plan these runs measured (its plan id), so they are judged, not "not run"
+    judged = judge(load_study(ROOT / "data/studies/h200-1b-capacity.yaml"), journal, append=False)
+    assert all(item.verdict is not None and len(item.records) == 1 for item in judged)
     [event] = journal.searches("h200-1b-search")
     search = SearchResult.from_json(event)
     assert search.launches <= 10 and search.winner is not None and search.decision == "indistinguishable"

@@ -16,7 +16,7 @@ def engine(capacity: float, rng: np.random.Generator, requests: int = 200, width
     binomial draw of `requests` requests."""
     from scipy import stats
 
-    async def probe(rate: float) -> Probe:
+    async def probe(rate: float, requests: int = 0) -> Probe:
         p = 1 / (1 + math.exp((rate / capacity - 1) / width * 4)) * 0.98 + 0.02 * (rate < capacity)
         met = int(rng.binomial(requests, min(max(p, 0.0), 1.0)))
         ci = stats.binomtest(met, requests).proportion_ci(0.95, method="exact")
@@ -54,7 +54,7 @@ def test_the_interval_brackets_the_capacity_and_a_collapse_is_a_cliff():
 
 
 def test_a_client_that_cannot_offer_the_load_ends_the_search_with_a_lower_bound():
-    async def probe(rate: float) -> Probe:
+    async def probe(rate: float, requests: int = 0) -> Probe:
         return Probe(rate, 100, 1.0, 0.96, 1.0, valid=rate < 20, client_limited=rate >= 20)
 
     probes = asyncio.run(search(probe, CapacitySearch(low_rps=5), 0.9))
@@ -89,7 +89,7 @@ def test_capacity_is_a_metric_that_verdicts_judge_over_runs():
 
 
 def test_a_probe_whose_client_fell_behind_still_fails_when_the_engine_missed_anyway():
-    async def probe(rate: float) -> Probe:
+    async def probe(rate: float, requests: int = 0) -> Probe:
         overloaded = rate >= 20  # the engine falls over above 10/s, and the client with it
         return Probe(rate, 100, 0.02 if overloaded else (1.0 if rate <= 10 else 0.5), 0.0, 1.0,
                      valid=not overloaded, client_limited=overloaded)

@@ -112,3 +112,20 @@ def test_a_capacity_probe_window_holds_at_least_its_minimum_of_measured_requests
     window = probe_window(plan, rate, base_s=3, min_requests=40)
     measured = sum(a.measured for a in schedule(plan.model_copy(update={"duration_s": window}), rate))
     assert window >= 3 and 40 <= measured <= 40 + max(6, 3 * rate)  # the base window, or just enough more
+
+
+def test_outcomes_that_miss_together_are_worth_fewer_requests_and_get_a_wider_interval():
+    import random
+
+    from servebook.measure.openloop import attainment_interval, effective_requests
+
+    rng = random.Random(7)
+    independent = [rng.random() < 0.9 for _ in range(200)]
+    assert 0.6 * 200 <= effective_requests(independent) <= 200
+    # the same share, but the misses come in bursts of ten, as requests queued behind one Poisson burst do
+    bursty = ([True] * 90 + [False] * 10) * 2
+    assert effective_requests(bursty) < 0.2 * 200
+    share, low, high, _ = attainment_interval(bursty)
+    _, low_independent, high_independent, _ = attainment_interval(sorted(bursty, key=lambda _: rng.random()))
+    assert share == 0.9 and high - low > 2 * (high_independent - low_independent)
+    assert effective_requests([True] * 50) == 50 and attainment_interval([True] * 50)[2] == 1.0
