@@ -116,7 +116,7 @@ verdict:
 """
 
 
-def des_search(timing: TimingModel, seed: int, min_requests: int, narrowing: int) -> dict:
+def des_search(timing: TimingModel, seed: int, min_requests: int, narrowing: int, speed: float | None = None) -> dict:
     """One capacity search (measure.capacity, unchanged) whose probes are the simulator's scheduling replayed in
     virtual time on seeded schedules: the search's own precision, without the clock of a real launch."""
     import asyncio
@@ -125,7 +125,8 @@ def des_search(timing: TimingModel, seed: int, min_requests: int, narrowing: int
         plan = LoadPlan(warmup_s=WARMUP_S, prompt_tokens={"mean": PROMPT}, output_tokens={"mean": OUTPUT}, seed=seed)
         window = probe_window(plan, rate, PROBE_S, requests)
         arrivals = schedule(plan.model_copy(update={"duration_s": window}), rate)
-        latencies = open_loop_latencies(timing, [(a.due_s, a.prompt_tokens, a.output_tokens) for a in arrivals])
+        latencies = open_loop_latencies(timing, [(a.due_s, a.prompt_tokens, a.output_tokens) for a in arrivals],
+                                        speed)
         met = [ttft <= (SLO.ttft_s or math.inf) and tpot <= (SLO.tpot_s or math.inf)
                for a, (ttft, tpot) in zip(arrivals, latencies) if a.measured]
         share, low, high, _ = attainment_interval(met)
@@ -152,6 +153,49 @@ def virtual_searches(sizes: list[tuple[int, int]], searches: int, truth: float) 
         print(f"{f'{bracketing} then {narrowing}':>18} {sum(e <= 5 for e in errors):>5} of {searches:<2} "
               f"{errors[len(errors) // 2]:12.1f}% {max(f['capacity_probes'] for f in found):>10} "
               f"{inside:>11} of {searches:<3} {spent[len(spent) // 2]:>17}")
+
+
+def virtual_verdicts(trials: int, repeats: int, run_noise: float, bracketing: int, narrowing: int) -> None:
+    """A planted 10% capacity loss judged by the verdict code (`{metric: capacity_rps, max_regression_pct: 5}`),
+    `repeats` searches per side, each launch drawing its own speed (lognormal, CV `run_noise`, as the simulator's
+    --sim-run-noise does); and the same baseline against itself, which must not be rejected."""
+    import numpy as np
+    import pandas as pd
+
+    from servebook.config.rules import ComparisonRule
+    from servebook.verdicts import compare_rule, settle
+
+    planted = planted_slowdown(0.10, narrowing, true_capacity(SLOWDOWN, narrowing, seeds=60))
+    rule = ComparisonRule(metric="capacity_rps", max_regression_pct=5)
+    rng = np.random.default_rng(5)
+
+    def runs(slowdown: float, trial: int, side: int) -> list[pd.DataFrame]:
+        frames = []
+        for k in range(repeats):
+            speed = slowdown * float(rng.lognormal(0.0, run_noise))
+            found = des_search(TimingModel(slots=SLOTS, slowdown=SLOWDOWN), 10_000 * side + 100 * trial + k,
+                               bracketing, narrowing, speed=speed)
+            frames.append(pd.DataFrame([{"cell_id": "capacity", "kind": "capacity", "category": "prose",
+                                         "concurrency": 0, "valid": True, **found}]))
+        return frames
+
+    def outcome(candidate: list[pd.DataFrame], baseline: list[pd.DataFrame]) -> str:
+        comparisons = compare_rule(candidate, baseline, rule)
+        settle(comparisons, 0.05)
+        if any(c.decision == "fail" for c in comparisons):
+            return "rejected"
+        return "accepted" if comparisons and all(c.decision == "pass" for c in comparisons) else "inconclusive"
+
+    planted_outcomes, null_outcomes = [], []
+    for trial in range(trials):
+        baseline = runs(SLOWDOWN, trial, 1)
+        planted_outcomes.append(outcome(runs(planted, trial, 2), baseline))
+        null_outcomes.append(outcome(runs(SLOWDOWN, trial, 3), baseline))
+    print(f"planted slowdown {planted:.4f} (10% less long-run capacity), {repeats} launches per side, launch noise "
+          f"CV {run_noise:.0%}, {trials} trials:")
+    for name, outcomes in (("planted 10% loss", planted_outcomes), ("no change", null_outcomes)):
+        print(f"  {name:>16}: " + ", ".join(f"{o} {outcomes.count(o)}" for o in ("rejected", "inconclusive",
+                                                                                  "accepted")))
 
 
 def coverage(min_requests: int, seeds: int = 300) -> None:
@@ -186,6 +230,7 @@ def main() -> None:
     parser.add_argument("--searches", type=int, default=50, help="virtual-time searches per probe size")
     parser.add_argument("--sizes", default="80/80,80/400,80/800,2000/2000",
                         help="requests per probe while bracketing / inside the bracket, in the virtual-time searches")
+    parser.add_argument("--trials", type=int, default=20, help="virtual-time verdicts on a planted 10%% loss")
     parser.add_argument("--launch", action="store_true", help="also launch the simulator: 2 x --repeats real runs")
     args = parser.parse_args()
     started = time.monotonic()
@@ -197,7 +242,10 @@ def main() -> None:
           f"{long_run:.3f} requests/s (1,000-request windows):")
     sizes = [tuple(int(x) for x in pair.split("/")) for pair in args.sizes.split(",")]
     virtual_searches([(a, b) for a, b in sizes], args.searches, long_run)
-    print(f"[{time.monotonic() - started:.0f} s]")
+    print(f"[{time.monotonic() - started:.0f} s]\n")
+    if args.trials:
+        virtual_verdicts(args.trials, args.repeats, 0.01, 80, 800)
+        print(f"[{time.monotonic() - started:.0f} s]")
     if args.launch:
         launched(args.repeats, args.min_requests)
     print(f"\n{time.monotonic() - started:.0f} s in all")

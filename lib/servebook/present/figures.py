@@ -16,16 +16,10 @@ import pandas as pd
 
 from ..journal.store import RunRecord
 from .frontier import frontier_context, frontier_specs
+from .style import AXIS as _AXIS
+from .style import LAYOUT as _LAYOUT
+from .style import PALETTE
 from .tables import number, records
-
-PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"]
-_LAYOUT = {
-    "paper_bgcolor": "white", "plot_bgcolor": "white", "height": 380,
-    "margin": {"t": 50, "b": 45, "l": 60, "r": 20},
-    "font": {"family": "system-ui, sans-serif", "size": 12},
-    "legend": {"title": {"text": "candidate / prompts"}},
-}
-_AXIS = {"gridcolor": "#e5e7eb", "zerolinecolor": "#d1d5db", "linecolor": "#9ca3af"}
 
 
 def cells_frame(runs: Iterable[RunRecord]) -> pd.DataFrame:

@@ -11,12 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from ..estimates import Estimate
+from .style import AXIS as _AXIS
+from .style import LAYOUT, PALETTE
 from .tables import number
 
-_PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"]
-_AXIS = {"gridcolor": "#e5e7eb", "zerolinecolor": "#d1d5db", "linecolor": "#9ca3af"}
-_LAYOUT = {"paper_bgcolor": "white", "plot_bgcolor": "white", "height": 420,
-           "margin": {"t": 60, "b": 100, "l": 60, "r": 20}, "font": {"family": "system-ui, sans-serif", "size": 12},
+_LAYOUT = {**LAYOUT, "height": 420, "margin": {"t": 60, "b": 100, "l": 60, "r": 20},
            "legend": {"orientation": "h", "y": -0.25, "x": 0}}
 
 
@@ -33,7 +32,7 @@ def frontier_context(plan: dict[str, Any] | None, candidate: dict[str, Any] | No
 
 def _colors(cells: list[dict]) -> dict[str, str]:
     names = list(dict.fromkeys(str(c.get("candidate")) for c in cells))
-    return {name: _PALETTE[i % len(_PALETTE)] for i, name in enumerate(names)}
+    return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(names)}
 
 
 def _runs(cells: list[dict]) -> dict[tuple[str, str], list[dict]]:
@@ -54,8 +53,14 @@ def load_cells(cells: list[dict]) -> list[dict]:
     return [c for c in cells if c.get("kind") == "load" and number(c.get("offered_rps"))]
 
 
-def _by_rate(group: list[dict]) -> list[dict]:
-    return sorted(group, key=lambda c: float(c["offered_rps"]))
+def _probe_line(candidate: str, color: str, group: list[dict], x: list[float], y: list, customdata: list,
+                hover: str, axis: str = "", legend: bool = True) -> dict:
+    """One run's probes as a line, invalid ones (a client that fell behind, a fault) crossed."""
+    return {"type": "scatter", "mode": "lines+markers", "name": candidate, "legendgroup": candidate,
+            "showlegend": legend, "xaxis": f"x{axis}", "yaxis": f"y{axis}", "x": x, "y": y,
+            "line": {"color": color, "width": 1.4},
+            "marker": {"symbol": ["circle" if c.get("valid") else "x" for c in group], "size": 8},
+            "customdata": customdata, "hovertemplate": hover + "<extra>%{fullData.name}</extra>"}
 
 
 def latency_vs_load_spec(cells: list[dict]) -> dict:
@@ -75,17 +80,13 @@ def latency_vs_load_spec(cells: list[dict]) -> dict:
     traces: list[dict] = []
     shown: set[str] = set()
     for (candidate, run_id), group in _runs(probes).items():
-        group = _by_rate(group)
+        group = sorted(group, key=lambda c: float(c["offered_rps"]))
         for axis, column in (("", "ttft_p90_s"), ("2", "tpot_p90_s")):
-            traces.append({
-                "type": "scatter", "mode": "lines+markers", "name": candidate, "legendgroup": candidate,
-                "showlegend": candidate not in shown, "xaxis": f"x{axis}", "yaxis": f"y{axis}",
-                "x": [float(c["offered_rps"]) for c in group],
-                "y": [None if number(c.get(column)) is None else 1000 * float(c[column]) for c in group],
-                "line": {"color": colors[candidate], "width": 1.4},
-                "marker": {"symbol": ["circle" if c.get("valid") else "x" for c in group], "size": 8},
-                "customdata": [run_id[-6:]] * len(group),
-                "hovertemplate": "%{x:.3g} requests/s: %{y:.1f} ms (run %{customdata})<extra>%{fullData.name}</extra>"})
+            traces.append(_probe_line(
+                candidate, colors[candidate], group, [float(c["offered_rps"]) for c in group],
+                [None if number(c.get(column)) is None else 1000 * float(c[column]) for c in group],
+                [run_id[-6:]] * len(group), "%{x:.3g} requests/s: %{y:.1f} ms (run %{customdata})", axis,
+                legend=candidate not in shown))
             shown.add(candidate)
     shapes = []
     for axis, key in (("", "slo_ttft_s"), ("2", "slo_tpot_s")):
@@ -116,16 +117,14 @@ def goodput_vs_load_spec(cells: list[dict]) -> dict:
     shown: set[str] = set()
     for (candidate, run_id), group in _runs(probes).items():
         group = sorted(group, key=_arrived)
-        traces.append({
-            "type": "scatter", "mode": "lines+markers", "name": candidate, "legendgroup": candidate,
-            "showlegend": candidate not in shown, "x": [_arrived(c) for c in group],
-            "y": [number(c.get("goodput_rps")) for c in group], "line": {"color": colors[candidate], "width": 1.4},
-            "marker": {"symbol": ["circle" if c.get("valid") else "x" for c in group], "size": 8},
-            "customdata": [[run_id[-6:], None if number(c.get("slo_attainment")) is None
-                            else round(100 * float(c["slo_attainment"])), float(c["offered_rps"])] for c in group],
-            "hovertemplate": "%{x:.3g} arrived (%{customdata[2]:.3g} offered): %{y:.3g} met (%{customdata[1]}%, "
-                             "run %{customdata[0]})"
-                             "<extra>%{fullData.name}</extra>"})
+        shares = [None if number(c.get("slo_attainment")) is None else round(100 * float(c["slo_attainment"]))
+                  for c in group]
+        traces.append(_probe_line(
+            candidate, colors[candidate], group, [_arrived(c) for c in group],
+            [number(c.get("goodput_rps")) for c in group],
+            [[run_id[-6:], share, float(c["offered_rps"])] for c, share in zip(group, shares)],
+            "%{x:.3g} arrived (%{customdata[2]:.3g} offered): %{y:.3g} met (%{customdata[1]}%, run %{customdata[0]})",
+            legend=candidate not in shown))
         shown.add(candidate)
     rates = [_arrived(c) for c in probes]
     traces.append({"type": "scatter", "mode": "lines", "name": "all met", "x": [0, max(rates)], "y": [0, max(rates)],
