@@ -57,11 +57,19 @@ async def search(probe: Callable[[float, int], Awaitable[Probe]], spec: Capacity
 
     async def holds(rate: float) -> bool | None:
         """Whether the objectives hold at `rate`; None when the client could not offer it (nothing is learnt, and
-        nothing above it can be told)."""
+        nothing above it can be told). A probe invalid for another reason (a stall, a failed reconciliation) says
+        nothing either way: it is probed once more, and if that fails too the search ends there. Taking it as a
+        failure sent a one-slot search on the tiny model down to 0.5 requests/s from a 2 requests/s probe whose
+        requests had all met the objectives."""
         narrowing = good is not None and bad is not None
-        found = await probe(rate, spec.narrowing_requests if narrowing else spec.min_requests)
-        probes.append(found)
-        if found.client_limited and not found.tells(target):
+        for _ in range(2):
+            found = await probe(rate, spec.narrowing_requests if narrowing else spec.min_requests)
+            probes.append(found)
+            if found.client_limited and not found.tells(target):
+                return None
+            if found.valid or found.client_limited or len(probes) >= spec.max_probes:
+                break
+        if not found.tells(target):
             return None
         return found.holds(target)
 

@@ -97,3 +97,26 @@ def test_a_probe_whose_client_fell_behind_still_fails_when_the_engine_missed_any
     probes = asyncio.run(search(probe, CapacitySearch(low_rps=5, precision_pct=5), 0.9))
     figures = capacity_of(probes, 0.9)
     assert 9.5 <= figures["capacity_rps"] <= 10.5 and not figures["capacity_client_limited"]
+
+
+def test_an_invalid_probe_is_probed_again_rather_than_taken_for_a_failure():
+    seen: list[float] = []
+
+    async def probe(rate: float, requests: int = 0) -> Probe:
+        seen.append(rate)
+        attainment = 1.0 if rate <= 10 else 0.0
+        first_at_two = rate == 2 and seen.count(2) == 1  # one stalled probe, whose requests all met the objectives
+        return Probe(rate, 50, attainment, attainment - 0.05, attainment, valid=not first_at_two)
+
+    probes = asyncio.run(search(probe, CapacitySearch(low_rps=2, precision_pct=5), 0.9))
+    assert seen[:3] == [2, 2, 8] and min(seen) == 2  # never sent down below the stalled rate
+    row = capacity_of(probes, 0.9)
+    assert 9.5 <= row["capacity_rps"] <= 10.5
+
+
+def test_a_rate_invalid_twice_ends_the_search_with_what_came_before():
+    async def probe(rate: float, requests: int = 0) -> Probe:
+        return Probe(rate, 50, 1.0, 0.93, 1.0, valid=rate < 8)
+
+    probes = asyncio.run(search(probe, CapacitySearch(low_rps=2), 0.9))
+    assert [p.rate for p in probes] == [2, 8, 8]
