@@ -158,7 +158,9 @@ def virtual_searches(sizes: list[tuple[int, int]], searches: int, truth: float) 
 def virtual_verdicts(trials: int, repeats: int, run_noise: float, bracketing: int, narrowing: int) -> None:
     """A planted 10% capacity loss judged by the verdict code (`{metric: capacity_rps, max_regression_pct: 5}`),
     `repeats` searches per side, each launch drawing its own speed (lognormal, CV `run_noise`, as the simulator's
-    --sim-run-noise does); and the same baseline against itself, which must not be rejected."""
+    --sim-run-noise does); and the same baseline against itself, which must not be rejected. Two ways of drawing
+    the arrivals: as runs draw them now (the runs of one interleaving round share the round's seed, and the verdict
+    blocks by round), and as every launch having a pattern of its own (the arrivals' luck left in the noise)."""
     import numpy as np
     import pandas as pd
 
@@ -167,35 +169,38 @@ def virtual_verdicts(trials: int, repeats: int, run_noise: float, bracketing: in
 
     planted = planted_slowdown(0.10, narrowing, true_capacity(SLOWDOWN, narrowing, seeds=60))
     rule = ComparisonRule(metric="capacity_rps", max_regression_pct=5)
-    rng = np.random.default_rng(5)
-
-    def runs(slowdown: float, trial: int, side: int) -> list[pd.DataFrame]:
-        frames = []
-        for k in range(repeats):
-            speed = slowdown * float(rng.lognormal(0.0, run_noise))
-            found = des_search(TimingModel(slots=SLOTS, slowdown=SLOWDOWN), 10_000 * side + 100 * trial + k,
-                               bracketing, narrowing, speed=speed)
-            frames.append(pd.DataFrame([{"cell_id": "capacity", "kind": "capacity", "category": "prose",
-                                         "concurrency": 0, "valid": True, **found}]))
-        return frames
-
-    def outcome(candidate: list[pd.DataFrame], baseline: list[pd.DataFrame]) -> str:
-        comparisons = compare_rule(candidate, baseline, rule)
-        settle(comparisons, 0.05)
-        if any(c.decision == "fail" for c in comparisons):
-            return "rejected"
-        return "accepted" if comparisons and all(c.decision == "pass" for c in comparisons) else "inconclusive"
-
-    planted_outcomes, null_outcomes = [], []
-    for trial in range(trials):
-        baseline = runs(SLOWDOWN, trial, 1)
-        planted_outcomes.append(outcome(runs(planted, trial, 2), baseline))
-        null_outcomes.append(outcome(runs(SLOWDOWN, trial, 3), baseline))
     print(f"planted slowdown {planted:.4f} (10% less long-run capacity), {repeats} launches per side, launch noise "
-          f"CV {run_noise:.0%}, {trials} trials:")
-    for name, outcomes in (("planted 10% loss", planted_outcomes), ("no change", null_outcomes)):
-        print(f"  {name:>16}: " + ", ".join(f"{o} {outcomes.count(o)}" for o in ("rejected", "inconclusive",
-                                                                                  "accepted")))
+          f"CV {run_noise:.0%}, {trials} trials, rule {{metric: capacity_rps, max_regression_pct: 5}}:")
+    for shared in (True, False):
+        rng = np.random.default_rng(5)
+
+        def runs(slowdown: float, trial: int, side: int) -> list[pd.DataFrame]:
+            frames = []
+            for k in range(repeats):
+                speed = slowdown * float(rng.lognormal(0.0, run_noise))
+                seed = 100 * trial + k if shared else 10_000 * side + 100 * trial + k
+                found = des_search(TimingModel(slots=SLOTS, slowdown=SLOWDOWN), seed, bracketing, narrowing,
+                                   speed=speed)
+                frames.append(pd.DataFrame([{"cell_id": "capacity", "kind": "capacity", "category": "prose",
+                                             "concurrency": 0, "valid": True, **found}]))
+            return frames
+
+        def outcome(candidate: list[pd.DataFrame], baseline: list[pd.DataFrame]) -> str:
+            comparisons = compare_rule(candidate, baseline, rule)
+            settle(comparisons, 0.05)
+            if any(c.decision == "fail" for c in comparisons):
+                return "rejected"
+            return "accepted" if comparisons and all(c.decision == "pass" for c in comparisons) else "inconclusive"
+
+        planted_outcomes, null_outcomes = [], []
+        for trial in range(trials):
+            baseline = runs(SLOWDOWN, trial, 1)
+            planted_outcomes.append(outcome(runs(planted, trial, 2), baseline))
+            null_outcomes.append(outcome(runs(SLOWDOWN, trial, 3), baseline))
+        print("  " + ("a round's runs share its arrivals (now):" if shared else "every launch its own arrivals (before):"))
+        for name, outcomes in (("planted 10% loss", planted_outcomes), ("no change", null_outcomes)):
+            print(f"    {name:>16}: " + ", ".join(f"{o} {outcomes.count(o)}" for o in ("rejected", "inconclusive",
+                                                                                        "accepted")))
 
 
 def coverage(min_requests: int, seeds: int = 300) -> None:

@@ -7,7 +7,7 @@ grows). The ceiling is the highest rate whose requests all left within the plan'
 rose by less than 1 ms, with the CPU the client process used. Beyond it, a load needs more client processes, or a
 cell is invalid with `client_lag` (the check that makes a too-slow client visible instead of a slow engine).
 
-    .venv/bin/python benchmarks/client_ceiling.py [--rates 25,50,100,200] [--duration 5]
+    .venv/bin/python benchmarks/client_ceiling.py [--rates 25,50,100,200] [--duration 5] [--processes 1]
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ def main() -> None:
     parser.add_argument("--rates", default="25,50,100,200")
     parser.add_argument("--duration", type=float, default=5.0)
     parser.add_argument("--output-tokens", type=int, default=16)
+    parser.add_argument("--processes", type=int, default=1,
+                        help="client processes sending the load (plan.load.client_processes)")
     args = parser.parse_args()
     rates = [float(r) for r in args.rates.split(",")]
     candidate = Candidate.model_validate({
@@ -40,7 +42,7 @@ def main() -> None:
     plan = Plan.model_validate({
         "decode": None, "prefill": None, "warmup_requests": 1, "max_foreign_cpu_cores": 64,
         "load": {"rates_rps": rates, "warmup_s": 1, "duration_s": args.duration, "prompt_tokens": 64,
-                 "output_tokens": args.output_tokens}})
+                 "output_tokens": args.output_tokens, "client_processes": args.processes}})
     cpu_before = resource.getrusage(resource.RUSAGE_SELF)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as folder:
@@ -62,8 +64,10 @@ def main() -> None:
         ceiling = cell["offered_rps"] if ok else ceiling
         print(f"{cell['offered_rps']:>10g} {cell['achieved_rps']:>11.1f} {cell['send_lag_p99_ms'] or 0:>16.1f} "
               f"{1000 * (cell['ttft_p50_s'] or 0):>12.1f} {added:>9.2f}  {cell['invalid_codes'] or 'yes'}")
-    print(f"ceiling: {ceiling:g} requests/s in one client process" if ceiling else "ceiling: below the lowest rate")
-    print(f"the client process used {used:.1f} s of CPU in {wall:.1f} s (the simulator runs in its own process)")
+    where = "one client process" if args.processes == 1 else f"{args.processes} client processes"
+    print(f"ceiling: {ceiling:g} requests/s in {where}" if ceiling else "ceiling: below the lowest rate")
+    print(f"the run's own process used {used:.1f} s of CPU in {wall:.1f} s (the simulator runs in its own process"
+          + (", the senders in theirs)" if args.processes > 1 else ")"))
 
 
 if __name__ == "__main__":

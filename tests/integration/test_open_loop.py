@@ -81,3 +81,32 @@ def test_a_capacity_search_records_its_probes_and_its_capacity_as_a_cell(tmp_pat
     # capacity lies where the fitted attainment crosses the target, between the probes that held and missed.
     assert 2 <= max(held) <= row["capacity_rps"] <= min(missed[missed > max(held)], default=32) < 33
     assert row["valid"] and row["reconciliation"] == "ok"
+
+
+def test_the_next_round_of_a_candidate_draws_the_next_arrivals_under_the_same_plan(tmp_path):
+    """Runs of one round share arrivals (common random numbers across candidates); the next round draws new ones,
+    so that the runs average over patterns. The run stays recorded under the plan as written."""
+    plan, journal = load_plan([4], duration_s=1.0), Journal(tmp_path)
+    first = run_candidate(simulated("vllm"), plan, journal, reporter=QUIET)
+    second = run_candidate(simulated("vllm"), plan, journal, reporter=QUIET)
+    assert first.manifest.plan_id == second.manifest.plan_id == plan.id
+    seeds = [int(r.table("cells").set_index("cell_id").loc["load-4rps", "arrival_seed"]) for r in (first, second)]
+    assert seeds == [plan.load.seed, plan.load.seed + 1]
+    due = [r.table("requests")["t_due"] - r.table("requests")["t_due"].min() for r in (first, second)]
+    assert len(due[0]) != len(due[1]) or not (due[0].round(3).to_numpy() == due[1].round(3).to_numpy()).all()
+
+
+def test_a_load_sent_from_two_processes_keeps_one_schedule(tmp_path):
+    """Beyond one process's pace the arrivals are dealt to sending processes: every request still leaves on the
+    schedule's clock, and the records come back together in one cell."""
+    plan = load_plan([20], duration_s=2.0)
+    plan = plan.model_copy(update={"load": plan.load.model_copy(update={"client_processes": 2})})
+    record = run_candidate(simulated("vllm"), plan, Journal(tmp_path), reporter=QUIET)
+    assert record.status == "completed", record.manifest.failure
+    [cell] = record.table("cells").to_dict("records")
+    assert cell["valid"], cell["invalid_reasons"]
+    requests = record.table("requests")
+    assert sorted(requests["client_process"].unique()) == [0, 1]
+    assert len(requests) == len(schedule(plan.load, 20))
+    assert requests["error"].isna().all() and cell["send_lag_p99_ms"] < 25
+    assert (requests["t_send"] >= requests["t_due"] - 1e-3).all()  # none left before it was due

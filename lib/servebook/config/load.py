@@ -65,6 +65,9 @@ class LoadPlan(_Strict):
                                                        "were due make the cell invalid (client_lag): the client, "
                                                        "not the engine, set the pace")
     seed: int = 0
+    client_processes: int | None = Field(None, ge=1, le=64, description="processes sending the load; unset: one "
+                                                                         "per 40 requests/s, on at most half the "
+                                                                         "cores (measure.senders)")
 
     @field_validator("prompt_tokens", "output_tokens", mode="before")
     @classmethod

@@ -154,7 +154,8 @@ def capacity_row(probes: list[Probe], rows: list[dict[str, Any]], target: float,
             "completion_tokens": sum(int(row.get("completion_tokens") or 0) for row in rows),
             **capacity_of(probes, target, precision_pct), "reconciliation": status,
             "reconciliation_message": f"{len(rows)} probes, each reconciled on its own",
-            "valid": not faults, "invalid_codes": ",".join(faults), "invalid_reasons": reasons}
+            "valid": not faults, "invalid_codes": ",".join(faults), "invalid_reasons": reasons,
+            "arrival_seed": next((row.get("arrival_seed") for row in rows), None)}
 
 
 def describe_capacity(row: dict, objectives: str) -> str:

@@ -106,6 +106,8 @@ class CellSummary(TypedDict, total=False):
     tpot_p90_s: float | None
     e2e_p90_s: float | None
     send_lag_p99_ms: float | None
+    #: the seed the cell's arrivals were drawn from (the plan's, moved by the run's round: openloop.arrival_seed)
+    arrival_seed: int | None
     # against the plan's objectives (plan.slo), in decode, wave and load cells
     slo_attainment: float | None
     slo_attainment_low: float | None
@@ -313,6 +315,7 @@ def objective_figures(spec: CellSpec, records: list[RequestRecord], plan: Plan,
         window = load.duration_s
         completion = sum(r.completion_tokens or 0 for r in measured if r.ok)
         out["aggregate_tok_s"] = completion / window  # output of the window's arrivals per second of the window
+        out["arrival_seed"] = plan.load.seed
     else:
         measured, window = records, wall_s
     if plan.slo and spec.kind in ("decode", "wave", "load"):

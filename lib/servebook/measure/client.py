@@ -40,6 +40,8 @@ class RequestRecord:
     #: open-loop cells: when the schedule wanted the request sent, and whether it counts (outside the warm-up)
     t_due: float | None = None
     measured: bool = True
+    #: open-loop cells sent from several processes (measure.senders): which one sent it (None: the run's own)
+    client_process: int | None = None
     chunk_times: list[float] = field(default_factory=list, repr=False)
     chunk_tokens: list[int | None] = field(default_factory=list, repr=False)
 

@@ -85,6 +85,7 @@ class Measurement:
 
     async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
                         traceback: TracebackType | None) -> None:
+        self.workloads.close()
         await self.http.aclose()
 
     async def tokenize(self, text: str) -> list[int]:

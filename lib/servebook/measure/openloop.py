@@ -1,7 +1,7 @@
 """Open-loop cells: the schedule of arrivals and lengths, and what a cell of them reports against objectives.
 
-The schedule is drawn before the cell starts (seeded: every launch of a candidate sees the same arrivals), so
-sending is all the client does while the cell runs. Each request records when it was due and when it left; a
+The schedule is drawn before the cell starts, from a seed (the plan's, moved by the run's interleaving round, see
+`arrival_seed`), so sending is all the client does while the cell runs. Each request records when it was due and when it left; a
 client that fell behind its schedule measured its own pace, not the engine's, and the cell says so.
 """
 
@@ -58,11 +58,16 @@ def read_trace(path: str | Path) -> list[tuple[float, int, int]]:
 
 
 def schedule(plan: LoadPlan, rate: float, trace: list[tuple[float, int, int]] | None = None) -> list[Arrival]:
-    """The cell's arrivals at `rate` requests/s over the warm-up and the measured window."""
+    """The cell's arrivals at `rate` requests/s over the warm-up and the measured window.
+
+    Drawn arrivals are one seeded stream of unit-rate gaps, compressed to `rate`: the i-th request has the same
+    place in the burst pattern, and the same lengths, at every rate and in every launch that uses the seed. Two
+    configurations probed at different rates (as a capacity search does) then meet the same bursts, and the
+    difference of their capacities does not carry the luck of two independent patterns (common random numbers).
+    A longer window keeps the earlier arrivals and adds more."""
     import numpy as np
 
     total = plan.warmup_s + plan.duration_s
-    rng = np.random.default_rng([plan.seed, int(rate * 1000)])
     if trace:
         # The trace's own rate (its gaps over its span) brought to `rate`; repeated, a period of n mean gaps.
         scale = (len(trace) - 1) / max(trace[-1][0], 1e-9) / rate if len(trace) > 1 else 1.0
@@ -71,13 +76,24 @@ def schedule(plan: LoadPlan, rate: float, trace: list[tuple[float, int, int]] | 
         repeated = [(t + k * period, i, o) for k in range(int(total / period) + 1) for t, i, o in rows]
         chosen = [row for row in repeated if row[0] < total]
         return [Arrival(t, i, max(o, 2), t >= plan.warmup_s) for t, i, o in chosen]
-    # Gamma inter-arrival times with mean 1/rate and CV `burstiness` (shape 1/CV^2); shape 1 is Poisson.
+    # Gamma inter-arrival times with mean 1 and CV `burstiness` (shape 1/CV^2; shape 1 is Poisson), in unit time.
     shape = 1.0 / plan.burstiness ** 2
-    gaps = rng.gamma(shape, 1.0 / (rate * shape), int(total * rate * 2 + 20))
-    times = [float(t) for t in np.cumsum(gaps) if t < total]
-    prompts = _draw_lengths(rng, plan.prompt_tokens, len(times))
-    outputs = _draw_lengths(rng, plan.output_tokens, len(times))
+    gaps_rng, horizon, unit = np.random.default_rng([plan.seed, 0]), total * rate, np.zeros(0)
+    while not len(unit) or unit[-1] < horizon:  # blocks of one stream: the same prefix however far it is drawn
+        more = gaps_rng.gamma(shape, 1.0 / shape, 256)
+        unit = np.concatenate([unit, (unit[-1] if len(unit) else 0.0) + np.cumsum(more)])
+    times = [float(t) / rate for t in unit if t < horizon]
+    prompts = _draw_lengths(np.random.default_rng([plan.seed, 1]), plan.prompt_tokens, len(times))
+    outputs = _draw_lengths(np.random.default_rng([plan.seed, 2]), plan.output_tokens, len(times))
     return [Arrival(t, p, max(o, 2), t >= plan.warmup_s) for t, p, o in zip(times, prompts, outputs)]
+
+
+def arrival_seed(seed: int, round_: int) -> int:
+    """The arrivals' seed of a run in interleaving round `round_` (0-based): the plan's own in the first round, the
+    next one in the next. The runs of one round share their arrivals, so that the round's block in the verdict's
+    model takes the pattern's luck out of every comparison; rounds differ, so that the runs together average over
+    patterns rather than repeat one."""
+    return seed + round_
 
 
 def probe_window(plan: LoadPlan, rate: float, base_s: float, min_requests: int) -> float:

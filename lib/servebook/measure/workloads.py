@@ -20,6 +20,7 @@ from .cells import CellSpec
 from .client import RequestRecord, StreamRequest, stream_request
 from .endpoint import Endpoint
 from .openloop import load_for, read_trace, schedule
+from .senders import Connection, Send, Senders, processes_for
 from .prompts import corpus, decode_prompt, exact_length_prompt, filler_text, structured_format, structured_prompt
 
 OnDone = Callable[[], None]
@@ -34,6 +35,10 @@ class Workloads:
         self._openers: list[int] = []
         self._prefill_count = 0
         self._trace: list[tuple[float, int, int]] | None = None
+        self.senders = Senders()  # sending processes for loads beyond one process's pace, started on first use
+
+    def close(self) -> None:
+        self.senders.close()
 
     async def run(self, spec: CellSpec, on_done: OnDone) -> list[RequestRecord]:
         runner = {"decode": self.decode, "prefill": self.prefill, "wave": self.waves, "reuse": self.reuse,
@@ -181,6 +186,16 @@ class Workloads:
         arrivals = schedule(plan, spec.rate, self._trace)
         prompts = [await self.unique_prompt("prose", max(a.prompt_tokens, 32), f"{self.tag}:{spec.cell_id}:{i}")
                    for i, a in enumerate(arrivals)]
+        processes = processes_for(spec.rate, plan.client_processes)
+        if processes > 1:
+            sends = [Send(self._record(spec, f"{spec.cell_id}-{i}", a.output_tokens, t_due=a.due_s,
+                                       measured=a.measured),
+                          self._request(a.output_tokens, prompt=prompt, extra_body=self.endpoint.extras(a.output_tokens)))
+                     for i, (a, prompt) in enumerate(zip(arrivals, prompts))]
+            connection = Connection(self.endpoint.base_url, self.endpoint.api_key, dict(self.endpoint.auth),
+                                    self.plan.request_timeout_s)
+            sent = await self.senders.send(connection, sends, processes, on_done=on_done)
+            return sorted(sent, key=lambda r: r.t_due or 0.0)
         records: list[RequestRecord] = []
         start = time.monotonic() + 0.05
 

@@ -23,6 +23,29 @@ def test_poisson_arrivals_have_the_asked_rate_and_a_seeded_schedule():
     assert all(not a.measured for a in arrivals if a.due_s < 1)
 
 
+def test_every_rate_meets_the_same_bursts_and_lengths_compressed_in_time():
+    """Common random numbers: a capacity search probes two configurations at different rates, and both must meet
+    the same pattern, or their capacities differ by the luck of two patterns as well as by the configurations."""
+    plan = LoadPlan(warmup_s=1, duration_s=20, prompt_tokens={"distribution": "uniform", "low": 10, "high": 500},
+                    output_tokens={"distribution": "lognormal", "mean": 32, "cv": 1.0, "low": 2, "high": 256})
+    slow, fast = schedule(plan, 4.0), schedule(plan, 10.0)
+    assert len(fast) > 2 * len(slow)
+    for a, b in zip(slow, fast):
+        assert b.due_s == pytest.approx(a.due_s * 0.4)
+        assert (a.prompt_tokens, a.output_tokens) == (b.prompt_tokens, b.output_tokens)
+    longer = schedule(plan.model_copy(update={"duration_s": 200}), 10.0)
+    assert [a.due_s for a in longer[:len(fast)]] == [a.due_s for a in fast]  # a longer window only adds arrivals
+    other = schedule(plan.model_copy(update={"seed": 1}), 10.0)
+    assert [a.due_s for a in other[:20]] != [a.due_s for a in fast[:20]]
+
+
+def test_a_round_draws_its_own_arrivals_and_the_first_round_the_plans():
+    from servebook.measure.openloop import arrival_seed
+
+    assert arrival_seed(7, 0) == 7
+    assert len({arrival_seed(7, r) for r in range(6)}) == 6
+
+
 def test_bursty_arrivals_scatter_more_than_poisson_ones():
     import statistics
 

@@ -1,0 +1,133 @@
+"""Open-loop load from several client processes.
+
+One process's event loop sustains about 50 requests/s against an engine that answers at once
+(benchmarks/client_ceiling.py); asked for more, it falls behind its schedule, and the cell measures the client's
+pace instead of the engine's (client_lag). Beyond that, the arrivals are dealt round-robin to processes of their
+own, each sending its share on the one schedule: CLOCK_MONOTONIC is the machine's, so a due time set here means
+the same instant in every process, and the records come back with times on the same clock.
+
+The processes are spawned (a fork of a process that runs an event loop and threads is not safe) once per run and
+kept, so a capacity search's probes do not pay the start-up each time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from .client import RequestRecord, StreamRequest, sending_client, stream_request
+
+#: requests/s one sending process is given at most when the plan leaves the count to servebook: below the ceiling
+#: measured on a 2-core machine (50/s), where the send lag's p99 was still a few milliseconds
+RATE_PER_PROCESS = 40.0
+
+
+def processes_for(rate: float, asked: int | None, cores: int | None = None) -> int:
+    """How many processes send a load of `rate` requests/s: as many as the plan asks (`asked`), or one per
+    RATE_PER_PROCESS, on at most half the machine's cores (the rest serve the engine, when it runs here too)."""
+    if asked is not None:
+        return asked
+    cores = cores if cores is not None else (os.cpu_count() or 1)
+    return max(1, min(math.ceil(rate / RATE_PER_PROCESS), cores // 2))
+
+
+@dataclass(frozen=True)
+class Connection:
+    """What a sending process needs to reach the engine (picklable)."""
+
+    base_url: str
+    api_key: str
+    headers: dict[str, str]
+    timeout_s: float
+
+
+@dataclass
+class Send:
+    """One request of a share: its record (t_due already on the machine's monotonic clock) and what to send."""
+
+    record: RequestRecord
+    request: StreamRequest
+
+
+def _ready(_: int) -> int:
+    """Imported and ready: the SDK loads its resources on first use, which would otherwise delay the first send."""
+    from openai import AsyncOpenAI
+
+    AsyncOpenAI(api_key="servebook", base_url="http://127.0.0.1:9/v1").completions.create  # noqa: B018
+    return os.getpid()
+
+
+def _send_share(connection: Connection, share: list[Send], process: int) -> list[RequestRecord]:
+    return asyncio.run(_send(connection, share, process))
+
+
+async def _send(connection: Connection, share: list[Send], process: int) -> list[RequestRecord]:
+    import httpx
+    from openai import AsyncOpenAI
+
+    limits = httpx.Limits(max_connections=256, max_keepalive_connections=0)  # as the run's own client (loop.py)
+    http = sending_client(limits=limits, timeout=httpx.Timeout(connection.timeout_s, connect=10),
+                          headers=connection.headers)
+    client = AsyncOpenAI(base_url=f"{connection.base_url}/v1", api_key=connection.api_key,
+                         http_client=http,  # type: ignore[arg-type]
+                         max_retries=0, timeout=connection.timeout_s)
+
+    async def one(item: Send) -> None:
+        await asyncio.sleep(max(0.0, (item.record.t_due or 0.0) - time.monotonic()))
+        item.record.client_process = process
+        await stream_request(client, item.record, item.request)
+
+    try:
+        await asyncio.gather(*(one(item) for item in share))
+    finally:
+        await http.aclose()
+    return [item.record for item in share]
+
+
+class Senders:
+    """A pool of sending processes, started on first use and kept until `close`."""
+
+    def __init__(self) -> None:
+        self._pool: Any = None
+        self._size = 0
+
+    async def _started(self, size: int) -> Any:
+        import multiprocessing
+
+        if self._pool is not None and self._size != size:
+            self.close()
+        if self._pool is None:
+            self._pool = multiprocessing.get_context("spawn").Pool(size)
+            self._size = size
+            # Every process imports and answers before the schedule's clock starts, so start-up is not lag.
+            await asyncio.to_thread(self._pool.map, _ready, range(size), 1)
+        return self._pool
+
+    async def send(self, connection: Connection, sends: list[Send], processes: int, lead_s: float = 0.25,
+                   on_done: Any = None) -> list[RequestRecord]:
+        """Send `sends` (their `t_due` counted from the schedule's start) from `processes` processes, dealt
+        round-robin; the schedule starts `lead_s` after the processes are ready."""
+        pool = await self._started(processes)
+        start = time.monotonic() + lead_s
+        for item in sends:
+            item.record.t_due = start + (item.record.t_due or 0.0)
+        shares = [sends[k::processes] for k in range(processes)]
+        pending = [pool.apply_async(_send_share, (connection, share, k)) for k, share in enumerate(shares)]
+        records: list[RequestRecord] = []
+        for result in pending:
+            found = await asyncio.to_thread(result.get)
+            records += found
+            for _ in found:
+                if on_done is not None:
+                    on_done()
+        return records
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.terminate()
+            self._pool.join()
+            self._pool = None
