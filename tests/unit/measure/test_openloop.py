@@ -152,3 +152,13 @@ def test_outcomes_that_miss_together_are_worth_fewer_requests_and_get_a_wider_in
     _, low_independent, high_independent, _ = attainment_interval(sorted(bursty, key=lambda _: rng.random()))
     assert share == 0.9 and high - low > 2 * (high_independent - low_independent)
     assert effective_requests([True] * 50) == 50 and attainment_interval([True] * 50)[2] == 1.0
+
+
+def test_a_load_beyond_one_process_pace_is_sent_from_several_on_half_the_cores():
+    from servebook.measure.senders import processes_for
+
+    assert processes_for(30, None, cores=16) == 1
+    assert processes_for(100, None, cores=16) == 3  # 40 requests/s each
+    assert processes_for(1000, None, cores=16) == 8  # the other half of the cores serve the engine
+    assert processes_for(100, None, cores=2) == 1
+    assert processes_for(10, 4, cores=2) == 4  # what the plan asks for, as asked
