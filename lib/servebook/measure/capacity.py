@@ -30,14 +30,31 @@ class Probe:
     valid: bool = True
     #: the client could not offer this load (client_lag): the search cannot tell anything above it
     client_limited: bool = False
+    #: disturbed by stalled reads only, too few to matter: counting every stalled request as met, or every one as
+    #: missed, leaves the probe on the same side of the target (`stalls_cannot_flip`)
+    stall_bounded: bool = False
 
     def holds(self, target: float) -> bool:
-        return self.valid and self.attainment is not None and self.attainment >= target
+        return (self.valid or self.stall_bounded) and self.attainment is not None and self.attainment >= target
 
     def tells(self, target: float) -> bool:
-        """Whether the probe says anything: a valid one does; so does one whose client fell behind if the objectives
-        failed even so (the client offered less than asked, and the engine missed them anyway)."""
-        return self.attainment is not None and (self.valid or (self.client_limited and self.attainment < target))
+        """Whether the probe says anything: a valid one does, and so does one whose few stalled reads cannot change
+        its answer; so does one whose client fell behind if the objectives failed even so (the client offered less
+        than asked, and the engine missed them anyway)."""
+        return self.attainment is not None and (self.valid or self.stall_bounded
+                                                or (self.client_limited and self.attainment < target))
+
+
+def stalls_cannot_flip(met: list[bool], stalled: list[bool], target: float) -> bool:
+    """Whether a probe's answer stands whatever its stalled requests (read in a burst, so their latency is in
+    doubt) truly met: with all of them met, and with all of them missed, the share is on the same side of the
+    target. Deep overload on one slot stalls a few reads of a queue that misses entirely anyway (3 of 89 requests
+    at 32 requests/s on the tiny model, none meeting the objectives), and such a probe says "fails" for certain."""
+    if not met:
+        return False
+    n, certain = len(met), sum(m and not s for m, s in zip(met, stalled))
+    doubtful = sum(stalled)
+    return (certain + doubtful) / n < target or certain / n >= target
 
 
 #: the bracketing step: x4 reaches 1,024 from 1 in five probes, and geometric bisection narrows a x4 bracket to 5%
@@ -67,7 +84,7 @@ async def search(probe: Callable[[float, int], Awaitable[Probe]], spec: Capacity
             probes.append(found)
             if found.client_limited and not found.tells(target):
                 return None
-            if found.valid or found.client_limited or len(probes) >= spec.max_probes:
+            if found.valid or found.stall_bounded or found.client_limited or len(probes) >= spec.max_probes:
                 break
         if not found.tells(target):
             return None

@@ -21,7 +21,7 @@ from ..engines import EngineAdapter, EngineFailed
 from ..engines.counters import histogram_mean
 from ..util.files import tail_of
 from ..util.progress import Reporter
-from .capacity import Probe, capacity_row, describe_capacity, search
+from .capacity import Probe, capacity_row, describe_capacity, search, stalls_cannot_flip
 from .cells import (
     CellSpec,
     CellSummary,
@@ -40,11 +40,11 @@ from .gates import run_gate, run_needles
 from .gpu import GpuSampler, NvmlReader, summarize_gpu
 from .host import DEFAULT_MAX_FOREIGN_CORES, cpu_sample, foreign_cores, own_processes, telemetry_rows
 from .log import CellOutcome, MeasurementLog
-from .openloop import probe_window, schedule
+from .openloop import meets, probe_window, schedule
 from .prompts import decode_prompt, filler_text
 from .reconcile import ClientCounts, reconcile
 from .scrape import scrape
-from .validity import cell_faults
+from .validity import cell_faults, stalled_requests
 from .warmup import Burst, warm_until_steady
 from .workloads import OnDone, Workloads
 
@@ -282,9 +282,14 @@ async def _search_capacity(m: "Measurement", plan: Plan, log: MeasurementLog, re
         reporter.log(f"  {spec.label}: {cell_line(spec, s)}")
         on_cell()
         codes = str(s.get("invalid_codes") or "").split(",")
-        return Probe(rate, sum(1 for r in outcome.records if r.measured), s.get("slo_attainment"),
-                     s.get("slo_attainment_low"), s.get("slo_attainment_high"),
-                     valid=bool(s["valid"]), client_limited="client_lag" in codes)
+        measured = [r for r in outcome.records if r.measured]
+        stalled = {id(r) for r in stalled_requests(measured, spec.category)}
+        bounded = codes == ["client_stall"] and stalls_cannot_flip([meets(r, slo) for r in measured],
+                                                                   [id(r) in stalled for r in measured],
+                                                                   slo.attainment)
+        return Probe(rate, len(measured), s.get("slo_attainment"), s.get("slo_attainment_low"),
+                     s.get("slo_attainment_high"), valid=bool(s["valid"]), client_limited="client_lag" in codes,
+                     stall_bounded=bounded)
 
     probes = await search(probe, search_spec, slo.attainment)
     row = capacity_row(probes, rows, slo.attainment, search_spec.precision_pct)

@@ -116,7 +116,7 @@ def load_for(spec: Any, plan: LoadPlan) -> LoadPlan:
     return plan if window is None else plan.model_copy(update={"duration_s": window})
 
 
-def _meets(r: RequestRecord, slo: ServiceObjectives) -> bool:
+def meets(r: RequestRecord, slo: ServiceObjectives) -> bool:
     if not r.ok or r.t_first is None or r.t_last is None:
         return False
     tokens = r.completion_tokens or 0
@@ -163,7 +163,7 @@ def attainment(records: list[RequestRecord], slo: ServiceObjectives, window_s: f
     if not n:
         return {"slo_attainment": None, "slo_attainment_low": None, "slo_attainment_high": None, "goodput_rps": None,
                 "slo_met": None, "slo_effective_requests": None}
-    outcomes = [_meets(r, slo) for r in sorted(records, key=lambda r: r.t_send or 0.0)]
+    outcomes = [meets(r, slo) for r in sorted(records, key=lambda r: r.t_send or 0.0)]
     share, low, high, worth = attainment_interval(outcomes)
     return {"slo_attainment": share, "slo_attainment_low": low, "slo_attainment_high": high,
             "goodput_rps": sum(outcomes) / window_s if window_s else None, "slo_met": share >= slo.attainment,

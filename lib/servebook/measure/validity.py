@@ -172,9 +172,8 @@ def _plausibility_faults(e: CellEvidence) -> list[InvalidReason]:
     stalled, then read a burst), or a first token before the engine's own prompt time was over."""
     ok = [r for r in e.records if r.ok]
     out: list[InvalidReason] = []
-    stalled = [(rate / r.server_predicted_per_second, r) for r in ok
-               if e.category != "structured" and r.server_predicted_per_second and (rate := r.decode_rate)
-               and rate > _STALL_FACTOR * r.server_predicted_per_second]
+    stalled = [(r.decode_rate / r.server_predicted_per_second, r) for r in stalled_requests(ok, e.category)
+               if r.decode_rate and r.server_predicted_per_second]
     if stalled:
         _, worst = max(stalled, key=lambda item: item[0])
         bound = f"{_STALL_FACTOR:g}x the engine's own rate ({worst.server_predicted_per_second:.0f} tok/s by its timings)"
@@ -192,6 +191,16 @@ def _plausibility_faults(e: CellEvidence) -> list[InvalidReason]:
         out.append(InvalidReason.of("ttft_below_engine", count=len(early),
                                     worst=f"{1000 * (r.ttft or 0):.1f} ms against {r.server_prompt_ms:.1f} ms"))
     return out
+
+
+def stalled_requests(records: Sequence[RequestRecord], category: str) -> list[RequestRecord]:
+    """The requests read more than _STALL_FACTOR times faster than the engine's own rate for them: the tokens were
+    held back (by the client, or on the way) and then read in a burst. Structured output is not judged: a grammar
+    makes the engine's first token slow, and its own rate with it."""
+    if category == "structured":
+        return []
+    return [r for r in records if r.ok and r.server_predicted_per_second and (rate := r.decode_rate)
+            and rate > _STALL_FACTOR * r.server_predicted_per_second]
 
 
 def _burst(r: RequestRecord) -> str:
