@@ -21,11 +21,12 @@ engine: setup
 	$(BIN)/servebook engine install llamacpp
 	$(BIN)/servebook models tiny
 
-# The demo study: 7 candidates through notebooks/qualify.ipynb (papermill), judged, then published
-# as a static site.
+# The demo study: 7 candidates through notebooks/qualify.ipynb (papermill), judged; then the capacity
+# under a service objective of the shipped 4 slots against one; then the journal published as a static site.
 # A second call skips the candidates already recorded.
 demo: engine
 	$(BIN)/servebook sweep data/studies/tiny-demo.yaml --journal $(JOURNAL)
+	$(BIN)/servebook sweep data/studies/tiny-capacity.yaml --journal $(JOURNAL)
 	$(BIN)/servebook site --journal $(JOURNAL) --out site
 
 # Debian's Chromium for the browser tests; Playwright drives it (it never downloads a browser).

@@ -40,7 +40,7 @@ from .measure.equivalence import compare_outputs
 from .measure.gates import gate_summary
 from .measure.log import MeasurementLog
 from .measure.loop import inactive_drafter, measure_plan
-from .measure.openloop import arrival_seed
+from .measure.openloop import plan_of_round
 from .util.aio import run_blocking
 from .util.errors import EngineFailed, InputError, RunInterrupted
 from .util.progress import Reporter
@@ -139,19 +139,6 @@ def _environment(candidate: Candidate, adapter: EngineAdapter, paths: ResolvedPa
                  "model_revision": candidate.model.revision, "simulated": candidate.launch.simulator,
                  "preflight": paths.findings_json()})
     return Environment.model_validate(data)
-
-
-def _arrivals_of_round(plan: Plan, journal: Journal, candidate: Candidate, environment: Environment) -> Plan:
-    """The plan as this run measures it: open-loop arrivals drawn from the seed of the run's interleaving round
-    (its place among the candidate's completed runs on this machine, as the verdicts number rounds), so that every
-    candidate's run of one round meets the same arrivals. The run is still recorded under the plan as written;
-    each load cell records the seed it used (`arrival_seed`)."""
-    if plan.load is None:
-        return plan
-    machine = environment.machine_key
-    done = sum(1 for r in journal.find_all(candidate.id, plan.id, ("completed",))
-               if r.manifest is not None and r.manifest.environment.machine_key == machine)
-    return plan.model_copy(update={"load": plan.load.model_copy(update={"seed": arrival_seed(plan.load.seed, done)})})
 
 
 def _engine(candidate: Candidate, adapter: EngineAdapter, target: _Target, writer: RunWriter) -> Engine:
@@ -366,8 +353,9 @@ def run_candidate(
     failure: EngineFailed | None = None
     interrupted = False
     try:
-        _launch_and_measure(engine, candidate, _arrivals_of_round(plan, journal, candidate, environment), writer, log,
-                            engine_info, environment, reporter, api_key)
+        # The run's interleaving round draws its own arrivals, the same for every candidate of the round.
+        measured = plan_of_round(plan, journal.rounds_done(candidate.id, plan.id, environment.machine_key))
+        _launch_and_measure(engine, candidate, measured, writer, log, engine_info, environment, reporter, api_key)
     except EngineFailed as error:
         failure = error
     except InputError:

@@ -203,6 +203,12 @@ class Journal(Renderable):
                        & frame["status"].isin(list(statuses))]
         return [self.run(run_id) for run_id in chosen["run_id"]]
 
+    def rounds_done(self, candidate_id: str, plan_id: str, machine_key: str) -> int:
+        """How many runs of this candidate under this plan completed on this machine: the interleaving round a new
+        run of it is in (0-based), numbered as the verdicts number rounds."""
+        return sum(1 for r in self.find_all(candidate_id, plan_id, ("completed",))
+                   if r.manifest is not None and r.manifest.environment.machine_key == machine_key)
+
     def find(self, candidate_id: str, plan_id: str,
              statuses: tuple[str, ...] = ("completed", "failed")) -> RunRecord | None:
         """The newest sealed run of this candidate under this plan, if any."""

@@ -1,8 +1,8 @@
 """Open-loop cells: the schedule of arrivals and lengths, and what a cell of them reports against objectives.
 
 The schedule is drawn before the cell starts, from a seed (the plan's, moved by the run's interleaving round, see
-`arrival_seed`), so sending is all the client does while the cell runs. Each request records when it was due and when it left; a
-client that fell behind its schedule measured its own pace, not the engine's, and the cell says so.
+`arrival_seed`), so sending is all the client does while the cell runs. Each request records when it was due and
+when it left; a client that fell behind its schedule measured its own pace, not the engine's, and the cell says so.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config.load import Lengths, LoadPlan, ServiceObjectives
+from ..config.plan import Plan
 from .client import RequestRecord
 
 
@@ -86,6 +87,14 @@ def schedule(plan: LoadPlan, rate: float, trace: list[tuple[float, int, int]] | 
     prompts = _draw_lengths(np.random.default_rng([plan.seed, 1]), plan.prompt_tokens, len(times))
     outputs = _draw_lengths(np.random.default_rng([plan.seed, 2]), plan.output_tokens, len(times))
     return [Arrival(t, p, max(o, 2), t >= plan.warmup_s) for t, p, o in zip(times, prompts, outputs)]
+
+
+def plan_of_round(plan: Plan, round_: int) -> Plan:
+    """The plan as a run of interleaving round `round_` measures it: its open-loop arrivals drawn from the round's
+    seed. The run is still recorded under the plan as written; each load cell records the seed it used."""
+    if plan.load is None:
+        return plan
+    return plan.model_copy(update={"load": plan.load.model_copy(update={"seed": arrival_seed(plan.load.seed, round_)})})
 
 
 def arrival_seed(seed: int, round_: int) -> int:

@@ -1,8 +1,8 @@
 """Open-loop load from several client processes.
 
 One process's event loop sustains 50 to 150 requests/s against an engine that answers at once
-(benchmarks/client_ceiling.py, 2-core machines); asked for more, it falls behind its schedule, and the cell measures the client's
-pace instead of the engine's (client_lag). Beyond that, the arrivals are dealt round-robin to processes of their
+(benchmarks/client_ceiling.py, 2-core machines); asked for more, it falls behind its schedule, and the cell measures
+the client's pace instead of the engine's (client_lag). Beyond that, the arrivals are dealt round-robin to processes of their
 own, each sending its share on the one schedule: CLOCK_MONOTONIC is the machine's, so a due time set here means
 the same instant in every process, and the records come back with times on the same clock.
 

@@ -20,8 +20,8 @@ from .cells import CellSpec
 from .client import RequestRecord, StreamRequest, stream_request
 from .endpoint import Endpoint
 from .openloop import load_for, read_trace, schedule
-from .senders import Connection, Send, Senders, processes_for
 from .prompts import corpus, decode_prompt, exact_length_prompt, filler_text, structured_format, structured_prompt
+from .senders import Connection, Send, Senders, processes_for
 
 OnDone = Callable[[], None]
 
