@@ -66,7 +66,8 @@ class LoadPlan(_Strict):
                                                        "not the engine, set the pace")
     seed: int = 0
     client_processes: int | None = Field(None, ge=1, le=64, description="processes sending the load; unset: one "
-                                                                         "per 40 requests/s, on at most half the "
+                                                                         "per 40 requests/s or 1,500 "
+                                                                         "streamed chunks/s, on at most half the "
                                                                          "cores (measure.senders)")
 
     @field_validator("prompt_tokens", "output_tokens", mode="before")

@@ -21,18 +21,23 @@ from typing import Any
 
 from .client import RequestRecord, StreamRequest, sending_client, stream_request
 
-#: requests/s one sending process is given at most when the plan leaves the count to servebook: below the ceilings
-#: measured against the simulator on 2-core machines (50/s on a busy one, 150/s on a quiet one)
+#: what one sending process is given at most when the plan leaves the count to servebook: requests/s, below the
+#: ceilings measured against the simulator on 2-core machines (50/s on a busy one, 150/s on a quiet one, 16-token
+#: outputs), and streamed chunks/s: one process fell behind at 32 requests/s of 128 tokens each (4,096 chunks/s, on
+#: an H200 host) where 150 of 16 (2,400 chunks/s) kept its schedule
 RATE_PER_PROCESS = 40.0
+CHUNKS_PER_PROCESS = 1500.0
 
 
-def processes_for(rate: float, asked: int | None, cores: int | None = None) -> int:
-    """How many processes send a load of `rate` requests/s: as many as the plan asks (`asked`), or one per
-    RATE_PER_PROCESS, on at most half the machine's cores (the rest serve the engine, when it runs here too)."""
+def processes_for(rate: float, asked: int | None, cores: int | None = None, output_tokens: float = 16.0) -> int:
+    """How many processes send a load of `rate` requests/s of `output_tokens` each: as many as the plan asks
+    (`asked`), or enough that none is given more than RATE_PER_PROCESS requests or CHUNKS_PER_PROCESS streamed
+    chunks a second, on at most half the machine's cores (the rest serve the engine, when it runs here too)."""
     if asked is not None:
         return asked
     cores = cores if cores is not None else (os.cpu_count() or 1)
-    return max(1, min(math.ceil(rate / RATE_PER_PROCESS), cores // 2))
+    needed = max(rate / RATE_PER_PROCESS, rate * output_tokens / CHUNKS_PER_PROCESS)
+    return max(1, min(math.ceil(needed), cores // 2))
 
 
 @dataclass(frozen=True)

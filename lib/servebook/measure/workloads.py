@@ -186,7 +186,7 @@ class Workloads:
         arrivals = schedule(plan, spec.rate, self._trace)
         prompts = [await self.unique_prompt("prose", max(a.prompt_tokens, 32), f"{self.tag}:{spec.cell_id}:{i}")
                    for i, a in enumerate(arrivals)]
-        processes = processes_for(spec.rate, plan.client_processes)
+        processes = processes_for(spec.rate, plan.client_processes, output_tokens=plan.output_tokens.mean)
         if processes > 1:
             sends = [Send(self._record(spec, f"{spec.cell_id}-{i}", a.output_tokens, t_due=a.due_s,
                                        measured=a.measured),

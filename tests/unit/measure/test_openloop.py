@@ -162,3 +162,5 @@ def test_a_load_beyond_one_process_pace_is_sent_from_several_on_half_the_cores()
     assert processes_for(1000, None, cores=16) == 8  # the other half of the cores serve the engine
     assert processes_for(100, None, cores=2) == 1
     assert processes_for(10, 4, cores=2) == 4  # what the plan asks for, as asked
+    # 32 requests/s of 128 tokens each: 4,096 chunks/s, where one process fell behind on an H200 host
+    assert processes_for(32, None, cores=16, output_tokens=128) == 3
