@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from .client import RequestRecord, StreamRequest, sending_client, stream_request
+from .client import PREPARE_AHEAD_S, RequestRecord, StreamRequest, sending_client, stream_request
 
 #: what one sending process is given at most when the plan leaves the count to servebook: requests/s, below the
 #: ceilings measured against the simulator on 2-core machines (50/s on a busy one, 150/s on a quiet one, 16-token
@@ -98,7 +98,8 @@ async def _send(connection: Connection, share: list[Send], process: int) -> list
                          max_retries=0, timeout=connection.timeout_s)
 
     async def one(item: Send) -> None:
-        await asyncio.sleep(max(0.0, (item.record.t_due or 0.0) - time.monotonic()))
+        # started ahead of its due time; the send hook holds it until then (client.PREPARE_AHEAD_S)
+        await asyncio.sleep(max(0.0, (item.record.t_due or 0.0) - PREPARE_AHEAD_S - time.monotonic()))
         item.record.client_process = process
         await stream_request(client, item.record, item.request)
 

@@ -17,7 +17,7 @@ from openai import AsyncOpenAI
 from ..config.plan import Plan
 from ..util.errors import InputError
 from .cells import CellSpec
-from .client import RequestRecord, StreamRequest, stream_request
+from .client import PREPARE_AHEAD_S, RequestRecord, StreamRequest, stream_request
 from .endpoint import Endpoint
 from .openloop import load_for, read_trace, schedule
 from .prompts import corpus, decode_prompt, exact_length_prompt, filler_text, structured_format, structured_prompt
@@ -202,7 +202,7 @@ class Workloads:
         async def one(i: int, prompt: list[int]) -> None:
             arrival = arrivals[i]
             due = start + arrival.due_s
-            await asyncio.sleep(max(0.0, due - time.monotonic()))
+            await asyncio.sleep(max(0.0, due - PREPARE_AHEAD_S - time.monotonic()))  # the send hook waits for `due`
             record = self._record(spec, f"{spec.cell_id}-{i}", arrival.output_tokens, t_due=due,
                                   measured=arrival.measured)
             records.append(record)

@@ -62,3 +62,23 @@ def test_a_plain_client_keeps_the_stamp_before_the_sdk():
 
     asyncio.run(go())
     assert record.error is None and record.t_send > 0
+
+
+def test_an_open_loop_request_prepared_ahead_leaves_when_it_is_due():
+    """The SDK's preprocessing of a long prompt happens before the due time; the built request waits in the hook
+    and leaves on schedule, not late by its own validation (client_lag on an H200 at 1,024-token prompts)."""
+    import time
+
+    record = RequestRecord("r0", "load-4rps", 0, "prose", 1, t_send=-1.0)
+    seen: dict = {"record": record}
+
+    async def go():
+        http = sending_client(transport=httpx.MockTransport(lambda r: completion_stream(r, seen)))
+        async with http:
+            sdk = AsyncOpenAI(base_url="http://engine/v1", api_key="k", http_client=http, max_retries=0)
+            record.t_due = time.monotonic() + 0.3
+            await stream_request(sdk, record, StreamRequest("m", 1, prompt=PROMPT[:8192]))
+
+    asyncio.run(go())
+    assert record.error is None
+    assert record.t_due <= record.t_send < record.t_due + 0.05
