@@ -30,6 +30,23 @@ def completion_stream(request: httpx.Request, seen: dict) -> httpx.Response:
     return httpx.Response(200, content=body, headers={"content-type": "text/event-stream"})
 
 
+def send_through_mock(record: RequestRecord, prompt: list[int], due_in_s: float | None = None,
+                      clock=None) -> dict:
+    """Send one completion through servebook's sending client to a mock engine; what the engine saw."""
+    seen: dict = {"record": record}
+
+    async def go():
+        http = sending_client(transport=httpx.MockTransport(lambda r: completion_stream(r, seen)))
+        async with http:
+            sdk = AsyncOpenAI(base_url="http://engine/v1", api_key="k", http_client=http, max_retries=0)
+            if due_in_s is not None:
+                record.t_due = clock() + due_in_s
+            await stream_request(sdk, record, StreamRequest("m", 1, prompt=prompt))
+
+    asyncio.run(go())
+    return seen
+
+
 def test_the_send_time_is_stamped_as_the_request_leaves_after_the_sdk_encoded_it(monkeypatch):
     """A clock that ticks once per reading makes the order exact: the first stamp (before the SDK) is tick 0; the
     transport then sees a later stamp, taken by the hook after the 128K-token body was built."""
@@ -37,15 +54,7 @@ def test_the_send_time_is_stamped_as_the_request_leaves_after_the_sdk_encoded_it
     # Only the client module's readings tick (httpx and the SDK read the clock too).
     monkeypatch.setattr(client_module, "time", types.SimpleNamespace(monotonic=lambda: float(next(ticks))))
     record = RequestRecord("r0", "prefill-131072", 1, "prose", 1, t_send=-1.0)
-    seen: dict = {"record": record}
-
-    async def go():
-        http = sending_client(transport=httpx.MockTransport(lambda r: completion_stream(r, seen)))
-        async with http:
-            sdk = AsyncOpenAI(base_url="http://engine/v1", api_key="k", http_client=http, max_retries=0)
-            await stream_request(sdk, record, StreamRequest("m", 1, prompt=PROMPT))
-
-    asyncio.run(go())
+    seen = send_through_mock(record, PROMPT)
     assert record.error is None and seen["prompt_tokens"] == len(PROMPT)
     assert seen["t_send_when_received"] == 1.0, "stamped by the hook, once the request was built"
     assert record.t_send == 1.0 and record.t_first is not None and record.t_first > record.t_send
@@ -70,15 +79,6 @@ def test_an_open_loop_request_prepared_ahead_leaves_when_it_is_due():
     import time
 
     record = RequestRecord("r0", "load-4rps", 0, "prose", 1, t_send=-1.0)
-    seen: dict = {"record": record}
-
-    async def go():
-        http = sending_client(transport=httpx.MockTransport(lambda r: completion_stream(r, seen)))
-        async with http:
-            sdk = AsyncOpenAI(base_url="http://engine/v1", api_key="k", http_client=http, max_retries=0)
-            record.t_due = time.monotonic() + 0.3
-            await stream_request(sdk, record, StreamRequest("m", 1, prompt=PROMPT[:8192]))
-
-    asyncio.run(go())
+    send_through_mock(record, PROMPT[:8192], due_in_s=0.3, clock=time.monotonic)
     assert record.error is None
     assert record.t_due <= record.t_send < record.t_due + 0.05
