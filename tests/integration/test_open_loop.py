@@ -47,15 +47,15 @@ def test_open_loop_cells_keep_their_schedule_and_report_attainment_and_goodput(t
 
 
 def test_a_slowed_client_falls_behind_and_its_cell_is_disturbed_with_the_lag(tmp_path, monkeypatch):
-    import servebook.measure.workloads as workloads
+    import servebook.measure.senders as senders  # where open-loop requests are sent from
 
-    original = workloads.stream_request
+    original = senders.stream_request
 
     async def slowed(client, record, request):
         time.sleep(0.03)  # blocks the event loop, as an overloaded client process would: every later send waits
         return await original(client, record, request)
 
-    monkeypatch.setattr(workloads, "stream_request", slowed)
+    monkeypatch.setattr(senders, "stream_request", slowed)
     record = run_candidate(simulated("vllm"), load_plan([50], duration_s=1.0), Journal(tmp_path), reporter=QUIET)
     [cell] = record.table("cells").to_dict("records")
     assert not cell["valid"] and "client_lag" in cell["invalid_codes"].split(",")

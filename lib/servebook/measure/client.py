@@ -163,6 +163,19 @@ def sending_client(**options: Any) -> httpx.AsyncClient:
     return httpx.AsyncClient(event_hooks={**hooks, "request": [*hooks.get("request", []), stamp_send]}, **options)
 
 
+def measuring_clients(base_url: str, api_key: str, headers: dict[str, str],
+                      timeout_s: float) -> tuple[httpx.AsyncClient, AsyncOpenAI]:
+    """The HTTP client and the SDK on it that a measurement sends through, in the run's process or a sender's."""
+    # No keep-alive: llama-server closes idle and long-lived connections on its own schedule,
+    # and a request sent on a connection the server just closed fails spuriously.
+    limits = httpx.Limits(max_connections=256, max_keepalive_connections=0)
+    http = sending_client(limits=limits, timeout=httpx.Timeout(timeout_s, connect=10), headers=headers)
+    # The SDK's annotation names its own vendored httpx; any httpx.AsyncClient works at run time.
+    sdk = AsyncOpenAI(base_url=f"{base_url}/v1", api_key=api_key, http_client=http,  # type: ignore[arg-type]
+                      max_retries=0, timeout=timeout_s)
+    return http, sdk
+
+
 async def stream_request(client: AsyncOpenAI, record: RequestRecord, request: StreamRequest) -> RequestRecord:
     """Send one streaming request (chat when `messages`, completion when `prompt`) and fill `record`."""
     common: dict[str, Any] = dict(

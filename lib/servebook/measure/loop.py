@@ -13,9 +13,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import cast
 
-import httpx
-from openai import AsyncOpenAI
-
 from ..config.plan import Plan
 from ..engines import EngineAdapter, EngineFailed
 from ..engines.counters import histogram_mean
@@ -33,7 +30,7 @@ from .cells import (
     with_engine_split,
     with_validity,
 )
-from .client import RequestRecord, StreamRequest, sending_client, stream_request
+from .client import RequestRecord, StreamRequest, measuring_clients, stream_request
 from .endpoint import Endpoint
 from .equivalence import SEED, compare_outputs, describe
 from .gates import run_gate, run_needles
@@ -66,16 +63,9 @@ class Measurement:
         self.model_name = endpoint.model or "default"
 
     async def __aenter__(self) -> "Measurement":
-        # No keep-alive: llama-server closes idle and long-lived connections on its own schedule,
-        # and a request sent on a connection the server just closed fails spuriously.
-        limits = httpx.Limits(max_connections=256, max_keepalive_connections=0)
         # The key goes with every request, /metrics and the tokenizer included (llama.cpp protects them all).
-        self.http = sending_client(limits=limits, timeout=httpx.Timeout(self.plan.request_timeout_s, connect=10),
-                                   headers=self.endpoint.auth)
-        # The SDK's annotation names its own vendored httpx; any httpx.AsyncClient works at run time.
-        self.openai = AsyncOpenAI(base_url=f"{self.endpoint.base_url}/v1", api_key=self.endpoint.api_key,
-                                  http_client=self.http,  # type: ignore[arg-type]
-                                  max_retries=0, timeout=self.plan.request_timeout_s)
+        self.http, self.openai = measuring_clients(self.endpoint.base_url, self.endpoint.api_key, self.endpoint.auth,
+                                                   self.plan.request_timeout_s)
         if self.endpoint.model is None:  # chosen by the caller (model.served_name, checked against /v1/models)
             models = await self.http.get(f"{self.endpoint.base_url}/v1/models")
             listed = models.json().get("data") if models.status_code == 200 else None

@@ -16,10 +16,11 @@ import asyncio
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .client import PREPARE_AHEAD_S, RequestRecord, StreamRequest, sending_client, stream_request
+from .client import PREPARE_AHEAD_S, RequestRecord, StreamRequest, measuring_clients, stream_request
 
 #: what one sending process is given at most when the plan leaves the count to servebook: requests/s, below the
 #: ceilings measured against the simulator on 2-core machines (50/s on a busy one, 150/s on a quiet one, 16-token
@@ -87,27 +88,28 @@ def _send_share(connection: Connection, share: list[Send], process: int) -> list
 
 
 async def _send(connection: Connection, share: list[Send], process: int) -> list[RequestRecord]:
-    import httpx
-    from openai import AsyncOpenAI
-
-    limits = httpx.Limits(max_connections=256, max_keepalive_connections=0)  # as the run's own client (loop.py)
-    http = sending_client(limits=limits, timeout=httpx.Timeout(connection.timeout_s, connect=10),
-                          headers=connection.headers)
-    client = AsyncOpenAI(base_url=f"{connection.base_url}/v1", api_key=connection.api_key,
-                         http_client=http,  # type: ignore[arg-type]
-                         max_retries=0, timeout=connection.timeout_s)
-
-    async def one(item: Send) -> None:
-        # started ahead of its due time; the send hook holds it until then (client.PREPARE_AHEAD_S)
-        await asyncio.sleep(max(0.0, (item.record.t_due or 0.0) - PREPARE_AHEAD_S - time.monotonic()))
-        item.record.client_process = process
-        await stream_request(client, item.record, item.request)
-
+    http, client = measuring_clients(connection.base_url, connection.api_key, connection.headers,
+                                     connection.timeout_s)
     try:
-        await asyncio.gather(*(one(item) for item in share))
+        await send_on_schedule(client, share, process)
     finally:
         await http.aclose()
     return [item.record for item in share]
+
+
+async def send_on_schedule(client: Any, sends: list[Send], process: int | None = None,
+                           on_done: Callable[[], None] | None = None) -> None:
+    """Each request through `client` at its `t_due`: started PREPARE_AHEAD_S early, so that the SDK's work on it is
+    done by then, and held by the send hook until it is due."""
+
+    async def one(item: Send) -> None:
+        await asyncio.sleep(max(0.0, (item.record.t_due or 0.0) - PREPARE_AHEAD_S - time.monotonic()))
+        item.record.client_process = process
+        await stream_request(client, item.record, item.request)
+        if on_done is not None:
+            on_done()
+
+    await asyncio.gather(*(one(item) for item in sends))
 
 
 class Senders:
@@ -130,7 +132,7 @@ class Senders:
         return self._pool
 
     async def send(self, connection: Connection, sends: list[Send], processes: int, lead_s: float = 0.25,
-                   on_done: Any = None) -> list[RequestRecord]:
+                   on_done: Callable[[], None] | None = None) -> list[RequestRecord]:
         """Send `sends` (their `t_due` counted from the schedule's start) from `processes` processes, dealt
         round-robin; the schedule starts `lead_s` after the processes are ready."""
         pool = await self._started(processes)

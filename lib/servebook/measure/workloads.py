@@ -17,11 +17,11 @@ from openai import AsyncOpenAI
 from ..config.plan import Plan
 from ..util.errors import InputError
 from .cells import CellSpec
-from .client import PREPARE_AHEAD_S, RequestRecord, StreamRequest, stream_request
+from .client import RequestRecord, StreamRequest, stream_request
 from .endpoint import Endpoint
 from .openloop import load_for, read_trace, schedule
 from .prompts import corpus, decode_prompt, exact_length_prompt, filler_text, structured_format, structured_prompt
-from .senders import Connection, Send, Senders, processes_for
+from .senders import Connection, Send, Senders, processes_for, send_on_schedule
 
 OnDone = Callable[[], None]
 
@@ -186,30 +186,19 @@ class Workloads:
         arrivals = schedule(plan, spec.rate, self._trace)
         prompts = [await self.unique_prompt("prose", max(a.prompt_tokens, 32), f"{self.tag}:{spec.cell_id}:{i}")
                    for i, a in enumerate(arrivals)]
+        sends = [Send(self._record(spec, f"{spec.cell_id}-{i}", a.output_tokens, t_due=a.due_s, measured=a.measured),
+                      self._request(a.output_tokens, prompt=prompt, extra_body=self.endpoint.extras(a.output_tokens)))
+                 for i, (a, prompt) in enumerate(zip(arrivals, prompts))]
         processes = processes_for(spec.rate, plan.client_processes, output_tokens=plan.output_tokens.mean)
         if processes > 1:
-            sends = [Send(self._record(spec, f"{spec.cell_id}-{i}", a.output_tokens, t_due=a.due_s,
-                                       measured=a.measured),
-                          self._request(a.output_tokens, prompt=prompt, extra_body=self.endpoint.extras(a.output_tokens)))
-                     for i, (a, prompt) in enumerate(zip(arrivals, prompts))]
             connection = Connection(self.endpoint.base_url, self.endpoint.api_key, dict(self.endpoint.auth),
                                     self.plan.request_timeout_s)
-            sent = await self.senders.send(connection, sends, processes, on_done=on_done)
-            return sorted(sent, key=lambda r: r.t_due or 0.0)
-        records: list[RequestRecord] = []
-        start = time.monotonic() + 0.05
-
-        async def one(i: int, prompt: list[int]) -> None:
-            arrival = arrivals[i]
-            due = start + arrival.due_s
-            await asyncio.sleep(max(0.0, due - PREPARE_AHEAD_S - time.monotonic()))  # the send hook waits for `due`
-            record = self._record(spec, f"{spec.cell_id}-{i}", arrival.output_tokens, t_due=due,
-                                  measured=arrival.measured)
-            records.append(record)
-            await stream_request(self.openai, record, self._request(
-                arrival.output_tokens, prompt=prompt, extra_body=self.endpoint.extras(arrival.output_tokens)))
-            on_done()
-
-        await asyncio.gather(*(one(i, prompt) for i, prompt in enumerate(prompts)))
+            records = await self.senders.send(connection, sends, processes, on_done=on_done)
+        else:
+            start = time.monotonic() + 0.05
+            for item in sends:
+                item.record.t_due = start + (item.record.t_due or 0.0)
+            await send_on_schedule(self.openai, sends, on_done=on_done)
+            records = [item.record for item in sends]
         return sorted(records, key=lambda r: r.t_due or 0.0)
 
