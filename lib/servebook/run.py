@@ -31,6 +31,7 @@ from .launch.verify import (
     check_tokenizer,
     launched_claims,
     read_self_report,
+    read_server_info,
     select_model,
     verify_attached,
     verify_claims,
@@ -76,25 +77,6 @@ def _api_key(candidate: Candidate) -> str | None:
     if not value:
         raise InputError(f"launch.api_key_env: the environment variable {name} is not set (export the key first)")
     return value
-
-
-def _server_info(adapter: EngineAdapter, base_url: str, api_key: str | None) -> dict[str, Any] | None:
-    """What the engine says about itself (version, server args), from the first info path that answers."""
-    import httpx
-
-    headers = _auth_headers(api_key)
-    for path in adapter.info_paths:
-        try:
-            response = httpx.get(f"{base_url}{path}", timeout=5, headers=headers)
-        except httpx.HTTPError:
-            continue
-        if response.status_code == 200:
-            try:
-                body = response.json()
-            except ValueError:
-                continue
-            return {"path": path, **body} if isinstance(body, dict) else {"path": path, "body": body}
-    return None
 
 
 @dataclass
@@ -151,7 +133,8 @@ def _engine(candidate: Candidate, adapter: EngineAdapter, target: _Target, write
         assert target.compose_plan is not None
         writer.write_json("compose.json", target.compose_plan.document)
         return ComposeEngine(target.compose_plan, adapter, writer.path("compose.yaml"), writer.engine_log)
-    return EngineProcess(target.argv, adapter, target.base_url, writer.engine_log, env=launch.env)
+    return EngineProcess(target.argv, adapter, target.base_url, writer.engine_log,
+                         env={**adapter.launch_env(candidate), **launch.env})
 
 
 def _write_raw(writer: RunWriter, log: MeasurementLog) -> None:
@@ -199,7 +182,7 @@ def _measure(engine: Engine, endpoint: Endpoint, candidate: Candidate, plan: Pla
     inactive_drafter(candidate.knobs.drafter.kind, endpoint.adapter, log, writer.engine_log)
 
 
-def _select_model(candidate: Candidate, adapter: EngineAdapter, engine_info: EngineInfo,
+def _select_model(candidate: Candidate, adapter: EngineAdapter, engine_info: EngineInfo, writer: RunWriter,
                   api_key: str | None) -> None:
     """Which of the endpoint's models to measure, and what the engine reports of the candidate's settings;
     a launched engine that does not serve the named model is a failed load (attach refused this earlier)."""
@@ -207,6 +190,7 @@ def _select_model(candidate: Candidate, adapter: EngineAdapter, engine_info: Eng
         return
     base_url = engine_info.base_url or ""
     report = read_self_report(adapter, base_url, _auth_headers(api_key))
+    writer.write_json("self_report.json", report.bodies)
     claims, _ = verify_claims(candidate, report, _model_file(engine_info.argv))
     if candidate.launch.mode != "attach":
         claims = launched_claims(claims, adapter, engine_info.argv)
@@ -268,7 +252,7 @@ def _launch_and_measure(engine: Engine, candidate: Candidate, plan: Plan, writer
             raise error.at("launch")
         engine_info.ready_s = round(ready_s, 3)
         engine_info.memory = _memory_check(adapter, engine_info, writer)
-        _select_model(candidate, adapter, engine_info, api_key)
+        _select_model(candidate, adapter, engine_info, writer, api_key)
         _record_server_info(adapter, engine_info, environment, writer, api_key)
         _check_pinned_version(candidate, environment)
         # A launched server whose tokenizer servebook cannot know beforehand (a command template) is asked now;
@@ -293,7 +277,7 @@ def _check_pinned_version(candidate: Candidate, environment: Environment) -> Non
 
 def _record_server_info(adapter: EngineAdapter, engine_info: EngineInfo, environment: Environment,
                         writer: RunWriter, api_key: str | None) -> None:
-    info = _server_info(adapter, engine_info.base_url or "", api_key)
+    info = read_server_info(adapter, engine_info.base_url or "", _auth_headers(api_key))
     if not info:
         return
     writer.write_json("server_info.json", info)

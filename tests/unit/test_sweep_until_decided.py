@@ -114,3 +114,30 @@ def test_a_notebook_that_ran_no_cell_is_told_apart(tmp_path):
     notebook.cells[1].execution_count = 1
     nbformat.write(notebook, path)
     assert ran_a_cell(path)
+
+
+def test_a_time_budget_starts_no_run_it_cannot_hold_and_the_next_sweep_resumes(tmp_path):
+    from servebook.sweeps.runner import TimeBudget
+
+    path = tmp_path / "study.yaml"
+    path.write_text(textwrap.dedent(STUDY))
+    study = load_study(path)
+    journal = Journal(tmp_path / "journal")
+    now = [0.0]
+
+    class SlowRunner(FakeRunner):
+        def run(self, study, entry, journal, reporter, lane=None):
+            now[0] += 100.0  # every run takes 100 s of the lent machine's time
+            result = seal(journal, study, entry, self.rng)
+            result.seconds = 100.0
+            return result
+
+    runner = SlowRunner(np.random.default_rng(2))
+    budget = TimeBudget(runner, 250.0, clock=lambda: now[0])
+    results = sweep_module.sweep(study, journal, reporter=Reporter(quiet=True), runner=budget)
+    # 100 s and 200 s are spent; 50 s cannot hold a third run of 100 s (with its margin), so none starts
+    assert [r.status for r in results] == ["completed", "completed"] and now[0] == 200.0
+    assert len(journal.runs()) == 2, "no run was begun and left half-done"
+    assert runner.closed == 1
+    rest = sweep_module.sweep(study, journal, reporter=Reporter(quiet=True), runner=SlowRunner(np.random.default_rng(3)))
+    assert [r.status for r in rest] == ["skipped", "skipped", "completed"], "the next sweep resumes where it stopped"

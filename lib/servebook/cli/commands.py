@@ -212,6 +212,8 @@ def sweep_cmd(
                                                              "(default: every GPU nvidia-smi lists)"),
     ray: Optional[str] = typer.Option(None, "--ray", help="a Ray cluster address (auto, ray://host:10001): each "
                                                            "candidate run becomes a Ray task asking for its GPUs"),
+    time_budget: Optional[float] = typer.Option(None, "--time-budget", min=1, help="seconds: start no run that the time "
+                                                "left cannot hold (a lent machine's limit); a later sweep resumes"),
     fail_on: Optional[str] = FailOnOption, verdict_format: str = FormatOption, output: Optional[Path] = OutputOption,
     site_url: Optional[str] = SiteUrlOption, set_: list[str] = StudySetOption,
 ):
@@ -233,13 +235,15 @@ def sweep_cmd(
     if ray:
         from ..distributed import sweep_on_ray
 
+        if time_budget is not None:
+            raise InputError("--time-budget: not with --ray (a cluster's runs are placed at once); drop one of them")
         results = sweep_on_ray(study, j, address=ray, reporter=Reporter(), retry_failed=retry_failed,
                                kernel_name=kernel, execution_timeout=execution_timeout)
     else:
         results = sweep(study, j, reporter=Reporter(), retry_failed=retry_failed, kernel_name=kernel,
                         execution_timeout=execution_timeout, max_repeats=max_repeats if until_decided else None,
                         parallel=parallel if parallel == "auto" else (int(parallel) if parallel.isdigit() else parallel),
-                        gpus=gpu_list)
+                        gpus=gpu_list, time_budget_s=time_budget)
     ran = sum(1 for r in results if r.status != "skipped")
     (out if verdict_format == "text" else err).print(f"\n{ran} runs made, {len(results) - ran} skipped (already recorded). "
               f"Results: {j.location}/runs; compare them with `servebook journal ls --journal {j.location}` "

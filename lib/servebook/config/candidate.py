@@ -85,6 +85,9 @@ class Knobs(_Strict):
     kv_dtype: str | None = Field(None, description="KV cache element type, engine-specific names")
     context_length: int | None = Field(None, ge=256)
     tensor_parallel_size: int = Field(1, ge=1, le=64)
+    prefix_caching: bool | None = Field(
+        None, description="the engine's cache of prompt prefixes shared across requests (vLLM's prefix caching, "
+                          "SGLang's radix cache; both on by default); false turns it off")
     gpu_layers: int | None = Field(None, ge=0, description="llama.cpp: layers offloaded to the GPU (-ngl); every "
                                                              "layer on a CUDA build when unset, none on a CPU build")
     prompt_cache_mib: int | None = Field(

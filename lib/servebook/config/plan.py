@@ -185,6 +185,8 @@ class Plan(ShownAsYaml, _Strict):
         if rule.kind == "capacity":
             return [] if self.capacity else [f"{rule.metric} needs a capacity search, and the plan has no capacity "
                                              "section"]
+        if rule.kind == "reuse":
+            return [] if self.reuse else [f"{rule.metric} needs reuse cells, and the plan has no reuse section"]
         if rule.kind == "prefill":
             if self.prefill is None:
                 return [f"{rule.metric} needs prefill cells, and the plan has no prefill section"]

@@ -107,6 +107,11 @@ class EngineAdapter(ABC):
     queue_histogram: str | None = None
     prefill_histogram: str | None = None
 
+    def launch_env(self, candidate: "Candidate") -> dict[str, str]:
+        """Environment servebook gives a launched engine besides the candidate's own `launch.env` (which wins):
+        what makes the engine report its settings, never what changes how it serves."""
+        return {}
+
     def context_per_request(self, candidate: "Candidate") -> int | None:
         """The most tokens one request may hold under this candidate, when its knobs say (None: unknown)."""
         return candidate.knobs.context_length
@@ -149,6 +154,8 @@ class EngineAdapter(ABC):
     def check_common_knobs(self, candidate: "Candidate") -> None:
         if candidate.knobs.gpu_layers is not None:
             raise ValueError(f"knobs.gpu_layers is a llama.cpp setting; {self.kind} places every layer itself")
+        if candidate.knobs.prefix_caching is not None and "prefix_caching" not in self.owned:
+            raise ValueError(f"knobs.prefix_caching: servebook cannot set {self.kind}'s prefix cache; leave it unset")
         if candidate.knobs.prompt_cache_mib is not None:
             raise ValueError(f"knobs.prompt_cache_mib is llama.cpp's host-memory prompt cache (--cache-ram); {self.kind} "
                              "has no such cache: leave it unset")

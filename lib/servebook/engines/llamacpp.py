@@ -146,6 +146,9 @@ class LlamaCppAdapter(EngineAdapter):
             )
         if drafter.num_steps or drafter.topk:
             raise ValueError("knobs.drafter.num_steps/topk are SGLang settings; llama.cpp takes max_draft_tokens")
+        if knobs.prefix_caching is not None:
+            raise ValueError("knobs.prefix_caching: llama.cpp keeps each slot's last prompt and has no server flag for "
+                             "it (prompt_cache_mib sets the host-memory cache); leave it unset")
         self.check_extra_args(candidate)
 
     def backend(self) -> str | None:

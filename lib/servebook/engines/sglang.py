@@ -53,6 +53,7 @@ class SGLangAdapter(_gpu.PythonServerAdapter):
         "drafter": ("--speculative-algorithm", "--speculative-draft-model-path", "--speculative-draft-model",
                     "--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens",
                     "--speculative-dflash-block-size"),
+        "prefix_caching": ("--disable-radix-cache",),
         "launch": ("--host", "--port", "--model-path", "--model", "--enable-metrics", "--enable-cache-report",
                    "--revision", "--served-model-name"),
     }
@@ -74,6 +75,8 @@ class SGLangAdapter(_gpu.PythonServerAdapter):
         for field, knob in REPORTED_FIELDS.items():
             if info.get(field) is not None:
                 out[knob] = info[field]
+        if isinstance(info.get("disable_radix_cache"), bool):
+            out["prefix_caching"] = not info["disable_radix_cache"]
         if "speculative_algorithm" in info:
             out["drafter_active"] = bool(info["speculative_algorithm"])
         # The scheduler may run fewer requests than the flag asked when the KV pool is smaller (model_runner.py).
@@ -118,6 +121,8 @@ class SGLangAdapter(_gpu.PythonServerAdapter):
             "tensor_parallel_size": ("--tp-size",), "chunk_size": ("--chunked-prefill-size",),
             "max_running_requests": ("--max-running-requests",), "context_length": ("--context-length",),
             "kv_dtype": ("--kv-cache-dtype",)})
+        if knobs.prefix_caching is False:  # the radix cache is on unless turned off
+            args.append("--disable-radix-cache")
         drafter = knobs.drafter
         if drafter.kind != "none":
             args += ["--speculative-algorithm", ALGORITHMS[drafter.kind]]

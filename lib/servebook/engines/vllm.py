@@ -26,6 +26,8 @@ KV_TYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_ds_mla", "fp8_e4m3", "fp8
             "fp8_per_token_head", "int4_per_token_head", "int8_per_token_head", "nvfp4", "nvfp4_4over6",
             "nvfp4_ds_mla", "octave_k3v3", "octave_k3v3_compact", "octave_k3v4", "turboquant_3bit_nc",
             "turboquant_4bit_nc", "turboquant_k3v4_nc", "turboquant_k8v4", "ultraquant_4bit")
+#: the resolved configuration as JSON, served in development mode (vllm/entrypoints/serve/instrumentator/server_info.py)
+SERVER_INFO = "/server_info?config_format=json"
 METHODS = {"eagle": "eagle", "eagle3": "eagle3", "mtp": "mtp", "ngram": "ngram", "draft_model": "draft_model",
            "dflash": "dflash"}
 
@@ -53,6 +55,7 @@ class VLLMAdapter(_gpu.PythonServerAdapter):
         "kv_dtype": ("--kv-cache-dtype",),
         "tensor_parallel_size": ("-tp", "--tensor-parallel-size"),
         "drafter": ("--speculative-config", "-sc"),
+        "prefix_caching": ("--enable-prefix-caching", "--no-enable-prefix-caching"),
         "launch": ("--host", "--port", "--revision", "--enable-prompt-tokens-details",
                    "--disable-prompt-tokens-details", "--served-model-name"),
     }
@@ -65,17 +68,29 @@ class VLLMAdapter(_gpu.PythonServerAdapter):
     kv_types = KV_TYPES
     info_paths = ("/version",)
     served_name_flag = "--served-model-name"
+    # The whole resolved configuration, served in development mode (VLLM_SERVER_DEV_MODE, which servebook sets
+    # on the engines it launches); /metrics' vllm:cache_config_info says the cache settings on any vLLM server.
+    self_report_paths = (SERVER_INFO, "/metrics")
+
+    def launch_env(self, candidate: "Candidate") -> dict[str, str]:
+        # Development mode adds endpoints (/server_info among them) and changes nothing in how requests are served.
+        return {"VLLM_SERVER_DEV_MODE": "1"}
 
     def reported_settings(self, bodies: dict[str, Any]) -> dict[str, Any]:
-        # vLLM describes itself only through /v1/models: the model it loaded and its context length.
-        listed = (bodies.get("/v1/models") or {}).get("data") if isinstance(bodies.get("/v1/models"), dict) else None
-        if not isinstance(listed, list) or len(listed) != 1 or not isinstance(listed[0], dict):
-            return {}
         out: dict[str, Any] = {}
-        if listed[0].get("root"):
-            out["model_file"] = listed[0]["root"]
-        if isinstance(listed[0].get("max_model_len"), int):
-            out["context_length"] = listed[0]["max_model_len"]
+        listed = (bodies.get("/v1/models") or {}).get("data") if isinstance(bodies.get("/v1/models"), dict) else None
+        if isinstance(listed, list) and len(listed) == 1 and isinstance(listed[0], dict):
+            if listed[0].get("root"):
+                out["model_file"] = listed[0]["root"]
+            if isinstance(listed[0].get("max_model_len"), int):
+                out["context_length"] = listed[0]["max_model_len"]
+        metrics = bodies.get("/metrics")
+        if isinstance(metrics, str):
+            out.update(_metrics_settings(metrics))
+        info = bodies.get(SERVER_INFO)
+        config = info.get("vllm_config") if isinstance(info, dict) else None
+        if isinstance(config, dict):
+            out.update(_config_settings(config))
         return out
 
     def stream_options(self) -> dict:
@@ -103,6 +118,8 @@ class VLLMAdapter(_gpu.PythonServerAdapter):
             "tensor_parallel_size": ("-tp",), "chunk_size": ("--enable-chunked-prefill", "--max-num-batched-tokens"),
             "max_running_requests": ("--max-num-seqs",), "context_length": ("--max-model-len",),
             "kv_dtype": ("--kv-cache-dtype",)})
+        if knobs.prefix_caching is not None:
+            args.append("--enable-prefix-caching" if knobs.prefix_caching else "--no-enable-prefix-caching")
         drafter = knobs.drafter
         if drafter.kind != "none":
             config: dict = {"method": METHODS[drafter.kind]}
@@ -127,6 +144,57 @@ class VLLMAdapter(_gpu.PythonServerAdapter):
             draft_tokens=delta("vllm:spec_decode_num_draft_tokens_total"),
             accepted_tokens=delta("vllm:spec_decode_num_accepted_tokens_total"),
         )
+
+
+def _metrics_settings(text: str) -> dict[str, Any]:
+    """The cache settings vLLM publishes as labels of `vllm:cache_config_info`, and whether it counts drafts (the
+    speculative counters exist only when a drafter is configured)."""
+    from .counters import parse_metrics
+
+    try:
+        scrape = parse_metrics(text)
+    except ValueError:
+        return {}
+    out: dict[str, Any] = {}
+    info = next((dict(s.labels) for s in scrape.samples if s.name == "vllm:cache_config_info"), None)
+    if info:
+        if info.get("cache_dtype"):
+            out["kv_dtype"] = info["cache_dtype"]
+        if info.get("enable_prefix_caching") in ("True", "False"):
+            out["prefix_caching"] = info["enable_prefix_caching"] == "True"
+        blocks, size = info.get("num_gpu_blocks"), info.get("block_size")
+        if blocks and size and blocks.isdigit() and size.isdigit():
+            out["kv_cache_tokens"] = int(blocks) * int(size)
+    if any(s.name.startswith("vllm:") for s in scrape.samples):
+        out["drafter_active"] = any(s.name.startswith("vllm:spec_decode_num_draft_tokens") for s in scrape.samples)
+    return out
+
+
+def _config_settings(config: dict[str, Any]) -> dict[str, Any]:
+    """Knob values from the resolved configuration of /server_info?config_format=json (development mode)."""
+    def section(name: str) -> dict[str, Any]:
+        value = config.get(name)
+        return value if isinstance(value, dict) else {}
+
+    scheduler, cache, parallel, model = (section("scheduler_config"), section("cache_config"),
+                                         section("parallel_config"), section("model_config"))
+    out: dict[str, Any] = {}
+    for value, knob in ((scheduler.get("max_num_seqs"), "max_running_requests"),
+                        (scheduler.get("max_num_batched_tokens"), "chunk_size"),
+                        (parallel.get("tensor_parallel_size"), "tensor_parallel_size"),
+                        (model.get("max_model_len"), "context_length")):
+        if isinstance(value, int):
+            out[knob] = value
+    if isinstance(cache.get("cache_dtype"), str):
+        out["kv_dtype"] = cache["cache_dtype"]
+    if isinstance(cache.get("enable_prefix_caching"), bool):
+        out["prefix_caching"] = cache["enable_prefix_caching"]
+    if "speculative_config" in config:
+        spec = config["speculative_config"]
+        out["drafter_active"] = isinstance(spec, dict) and bool(spec.get("method"))
+        if isinstance(spec, dict) and spec.get("method"):
+            out["drafter_method"] = spec["method"]
+    return out
 
 
 register(VLLMAdapter())

@@ -85,7 +85,7 @@ def render(candidate: Candidate, adapter: EngineAdapter, *, model_path: str, dra
     for i, devices in enumerate(gpu_groups(candidate)):
         name = f"{candidate.engine}-r{i}"
         host_port = first_port + i
-        environment = dict(launch.env)
+        environment = {**adapter.launch_env(candidate), **launch.env}
         volumes = list(launch.volumes)
         if launch.compile_cache:
             cache = f"{launch.compile_cache.rstrip('/')}/{project}/replica-{i}"

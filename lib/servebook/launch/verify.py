@@ -50,6 +50,8 @@ class SelfReport:
 
     models: list[str] | None  # None: /v1/models did not answer
     settings: dict[str, Any] = field(default_factory=dict)
+    #: what each path answered (JSON, or the text of /metrics), kept with the run so a claim can be re-read later
+    bodies: dict[str, Any] = field(default_factory=dict)
 
     @property
     def record(self) -> dict:
@@ -65,14 +67,34 @@ def read_self_report(adapter: EngineAdapter, base_url: str, headers: dict, timeo
             try:
                 response = http.get(f"{base_url}{path}")
                 if response.status_code == 200:
-                    bodies[path] = response.json()
+                    # /metrics is Prometheus text; every other self-report is JSON
+                    json_body = "json" in response.headers.get("content-type", "") or path != "/metrics"
+                    bodies[path] = response.json() if json_body else response.text
             except (httpx.HTTPError, ValueError):
                 continue
     listed = bodies.get("/v1/models")
     models = None
     if isinstance(listed, dict) and isinstance(listed.get("data"), list):
         models = [str(m["id"]) for m in listed["data"] if isinstance(m, dict) and "id" in m]
-    return SelfReport(models, adapter.reported_settings(bodies))
+    return SelfReport(models, adapter.reported_settings(bodies), bodies)
+
+
+def read_server_info(adapter: EngineAdapter, base_url: str, headers: dict) -> dict[str, Any] | None:
+    """What the engine says about itself (version, server args), from the first info path that answers."""
+    import httpx
+
+    for path in adapter.info_paths:
+        try:
+            response = httpx.get(f"{base_url}{path}", timeout=5, headers=headers)
+        except httpx.HTTPError:
+            continue
+        if response.status_code == 200:
+            try:
+                body = response.json()
+            except ValueError:
+                continue
+            return {"path": path, **body} if isinstance(body, dict) else {"path": path, "body": body}
+    return None
 
 
 def select_model(report: SelfReport, served_name: str | None, where: str) -> str | None:
@@ -131,7 +153,8 @@ def verify_claims(candidate: Candidate, report: SelfReport, model_file: str | No
         judge("served_name", candidate.model.served_name, settings["served_name"] == candidate.model.served_name,
               settings["served_name"])
     simple = {"max_running_requests": knobs.max_running_requests, "chunk_size": knobs.chunk_size,
-              "kv_dtype": knobs.kv_dtype, "tensor_parallel_size": knobs.tensor_parallel_size}
+              "kv_dtype": knobs.kv_dtype, "tensor_parallel_size": knobs.tensor_parallel_size,
+              "prefix_caching": knobs.prefix_caching}
     for name, claimed in simple.items():
         if claimed is None:
             continue

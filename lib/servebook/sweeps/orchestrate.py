@@ -17,7 +17,7 @@ from ..util.progress import Reporter
 from .gpus import gpu_lanes_for
 from .pending import SweepResult, interleaved, recorded
 from .placement import Lane, lane_for, place
-from .runner import QUALIFY_NOTEBOOK, PapermillRunner, Runner
+from .runner import QUALIFY_NOTEBOOK, OutOfTime, PapermillRunner, Runner, TimeBudget
 
 T = TypeVar("T")
 
@@ -46,6 +46,7 @@ def sweep(
     gpus: list[int] | None = None,
     reuse_kernel: bool = True,
     runner: Runner | None = None,
+    time_budget_s: float | None = None,
 ) -> list[SweepResult]:
     """`study.repeats` runs per candidate not yet recorded under the study's plan, interleaved; failures go on.
     With `max_repeats`, then add repeats where verdicts are undecided until decided.
@@ -53,7 +54,8 @@ def sweep(
     `parallel`: 1 runs one candidate at a time; "auto" (or a number) runs candidates at once on disjoint groups of
     the host's GPUs (`gpus`, default what nvidia-smi lists), each group as wide as the candidate's tensor
     parallel size times its replicas. A host without GPUs stays serial under "auto": two engines sharing CPU
-    cores measure each other. `runner`: what executes each run (default: papermill on kept kernels)."""
+    cores measure each other. `runner`: what executes each run (default: papermill on kept kernels).
+    `time_budget_s`: start no run the time left cannot hold (a lent machine's limit); the next sweep resumes."""
     reporter = reporter or Reporter()
     journal.ensure_writable()
     if max_repeats is not None and study.verdict.max_runs != max_repeats:
@@ -63,10 +65,15 @@ def sweep(
     check_study_fits(study, entries)
     runner = runner or PapermillRunner(notebook, kernel_name, start_timeout, execution_timeout, reuse=reuse_kernel)
     lanes = gpu_lanes_for(entries, parallel, gpus, reporter)
+    if time_budget_s is not None:
+        runner = TimeBudget(runner, time_budget_s)
     try:
         results = run_pending(study, entries, journal, runner, reporter, retry_failed, lanes=lanes)
         if max_repeats is not None:
             results += until_decided(study, journal, runner, reporter, max_repeats, lanes=lanes)
+    except OutOfTime as stop:
+        reporter.log(str(stop))
+        results = stop.results
     finally:
         runner.close()
     journal.index()

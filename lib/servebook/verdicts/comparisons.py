@@ -51,6 +51,8 @@ class Comparison:
     def where(self) -> str:
         if self.metric == "capacity_rps":
             return "per run"
+        if self.metric == "next_turn_ttft_s":
+            return "prompt reuse"
         if self.prompt_tokens is not None and self.concurrency is None:
             return f"at {self.prompt_tokens} tokens"
         n = self.concurrency

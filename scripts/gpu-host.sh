@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The GPU host's half of a study on a machine with no network: take the bundle's parts as they arrive, install
+# the engine and servebook's dependencies from them, write the random-weight models, and sweep a study.
+# The other half, on a machine with the package registries, is `python3 scripts/gpu_bundle.py build` (README,
+# "On a GPU host with no network"). Every step is idempotent, so calls can be repeated and resumed.
+#
+#   scripts/gpu-host.sh receive DIR          # copy the parts carried in DIR into $PARTS (one call per part)
+#   scripts/gpu-host.sh setup                # verify, join and install the bundle; write the models
+#   scripts/gpu-host.sh study [SWEEP ARGS]   # sweep $STUDY into $JOURNAL (default: --until-decided --max-repeats 6)
+#   scripts/gpu-host.sh pack OUT_DIR         # the journal (and the compile cache, if small) as archives in OUT_DIR
+#   scripts/gpu-host.sh all [SWEEP ARGS]     # setup, then study
+#
+# Environment: STUDY (data/studies/h200-vllm-1b.yaml), JOURNAL (/tmp/sb-journal), PARTS (/tmp/sb-parts),
+# SITE_DIR (/tmp/sb-site: where the wheels are installed), MODELS (1b: `servebook models random --params`),
+# BUDGET (seconds the sweep may start runs in; unset: no limit), PYTHON (python3).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+STUDY=${STUDY:-data/studies/h200-vllm-1b.yaml}
+JOURNAL=${JOURNAL:-/tmp/sb-journal}
+PARTS=${PARTS:-/tmp/sb-parts}
+SITE_DIR=${SITE_DIR:-/tmp/sb-site}
+MODELS=${MODELS:-1b}
+PYTHON=${PYTHON:-python3}
+
+# servebook from this checkout (its notebooks and data travel with it), everything else from the bundle
+export PYTHONPATH="$PWD/lib:$SITE_DIR${PYTHONPATH:+:$PYTHONPATH}"
+export PATH="$SITE_DIR/bin:$PATH"
+export JUPYTER_PATH="$SITE_DIR/share/jupyter${JUPYTER_PATH:+:$JUPYTER_PATH}"
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
+# compile caches in one place, so that `pack` can carry them to the next machine
+export SERVEBOOK_CACHE=${SERVEBOOK_CACHE:-/tmp/sb-cache}
+export VLLM_CACHE_ROOT=${VLLM_CACHE_ROOT:-$SERVEBOOK_CACHE/vllm} TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-$SERVEBOOK_CACHE/triton}
+SB=("$PYTHON" -m servebook.cli)
+
+step=${1:-all}
+[ $# -gt 0 ] && shift
+case "$step" in
+  receive)
+    mkdir -p "$PARTS"
+    cp -v "${1:?receive DIR}"/* "$PARTS"/
+    "$PYTHON" scripts/gpu_bundle.py check --parts "$PARTS"
+    ;;
+  setup)
+    "$PYTHON" scripts/gpu_bundle.py install --parts "$PARTS" --target "$SITE_DIR"
+    nvidia-smi --query-gpu=name,uuid,clocks.sm,clocks.max.sm,memory.used,memory.total,power.limit --format=csv
+    "$PYTHON" -c 'import vllm, sys; print("vllm", vllm.__version__, "on python", sys.version.split()[0])' || true
+    "${SB[@]}" models random --params "$MODELS" --format hf
+    ;;
+  study)
+    if [ $# -eq 0 ]; then set -- --until-decided --max-repeats 6; fi
+    "${SB[@]}" sweep "$STUDY" --journal "$JOURNAL" ${BUDGET:+--time-budget "$BUDGET"} "$@"
+    ;;
+  pack)
+    out=${1:?pack OUT_DIR}
+    mkdir -p "$out"
+    tar -C "$(dirname "$JOURNAL")" -cJf "$out/journal.tar.xz" "$(basename "$JOURNAL")"
+    ls -la "$out"
+    ;;
+  all)
+    "$0" setup
+    "$0" study "$@"
+    ;;
+  *)
+    echo "unknown step $step: receive, setup, study, pack or all" >&2
+    exit 2
+    ;;
+esac
