@@ -7,12 +7,17 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
-from servebook.config.loading import load_study
-from servebook.engines import get_engine
-from servebook.engines.random_models import model_file_name
+# Generated models (random:1b) resolve under the cache: one fixed root, so a recorded line does not depend on the
+# machine it was recorded on.
+os.environ["SERVEBOOK_CACHE"] = "/servebook-cache"
+
+from servebook.config.loading import load_study  # noqa: E402
+from servebook.engines import get_engine  # noqa: E402
+from servebook.engines.random_models import model_file_name  # noqa: E402
 
 
 def command_lines(paths: list[str]) -> dict:
@@ -25,9 +30,9 @@ def command_lines(paths: list[str]) -> dict:
             if candidate.engine not in ("sglang", "vllm") or candidate.launch.simulator:
                 continue
             adapter = get_engine(candidate.engine)
-            argv = adapter.argv(candidate, port=30000, model_path=model_file_name(candidate.model.path or
-                                                                                   candidate.model.id) or "",
-                                draft_path=model_file_name(candidate.knobs.drafter.model))
+            model = model_file_name(candidate.model.path or candidate.model.id, adapter.model_format) or ""
+            argv = adapter.argv(candidate, port=30000, model_path=model,
+                                draft_path=model_file_name(candidate.knobs.drafter.model, adapter.model_format))
             out.setdefault(candidate.engine, {}).setdefault(study.name, {})[entry.name] = argv
     return out
 

@@ -10,6 +10,7 @@ import typer
 
 from ..config import InputError, Plan, load_candidate, load_plan, load_study, parse_overrides, with_overrides
 from ..engines.llamacpp_build import find_llamacpp, install_llamacpp
+from ..engines.model_specs import MODEL_FORMATS, ModelFormat
 from ..journal import Journal
 from ..util.progress import Reporter
 from ._app import (
@@ -62,14 +63,35 @@ def engine_info():
                          "builds": {b: {"server": str(i.server), **i.info} for b, i in builds.items() if i}})
 
 
+ModelFormatOption = typer.Option("gguf", "--format", help="gguf (for llama.cpp), hf (a Hugging Face checkpoint for "
+                                                            "vLLM and SGLang, written without the llama.cpp build), "
+                                                            "or both")
+
+
+def model_formats(value: str) -> tuple[ModelFormat, ...]:
+    if value == "both":
+        return MODEL_FORMATS
+    for fmt in MODEL_FORMATS:
+        if value == fmt:
+            return (fmt,)
+    raise InputError(f"--format {value!r}: choose gguf, hf or both")
+
+
+def disk_bytes(path: Path) -> int:
+    """A model's size on disk: its file's, or the sum of the files of its checkpoint directory."""
+    return path.stat().st_size if path.is_file() else sum(f.stat().st_size for f in path.iterdir() if f.is_file())
+
+
 @models_app.command("tiny")
 @friendly
-def models_tiny():
+def models_tiny(format_: str = ModelFormatOption):
     """Write the deterministic random-weight tiny target and draft models (if missing)."""
-    from ..engines.tiny_models import ensure_tiny_models
+    from ..engines.tiny_models import ensure_tiny_hf_checkpoints, ensure_tiny_models
 
-    for name, path in ensure_tiny_models(reporter=Reporter()).items():
-        out.print(f"tiny:{name}  {path}  ({path.stat().st_size / 1e6:.0f} MB)")
+    for fmt in model_formats(format_):
+        written = ensure_tiny_models(reporter=Reporter()) if fmt == "gguf" else ensure_tiny_hf_checkpoints(Reporter())
+        for name, path in written.items():
+            out.print(f"tiny:{name}  {path}  ({disk_bytes(path) / 1e6:.0f} MB{', hf' if fmt == 'hf' else ''})")
 
 
 @models_app.command("memory")
@@ -98,9 +120,12 @@ def models_random(
     name: Optional[str] = typer.Option(None, help="with a shape: the name candidates use, as random:NAME"),
     layers: Optional[int] = typer.Option(None), width: Optional[int] = typer.Option(None),
     heads: Optional[int] = typer.Option(None), kv_heads: Optional[int] = typer.Option(None),
-    ffn: Optional[int] = typer.Option(None), dtype: str = typer.Option("f16", help="f16 or f32"),
+    ffn: Optional[int] = typer.Option(None),
+    dtype: str = typer.Option("f16", help="f16 or f32 (the GGUF's; a Hugging Face checkpoint is bf16)"),
+    format_: str = ModelFormatOption,
 ):
     """Write a realistic-size random-weight model (deterministic, cached): a preset or any llama shape."""
+    from ..engines.hf_checkpoints import ensure_hf_checkpoint
     from ..engines.random_models import RANDOM_MODELS, custom_spec, ensure_model
 
     shape = {"layers": layers, "width": width, "heads": heads, "kv_heads": kv_heads, "ffn": ffn}
@@ -120,10 +145,12 @@ def models_random(
             specs = [custom_spec(name, dtype=dtype, **shape)]
         except ValueError as error:
             raise InputError(f"models random: {error}") from None
+    formats = model_formats(format_)
     for spec in specs:
-        path = ensure_model(spec, reporter=Reporter())
-        out.print(f"random:{spec.name}  {path}  ({spec.parameters() / 1e9:.2f}B parameters, "
-                  f"{path.stat().st_size / 1e9:.2f} GB)")
+        for fmt in formats:
+            path = ensure_model(spec, reporter=Reporter()) if fmt == "gguf" else ensure_hf_checkpoint(spec, Reporter())
+            out.print(f"random:{spec.name}  {path}  ({spec.parameters() / 1e9:.2f}B parameters, "
+                      f"{disk_bytes(path) / 1e9:.2f} GB{', hf' if fmt == 'hf' else ''})")
 
 
 @app.command("run")

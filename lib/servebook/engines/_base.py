@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from ..config.candidate import Candidate
     from .contracts import Contract
     from .counters import Scrape
+    from .model_specs import ModelFormat
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,8 @@ class EngineAdapter(ABC):
     process_markers: tuple[bytes, ...] = ()
     #: whether the engine is a local binary whose --version and model file go into the fingerprint
     fingerprints_binary: bool = False
+    #: the form a `tiny:` / `random:` model takes for this engine: a GGUF file, or a Hugging Face directory ("hf")
+    model_format: "ModelFormat" = "gguf"
     #: the flag that makes the engine require an API key (llama.cpp, vLLM and SGLang all take --api-key)
     api_key_flag: str | None = "--api-key"
     #: whether the engine's parser takes an unambiguous prefix of a flag (argparse's allow_abbrev), and whether it

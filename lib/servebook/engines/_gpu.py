@@ -56,6 +56,7 @@ class PythonServerAdapter(EngineAdapter):
     #: the engine's name in messages, and the KV cache dtypes it accepts
     title: str = ""
     kv_types: tuple[str, ...] = ()
+    model_format = "hf"
 
     def uses_gpus(self, candidate) -> bool:
         return True

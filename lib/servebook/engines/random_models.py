@@ -6,84 +6,36 @@ so a real llama-server loads them, tokenizes real text and honours json_schema. 
 real model's of that shape (the arithmetic does not care what the weights are); their text is
 noise. Sizes follow public model shapes; `random:draft` is a small model of the same vocabulary
 to serve as a speculative drafter. Weights come from one seeded pool of noise, rolled per tensor,
-so a 1B model is written in seconds rather than drawn number by number.
+so a 1B model is written in seconds rather than drawn number by number. A reference (`random:NAME`,
+`tiny:NAME`) names this GGUF for llama.cpp, and the Hugging Face checkpoint of the same shape
+(hf_checkpoints) for vLLM and SGLang.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from ..util.paths import cache_root
 from ..util.progress import Reporter
+from .hf_checkpoints import HF_SUFFIX, ensure_hf_checkpoint, hf_checkpoint_path
 from .llamacpp_build import LlamaCppInstall, find_llamacpp, install_llamacpp
+from .model_specs import (
+    EVERY_WEIGHT_DRAWN_BELOW,
+    NOISE_POOL,
+    RANDOM_MODELS,
+    TINY_HF_MODELS,
+    TINY_MODELS,
+    ModelFormat,
+    ModelSpec,
+    models_dir,
+)
 
 VOCAB_SOURCE = "ggml-vocab-qwen2.gguf"
 CHAT_TEMPLATE = "Qwen-Qwen2.5-7B-Instruct.jinja"
 RANDOM_PREFIX = "random:"
-_POOL = 1 << 24  # values in the noise pool every tensor is cut from
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """The shape of a llama-architecture model: what the engine's speed depends on."""
-
-    name: str
-    seed: int
-    embedding_length: int
-    block_count: int
-    feed_forward_length: int
-    head_count: int
-    head_count_kv: int
-    context_length: int = 32768
-    dtype: str = "f16"
-    recipe: int = 1  # bumped when the recipe changes, so old files are not mistaken for new ones
-    family: str = "random"  # "tiny" for the test models, whose file names predate the shape in the name
-
-    @property
-    def filename(self) -> str:
-        if self.family == "tiny":
-            return f"tiny-{self.name}-r{self.recipe}.gguf"
-        shape = f"d{self.embedding_length}-l{self.block_count}-f{self.feed_forward_length}-h{self.head_count}" \
-                f"-kv{self.head_count_kv}-{self.dtype}"
-        return f"random-{self.name}-{shape}-r{self.recipe}.gguf"
-
-    def parameters(self, n_vocab: int = 151936) -> int:
-        d, ff, kv = self.embedding_length, self.feed_forward_length, self.head_count_kv
-        d_kv = d // self.head_count * kv
-        per_block = 2 * d * d + 2 * d * d_kv + 3 * d * ff + 2 * d
-        return n_vocab * d + self.block_count * per_block + d
-
-    def kv_bytes_per_token(self, kv_dtype_bytes: int = 2) -> int:
-        """KV cache bytes per token: layers x KV heads x head dim x 2 (K and V) x element size."""
-        head_dim = self.embedding_length // self.head_count
-        return self.block_count * self.head_count_kv * head_dim * 2 * kv_dtype_bytes
-
-
-RANDOM_MODELS: dict[str, ModelSpec] = {
-    # shapes of public models of these sizes (Qwen2.5-0.5B, Llama-3.2-1B, Llama-3.2-3B, Llama-3.1-8B)
-    "0.5b": ModelSpec("0.5b", 11, 896, 24, 4864, 14, 2, context_length=131072),
-    "1b": ModelSpec("1b", 12, 2048, 16, 8192, 32, 8, context_length=131072),
-    "3b": ModelSpec("3b", 13, 3072, 28, 8192, 24, 8, context_length=131072),
-    "8b": ModelSpec("8b", 14, 4096, 32, 14336, 32, 8, context_length=131072),
-    "draft": ModelSpec("draft", 15, 512, 2, 1536, 8, 4, context_length=131072),
-}
-
-#: The tiny models tests and the demo serve (see tiny_models); here so that references resolve without a cycle.
-TINY_MODELS: dict[str, ModelSpec] = {
-    "target": ModelSpec("target", seed=1, embedding_length=256, block_count=4, feed_forward_length=768,
-                        head_count=4, head_count_kv=2, family="tiny"),
-    "draft": ModelSpec("draft", seed=2, embedding_length=128, block_count=1, feed_forward_length=256,
-                       head_count=2, head_count_kv=2, family="tiny"),
-}
-
-
-def models_dir() -> Path:
-    return cache_root() / "models"
 
 
 def random_model_path(spec: ModelSpec) -> Path:
@@ -100,9 +52,9 @@ def custom_spec(name: str, *, layers: int, width: int, heads: int, kv_heads: int
     return ModelSpec(name, seed, width, layers, ffn, heads, kv_heads, context_length, dtype)
 
 
-def find_custom(name: str) -> Path | None:
-    """A model written earlier with `models random --name NAME` (any shape)."""
-    found = sorted(models_dir().glob(f"random-{name}-d*.gguf"))
+def find_custom(name: str, fmt: ModelFormat = "gguf") -> Path | None:
+    """A model written earlier with `models random --name NAME` (any shape), as a GGUF file or an HF directory."""
+    found = sorted(models_dir().glob(f"random-{name}-d*" + (".gguf" if fmt == "gguf" else HF_SUFFIX)))
     return found[-1] if found else None
 
 
@@ -168,11 +120,11 @@ def _add_weights(writer, spec: ModelSpec, n_vocab: int) -> None:
     dtype = np.float16 if spec.dtype == "f16" else np.float32
     d, ff = spec.embedding_length, spec.feed_forward_length
     d_kv = d // spec.head_count * spec.head_count_kv
-    if spec.parameters(n_vocab) < 50_000_000:
+    if spec.parameters(n_vocab) < EVERY_WEIGHT_DRAWN_BELOW:
         def weight(*shape: int) -> np.ndarray:  # small models: every number drawn (the tiny models' recipe)
             return (rng.standard_normal(shape, dtype=np.float32) * 0.02).astype(dtype)
     else:
-        pool = (rng.standard_normal(_POOL, dtype=np.float32) * 0.02).astype(dtype)
+        pool = (rng.standard_normal(NOISE_POOL, dtype=np.float32) * 0.02).astype(dtype)
 
         def weight(*shape: int) -> np.ndarray:  # large models: cut from the pool at a seeded offset
             start = int(rng.integers(0, pool.size))
@@ -193,48 +145,50 @@ def _add_weights(writer, spec: ModelSpec, n_vocab: int) -> None:
         writer.add_tensor(f"blk.{i}.ffn_down.weight", weight(d, ff))
 
 
-def generated_spec(value: str) -> ModelSpec | None:
-    """The spec behind a model reference `tiny:NAME` or `random:NAME`; None for a plain path.
-    Raises KeyError (listing the known names) for an unknown name."""
+def generated_spec(value: str, fmt: ModelFormat = "gguf") -> ModelSpec | None:
+    """The spec behind a model reference `tiny:NAME` or `random:NAME` in format `fmt`; None for a plain path (and
+    for a custom random model, found by its file). Raises KeyError (listing the known names) for an unknown name."""
     if value.startswith("tiny:"):
         name = value[len("tiny:"):]
         if name not in TINY_MODELS:
             raise KeyError(f"unknown tiny model {name!r}; known: " + ", ".join(f"tiny:{n}" for n in TINY_MODELS))
-        return TINY_MODELS[name]
+        # the tiny checkpoints have a vocabulary of their own, the tiny GGUFs the qwen2 one
+        return (TINY_HF_MODELS if fmt == "hf" else TINY_MODELS)[name]
     if value.startswith(RANDOM_PREFIX):
         name = value[len(RANDOM_PREFIX):]
         if name in RANDOM_MODELS:
             return RANDOM_MODELS[name]
-        custom = find_custom(name)
+        custom = find_custom(name, fmt)
         if custom is None:
             raise KeyError(f"unknown random model {name!r}; known: "
                            + ", ".join(f"{RANDOM_PREFIX}{n}" for n in RANDOM_MODELS)
-                           + " (or write one with `servebook models random --name NAME --layers ...`)")
+                           + f" (or write one with `servebook models random --name NAME --layers ... --format {fmt}`)")
         return None
     return None
 
 
-def generated_path(value: str) -> Path | None:
-    """Where a `tiny:` or `random:` model lives (written or not); None for a plain path."""
-    spec = generated_spec(value)
+def generated_path(value: str, fmt: ModelFormat = "gguf") -> Path | None:
+    """Where a `tiny:` or `random:` model lives in format `fmt` (written or not); None for a plain path."""
+    spec = generated_spec(value, fmt)
     if spec is not None:
-        return models_dir() / spec.filename
-    return find_custom(value[len(RANDOM_PREFIX):]) if value.startswith(RANDOM_PREFIX) else None
+        return random_model_path(spec) if fmt == "gguf" else hf_checkpoint_path(spec)
+    return find_custom(value[len(RANDOM_PREFIX):], fmt) if value.startswith(RANDOM_PREFIX) else None
 
 
-def model_file_name(value: str | None) -> str | None:
-    """A model reference as the file it names: tiny:NAME and random:NAME as the path they are (or will be)
-    written to, without writing them; anything else (a path, a hub id, an unknown name) as given."""
+def model_file_name(value: str | None, fmt: ModelFormat = "gguf") -> str | None:
+    """A model reference as the file (or HF directory) it names: tiny:NAME and random:NAME as the path they are (or
+    will be) written to, without writing them; anything else (a path, a hub id, an unknown name) as given."""
     try:
-        found = generated_path(value) if value else None
+        found = generated_path(value, fmt) if value else None
     except KeyError:
         return value
     return str(found) if found is not None else value
 
 
-def ensure_generated(value: str, reporter: Reporter | None = None) -> Path | None:
-    """The file of a `tiny:` or `random:` model, written first if missing; None for a plain path."""
-    spec = generated_spec(value)
+def ensure_generated(value: str, reporter: Reporter | None = None, fmt: ModelFormat = "gguf") -> Path | None:
+    """The file (or HF directory) of a `tiny:` or `random:` model, written first if missing; None for a plain
+    path. Only the GGUF needs the llama.cpp build (for its vocabulary)."""
+    spec = generated_spec(value, fmt)
     if spec is not None:
-        return ensure_model(spec, reporter=reporter)
-    return generated_path(value)
+        return ensure_model(spec, reporter=reporter) if fmt == "gguf" else ensure_hf_checkpoint(spec, reporter)
+    return generated_path(value, fmt)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ..config.candidate import Candidate
     from ..config.search import MemoryBudget
+    from .model_specs import ModelFormat
 
 # Bytes per element of the KV cache types the engines name; llama.cpp's block types carry a scale
 # per 32 elements (q8_0: 34 bytes per 32 values).
@@ -286,7 +287,8 @@ def does_not_fit(candidate: "Candidate", budget: "MemoryBudget") -> str | None:
         return f"needs {gpus} GPUs (TP {tp} x {candidate.launch.replicas} replicas); the host has {budget.gpus}"
     from . import get_engine
 
-    shape = ModelShape.from_file(_shape_source(budget.model or candidate.model.path))
+    shape = ModelShape.from_file(_shape_source(budget.model or candidate.model.path,
+                                               get_engine(candidate.engine).model_format))
     if budget.weights_gib is not None:
         shape = shape.with_weights(int(budget.weights_gib * GIB), "search.memory.weights_gib")
     # What one request may hold as the engine reads its knobs (llama.cpp shares its context among its slots).
@@ -310,20 +312,20 @@ def does_not_fit(candidate: "Candidate", budget: "MemoryBudget") -> str | None:
     return None
 
 
-def _shape_source(model: str | None) -> Path:
-    """The file the model's shape is read from: a path, or the GGUF a `tiny:`/`random:` reference was written to."""
+def _shape_source(model: str | None, fmt: "ModelFormat") -> Path:
+    """The file the model's shape is read from: a path, or the GGUF (or, for a GPU engine, the Hugging Face
+    directory) a `tiny:`/`random:` reference was written to."""
     if not model:
         raise ValueError("search.memory.model: give the model's shape (a GGUF file or a config.json)")
     if not model.startswith(("tiny:", "random:")):
         return Path(model)
-    from .random_models import find_custom, generated_spec, random_model_path
+    from .random_models import generated_path
 
     try:
-        spec = generated_spec(model)
+        path = generated_path(model, fmt)
     except KeyError as error:
         raise ValueError(f"search.memory.model: {error.args[0]}") from None
-    path = random_model_path(spec) if spec is not None else find_custom(model.split(":", 1)[1])
-    if path is None or not path.is_file():
-        raise ValueError(f"search.memory.model: {model} is not written yet (servebook models random / models tiny), "
-                         "so its shape cannot be read; write it, or give a GGUF file or config.json")
+    if path is None or not path.exists():
+        raise ValueError(f"search.memory.model: {model} is not written yet (servebook models random / models tiny "
+                         f"--format {fmt}), so its shape cannot be read; write it, or give a GGUF file or config.json")
     return path

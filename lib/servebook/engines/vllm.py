@@ -55,7 +55,7 @@ class VLLMAdapter(_gpu.PythonServerAdapter):
         "kv_dtype": ("--kv-cache-dtype",),
         "tensor_parallel_size": ("-tp", "--tensor-parallel-size"),
         "drafter": ("--speculative-config", "-sc"),
-        "prefix_caching": ("--enable-prefix-caching", "--no-enable-prefix-caching"),
+        "prefix_caching": ("--enable-prefix-caching", "--no-enable-prefix-caching", "--disable-prefix-caching"),
         "launch": ("--host", "--port", "--revision", "--enable-prompt-tokens-details",
                    "--disable-prompt-tokens-details", "--served-model-name"),
     }

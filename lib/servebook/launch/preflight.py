@@ -16,6 +16,7 @@ from pathlib import Path
 from ..config.candidate import Candidate
 from ..config.errors import InputError
 from ..engines import get_engine, known_engines
+from ..engines.model_specs import ModelFormat
 from ..util.progress import Reporter
 from .process import PortInUse, ensure_port_free
 
@@ -51,20 +52,22 @@ class PreflightFailed(InputError):
         super().__init__("preflight refused the launch:\n" + "\n".join(f"  {f.code}: {f.message}" for f in errors))
 
 
-def resolve_model_path(value: str, field_name: str, reporter: Reporter) -> str:
-    """A model reference as a file: `tiny:NAME` and `random:NAME` are written once (cached), a path must exist."""
+def resolve_model_path(value: str, field_name: str, reporter: Reporter, fmt: ModelFormat = "gguf") -> str:
+    """A model reference as a file (`fmt` "gguf") or a Hugging Face directory ("hf"): `tiny:NAME` and `random:NAME`
+    are written once (cached), a path must exist."""
     from ..engines.random_models import ensure_generated
 
     try:
-        generated = ensure_generated(value, reporter)
+        generated = ensure_generated(value, reporter, fmt)
     except KeyError as error:
         raise InputError(f"{field_name}: {error.args[0]}") from None
     if generated is not None:
         return str(generated)
     path = Path(value).expanduser()
     if not path.exists():
-        raise InputError(f"{field_name}: model file not found: {path} "
-                         "(give an existing GGUF file, tiny:target, or random:0.5b / 1b / 3b / 8b)")
+        given = "an existing GGUF file" if fmt == "gguf" else "an existing Hugging Face model directory"
+        raise InputError(f"{field_name}: model {'file' if fmt == 'gguf' else 'directory'} not found: {path} "
+                         f"(give {given}, tiny:target, or random:0.5b / 1b / 3b / 8b)")
     return str(path.resolve())
 
 
@@ -175,9 +178,10 @@ def preflight(candidate: Candidate, reporter: Reporter, *, inventory=None) -> Re
     else:
         binary = adapter.local_binary(candidate, reporter)
         if candidate.model.path:
-            model = resolve_model_path(candidate.model.path, "model.path", reporter)
-        if draft and adapter.fingerprints_binary:  # a local engine reads its draft from a file too
-            draft = resolve_model_path(draft, "knobs.drafter.model", reporter)
+            model = resolve_model_path(candidate.model.path, "model.path", reporter, adapter.model_format)
+        # a local engine reads its draft from a file too; any engine's generated draft is written here first
+        if draft and (adapter.fingerprints_binary or draft.startswith(GENERATED_PREFIXES)):
+            draft = resolve_model_path(draft, "knobs.drafter.model", reporter, adapter.model_format)
     return ResolvedPaths(binary, model, draft, findings, inventory.fingerprint(), adapter.backend())
 
 

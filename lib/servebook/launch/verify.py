@@ -230,7 +230,7 @@ def verify_attached(candidate: Candidate, adapter: EngineAdapter, base_url: str,
     wait_until_answering(adapter, base_url, headers, candidate.launch.ready_timeout_s)
     report = read_self_report(adapter, base_url, headers)
     model = select_model(report, candidate.model.served_name, base_url)
-    found, wrong = verify_claims(candidate, report, model_file_name(model_file))
+    found, wrong = verify_claims(candidate, report, model_file_name(model_file, adapter.model_format))
     if wrong:
         raise InputError(f"attach {base_url}: the server is not the candidate it claims to be: " + "; ".join(wrong))
     check_tokenizer(adapter, base_url, headers, model, needs_tokenizer or [])

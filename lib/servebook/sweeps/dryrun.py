@@ -29,8 +29,8 @@ def dry_run(study: Study) -> list[DryRunEntry]:
     for entry in study.expand():
         candidate = entry.candidate
         adapter = get_engine(candidate.engine)
-        model = model_file_name(candidate.model.path or candidate.model.id) or ""
-        draft = model_file_name(candidate.knobs.drafter.model)
+        model = model_file_name(candidate.model.path or candidate.model.id, adapter.model_format) or ""
+        draft = model_file_name(candidate.knobs.drafter.model, adapter.model_format)
         steps = describe(candidate)
         if candidate.launch.mode == "compose":
             plan = render(candidate, adapter, model_path=model, draft_path=draft,
