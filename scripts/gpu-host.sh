@@ -7,7 +7,9 @@
 #   scripts/gpu-host.sh receive DIR          # copy the parts carried in DIR into $PARTS (one call per part)
 #   scripts/gpu-host.sh setup                # verify, join and install the bundle; write the models
 #   scripts/gpu-host.sh study [SWEEP ARGS]   # sweep $STUDY into $JOURNAL (default: --until-decided --max-repeats 6)
-#   scripts/gpu-host.sh pack OUT_DIR         # the journal (and the compile cache, if small) as archives in OUT_DIR
+#   scripts/gpu-host.sh failures             # each failing launch of data/studies/h200-vllm-failures.yaml, and an
+#                                            # engine killed in the middle of a cell of the study's baseline
+#   scripts/gpu-host.sh pack OUT_DIR         # the journal as an archive in OUT_DIR
 #   scripts/gpu-host.sh all [SWEEP ARGS]     # setup, then study
 #
 # Environment: STUDY (data/studies/h200-vllm-1b.yaml), JOURNAL (/tmp/sb-journal), PARTS (/tmp/sb-parts),
@@ -49,6 +51,32 @@ case "$step" in
   study)
     if [ $# -eq 0 ]; then set -- --until-decided --max-repeats 6; fi
     "${SB[@]}" sweep "$STUDY" --journal "$JOURNAL" ${BUDGET:+--time-budget "$BUDGET"} "$@"
+    ;;
+  failures)
+    "${SB[@]}" sweep data/studies/h200-vllm-failures.yaml --journal "$JOURNAL" || true
+    # An engine that dies mid-cell: the study's baseline with the study's plan, its engine killed (SIGKILL, every
+    # process of it) once the first cell's requests are on disk, i.e. inside a later cell.
+    "$PYTHON" - "$STUDY" > /tmp/sb-kill-candidate.yaml <<'PY'
+import sys, yaml
+study = yaml.safe_load(open(sys.argv[1]))
+yaml.safe_dump({"name": "killed-mid-cell", **study["base"]}, sys.stdout)
+PY
+    "$PYTHON" - "$STUDY" > /tmp/sb-kill-plan.yaml <<'PY'
+import sys, yaml
+yaml.safe_dump(yaml.safe_load(open(sys.argv[1]))["plan"], sys.stdout)
+PY
+    before=$(ls "$JOURNAL/runs" 2>/dev/null | wc -l)
+    "${SB[@]}" run /tmp/sb-kill-candidate.yaml --plan /tmp/sb-kill-plan.yaml --journal "$JOURNAL" &
+    runner=$!
+    for _ in $(seq 1 600); do
+      newest=$(ls -t "$JOURNAL/runs" 2>/dev/null | head -1)
+      if [ "$(ls "$JOURNAL/runs" | wc -l)" -gt "$before" ] && [ -f "$JOURNAL/runs/$newest/requests.parquet" ]; then
+        sleep 1.5; pkill -9 -f "vllm serve" || true; pkill -9 -f "EngineCore" || true
+        echo "killed the engine of $newest"; break
+      fi
+      sleep 1
+    done
+    wait "$runner" || true
     ;;
   pack)
     out=${1:?pack OUT_DIR}
