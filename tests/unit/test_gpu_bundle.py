@@ -1,0 +1,296 @@
+"""scripts/gpu_bundle.py's pure parts: parts and their checks, the host profile, the drop rules and the closure walk;
+and one install of a tiny synthetic bundle (pip --target, no network), twice."""
+
+import hashlib
+import importlib.util
+import io
+import json
+import os
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "gpu_bundle.py"
+
+
+@pytest.fixture(scope="module")
+def gb():
+    spec = importlib.util.spec_from_file_location("gpu_bundle", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["gpu_bundle"] = module  # dataclasses look their module up here
+    spec.loader.exec_module(module)
+    yield module
+    sys.modules.pop("gpu_bundle", None)
+
+
+def manifest_for(blob: bytes, parts: list[dict]) -> dict:
+    return {"archive": {"name": "a.tar", "size": len(blob), "sha256": hashlib.sha256(blob).hexdigest(),
+                        "compression": "none"}, "parts": parts, "engines": [], "created": "now"}
+
+
+# ---------------------------------------------------------------------------------------------------- parts
+
+
+@pytest.mark.parametrize("size, part, count", [(10_000, 3000, 4), (9000, 3000, 3), (10, 3000, 1), (0, 3000, 1)])
+def test_split_then_join_gives_the_same_bytes(gb, tmp_path, size, part, count):
+    blob = os.urandom(size)
+    (tmp_path / "a.tar").write_bytes(blob)
+    parts = gb.split_file(tmp_path / "a.tar", tmp_path / "parts", part)
+    assert [p["name"] for p in parts] == [f"part-{i:03d}" for i in range(count)]
+    assert all(p["size"] <= part for p in parts) and sum(p["size"] for p in parts) == size
+    digest = gb.join_parts([tmp_path / "parts"], manifest_for(blob, parts), tmp_path / "joined")
+    assert (tmp_path / "joined").read_bytes() == blob and digest == hashlib.sha256(blob).hexdigest()
+
+
+def test_split_removes_the_parts_of_an_earlier_bundle(gb, tmp_path):
+    (tmp_path / "a").write_bytes(b"x" * 100)
+    gb.split_file(tmp_path / "a", tmp_path / "parts", 10)
+    gb.split_file(tmp_path / "a", tmp_path / "parts", 50)
+    assert sorted(p.name for p in (tmp_path / "parts").iterdir()) == ["part-000", "part-001"]
+
+
+def test_parts_may_lie_in_several_folders(gb, tmp_path):
+    blob = os.urandom(5000)
+    (tmp_path / "a").write_bytes(blob)
+    parts = gb.split_file(tmp_path / "a", tmp_path / "one", 2000)
+    (tmp_path / "two").mkdir()
+    (tmp_path / "one" / "part-001").rename(tmp_path / "two" / "part-001")
+    manifest = manifest_for(blob, parts)
+    assert [r["state"] for r in gb.part_status([tmp_path / "one"], manifest)] == ["ok", "missing", "ok"]
+    gb.join_parts([tmp_path / "one", tmp_path / "two"], manifest, tmp_path / "joined")
+    assert (tmp_path / "joined").read_bytes() == blob
+
+
+def test_a_damaged_part_is_named_and_nothing_is_joined_silently(gb, tmp_path):
+    blob = os.urandom(5000)
+    (tmp_path / "a").write_bytes(blob)
+    parts = gb.split_file(tmp_path / "a", tmp_path / "p", 2000)
+    manifest = manifest_for(blob, parts)
+    damaged = bytearray((tmp_path / "p" / "part-001").read_bytes())
+    damaged[7] ^= 1
+    (tmp_path / "p" / "part-001").write_bytes(bytes(damaged))
+    assert [r["state"] for r in gb.part_status([tmp_path / "p"], manifest)] == ["ok", "sha256", "ok"]
+    with pytest.raises(gb.BundleError, match="part-001"):
+        gb.join_parts([tmp_path / "p"], manifest, tmp_path / "joined")
+    (tmp_path / "p" / "part-001").write_bytes(bytes(damaged[:-1]))
+    assert gb.part_status([tmp_path / "p"], manifest)[1]["state"] == "size"
+
+
+def test_the_whole_archive_sha_is_checked_too(gb, tmp_path):
+    blob = os.urandom(3000)
+    (tmp_path / "a").write_bytes(blob)
+    parts = gb.split_file(tmp_path / "a", tmp_path / "p", 2000)
+    manifest = manifest_for(blob + b"!", parts)
+    with pytest.raises(gb.BundleError, match="joined archive"):
+        gb.join_parts([tmp_path / "p"], manifest, tmp_path / "joined")
+
+
+def test_a_missing_parts_json_says_what_to_carry(gb, tmp_path):
+    with pytest.raises(gb.BundleError, match="parts.json"):
+        gb.load_parts_manifest([tmp_path])
+
+
+# ---------------------------------------------------------------------------------------------------- host profile
+
+PROFILE = """# a host
+# python: 3.12.3
+# glibc: 2.31
+torch==2.11.0   # the host's CUDA build
+Huggingface_Hub==1.33.0
+numpy==2.5.2
+nvidia-cudnn-cu13
+opencv-python-headless
+cuda-bindings
+local-thing @ file:///tmp/local_thing-1.0-py3-none-any.whl
+
+aiohttp
+"""
+
+
+def test_the_host_profile_reads_versions_bare_names_and_the_target(gb):
+    host = gb.parse_host_profile(PROFILE)
+    assert host.python == "3.12.3" and host.glibc == "2.31" and host.machine == "x86_64"
+    assert host.packages["torch"] == "2.11.0" and host.packages["huggingface-hub"] == "1.33.0"
+    assert host.packages["aiohttp"] is None and host.packages["local-thing"] is None
+    assert host.pinned == {"torch": "2.11.0", "huggingface-hub": "1.33.0", "numpy": "2.5.2"}
+    assert host.python_tag() == "cp312"
+    assert host.marker_env()["python_version"] == "3.12" and host.marker_env()["python_full_version"] == "3.12.3"
+
+
+def test_the_platform_tags_stop_at_the_hosts_glibc(gb):
+    tags = gb.parse_host_profile(PROFILE).platforms()
+    assert tags[0] == "manylinux_2_31_x86_64" and "manylinux_2_32_x86_64" not in tags
+    assert {"manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64"} <= set(tags)
+
+
+@pytest.mark.parametrize("text, match", [("torch==2.11.0\ntorch\n", "twice"), ("torch>=2\n", "name==version")])
+def test_a_bad_host_profile_names_its_line(gb, text, match):
+    with pytest.raises(gb.BundleError, match=match):
+        gb.parse_host_profile(text, source="h.txt")
+
+
+def test_the_shipped_profile_of_the_lent_h200(gb):
+    host = gb.load_host_profile(ROOT / "data" / "gpu-hosts" / "lent-h200.txt")
+    assert host.python.startswith("3.12") and host.machine == "x86_64"
+    assert len(host.packages) > 150 and len(host.pinned) >= 30
+    assert host.pinned["torch"] == "2.11.0" and host.pinned["transformers"] == "5.17.0"
+    assert host.pinned["numpy"] == "2.5.2" and host.packages["pandas"] is None
+    assert "pydantic" not in host.packages and "vllm" not in host.packages
+
+
+# ---------------------------------------------------------------------------------------------------- drop rules
+
+
+def test_drop_rules(gb):
+    host = gb.parse_host_profile(PROFILE)
+    kind = lambda name, **kw: (gb.drop_reason(name, host, **kw) or ("kept",))[0]
+    assert kind("torch") == "host-pinned" and kind("HUGGINGFACE-hub") == "host-pinned"
+    assert kind("nvidia-cudnn-cu13") == "host-unpinned" and kind("aiohttp") == "host-unpinned"
+    assert kind("nvidia-cutlass-dsl") == "excluded" and kind("cuda-tile") == "excluded"
+    assert kind("tilelang") == "excluded" and kind("PyNvVideoCodec") == "excluded"
+    assert kind("tokenspeed-mla") == "excluded" and kind("torchaudio") == "excluded"
+    assert kind("pydantic") == "kept" and kind("apache-tvm-ffi") == "kept" and kind("flashinfer-python") == "kept"
+    assert kind("aiohttp", carry=frozenset({"aiohttp"})) == "kept"
+    assert kind("pydantic", exclude=[("pydantic*", "test")]) == "excluded"
+    assert "version not listed" in gb.drop_reason("aiohttp", host)[1]
+
+
+def test_the_walk_never_enters_a_dropped_package(gb):
+    host = gb.parse_host_profile(PROFILE)
+    items = {
+        "eng": {"requires_dist": ["a>=1", "torch==2.11.0", "tilelang==0.1", "d[x]", 'old; python_version < "3.12"',
+                                  "numpy<2.4"]},
+        "a": {"requires_dist": ["b", 'winonly; sys_platform == "win32"']},
+        "b": {"requires_dist": ["aiohttp>=3.13"]},
+        "d": {"requires_dist": ['e; extra == "x"', 'f; extra == "y"']},
+        "e": {"requires_dist": []},
+        "sympy": {"requires_dist": []},  # torch's: pip resolved it, nothing kept needs it
+        "z3": {"requires_dist": []},  # tilelang's
+    }
+    closure = gb.walk_closure([("--engine", "eng==1")], items, host)
+    assert set(closure.kept) == {"eng", "a", "b", "d", "e"}
+    assert closure.kept["d"] == {"x"} and closure.required_by["e"] == {"d"}
+    assert {n: e["kind"] for n, e in closure.dropped.items()} == {
+        "torch": "host-pinned", "tilelang": "excluded", "aiohttp": "host-unpinned", "numpy": "host-pinned"}
+    assert closure.dropped["aiohttp"]["required_by"] == {"b": ">=3.13"}
+    rows = {r["name"]: r["status"] for r in gb.host_requirements(closure.dropped, host)}
+    assert rows == {"torch": "ok", "aiohttp": "unknown", "numpy": "conflict"}
+
+
+def test_the_walk_says_what_the_resolver_left_out(gb):
+    host = gb.parse_host_profile(PROFILE)
+    with pytest.raises(gb.BundleError, match="ghost"):
+        gb.walk_closure([("servebook", "ghost")], {}, host)
+
+
+def test_the_engines_own_pins_on_dropped_packages_are_not_roots(gb):
+    host = gb.parse_host_profile(PROFILE)
+    engines = {"vllm": {"requires_dist": ["numpy<2.5", "torch==2.11.0", "pydantic>=2.12", "fastapi[standard]<1",
+                                          'bench; extra == "bench"', 'six>=1.16; python_version > "3.11"']}}
+    roots = gb.direct_roots(engines, ["openai>=1.40", "aiohttp"], host)
+    assert roots == {"vllm": ["pydantic>=2.12", "fastapi[standard]<1", "six>=1.16"], "servebook": ["openai>=1.40"]}
+
+
+# ---------------------------------------------------------------------------------------------------- install
+
+
+def tiny_wheel(where: Path, name: str, version: str) -> Path:
+    path = where / f"{name}-{version}-py3-none-any.whl"
+    info = f"{name}-{version}.dist-info"
+    files = {f"{name}/__init__.py": f"VERSION = {version!r}\n",
+             f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    files[f"{info}/RECORD"] = "".join(f"{n},,\n" for n in files) + f"{info}/RECORD,,\n"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for n, text in files.items():
+            z.writestr(n, text)
+    return path
+
+
+def tiny_bundle(gb, tmp_path: Path, compression: str) -> Path:
+    wheels = [tiny_wheel(tmp_path, "sbtiny_a", "1.0"), tiny_wheel(tmp_path, "sbtiny_b", "2.0")]
+    bundle = {"engines": [], "servebook": {"commit": "abc"}, "host_requirements": [],
+              "wheels": [{"name": w.name.split("-")[0], "filename": w.name} for w in wheels],
+              "target": {"python_version": "3.12", "implementation": "cp", "abis": ["cp312", "abi3", "none"],
+                         "platforms": ["manylinux_2_17_x86_64"]}}
+    (tmp_path / "bundle.json").write_text(json.dumps(bundle))
+    files = [(tmp_path / "bundle.json", "servebook-bundle/bundle.json")]
+    files += [(w, f"servebook-bundle/wheels/{w.name}") for w in wheels]
+    archive = tmp_path / ("a" + gb.COMPRESSIONS[compression])
+    gb.pack_archive(files, archive, compression)
+    parts = gb.split_file(archive, tmp_path / "parts", 700)
+    manifest = manifest_for(archive.read_bytes(), parts)
+    manifest["archive"]["compression"] = compression
+    (tmp_path / "parts" / "parts.json").write_text(json.dumps(manifest))
+    return tmp_path / "parts"
+
+
+@pytest.mark.parametrize("compression", ["none", "xz"])
+def test_install_checks_joins_installs_and_a_second_call_does_nothing(gb, tmp_path, capsys, compression):
+    parts = tiny_bundle(gb, tmp_path, compression)
+    target = tmp_path / "site"
+    argv = ["install", "--parts", str(parts), "--target", str(target), "--no-import-check"]
+    assert gb.main(argv) == 0
+    assert (target / "sbtiny_a" / "__init__.py").is_file() and (target / "sbtiny_b-2.0.dist-info").is_dir()
+    out = capsys.readouterr().out
+    assert f"export PYTHONPATH={target}" in out and f"export PATH={target}/bin:$PATH" in out
+    assert not list(tmp_path.glob(".sb-work-*"))
+    assert gb.main(argv) == 0
+    assert "nothing to do" in capsys.readouterr().out
+
+
+def test_install_with_a_part_missing_installs_nothing(gb, tmp_path, capsys):
+    parts = tiny_bundle(gb, tmp_path, "none")
+    (parts / "part-001").unlink()
+    assert gb.main(["install", "--parts", str(parts), "--target", str(tmp_path / "site")]) == 2
+    assert "part-001: missing" in capsys.readouterr().out and not (tmp_path / "site").exists()
+    assert gb.main(["check", "--parts", str(parts)]) == 2
+    assert "missing: part-001" in capsys.readouterr().out
+
+
+def test_collect_gathers_parts_that_arrive_one_per_call(gb, tmp_path, capsys):
+    parts = tiny_bundle(gb, tmp_path, "none")
+    names = sorted(p.name for p in parts.glob("part-*"))
+    into = tmp_path / "gathered"
+    for name in names:  # each call carries parts.json and one part
+        carried = tmp_path / f"carry-{name}"
+        carried.mkdir()
+        for f in ("parts.json", name):
+            (carried / f).write_bytes((parts / f).read_bytes())
+        code = gb.main(["collect", "--from", str(carried), "--into", str(into)])
+    assert code == 0 and "missing: none" in capsys.readouterr().out
+    assert gb.main(["install", "--parts", str(into), "--target", str(tmp_path / "site"), "--no-import-check"]) == 0
+
+
+def test_a_stored_copy_of_a_wheel_keeps_every_member(gb, tmp_path):
+    wheel = tiny_wheel(tmp_path, "sbtiny_c", "3.0")
+    (tmp_path / "stored").mkdir()
+    gb.stored_copy(wheel, tmp_path / "stored" / wheel.name)
+    with zipfile.ZipFile(wheel) as a, zipfile.ZipFile(tmp_path / "stored" / wheel.name) as b:
+        assert [(i.filename, a.read(i)) for i in a.infolist()] == [(i.filename, b.read(i)) for i in b.infolist()]
+        assert {i.compress_type for i in a.infolist()} == {zipfile.ZIP_DEFLATED}
+        assert {i.compress_type for i in b.infolist()} == {zipfile.ZIP_STORED}
+
+
+def test_the_newest_glibc_a_set_of_wheels_asks(gb):
+    top, needers = gb.newest_platform([
+        "pillow-13.0.0-cp312-cp312-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl",
+        "llvmlite-0.47.0-cp312-cp312-manylinux2014_x86_64.manylinux_2_17_x86_64.whl",
+        "debugpy-1.8.22-cp312-cp312-manylinux_2_34_x86_64.whl", "pydantic-2.14.4-py3-none-any.whl"])
+    assert top == (2, 34) and needers == ["debugpy-1.8.22-cp312-cp312-manylinux_2_34_x86_64.whl"]
+    assert gb.newest_platform(["a-1-py3-none-any.whl"]) == ((0, 0), [])
+
+
+def test_unpack_refuses_members_outside_the_folder(gb, tmp_path):
+    archive = tmp_path / "evil.tar"
+    with tarfile.open(archive, "w") as tar:
+        info = tarfile.TarInfo("../evil")
+        info.size = 1
+        tar.addfile(info, io.BytesIO(b"x"))
+    with pytest.raises(Exception):
+        gb.unpack_archive(archive, tmp_path / "out", "none")
+    assert not (tmp_path / "evil").exists()
