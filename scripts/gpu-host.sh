@@ -38,9 +38,7 @@ step=${1:-all}
 [ $# -gt 0 ] && shift
 case "$step" in
   receive)
-    mkdir -p "$PARTS"
-    cp -v "${1:?receive DIR}"/* "$PARTS"/
-    "$PYTHON" scripts/gpu_bundle.py check --parts "$PARTS"
+    "$PYTHON" scripts/gpu_bundle.py collect --from "${1:?receive DIR}" --into "$PARTS"
     ;;
   setup)
     "$PYTHON" scripts/gpu_bundle.py install --parts "$PARTS" --target "$SITE_DIR"
