@@ -133,11 +133,31 @@ def sglang_contract(lines: dict) -> dict:
 
 # --- vLLM ---------------------------------------------------------------------------------------------------------
 
-def vllm_parser():
-    from vllm.entrypoints.common.cli_args import make_arg_parser
-    from vllm.utils.argparse_utils import FlexibleArgumentParser
+def first_import(*spellings: str):
+    """The first of `module:name` that imports: releases move things (vLLM 0.26 keeps make_arg_parser in
+    entrypoints/openai/cli_args.py, 0.33 in entrypoints/common/cli_args.py)."""
+    import importlib
 
-    return make_arg_parser(FlexibleArgumentParser(prog="vllm serve"))
+    for spelling in spellings:
+        module, name = spelling.split(":")
+        try:
+            return getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError):
+            continue
+    raise ImportError(f"none of {', '.join(spellings)}")
+
+
+def vllm_parser():
+    from vllm.platforms import current_platform
+
+    if not getattr(current_platform, "device_type", ""):
+        # 0.26 builds a DeviceConfig while it makes the parser and refuses a host with no platform it knows; the
+        # recording loads no model and runs nothing, so any device type will do
+        current_platform.device_type = "cpu"
+    make_arg_parser = first_import("vllm.entrypoints.common.cli_args:make_arg_parser",
+                                   "vllm.entrypoints.openai.cli_args:make_arg_parser")
+    parser_class = first_import("vllm.utils.argparse_utils:FlexibleArgumentParser", "vllm.utils:FlexibleArgumentParser")
+    return make_arg_parser(parser_class(prog="vllm serve"))
 
 
 def vllm_contract(lines: dict) -> dict:
@@ -156,9 +176,10 @@ def vllm_contract(lines: dict) -> dict:
     from vllm.config.cache import CacheDType
 
     cache_dtypes = sorted(get_args(CacheDType))
-    from vllm.entrypoints.serve.engine.protocol import ModelCard  # /v1/models entries
-
-    info = sorted(ModelCard.model_fields)
+    model_card = first_import("vllm.entrypoints.serve.engine.protocol:ModelCard",  # /v1/models entries
+                              "vllm.entrypoints.openai.protocol:ModelCard",
+                              "vllm.entrypoints.openai.engine.protocol:ModelCard")
+    info = sorted(model_card.model_fields)
     # vLLM takes "serve MODEL" as a subcommand; the model is its first positional
     return {"parser": {"allow_abbrev": parser.allow_abbrev, "underscores": True},
             "flags": describe_actions(parser), "metrics": metrics, "spec_only_metrics": spec_only,

@@ -22,6 +22,7 @@ from .config.candidate import Candidate
 from .config.plan import Plan
 from .config.secrets import Scrubber, redact_argv, redact_env
 from .engines import EngineAdapter, get_engine
+from .engines.random_models import model_file_name
 from .journal import Journal, RunRecord, RunWriter, utc_now
 from .journal.manifest import EngineInfo, Environment, Failure, GateScore, Manifest, RunIdentity, Summary
 from .launch.environment import fingerprint
@@ -173,7 +174,9 @@ def _measure(engine: Engine, endpoint: Endpoint, candidate: Candidate, plan: Pla
         run_blocking(lambda: measure_plan(endpoint, plan, log, tag=writer.run_id, alive_check=alive_check,
                                         reporter=reporter, on_cell=lambda: _write_raw(writer, log)))
     except (OSError, httpx.HTTPError, openai.OpenAIError):
-        if engine.exit_code() is not None:  # the engine's death explains a lost connection
+        # The engine's death explains a lost connection; its socket can close a moment before it can be reaped
+        # (a vLLM killed mid-cell on an H200 refused the next connection while it still ran)
+        if engine.wait_exit(2.0) or engine.exit_code() is not None:
             raise engine.failure().at("measure") from None
         raise
     engine_info.measure_s = round(time.monotonic() - started, 3)
@@ -191,7 +194,10 @@ def _select_model(candidate: Candidate, adapter: EngineAdapter, engine_info: Eng
     base_url = engine_info.base_url or ""
     report = read_self_report(adapter, base_url, _auth_headers(api_key))
     writer.write_json("self_report.json", report.bodies)
-    claims, _ = verify_claims(candidate, report, _model_file(engine_info.argv))
+    # the file the engine was given: llama.cpp's -m, else the candidate's model as this engine reads it (a vLLM
+    # `random:1b` is the Hugging Face directory it resolves to, which is what the server reports back)
+    model_file = _model_file(engine_info.argv) or model_file_name(candidate.model.path, adapter.model_format)
+    claims, _ = verify_claims(candidate, report, model_file)
     if candidate.launch.mode != "attach":
         claims = launched_claims(claims, adapter, engine_info.argv)
     engine_info.verification = {"claims": claims, "reported": report.record}

@@ -2,12 +2,14 @@
 counter semantics, and every injected fault ends as a failed run, an invalid cell or a rejected
 verdict with the right cause, never as a published number."""
 
+import json
 import subprocess
 import sys
 
 import pytest
 
 from servebook.config import Candidate, Plan, VerdictRules
+from servebook.config.plan import ReusePlan
 from servebook.journal import Journal
 from servebook.launch.process import free_port
 from servebook.run import run_candidate
@@ -293,3 +295,34 @@ def test_an_engine_that_reports_another_version_than_the_pinned_one_fails_the_ru
     assert pinned.pins.engine_version == "1.1"  # YAML's number, taken as the version it names
     record = run_candidate(pinned, PLAN, Journal(tmp_path / "ok"), reporter=QUIET)
     assert record.status == "completed" and record.manifest.environment.engine_version == "1.1"
+
+
+def test_a_launched_vllm_reports_every_knob_back_and_its_drafter_acceptance(tmp_path):
+    """servebook starts vLLM in development mode, so /server_info gives the resolved configuration (the simulator
+    answers in the shape vLLM 0.26 gave on an H200); the drafter's acceptance comes from the spec_decode counters."""
+    candidate = Candidate.model_validate({
+        "name": "drafting", "engine": "vllm", "model": {"id": "org/model"},
+        "knobs": {"max_running_requests": 4, "chunk_size": 1024, "kv_dtype": "fp8", "prefix_caching": False,
+                  "context_length": 8192, "drafter": {"kind": "ngram", "max_draft_tokens": 4}},
+        "launch": {"simulator": True}})
+    record = run_candidate(candidate, PLAN.model_copy(update={"prefill": None}), Journal(tmp_path), reporter=QUIET)
+    assert record.status == "completed", record.manifest.failure
+    claims = record.manifest.engine.verification["claims"]
+    assert claims["knobs.max_running_requests"] == "verified: 4" and claims["knobs.chunk_size"] == "verified: 1024"
+    assert claims["knobs.kv_dtype"] == "verified: fp8" and claims["knobs.prefix_caching"] == "verified: False"
+    assert claims["knobs.drafter"] == "verified: a drafter" and claims["knobs.context_length"] == "verified: 8192"
+    cells = record.table("cells")
+    assert (cells["draft_acceptance"].between(0.05, 1.0)).all(), cells["draft_acceptance"].tolist()
+    # the raw answers stay with the run, so a claim can be read again later
+    assert "vllm_config" in json.loads((record.dir / "self_report.json").read_text())["/server_info?config_format=json"]
+
+
+def test_prefix_caching_off_leaves_every_turn_uncached(tmp_path):
+    plan = PLAN.model_copy(update={"prefill": None, "decode": None, "reuse": ReusePlan(
+        conversations=1, turns=3, first_prompt_tokens=256, turn_tokens=64, output_tokens=4)})
+    on = run_candidate(simulated("vllm"), plan, Journal(tmp_path / "on"), reporter=QUIET)
+    off = simulated("vllm").model_copy(update={"knobs": simulated("vllm").knobs.model_copy(update={"prefix_caching": False})})
+    off = run_candidate(Candidate.model_validate(off.model_dump()), plan, Journal(tmp_path / "off"), reporter=QUIET)
+    shares = [r.table("cells").set_index("cell_id").loc["reuse", "cached_share"] for r in (on, off)]
+    assert shares[0] > 0.5 and shares[1] == 0, shares
+    assert off.table("cells")["valid"].all() and off.table("cells")["reconciliation"].eq("ok").all()

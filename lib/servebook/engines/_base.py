@@ -93,6 +93,9 @@ class EngineAdapter(ABC):
     fingerprints_binary: bool = False
     #: the form a `tiny:` / `random:` model takes for this engine: a GGUF file, or a Hugging Face directory ("hf")
     model_format: "ModelFormat" = "gguf"
+    #: how many of the log's last lines a failure is diagnosed from (a Python server prints its root cause, then the
+    #: tracebacks of every process it brings down: vLLM's API server ends with "See root cause above")
+    diagnosis_lines: int = 40
     #: the flag that makes the engine require an API key (llama.cpp, vLLM and SGLang all take --api-key)
     api_key_flag: str | None = "--api-key"
     #: whether the engine's parser takes an unambiguous prefix of a flag (argparse's allow_abbrev), and whether it

@@ -17,7 +17,10 @@ FAILURE_PATTERNS: list[tuple[FailureCause, re.Pattern[str]]] = [
                                  r"larger than the available KV cache memory", re.I)),
     ("warmup_failed", re.compile(r"warm ?up .*(fail|error)|(fail|error).*warm ?up", re.I)),
     ("model_load", re.compile(r"(Repository|Model) not found|No such file|failed to load|"
-                              r"does not appear to have a file|Cannot find model", re.I)),
+                              r"does not appear to have a file|Cannot find model|"
+                              # the hub offline and no local copy (huggingface_hub, as vLLM 0.26 logs it)
+                              r"LocalEntryNotFoundError|Cannot find an appropriate cached snapshot|"
+                              r"is not a local folder and is not a valid model identifier", re.I)),
 ]
 
 
@@ -56,6 +59,8 @@ class PythonServerAdapter(EngineAdapter):
     #: the engine's name in messages, and the KV cache dtypes it accepts
     title: str = ""
     kv_types: tuple[str, ...] = ()
+    # vLLM 0.26 put its EngineCore's ValueError 93 lines above the end of a 155-line log (seen on an H200)
+    diagnosis_lines = 400
     model_format = "hf"
 
     def uses_gpus(self, candidate) -> bool:

@@ -163,7 +163,9 @@ def _metrics_settings(text: str) -> dict[str, Any]:
         if info.get("enable_prefix_caching") in ("True", "False"):
             out["prefix_caching"] = info["enable_prefix_caching"] == "True"
         blocks, size = info.get("num_gpu_blocks"), info.get("block_size")
-        if blocks and size and blocks.isdigit() and size.isdigit():
+        if (info.get("kv_cache_size_tokens") or "").isdigit():  # 0.26 says it; older releases only the blocks
+            out["kv_cache_tokens"] = int(info["kv_cache_size_tokens"])
+        elif blocks and size and blocks.isdigit() and size.isdigit():
             out["kv_cache_tokens"] = int(blocks) * int(size)
     if any(s.name.startswith("vllm:") for s in scrape.samples):
         out["drafter_active"] = any(s.name.startswith("vllm:spec_decode_num_draft_tokens") for s in scrape.samples)
@@ -189,6 +191,8 @@ def _config_settings(config: dict[str, Any]) -> dict[str, Any]:
         out["kv_dtype"] = cache["cache_dtype"]
     if isinstance(cache.get("enable_prefix_caching"), bool):
         out["prefix_caching"] = cache["enable_prefix_caching"]
+    if isinstance(cache.get("kv_cache_size_tokens"), int):
+        out["kv_cache_tokens"] = cache["kv_cache_size_tokens"]
     if "speculative_config" in config:
         spec = config["speculative_config"]
         out["drafter_active"] = isinstance(spec, dict) and bool(spec.get("method"))

@@ -185,7 +185,8 @@ class ComposeEngine(NoLocalProcess):
 
     def failure(self, fallback: Diagnosis | None = None) -> EngineFailed:
         tail = tail_of(self.log_path)
-        return (fallback or self.adapter.classify_failure(tail, None)).failed(tail)
+        return (fallback or self.adapter.classify_failure(tail_of(self.log_path, self.adapter.diagnosis_lines),
+                                                          None)).failed(tail)
 
     def stop(self, grace_s: float = 30.0) -> None:
         if not self._started:

@@ -115,7 +115,8 @@ class EngineProcess:
     def failure(self, fallback: Diagnosis | None = None) -> EngineFailed:
         code = self.exit_code()
         tail = tail_of(self.log_path)
-        diagnosis = self.adapter.classify_failure(tail, code) if code is not None or fallback is None else fallback
+        context = tail_of(self.log_path, self.adapter.diagnosis_lines)
+        diagnosis = self.adapter.classify_failure(context, code) if code is not None or fallback is None else fallback
         return diagnosis.failed(tail, code)
 
     def check_alive(self) -> None:

@@ -211,6 +211,9 @@ class Measurement:
                                     *(histogram_mean(before, after, name) if name else None
                                       for name in (self.adapter.queue_histogram, self.adapter.prefill_histogram)))
         figures.update(objective_figures(spec, records, self.plan, figures["wall_s"]))
+        if figures.get("draft_acceptance") is None and counts is not None and counts.draft_tokens:
+            # engines that count drafts per interval, not per request (vLLM's spec_decode counters)
+            figures["draft_acceptance"] = (counts.accepted_tokens or 0.0) / counts.draft_tokens
         pid = self.endpoint.engine_pid
         own = own_processes(pid) if pid else set()
         gpu = summarize_gpu(gpu_samples, own, figures["completion_tokens"], figures["wall_s"])

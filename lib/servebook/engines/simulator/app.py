@@ -8,6 +8,7 @@ import re
 import time
 import uuid
 
+from .config import SimConfig
 from .engine import SYSTEM_PROMPT, Engine, log, tokenize
 
 WORDS = ["alpha", " beta", " gamma", " delta", " epsilon", " zeta", " eta", " theta"]
@@ -219,6 +220,17 @@ class SimApp:
         tokens = tokenize(body.get("content", body.get("prompt", "")))
         return JSONResponse({"tokens": tokens, "count": len(tokens)})
 
+    async def server_info(self, request):
+        """SGLang's server args; vLLM's resolved configuration, served only in development mode
+        (VLLM_SERVER_DEV_MODE=1), in the shape vLLM 0.26 gave on an H200 (tests/fixtures/vllm-0.26.0)."""
+        from starlette.responses import JSONResponse
+
+        if self.config.flavor != "vllm":
+            return await self.info(request)
+        if os.environ.get("VLLM_SERVER_DEV_MODE") != "1":
+            return JSONResponse({"detail": "Not Found"}, 404)
+        return JSONResponse({"vllm_config": vllm_config(self.config)})
+
     async def info(self, request):
         """Each engine's own self-description, in its own shape (servebook verifies attached servers with it)."""
         from starlette.responses import JSONResponse
@@ -293,6 +305,20 @@ class SimApp:
             log(COMPILE_LINES[self.config.flavor])
 
 
+def vllm_config(config: SimConfig) -> dict:
+    """The parts of vLLM's resolved configuration that servebook reads, under vLLM's own names."""
+    args, timing = config.server_args, config.timing
+    spec = json.loads(args["speculative_config"]) if args.get("speculative_config") else None
+    return {"model_config": {"model": config.model, "max_model_len": config.context_length},
+            "cache_config": {"cache_dtype": args.get("kv_cache_dtype", "auto"), "block_size": 16,
+                             "enable_prefix_caching": config.prefix_caching,
+                             "gpu_memory_utilization": args.get("gpu_memory_utilization", 0.92)},
+            "scheduler_config": {"max_num_seqs": timing.slots, "max_num_batched_tokens": timing.chunk},
+            "parallel_config": {"tensor_parallel_size": 1},
+            "speculative_config": {"method": spec.get("method"), "num_speculative_tokens": timing.draft_tokens}
+            if spec else None}
+
+
 def build_app(engine: Engine):
     from starlette.applications import Starlette
     from starlette.routing import Route
@@ -303,7 +329,7 @@ def build_app(engine: Engine):
         Route("/health", app.health), Route("/health_generate", app.health), Route("/ready", app.health),
         Route("/metrics", app.metrics), Route("/v1/models", app.models),
         Route("/tokenize", app.tokenize, methods=["POST"]),
-        Route("/version", app.info), Route("/server_info", app.info), Route("/get_server_info", app.info),
+        Route("/version", app.info), Route("/server_info", app.server_info), Route("/get_server_info", app.info),
         Route("/props", app.info),
         Route("/v1/chat/completions", app.chat, methods=["POST"]),
         Route("/v1/completions", app.completions, methods=["POST"]),

@@ -85,6 +85,8 @@ class SimConfig:
     #: (--enable-force-include-usage)
     cache_report: bool = True
     force_usage: bool = False
+    #: whether a prompt's cached prefix is reused (vLLM --no-enable-prefix-caching, SGLang --disable-radix-cache)
+    prefix_caching: bool = True
 
     @property
     def name(self) -> str:
@@ -143,6 +145,7 @@ def _parse_flavor(flavor: str, parser: argparse.ArgumentParser, argv: list[str],
         parser.add_argument("--tp-size", "--tensor-parallel-size", type=int, default=1)
         parser.add_argument("--kv-cache-dtype", default="auto")
         parser.add_argument("--enable-cache-report", action="store_true")
+        parser.add_argument("--disable-radix-cache", action="store_true")
         args, _ = parser.parse_known_args(argv)
         timing.slots = args.max_running_requests
         timing.chunk = args.chunked_prefill_size if args.chunked_prefill_size > 0 else 1 << 30
@@ -152,7 +155,11 @@ def _parse_flavor(flavor: str, parser: argparse.ArgumentParser, argv: list[str],
         return SimConfig(flavor, args.host, args.port, args.model_path, timing, faults,
                          metrics_enabled=args.enable_metrics, served_name=args.served_model_name,
                          context_length=args.context_length, server_args=vars(args),
-                         cache_report=args.enable_cache_report)
+                         cache_report=args.enable_cache_report, prefix_caching=not args.disable_radix_cache)
+    return _parse_vllm(parser, argv, timing, faults)
+
+
+def _parse_vllm(parser: argparse.ArgumentParser, argv: list[str], timing: TimingModel, faults: set[str]) -> SimConfig:
     parser.add_argument("model", nargs="?", default="model")
     parser.add_argument("--max-num-batched-tokens", type=int, default=8192)
     parser.add_argument("--max-num-seqs", type=int, default=256)
@@ -162,6 +169,8 @@ def _parse_flavor(flavor: str, parser: argparse.ArgumentParser, argv: list[str],
     parser.add_argument("--enable-prompt-tokens-details", action="store_true")
     parser.add_argument("--enable-force-include-usage", action="store_true")
     parser.add_argument("--kv-cache-dtype", default="auto")
+    parser.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--gpu-memory-utilization", type=float, default=0.92)
     args, _ = parser.parse_known_args([a for a in argv if a not in ("vllm", "serve")])
     timing.slots, timing.chunk = args.max_num_seqs, args.max_num_batched_tokens
     if args.speculative_config:
@@ -169,8 +178,9 @@ def _parse_flavor(flavor: str, parser: argparse.ArgumentParser, argv: list[str],
         timing.draft_tokens = int(spec.get("num_speculative_tokens", 3))
         timing.acceptance = ACCEPTANCE.get(str(spec.get("method", "")).upper(), timing.acceptance)
     timing.kv_cost = FP8_KV_COST if "fp8" in str(args.kv_cache_dtype) else 1.0
-    return SimConfig(flavor, args.host, args.port, args.model, timing, faults, served_name=args.served_model_name,
+    return SimConfig("vllm", args.host, args.port, args.model, timing, faults, served_name=args.served_model_name,
                      context_length=args.max_model_len, server_args=vars(args),
-                     cache_report=args.enable_prompt_tokens_details, force_usage=args.enable_force_include_usage)
+                     cache_report=args.enable_prompt_tokens_details, force_usage=args.enable_force_include_usage,
+                     prefix_caching=args.enable_prefix_caching)
 
 

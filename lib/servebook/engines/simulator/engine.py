@@ -45,6 +45,8 @@ class Engine:
         self.speed = timing.slowdown * noise
 
     def cached_prefix(self, tokens: list[int]) -> int:
+        if not self.config.prefix_caching:
+            return 0
         best = 0
         for previous in self.history:
             n = 0

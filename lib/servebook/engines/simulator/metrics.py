@@ -89,6 +89,14 @@ class Counters:
                 self._child(metric)  # a sample from start; otherwise the first use creates it
             setattr(self, attribute, metric)
 
+        if config.flavor == "vllm":
+            # vLLM publishes its cache settings as the labels of one gauge (v1/metrics/loggers.py log_metrics_info)
+            info = {"block_size": "16", "cache_dtype": str(config.server_args.get("kv_cache_dtype", "auto")),
+                    "enable_prefix_caching": str(config.prefix_caching), "engine": "0",
+                    "gpu_memory_utilization": str(config.server_args.get("gpu_memory_utilization", 0.92))}
+            Gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", list(info),
+                  registry=self.registry).labels(**info).set(1)
+
     def _child(self, metric, **extra):
         names = metric._labelnames
         if not names:

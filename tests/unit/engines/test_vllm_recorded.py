@@ -1,0 +1,83 @@
+"""vLLM 0.26.0 as it answered on an H200 (tests/fixtures/vllm-0.26.0, recorded 2026-12-02 by scripts/gpu-host.sh):
+the settings it reports back, and the failures it was provoked into, each classified from its own log."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from servebook.config import load_study
+from servebook.engines import get_engine
+from servebook.engines.random_models import model_file_name
+from servebook.launch.process import EngineProcess
+from servebook.launch.verify import SelfReport, verify_claims
+from servebook.util.paths import repo_data_dir
+
+RECORDED = Path(__file__).parents[2] / "fixtures" / "vllm-0.26.0"
+STUDY = repo_data_dir() / "studies" / "h200-vllm-1b.yaml"
+VLLM = get_engine("vllm")
+
+
+def entries():
+    return {entry.name: entry.candidate for entry in load_study(STUDY).expand()}
+
+
+@pytest.mark.parametrize("name", ["baseline", "seqs-8", "chunk-2048", "ngram", "draft-model", "kv-fp8",
+                                  "no-prefix-cache"])
+def test_every_knob_of_the_study_is_read_back_from_the_live_server_and_verified(name):
+    bodies = json.loads((RECORDED / f"self-report-{name}.json").read_text())
+    settings = VLLM.reported_settings(bodies)
+    candidate = entries()[name]
+    report = SelfReport([m["id"] for m in bodies["/v1/models"]["data"]], settings)
+    found, wrong = verify_claims(candidate, report, model_file_name(candidate.model.path, VLLM.model_format))
+    assert wrong == [], wrong
+    # the checkpoint was written under another cache on the GPU host: the same directory name is the same model
+    assert found["model"].startswith("verified")
+    for knob in ("max_running_requests", "chunk_size", "context_length", "drafter"):
+        assert found[f"knobs.{knob}"].startswith("verified"), (knob, found)
+    knobs = candidate.knobs
+    if knobs.kv_dtype:
+        assert found["knobs.kv_dtype"] == f"verified: {knobs.kv_dtype}"
+    if knobs.prefix_caching is not None:
+        assert found["knobs.prefix_caching"] == "verified: False" and settings["prefix_caching"] is False
+    assert settings["drafter_active"] == (knobs.drafter.kind != "none")
+    assert settings.get("drafter_method") == (None if knobs.drafter.kind == "none" else knobs.drafter.kind)
+    # the KV pool fills 0.92 of the H200's 143,771 MiB less the weights: 32 KiB per token of the 1B shape, 16 KiB
+    # with an 8-bit cache (twice the tokens), a little less beside a draft model
+    per_token = 16 if knobs.kv_dtype == "fp8" else 32
+    share = settings["kv_cache_tokens"] * per_token * 1024 / (0.92 * 143771 * 2**20)
+    assert 0.9 < share < 1.0, share
+
+
+def test_without_development_mode_the_cache_settings_still_come_from_the_metrics():
+    bodies = json.loads((RECORDED / "self-report-kv-fp8.json").read_text())
+    settings = VLLM.reported_settings({"/v1/models": bodies["/v1/models"], "/metrics": bodies["/metrics"]})
+    assert settings["kv_dtype"] == "fp8" and settings["prefix_caching"] is True
+    assert settings["drafter_active"] is False and "max_running_requests" not in settings
+    drafting = json.loads((RECORDED / "self-report-ngram.json").read_text())
+    assert VLLM.reported_settings({"/metrics": drafting["/metrics"]})["drafter_active"] is True
+
+
+@pytest.mark.parametrize("name, cause, words", [
+    ("refused-flag", "bad_flag", "argument --dtype: invalid choice: 'float8'"),
+    ("missing-model", "model_load", "LocalEntryNotFoundError"),
+    ("no-memory-at-start", "out_of_memory", "No available memory for the cache blocks"),
+    ("kv-too-small", "out_of_memory", "larger than the available KV cache memory (0.06 GiB)"),
+])
+def test_each_provoked_failure_is_classified_from_the_engines_own_line(tmp_path, name, cause, words):
+    log = tmp_path / "engine.log"
+    shutil.copy(RECORDED / f"engine-{name}.log", log)
+    failure = EngineProcess(["vllm", "serve"], VLLM, "http://127.0.0.1:1", log).failure()
+    assert failure.cause == cause
+    assert words in failure.message, failure.message
+    # the reason is the engine's line, found far above the end of the log (vLLM's API server prints its own
+    # traceback after the engine core's root cause)
+    assert failure.message in log.read_text()
+
+
+def test_an_engine_killed_mid_cell_is_a_crash_not_a_diagnosis_from_its_log(tmp_path):
+    log = tmp_path / "engine.log"
+    shutil.copy(RECORDED / "engine-killed-mid-cell.log", log)
+    diagnosis = VLLM.classify_failure(log.read_text(), -9)
+    assert diagnosis.cause == "crash" and diagnosis.message == "engine killed by signal 9"
