@@ -118,6 +118,8 @@ class CellSummary(TypedDict, total=False):
     slo_met: bool | None
     # host and GPU telemetry, added by the measurement loop (None: not checked)
     foreign_cpu_cores: float | None
+    cpu_probe_ms: float | None
+    cpu_steal_cores: float | None
     gpu_energy_j: float | None
     gpu_power_w: float | None
     gpu_sm_clock_mhz: float | None

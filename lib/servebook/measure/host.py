@@ -23,16 +23,30 @@ class CpuSample:
     t: float
     host_busy_s: float | None  # all CPUs, all processes (None where /proc/stat is not there)
     own_s: float  # this process and the engine's process tree
+    #: time the hypervisor gave this machine's CPUs to someone else (a virtual machine's noisy neighbours)
+    steal_s: float | None = None
 
 
-def _host_busy_s(proc: Path) -> float | None:
+def _host_busy_s(proc: Path) -> tuple[float, float] | None:
+    """(busy, steal) CPU seconds of all CPUs since boot."""
     try:
         fields = (proc / "stat").read_text().splitlines()[0].split()
     except (OSError, IndexError):
         return None
     # user nice system idle iowait irq softirq steal ...: busy is everything but idle and iowait
     values = [int(v) for v in fields[1:9]]
-    return (sum(values) - values[3] - values[4]) / _TICK
+    return (sum(values) - values[3] - values[4]) / _TICK, values[7] / _TICK
+
+
+def cpu_probe_ms(rounds: int = 20_000) -> float:
+    """The time of a fixed piece of pure-Python work on this process's CPU: the same work takes longer where the
+    CPU runs slower (frequency, a busy sibling thread, a neighbour on the host), so beside each cell it is a
+    covariate of every CPU-bound figure (a small model's decode is, on any GPU)."""
+    started = time.perf_counter()
+    total = 0
+    for i in range(rounds):
+        total += i * i % 7
+    return (time.perf_counter() - started) * 1000
 
 
 def _stat(proc: Path, pid: int) -> tuple[int, float] | None:
@@ -75,7 +89,8 @@ def cpu_sample(engine_pid: int | None, proc: Path = Path("/proc")) -> CpuSample:
     for pid in own_processes(engine_pid, proc):
         stat = _stat(proc, pid)
         own += stat[1] if stat else 0.0
-    return CpuSample(time.monotonic(), _host_busy_s(proc), own)
+    host = _host_busy_s(proc)
+    return CpuSample(time.monotonic(), host[0] if host else None, own, host[1] if host else None)
 
 
 def foreign_cores(before: CpuSample, after: CpuSample) -> float | None:
@@ -87,6 +102,14 @@ def foreign_cores(before: CpuSample, after: CpuSample) -> float | None:
     return max(0.0, foreign) / wall
 
 
+def steal_cores(before: CpuSample, after: CpuSample) -> float | None:
+    """CPU cores the hypervisor took from this machine, on average, between two samples."""
+    wall = after.t - before.t
+    if before.steal_s is None or after.steal_s is None or wall <= 0:
+        return None
+    return max(0.0, after.steal_s - before.steal_s) / wall
+
+
 def telemetry_rows(cell_id: str, before: CpuSample, after: CpuSample) -> list[dict]:
     return [{"cell_id": cell_id, "phase": phase, "t": s.t, "source": "host", "host_busy_cpu_s": s.host_busy_s,
-             "own_cpu_s": s.own_s} for phase, s in (("before", before), ("after", after))]
+             "own_cpu_s": s.own_s, "host_steal_cpu_s": s.steal_s} for phase, s in (("before", before), ("after", after))]

@@ -35,7 +35,15 @@ from .endpoint import Endpoint
 from .equivalence import SEED, compare_outputs, describe
 from .gates import run_gate, run_needles
 from .gpu import GpuSampler, NvmlReader, summarize_gpu
-from .host import DEFAULT_MAX_FOREIGN_CORES, cpu_sample, foreign_cores, own_processes, telemetry_rows
+from .host import (
+    DEFAULT_MAX_FOREIGN_CORES,
+    cpu_probe_ms,
+    cpu_sample,
+    foreign_cores,
+    own_processes,
+    steal_cores,
+    telemetry_rows,
+)
 from .log import CellOutcome, MeasurementLog
 from .openloop import meets, probe_window, schedule
 from .prompts import decode_prompt, filler_text
@@ -177,6 +185,7 @@ class Measurement:
         log_offset = self._log_size()
         pid = self.endpoint.engine_pid
         before = await scrape(self.http, self.endpoint.base_url)
+        probe_ms = cpu_probe_ms()
         cpu_before = cpu_sample(pid)
         with GpuSampler(self.gpus) as gpu:
             records = await self.workloads.run(spec, on_done)
@@ -191,6 +200,11 @@ class Measurement:
         after = await scrape(self.http, self.endpoint.base_url)
         summary = self._summarize(spec, records, before, after, log_offset,
                                   foreign_cores(cpu_before, cpu_after) if pid else None, gpu.samples)
+        # Covariates, not verdicts: how fast this machine's CPU ran the same work just before the cell, and how much
+        # of it the hypervisor took during it (launches of one configuration on a lent H200 differed by 20-25% in
+        # decode with the engine's own CPU use unchanged)
+        summary["cpu_probe_ms"] = probe_ms
+        summary["cpu_steal_cores"] = steal_cores(cpu_before, cpu_after)
         outcome = CellOutcome(spec, records, before, after, summary)
         self.log.outcomes.append(outcome)
         self.log.telemetry.extend(telemetry_rows(spec.cell_id, cpu_before, cpu_after))

@@ -32,3 +32,19 @@ def test_the_engine_tree_and_this_process_are_ours_and_the_rest_is_foreign(tmp_p
 def test_no_proc_stat_means_not_checked(tmp_path):
     sample = CpuSample(0.0, None, 0.0)
     assert foreign_cores(sample, CpuSample(1.0, None, 0.0)) is None
+
+
+def test_the_hypervisors_steal_is_read_apart_as_a_covariate(tmp_path):
+    from servebook.measure.host import cpu_probe_ms, steal_cores
+
+    def stat(root, steal_ticks):
+        root.mkdir(parents=True, exist_ok=True)
+        (root / "stat").write_text(f"cpu  1000 0 0 1000000 5 0 0 {steal_ticks} 0 0\n")
+        return root
+
+    before = cpu_sample(None, stat(tmp_path / "a", 10))
+    after = cpu_sample(None, stat(tmp_path / "b", 10 + TICK))
+    after = CpuSample(before.t + 4.0, after.host_busy_s, after.own_s, after.steal_s)
+    assert abs(steal_cores(before, after) - 0.25) < 1e-9, "1 s taken over 4 s"
+    assert steal_cores(CpuSample(0.0, None, 0.0), CpuSample(1.0, None, 0.0)) is None
+    assert 0 < cpu_probe_ms(2_000) < 1_000
