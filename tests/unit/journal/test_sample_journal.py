@@ -53,3 +53,27 @@ def test_the_h200_capacity_and_search_read_as_published():
     search = SearchResult.from_json(event)
     assert search.launches <= 10 and search.winner is not None and search.decision == "indistinguishable"
     assert all(run_id in {r.run_id for r in journal.runs()} for c in search.confirmed for run_id in c.run_ids)
+
+
+def test_the_h200_vllm_study_reads_and_judges_as_recorded(tmp_path):
+    """vLLM 0.26.0 on one lent H200 (2026-12-02): the first session of data/studies/h200-vllm-1b.yaml, two
+    interleaved rounds where the machine's time allowed (11 launches), every cell valid and reconciled."""
+    import shutil
+
+    shutil.copytree(ROOT / "data" / "sample-journal-vllm", tmp_path / "journal")  # a read must not touch the repo
+    journal = Journal(tmp_path / "journal")
+    runs = journal.runs()
+    assert len(runs) == 11 and {r.status for r in runs} == {"completed"}
+    assert {r.manifest.environment.engine_version for r in runs} == {"0.26.0"}
+    for record in runs:
+        cells = record.table("cells")
+        assert cells["valid"].all() and (cells["reconciliation"] == "ok").all()
+        claims = record.manifest.engine.verification["claims"]
+        assert all(state.startswith("verified") for claim, state in claims.items() if claim != "model")
+    outcomes = {item.entry.name: item.verdict.outcome
+                for item in judge(load_study(ROOT / "data/studies/h200-vllm-1b.yaml"), journal, append=False)}
+    # Decode varied 14-22% between launches of one configuration (prefill 1.5-1.9%), so at one or two launches
+    # per side only the drafters' losses are beyond the noise; the rest wait for more sessions.
+    assert outcomes == {"baseline": "accepted", "seqs-8": "inconclusive", "chunk-2048": "inconclusive",
+                        "ngram": "rejected", "draft-model": "rejected", "kv-fp8": "inconclusive",
+                        "no-prefix-cache": "inconclusive"}
