@@ -302,7 +302,9 @@ def _start(candidate: Candidate, plan: Plan, journal: Journal, paths: ResolvedPa
         "candidate": candidate.model_dump(mode="json"), "plan_id": plan.id, "plan": plan.model_dump(mode="json"),
         "started_at": utc_now(), **(extra_manifest or {})})
     writer.write_launch({**identity.model_dump(mode="json"), "argv": redact_argv(target.argv),
-                         "env": redact_env(candidate.launch.env), "cwd": os.getcwd(), "base_url": target.base_url})
+                         # what servebook adds for the engine (vLLM's development mode) is recorded with the rest
+                         "env": redact_env({**get_engine(candidate.engine).launch_env(candidate), **candidate.launch.env}),
+                         "cwd": os.getcwd(), "base_url": target.base_url})
     return writer, identity
 
 

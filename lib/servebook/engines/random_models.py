@@ -14,11 +14,11 @@ so a 1B model is written in seconds rather than drawn number by number. A refere
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from ..util.files import temp_beside
 from ..util.progress import Reporter
 from .hf_checkpoints import HF_SUFFIX, ensure_hf_checkpoint, hf_checkpoint_path
 from .llamacpp_build import LlamaCppInstall, find_llamacpp, install_llamacpp
@@ -84,7 +84,7 @@ def write_model(spec: ModelSpec, path: Path, install: LlamaCppInstall) -> Path:
     vocab = GGUFReader(install.vocab_dir / VOCAB_SOURCE)
     n_vocab = len(vocab.fields["tokenizer.ggml.tokens"].data)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    fd, tmp_name = temp_beside(path)
     os.close(fd)
     writer = GGUFWriter(tmp_name, "llama")
     writer.add_name(f"servebook {spec.family} {spec.name} (random weights)")

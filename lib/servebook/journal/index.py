@@ -7,13 +7,13 @@ runs under a plan, a study's runs, a status) go through it instead of reading ev
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from ..util.files import temp_beside
 from .record import RunRecord
 from .writer import MANIFEST, VERDICTS
 
@@ -107,7 +107,7 @@ def refresh(root: Path, runs_dir: Path, read: Callable[[str], RunRecord], write:
 
 
 def _write(frame: pd.DataFrame, root: Path, path: Path) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=".index.", dir=root)
+    fd, tmp = temp_beside(path, ".index.")
     os.close(fd)
     try:
         frame.to_parquet(tmp, index=False)

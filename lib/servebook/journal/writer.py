@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from ..config.secrets import Scrubber
-from ..util.files import atomic_write_bytes, fsync_dir, fsync_file
+from ..util.files import atomic_write_bytes, fsync_dir, fsync_file, temp_beside
 from .manifest import Manifest, RunIdentity
 
 #: the files of a run, by what they hold (see design.md, the journal contract)
@@ -111,7 +110,7 @@ class RunWriter:
             for column in frame.select_dtypes(include=[object]).columns:
                 frame[column] = frame[column].map(lambda v: self.scrubber.text(v) if isinstance(v, str) else v)
         path = self.dir / table_file(name)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=self.dir)
+        fd, tmp = temp_beside(path)
         os.close(fd)
         try:
             frame.to_parquet(tmp, index=False)

@@ -7,6 +7,24 @@ import tempfile
 from pathlib import Path
 
 
+def _process_umask() -> int:
+    # Read once, at import, while nothing else runs: setting it to read it back is not safe among threads.
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _process_umask()
+
+
+def temp_beside(path: Path, prefix: str | None = None) -> tuple[int, str]:
+    """mkstemp in `path`'s folder, with the mode an ordinary new file gets (mkstemp's is 0600, so a site or journal
+    written through it would be readable by its owner alone, not by the web server that publishes it)."""
+    fd, tmp = tempfile.mkstemp(prefix=prefix or f".{path.name}.", dir=path.parent)
+    os.fchmod(fd, 0o666 & ~_UMASK)
+    return fd, tmp
+
+
 def fsync_dir(directory: Path) -> None:
     """Make a rename or a new file in `directory` durable (a no-op where directories cannot be opened)."""
     try:
@@ -35,7 +53,7 @@ def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True, make_pa
     path = Path(path)
     if make_parent:
         path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    fd, tmp = temp_beside(path)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
