@@ -81,3 +81,35 @@ def test_an_engine_killed_mid_cell_is_a_crash_not_a_diagnosis_from_its_log(tmp_p
     shutil.copy(RECORDED / "engine-killed-mid-cell.log", log)
     diagnosis = VLLM.classify_failure(log.read_text(), -9)
     assert diagnosis.cause == "crash" and diagnosis.message == "engine killed by signal 9"
+
+
+def test_the_live_server_exports_what_the_contract_recorded_from_the_installed_package(tmp_path):
+    """/metrics before and after every cell of the H200 runs, /v1/models and /version, against
+    data/engine-contracts/vllm-0.26.0.json (recorded from the same release's code, with no GPU)."""
+    from servebook.engines.contracts import recorded_contracts
+    from servebook.journal import Journal
+
+    contract = recorded_contracts()[("vllm", "0.26.0")]
+    shutil.copytree(repo_data_dir() / "sample-journal-vllm", tmp_path / "journal")
+    seen: dict[str, set] = {}
+    for record in Journal(tmp_path / "journal").runs():
+        scrapes = record.table("scrapes")
+        names = set()
+        for name, labels in scrapes[["name", "labels"]].drop_duplicates().itertuples(index=False):
+            if name.startswith("vllm:") and not name.endswith(("_created", "_bucket")):
+                names.add(name)
+                seen.setdefault(name, set()).add(tuple(sorted(k for k in json.loads(labels) if k != "le")))
+        drafting = record.manifest.candidate["knobs"]["drafter"]["kind"] != "none"
+        # the speculative counters exist exactly where a drafter is configured, as the contract says
+        assert (set(contract.spec_only) <= names) == drafting and (not drafting) == names.isdisjoint(contract.spec_only)
+        assert record.manifest.environment.engine_version == "0.26.0"  # /version
+    # one difference, explained: vllm:cache_config_info is made at start from the live CacheConfig, whose fields
+    # are its labels, so the contract (recorded with a stand-in config) cannot hold it; test_contracts holds the
+    # simulator to the live labels instead
+    assert set(seen) - {m.name for m in contract.metrics} == {"vllm:cache_config_info"}
+    assert {m.name for m in contract.metrics} <= set(seen), "every metric the release defines was seen live"
+    for name, labels in seen.items():
+        if name != "vllm:cache_config_info":
+            assert labels == {tuple(sorted(contract.metric(name).labels))}, name
+    models = json.loads((RECORDED / "self-report-baseline.json").read_text())["/v1/models"]["data"][0]
+    assert sorted(models) == sorted(contract.server_info_fields)
