@@ -12,6 +12,9 @@
 #   scripts/gpu-host.sh pack OUT_DIR         # the journal as an archive in OUT_DIR
 #   scripts/gpu-host.sh all [SWEEP ARGS]     # setup, then study
 #
+# A bundle built with `--engine llamacpp==0.3.36` carries llama.cpp's sdist: setup then builds llama-server with
+# CUDA and writes GGUF models (STUDY=data/studies/h200-1b-llamacpp.yaml); one of vLLM, Hugging Face checkpoints.
+#
 # Environment: STUDY (data/studies/h200-vllm-1b.yaml), JOURNAL (/tmp/sb-journal), PARTS (/tmp/sb-parts),
 # SITE_DIR (/tmp/sb-site: where the wheels are installed), MODELS (1b: `servebook models random --params`),
 # BUDGET (seconds the sweep may start runs in; unset: no limit), PYTHON (python3).
@@ -43,8 +46,15 @@ case "$step" in
   setup)
     "$PYTHON" scripts/gpu_bundle.py install --parts "$PARTS" --target "$SITE_DIR"
     nvidia-smi --query-gpu=name,uuid,clocks.sm,clocks.max.sm,memory.used,memory.total,power.limit --format=csv
-    "$PYTHON" -c 'import vllm, sys; print("vllm", vllm.__version__, "on python", sys.version.split()[0])' || true
-    "${SB[@]}" models random --params "$MODELS" --format hf
+    sdist=$(ls "$SITE_DIR"/sources/llama_cpp_python-*.tar.gz 2>/dev/null | head -1 || true)
+    if [ -n "$sdist" ]; then
+      # llama.cpp: servebook builds llama-server for this GPU from the carried sdist, then the GGUF models
+      "${SB[@]}" engine install llamacpp --backend cuda --source "$sdist"
+      "${SB[@]}" models random --params "$MODELS" --format gguf
+    else
+      "$PYTHON" -c 'import vllm, sys; print("vllm", vllm.__version__, "on python", sys.version.split()[0])' || true
+      "${SB[@]}" models random --params "$MODELS" --format hf
+    fi
     ;;
   study)
     if [ $# -eq 0 ]; then set -- --until-decided --max-repeats 6; fi

@@ -644,8 +644,42 @@ def newest_platform(filenames: list[str]) -> tuple[tuple[int, int], list[str]]:
     return top, sorted(n for n, v in need.items() if v == top)
 
 
+#: engines that the GPU host builds from a source distribution (servebook compiles llama.cpp's server for the GPU
+#: there): the bundle carries the sdist instead of wheels
+SOURCE_ENGINES = {"llamacpp": "llama-cpp-python"}
+
+
+def _source_pins(engines: list[str]) -> list[str]:
+    """`llamacpp==0.3.36` as the source distribution to carry (llama-cpp-python==0.3.36, which vendors llama.cpp)."""
+    out = []
+    for engine in engines:
+        name, _, version = engine.partition("==")
+        if normalize(name) in SOURCE_ENGINES:
+            if not version:
+                raise BundleError(f"--engine {engine}: pin a version, e.g. llamacpp==0.3.36")
+            out.append(f"{SOURCE_ENGINES[normalize(name)]}=={version}")
+    return out
+
+
+def fetch_sources(pip: "Pip", pins: list[str], cache: Path) -> list[Path]:
+    """Each pinned source distribution, downloaded once into the cache."""
+    cache.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for pin in pins:
+        name, version = pin.split("==")
+        stem = f"{name.replace('-', '_')}-{version}"
+        found = sorted(cache.glob(f"{stem}.tar.gz"))
+        if not found:
+            pip.run("download", "--no-deps", "--no-binary", ":all:", "--quiet", "-d", str(cache), pin)
+            found = sorted(cache.glob(f"{stem}.tar.gz"))
+        if not found:
+            raise BundleError(f"pip download left no {stem}.tar.gz in {cache}")
+        paths.append(found[0])
+    return paths
+
+
 def _engine_pins(engines: list[str]) -> list[str]:
-    pins = [e for e in engines if e.lower() != "none"]
+    pins = [e for e in engines if e.lower() != "none" and normalize(e.partition("==")[0]) not in SOURCE_ENGINES]
     for pin in pins:
         if "==" not in pin:
             raise BundleError(f"--engine {pin}: pin a version (e.g. vllm==0.26.0), or say none")
@@ -753,7 +787,12 @@ def build(args) -> int:
                    "for": "servebook", "required_by": []})
     manifest = _manifest(host, pip, state, pins, wheels, dropped, unreached, sb_wheel, args.strict, carry)
     manifest["target"]["newest_glibc_needed"] = {"glibc": f"{top[0]}.{top[1]}", "by": needers}
-    write_outputs(args, out, work, parts_dir, manifest, paths + [sb_wheel], t0)
+    sources = fetch_sources(pip, _source_pins(args.engine), cache / "sources")
+    manifest["sources"] = [{"filename": p.name, "size": p.stat().st_size, "sha256": sha256_file(p)} for p in sources]
+    manifest["engines"] += [e for e in args.engine if normalize(e.partition("==")[0]) in SOURCE_ENGINES]
+    if sources:
+        log(f"      sources: {', '.join(f'{p.name} ({mib(p.stat().st_size)})' for p in sources)}, built on the host")
+    write_outputs(args, out, work, parts_dir, manifest, paths + [sb_wheel], t0, sources)
     return 0
 
 
@@ -770,7 +809,7 @@ def summarize(manifest: dict) -> dict:
 
 
 def write_outputs(args, out: Path, work: Path, parts_dir: Path, manifest: dict, wheel_paths: list[Path],
-                  t0: float) -> None:
+                  t0: float, sources: list[Path] | None = None) -> None:
     names = [wheel_name(p.name) for p in wheel_paths]
     if len(set(names)) != len(names):
         raise BundleError(f"two versions of one package: {sorted(n for n in names if names.count(n) > 1)}")
@@ -795,6 +834,7 @@ def write_outputs(args, out: Path, work: Path, parts_dir: Path, manifest: dict, 
     files = [(stage / "bundle.json", f"{ARCHIVE_STEM}/bundle.json"),
              (stage / "requirements.txt", f"{ARCHIVE_STEM}/requirements.txt")]
     files += [(p, f"{ARCHIVE_STEM}/wheels/{p.name}") for p in sorted(wheel_paths, key=lambda p: p.name)]
+    files += [(p, f"{ARCHIVE_STEM}/sources/{p.name}") for p in sources or []]
     archive = work / (ARCHIVE_STEM + COMPRESSIONS[args.compress])
     t = time.monotonic()
     how = pack_archive(files, archive, args.compress, preset=args.xz_preset)
@@ -935,6 +975,8 @@ def _install_from(work: Path, dirs: list[Path], manifest: dict, target: Path, ar
         log("  (the host's own versions are used; `build --carry NAME` brings the bundle's own of NAME)")
     if args.dry_run:
         return 0
+    if (stage / "sources").is_dir():  # what the host builds itself (llama.cpp's sdist), kept beside the packages
+        shutil.copytree(stage / "sources", fresh / "sources")
     if target.exists():
         shutil.rmtree(target)
     fresh.rename(target)

@@ -295,3 +295,10 @@ def test_unpack_refuses_members_outside_the_folder(gb, tmp_path):
     with pytest.raises(Exception):
         gb.unpack_archive(archive, tmp_path / "out", "none")
     assert not (tmp_path / "evil").exists()
+
+
+def test_llamacpp_travels_as_its_source_distribution_not_as_wheels(gb):
+    assert gb._source_pins(["vllm==0.26.0", "llamacpp==0.3.36"]) == ["llama-cpp-python==0.3.36"]
+    assert gb._engine_pins(["vllm==0.26.0", "llamacpp==0.3.36", "none"]) == ["vllm==0.26.0"]
+    with pytest.raises(gb.BundleError, match="pin a version"):
+        gb._source_pins(["llamacpp"])
