@@ -67,7 +67,10 @@ case "$step" in
     "$PYTHON" - "$STUDY" > /tmp/sb-kill-candidate.yaml <<'PY'
 import sys, yaml
 study = yaml.safe_load(open(sys.argv[1]))
-yaml.safe_dump({"name": "killed-mid-cell", **study["base"]}, sys.stdout)
+base = study["base"]
+# its own identity (launch.env is part of it): a killed run must never count as one of the study's baseline runs
+launch = {**base.get("launch", {}), "env": {**base.get("launch", {}).get("env", {}), "SERVEBOOK_DRILL": "kill-mid-cell"}}
+yaml.safe_dump({**base, "name": "killed-mid-cell", "launch": launch}, sys.stdout)
 PY
     "$PYTHON" - "$STUDY" > /tmp/sb-kill-plan.yaml <<'PY'
 import sys, yaml
