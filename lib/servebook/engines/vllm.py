@@ -62,8 +62,10 @@ class VLLMAdapter(_gpu.PythonServerAdapter):
     # FlexibleArgumentParser reads --max_num_seqs as --max-num-seqs, and argparse takes unambiguous prefixes
     flag_underscores = True
     flag_prefixes = True
+    # the last alternative is vLLM's own kernel JIT monitor (vllm/utils/jit_monitor.py, active after warm-up from
+    # 0.26): "Triton kernel JIT compilation during inference: NAME. This causes a latency spike; ..."
     compile_pattern = re.compile(r"Compiling a graph|torch\.compile|Capturing CUDA graph|compile range|"
-                                 r"Dynamo bytecode transform", re.I)
+                                 r"Dynamo bytecode transform|during inference: .*latency spike", re.I)
     title = "vLLM"
     kv_types = KV_TYPES
     info_paths = ("/version",)

@@ -113,3 +113,15 @@ def test_the_live_server_exports_what_the_contract_recorded_from_the_installed_p
             assert labels == {tuple(sorted(contract.metric(name).labels))}, name
     models = json.loads((RECORDED / "self-report-baseline.json").read_text())["/v1/models"]["data"][0]
     assert sorted(models) == sorted(contract.server_info_fields)
+
+
+def test_a_kernel_compiled_after_warm_up_is_caught_by_vllms_own_jit_monitor():
+    # the warning vLLM 0.26's jit_monitor logs once per kernel compiled after its warm-up (its message, filled in)
+    line = ("(EngineCore pid=1141) WARNING 12-02 06:01:02 [jit_monitor.py:135] Triton kernel JIT compilation during "
+            "inference: _topk_topp_kernel. This causes a latency spike; consider extending warmup to cover this "
+            "shape/config.")
+    assert VLLM.compile_pattern.search(line)
+    # the monitor's own start line and the startup compile lines that precede it are not inside any cell
+    started = (RECORDED / "engine-killed-mid-cell.log").read_text().splitlines()
+    after_warm_up = started[next(i for i, text in enumerate(started) if "Kernel JIT monitor activated" in text) + 1:]
+    assert not [text for text in after_warm_up if VLLM.compile_pattern.search(text)]
