@@ -74,6 +74,16 @@ def _first_line(*paths: str) -> str | None:
     return None
 
 
+def numa_nodes(sys_root: Path = Path("/sys/devices/system/node")) -> dict[str, str]:
+    """Each NUMA node's CPUs ("0": "0-7"): with the cells' engine_cpus, which node the engine ran on."""
+    nodes = {}
+    for cpulist in sorted(sys_root.glob("node[0-9]*/cpulist")):
+        text = _first_line(str(cpulist))
+        if text:
+            nodes[cpulist.parent.name[len("node"):]] = text
+    return nodes
+
+
 def machine_identity() -> dict[str, str | None]:
     """What tells machines apart when their host names do not (every lent VM may be called "vm"): the
     machine id, and the boot id (cloned images can share a machine id; one boot is one set of conditions)."""
@@ -96,6 +106,7 @@ def fingerprint(*, engine_binary: str | None = None, model_path: str | None = No
         "machine": platform.machine(),
         "cpu": _cpu_model(),
         "cpu_count": os.cpu_count(),
+        "numa_nodes": numa_nodes(),
         "memory_gib": _memory_gib(),
         "gpus": [],  # GPU engines fill this through their preflight; none on a CPU host
         "python": sys.version.split()[0],

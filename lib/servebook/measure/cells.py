@@ -120,6 +120,7 @@ class CellSummary(TypedDict, total=False):
     foreign_cpu_cores: float | None
     cpu_probe_ms: float | None
     cpu_steal_cores: float | None
+    engine_cpus: str | None
     gpu_energy_j: float | None
     gpu_power_w: float | None
     gpu_sm_clock_mhz: float | None

@@ -102,6 +102,28 @@ def foreign_cores(before: CpuSample, after: CpuSample) -> float | None:
     return max(0.0, foreign) / wall
 
 
+def busiest_thread_cpus(engine_pid: int | None, proc: Path = Path("/proc")) -> str | None:
+    """The CPU each of the engine's processes last ran its busiest thread on ("3,11"), read at a cell's end: where
+    the engine's CPU-bound step runs, beside the covariates (None where servebook does not know the engine)."""
+    if not engine_pid:
+        return None
+    cpus = set()
+    for pid in _tree(proc, {engine_pid}):
+        busiest: tuple[int, int] | None = None
+        for task in (proc / str(pid) / "task").glob("*/stat"):
+            try:
+                text = task.read_text()
+                fields = text[text.rindex(")") + 2:].split()
+                used, cpu = int(fields[11]) + int(fields[12]), int(fields[36])
+            except (OSError, ValueError, IndexError):
+                continue
+            if busiest is None or used > busiest[0]:
+                busiest = (used, cpu)
+        if busiest is not None:
+            cpus.add(busiest[1])
+    return ",".join(str(c) for c in sorted(cpus)) or None
+
+
 def steal_cores(before: CpuSample, after: CpuSample) -> float | None:
     """CPU cores the hypervisor took from this machine, on average, between two samples."""
     wall = after.t - before.t

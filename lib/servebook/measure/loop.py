@@ -37,6 +37,7 @@ from .gates import run_gate, run_needles
 from .gpu import GpuSampler, NvmlReader, summarize_gpu
 from .host import (
     DEFAULT_MAX_FOREIGN_CORES,
+    busiest_thread_cpus,
     cpu_probe_ms,
     cpu_sample,
     foreign_cores,
@@ -205,6 +206,7 @@ class Measurement:
         # decode with the engine's own CPU use unchanged)
         summary["cpu_probe_ms"] = probe_ms
         summary["cpu_steal_cores"] = steal_cores(cpu_before, cpu_after)
+        summary["engine_cpus"] = busiest_thread_cpus(pid)
         outcome = CellOutcome(spec, records, before, after, summary)
         self.log.outcomes.append(outcome)
         self.log.telemetry.extend(telemetry_rows(spec.cell_id, cpu_before, cpu_after))

@@ -48,3 +48,22 @@ def test_the_hypervisors_steal_is_read_apart_as_a_covariate(tmp_path):
     assert abs(steal_cores(before, after) - 0.25) < 1e-9, "1 s taken over 4 s"
     assert steal_cores(CpuSample(0.0, None, 0.0), CpuSample(1.0, None, 0.0)) is None
     assert 0 < cpu_probe_ms(2_000) < 1_000
+
+
+def test_the_cpu_of_each_engine_processs_busiest_thread_is_recorded(tmp_path):
+    from servebook.measure.host import busiest_thread_cpus
+
+    proc = fake_proc(tmp_path, 1000, {100: (1, 0), 101: (100, 0)})
+
+    def thread(pid, tid, ticks, cpu):
+        (proc / str(pid) / "task" / str(tid)).mkdir(parents=True, exist_ok=True)
+        tail = " ".join(["0"] * 24)  # fields 16 to 38 and the processor, field 39, last
+        (proc / str(pid) / "task" / str(tid) / "stat").write_text(
+            f"{tid} (VLLM::Engine Core) S {pid} 0 0 0 0 0 0 0 0 0 {ticks} 0 {tail[:-1]}{cpu}\n")
+
+    thread(100, 100, 50, 3)      # the API server's main thread
+    thread(100, 102, 5, 9)
+    thread(101, 101, 900, 11)    # the engine core's busy step loop
+    thread(101, 103, 1, 0)
+    assert busiest_thread_cpus(100, proc) == "3,11"
+    assert busiest_thread_cpus(None, proc) is None
