@@ -13,7 +13,9 @@
 #   scripts/gpu-host.sh all [SWEEP ARGS]     # setup, then study
 #
 # A bundle built with `--engine llamacpp==0.3.36` carries llama.cpp's sdist: setup then builds llama-server with
-# CUDA and writes GGUF models (STUDY=data/studies/h200-1b-llamacpp.yaml); one of vLLM, Hugging Face checkpoints.
+# CUDA and writes GGUF models (STUDY=data/studies/h200-1b-llamacpp.yaml); a vLLM bundle gets Hugging Face
+# checkpoints. `pack` also keeps vLLM's compile cache when it is small (under 16 MiB): carried back to the next
+# machine as CACHE_ARCHIVE (say .bundle/vllm-cache.tar.xz), setup unpacks it, and the first start skips compiling.
 #
 # Environment: STUDY (data/studies/h200-vllm-1b.yaml), JOURNAL (/tmp/sb-journal), PARTS (/tmp/sb-parts),
 # SITE_DIR (/tmp/sb-site: where the wheels are installed), MODELS (1b: `servebook models random --params`),
@@ -32,7 +34,7 @@ export PYTHONPATH="$PWD/lib:$SITE_DIR${PYTHONPATH:+:$PYTHONPATH}"
 export PATH="$SITE_DIR/bin:$PATH"
 export JUPYTER_PATH="$SITE_DIR/share/jupyter${JUPYTER_PATH:+:$JUPYTER_PATH}"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
-# compile caches in one place, so that `pack` can carry them to the next machine
+# the compile caches in one place, which `pack` keeps for the next machine
 export SERVEBOOK_CACHE=${SERVEBOOK_CACHE:-/tmp/sb-cache}
 export VLLM_CACHE_ROOT=${VLLM_CACHE_ROOT:-$SERVEBOOK_CACHE/vllm} TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-$SERVEBOOK_CACHE/triton}
 SB=("$PYTHON" -m servebook.cli)
@@ -45,6 +47,9 @@ case "$step" in
     ;;
   setup)
     "$PYTHON" scripts/gpu_bundle.py install --parts "$PARTS" --target "$SITE_DIR"
+    if [ -n "${CACHE_ARCHIVE:-}" ] && [ -f "$CACHE_ARCHIVE" ]; then
+      mkdir -p "$SERVEBOOK_CACHE" && tar -C "$SERVEBOOK_CACHE" -xJf "$CACHE_ARCHIVE" && echo "compile cache from $CACHE_ARCHIVE"
+    fi
     nvidia-smi --query-gpu=name,uuid,clocks.sm,clocks.max.sm,memory.used,memory.total,power.limit --format=csv
     sdist=$(ls "$SITE_DIR"/sources/llama_cpp_python-*.tar.gz 2>/dev/null | head -1 || true)
     if [ -n "$sdist" ]; then
@@ -93,6 +98,10 @@ PY
     out=${1:?pack OUT_DIR}
     mkdir -p "$out"
     tar -C "$(dirname "$JOURNAL")" -cJf "$out/journal.tar.xz" "$(basename "$JOURNAL")"
+    if [ -d "$VLLM_CACHE_ROOT" ]; then
+      tar -C "$SERVEBOOK_CACHE" -cJf "$out/vllm-cache.tar.xz" "$(realpath --relative-to="$SERVEBOOK_CACHE" "$VLLM_CACHE_ROOT")"
+      [ "$(stat -c %s "$out/vllm-cache.tar.xz")" -lt $((16 * 1024 * 1024)) ] || rm -f "$out/vllm-cache.tar.xz"
+    fi
     ls -la "$out"
     ;;
   all)
