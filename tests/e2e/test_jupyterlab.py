@@ -156,6 +156,9 @@ def test_compare_on_the_quick_study_shows_every_view_once(lab, browser):
     page.wait_for_selector(".jp-Cell:last-child .jp-InputArea-prompt:has-text('[')", timeout=60_000)
     page.wait_for_function("() => [...document.querySelectorAll('.jp-InputArea-prompt')]"
                            ".every(p => !p.textContent.includes('*'))", timeout=120_000)
+    # the prompts say done a moment before JupyterLab has drawn the outputs (seen empty on a busy 2-core machine)
+    page.wait_for_function("() => [...document.querySelectorAll('.jp-OutputArea-output')]"
+                           ".some(o => o.innerText.toLowerCase().includes('verdicts'))", timeout=30_000)
     shown = " ".join(page.locator(f"{PANEL} .jp-OutputArea-output").all_inner_texts())
     assert "verdicts" in shown.lower() and "one-slot" in shown and "Traceback" not in shown, shown[:3000]
     assert not any(ch in shown for ch in BOX), "a view appeared twice (a box-drawn copy beside its HTML)"
