@@ -68,8 +68,7 @@ def read_self_report(adapter: EngineAdapter, base_url: str, headers: dict, timeo
                 response = http.get(f"{base_url}{path}")
                 if response.status_code == 200:
                     # /metrics is Prometheus text; every other self-report is JSON
-                    json_body = "json" in response.headers.get("content-type", "") or path != "/metrics"
-                    bodies[path] = response.json() if json_body else response.text
+                    bodies[path] = response.text if path == "/metrics" else response.json()
             except (httpx.HTTPError, ValueError):
                 continue
     listed = bodies.get("/v1/models")
