@@ -9,6 +9,7 @@
 #   scripts/gpu-host.sh study [SWEEP ARGS]   # sweep $STUDY into $JOURNAL (default: --until-decided --max-repeats 6)
 #   scripts/gpu-host.sh failures             # each failing launch of data/studies/h200-vllm-failures.yaml, and an
 #                                            # engine killed in the middle of a cell of the study's baseline
+#   scripts/gpu-host.sh placement [ARGS]     # benchmarks/gpu_placement.py on the baseline's flags (LAUNCHES)
 #   scripts/gpu-host.sh pack OUT_DIR         # the journal as an archive in OUT_DIR
 #   scripts/gpu-host.sh all [SWEEP ARGS]     # setup, then study
 #
@@ -93,6 +94,14 @@ PY
       sleep 1
     done
     wait "$runner" || true
+    ;;
+  placement)
+    # where launch noise comes from (benchmarks/gpu_placement.py): the study's baseline flags, one launch per
+    # LAUNCHES, the engine's processes moved from CPU to CPU inside each
+    model=$("$PYTHON" -c 'from servebook.engines.model_specs import RANDOM_MODELS; from servebook.engines.hf_checkpoints import hf_checkpoint_path; print(hf_checkpoint_path(RANDOM_MODELS["1b"]))')
+    "$PYTHON" benchmarks/gpu_placement.py --port 8123 --launches "${LAUNCHES:-1}" --out "${OUT:-/tmp}/placement.json" "$@" -- \
+      env VLLM_SERVER_DEV_MODE=1 vllm serve "$model" --port 8123 --host 127.0.0.1 --max-num-seqs 32 \
+      --max-num-batched-tokens 8192 --max-model-len 40960 --enable-prompt-tokens-details
     ;;
   pack)
     out=${1:?pack OUT_DIR}
