@@ -13,6 +13,8 @@ from typing import Any
 
 import pandas as pd
 
+from ..config.slices import iso_instant
+from ..util.errors import InputError
 from ..util.files import temp_beside
 from .record import RunRecord
 from .writer import MANIFEST, VERDICTS
@@ -139,6 +141,10 @@ def select(frame: pd.DataFrame, *, study: str | None = None, status: str | None 
     if status:
         frame = frame[frame["status"] == status]
     if since:
+        try:
+            since = iso_instant(since)
+        except ValueError as error:
+            raise InputError(f"--since: {error}") from None
         frame = frame[frame["started_at"].fillna("") >= since]
     if limit:
         frame = frame.tail(limit)

@@ -17,14 +17,14 @@ import pandas as pd
 
 from ..config.rules import LOWER_IS_BETTER, METRIC_WORDS, VerdictRules
 from ..config.study import Study, StudyEntry
-from ..estimates import ALPHA, holm, spent_alpha
+from ..estimates import ALPHA, spent_alpha
 from ..journal import Journal, RunRecord
 from ..journal.manifest import Failure, Manifest
 from ..measure.equivalence import compare_outputs
 from ..measure.equivalence import describe as describe_equivalence
 from ..util.errors import InputError
 from ..util.render import Block, Renderable, Table
-from .comparisons import Comparison, compare_rule, describe
+from .comparisons import Comparison, compare_rule, describe, settle
 from .evidence import baseline_evidence, run_cells, undisturbed
 from .recorded import ChosenBaseline, recorded_baseline
 
@@ -137,16 +137,6 @@ def _compare(completed: list[tuple[Manifest, pd.DataFrame]], baseline_runs: list
     if straddling:
         return Verdict("inconclusive", straddling + [f"within limits: {t}" for t in passing] + method, comparisons)
     return Verdict("accepted", (passing or ["valid, and no comparison rules to apply"]) + method, comparisons)
-
-
-def settle(comparisons: list[Comparison], alpha: float) -> list[Comparison]:
-    """Mark as failing the cells Holm's procedure finds beyond their limits at familywise `alpha` (in place);
-    returns the cells that were tested."""
-    tested = [c for c in comparisons if c.p_beyond is not None and c.decision != "single"]
-    for c, beyond in zip(tested, holm([c.p_beyond or 1.0 for c in tested], alpha)):
-        if beyond:
-            c.decision, c.ok = "fail", False
-    return tested
 
 
 def _hint(c: Comparison, cells: int) -> str:
