@@ -71,7 +71,7 @@ def test_an_output_that_cannot_be_written_is_refused_before_anything_runs(tmp_pa
     study = STUDY
     if command == "sweep":
         study = tmp_path / "study.yaml"
-        study.write_text(f"name: sim-study\nbase: {{engine: vllm, model: {{id: org/model}}, "
+        study.write_text("name: sim-study\nbase: {engine: vllm, model: {id: org/model}, "
                          "launch: {simulator: true}}\nplan: {decode: {concurrency: [1], output_tokens: 8}, "
                          "prefill: null}\n")
     elif command == "search":
