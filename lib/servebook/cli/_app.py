@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from functools import wraps
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -41,6 +42,25 @@ StudySetOption = typer.Option([], "--set", help="change a field of the study's b
                                                "candidate, e.g. pins.engine_version=b4600 (repeatable)")
 SiteUrlOption = typer.Option(None, "--site-url", help="where the journal's site is published: the Markdown links "
                                                       "candidates to their pages (default: $SERVEBOOK_SITE_URL)")
+
+
+def writable_output(path: Optional[Path], flag: str = "--output") -> Optional[Path]:
+    """`path`, checked before anything runs: its folder made, and a file there writable. A sweep or a search that
+    learnt only at its end that its output cannot be written lost the output, and the gate its exit code."""
+    if path is None:
+        return None
+    import tempfile
+
+    try:
+        if path.is_dir():
+            raise InputError(f"{flag} {path}: is a folder; name a file in it")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tempfile.NamedTemporaryFile(dir=path.parent, prefix=".probe-").close()
+        if path.exists() and not os.access(path, os.W_OK):
+            raise PermissionError(13, "Permission denied")
+    except OSError as error:
+        raise InputError(f"{flag} {path}: cannot write it ({error.strerror or error})") from None
+    return path
 
 
 def open_journal(path: Optional[str], *, create: bool = False) -> Journal:

@@ -27,6 +27,7 @@ from ._app import (
     models_app,
     open_journal,
     out,
+    writable_output,
 )
 
 
@@ -184,30 +185,34 @@ def capacity_cmd(
     plan_file: Optional[Path] = typer.Option(None, "--plan", "-p", help="a plan whose load section gives arrivals "
                                                                          "and lengths (default: Poisson, 256-token "
                                                                          "prompts, 64-token outputs)"),
-    low: float = typer.Option(1.0, help="the first rate probed (requests/s)"),
-    high: float = typer.Option(1024.0, help="the highest rate probed"),
-    precision_pct: float = typer.Option(5.0, help="stop when the bracket is this narrow"),
-    max_probes: int = typer.Option(12, help="probes at most"),
+    low: Optional[float] = typer.Option(None, help="the first rate probed (requests/s; default: the plan's, or 1)"),
+    high: Optional[float] = typer.Option(None, help="the highest rate probed (default: the plan's, or 1024)"),
+    precision_pct: Optional[float] = typer.Option(None, help="stop when the bracket is this narrow (default 5)"),
+    max_probes: Optional[int] = typer.Option(None, help="probes at most (default 12)"),
     probe_s: Optional[float] = typer.Option(None, help="each probe's measured window in seconds"),
-    min_requests: int = typer.Option(50, help="arrivals each bracketing probe holds at least"),
-    narrowing_requests: int = typer.Option(800, help="arrivals each probe inside the bracket holds at least (near "
-                                                     "the capacity, short windows miss the bursts that decide it)"),
+    min_requests: Optional[int] = typer.Option(None, help="arrivals each bracketing probe holds at least (default 50)"),
+    narrowing_requests: Optional[int] = typer.Option(None, help="arrivals each probe inside the bracket holds at "
+                                                                "least (default 800; near the capacity, short "
+                                                                "windows miss the bursts that decide it)"),
     journal: Optional[str] = JournalOption,
 ):
     """The highest request rate at which a candidate meets its objectives: open-loop probes in one launch,
-    doubling then bisecting, read back through a monotone fit; the run is recorded like any other."""
+    doubling then bisecting, read back through a monotone fit; the run is recorded like any other. Exits 1 when
+    the objectives hold at no probed rate."""
     from ..config import validate
     from ..measure.capacity import describe_capacity
+    from ..measure.capacity import figure as capacity_figure
     from ..run import run_candidate
 
     objectives = parse_overrides([part for part in slo.split(",") if part.strip()], "--slo")
     base = load_plan(plan_file).model_dump(mode="json", exclude_none=True) if plan_file else {}
+    # The flags given override the plan's capacity section field by field; a flag left out keeps the plan's value
+    # (replacing the whole section with the flags' defaults silently measured another search than the plan's).
+    flags = {"low_rps": low, "high_rps": high, "max_probes": max_probes, "precision_pct": precision_pct,
+             "probe_s": probe_s, "min_requests": min_requests, "narrowing_requests": narrowing_requests}
+    search = {**(base.get("capacity") or {}), **{k: v for k, v in flags.items() if v is not None}}
     plan = validate(Plan, {**base, "decode": None, "prefill": None, "load": base.get("load") or {},
-                           "slo": objectives, "capacity": {"low_rps": low, "high_rps": high, "max_probes": max_probes,
-                                                           "precision_pct": precision_pct, "probe_s": probe_s,
-                                                           "min_requests": min_requests,
-                                                           "narrowing_requests": narrowing_requests}},
-                    "capacity")
+                           "slo": objectives, "capacity": search}, "capacity (the flags over the plan)")
     record = run_candidate(load_candidate(candidate_file), plan, open_journal(journal, create=True),
                            reporter=Reporter())
     cells = record.table("cells") if record.status == "completed" else None
@@ -219,6 +224,8 @@ def capacity_cmd(
         raise typer.Exit(1)
     out.print(f"{record.candidate_label}: {describe_capacity(row, plan.slo.describe() if plan.slo else '')}\n"
               f"recorded in {record.dir}", highlight=False)
+    if capacity_figure(row, "capacity_rps") is None:  # holding no load is not a capacity: a script must see it
+        raise typer.Exit(1)
 
 
 @app.command("sweep")
@@ -251,6 +258,7 @@ def sweep_cmd(
 
     study = load_study(study_file, parse_overrides(set_) if set_ else None)
     _check_fail_on(fail_on, verdict_format)
+    writable_output(output)  # before the runs, not after hours of them
     if dry_run:
         out.print(DryRunView(plan_dry_run(study), study.plan.id), soft_wrap=True)
         return
@@ -289,7 +297,7 @@ def judge_cmd(
     """Re-judge a study's recorded runs under its current rules, without running anything."""
     study = load_study(study_file, parse_overrides(set_) if set_ else None)
     _check_fail_on(fail_on, verdict_format)
-    _verdicts_out(study, open_journal(journal), verdict_format, output, fail_on, site_url)
+    _verdicts_out(study, open_journal(journal), verdict_format, writable_output(output), fail_on, site_url)
 
 
 def _check_fail_on(fail_on: Optional[str], verdict_format: str) -> None:
@@ -325,17 +333,30 @@ def _verdicts_out(study, j: Journal, verdict_format: str, output: Optional[Path]
         out.print(VerdictsView(judged, noise_floor(study, j)))
     elif output is None:
         print(text[verdict_format]())
+    # An output that cannot be written is said, and the gate's exit code still decides: a job must not read
+    # "servebook crashed" (exit 1) where the study was rejected (exit 10).
+    lost = False
     if output is not None and verdict_format != "text":
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(text[verdict_format](), encoding="utf-8")
-        err.print(f"{verdict_format} verdicts written to {output}")
-    summary = write_step_summary(markdown)
-    if summary is not None:
-        err.print(f"summary appended to {summary}")
+        try:
+            output.write_text(text[verdict_format](), encoding="utf-8")
+            err.print(f"{verdict_format} verdicts written to {output}")
+        except OSError as error:
+            lost = True
+            err.print(f"[bold red]error:[/] --output {output}: cannot write it ({error.strerror or error})",
+                      markup=True, highlight=False)
+    try:
+        summary = write_step_summary(markdown)
+        if summary is not None:
+            err.print(f"summary appended to {summary}")
+    except OSError as error:  # a courtesy to the reader of the job, not what the job decides on
+        err.print(f"[yellow]warning:[/] $GITHUB_STEP_SUMMARY: cannot append to "
+                  f"{os.environ.get('GITHUB_STEP_SUMMARY')} ({error.strerror or error})", markup=True, highlight=False)
     if result.fail_on:
         (err if verdict_format != "text" else out).print(result.describe(), highlight=False)
     if not result.passed:
         raise typer.Exit(result.exit_code)
+    if lost:
+        raise typer.Exit(1)
 
 
 @app.command("site")

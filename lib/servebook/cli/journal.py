@@ -17,7 +17,7 @@ def journal_ls(journal: Optional[str] = JournalOption,
                wide: bool = typer.Option(False, "--wide", help="every column and the full run ids"),
                study: Optional[str] = typer.Option(None, help="only runs of this study"),
                status: Optional[str] = typer.Option(None, help="only runs with this status (completed, failed, "
-                                                               "incomplete, corrupt)"),
+                                                               "incomplete, interrupted, damaged)"),
                since: Optional[str] = typer.Option(None, help="only runs started at or after this ISO date or time"),
                limit: int = typer.Option(50, help="the newest N runs that match (0: all)"),
                listing_format: str = typer.Option("text", "--format", help="text (a table) or json (one object "

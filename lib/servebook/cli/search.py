@@ -10,7 +10,7 @@ import typer
 
 from ..config import InputError, load_study, parse_overrides
 from ..util.progress import Reporter
-from ._app import JournalOption, StudySetOption, app, friendly, open_journal, out
+from ._app import JournalOption, StudySetOption, app, friendly, open_journal, out, writable_output
 
 
 @app.command("search")
@@ -37,6 +37,7 @@ def search_cmd(
     from ..sweeps import search
 
     study = load_study(study_file, parse_overrides(set_) if set_ else None)
+    writable_output(output)  # before the launches, not after the whole budget of them
     try:
         gpu_list = [int(g) for g in gpus.split(",")] if gpus else None
     except ValueError:

@@ -13,7 +13,19 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Finite numbers only: YAML reads `.nan` and `.inf` as floats, and a NaN rate passes every comparison check
+    # (it is neither above nor below anything), so it failed only after the engine had started.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+#: the highest request rate a plan may ask for: 64 sending processes (the most `client_processes` allows) at the
+#: 150 requests/s one process keeps up with at best (measure/senders.py) offer 9,600 requests/s; a higher rate
+#: measures only the client falling behind (client_lag), after building its whole schedule of arrivals in memory
+#: (1e9 requests/s never got past that)
+MAX_RATE_RPS = 10_000.0
+#: the longest a capacity probe's window may be (the limit of probe_s and load.duration_s): the first probe waits
+#: for min_requests arrivals at low_rps, so a tiny low_rps (0.001) made it wait for hours
+MAX_PROBE_WINDOW_S = 3600.0
 
 
 class Lengths(_Strict):
@@ -80,6 +92,9 @@ class LoadPlan(_Strict):
     def _rates(cls, v: list[float]) -> list[float]:
         if any(r <= 0 for r in v) or sorted(set(v)) != list(v):
             raise ValueError(f"rates_rps must be positive and strictly ascending, got {v}")
+        if any(r > MAX_RATE_RPS for r in v):
+            raise ValueError(f"rates_rps: at most {MAX_RATE_RPS:,.0f} requests/s, got {max(v):g} (the most the client's "
+                             "sending processes can offer; above it a cell measures the client, not the engine)")
         return v
 
     @model_validator(mode="after")
@@ -119,8 +134,9 @@ class CapacitySearch(_Strict):
     and lengths, each probe a cell of `probe_s`), in steps of x4 from `low_rps` until the objectives fail, then
     bisecting until the bracket is within `precision_pct`, at most `max_probes` probes in all."""
 
-    low_rps: float = Field(1.0, gt=0)
-    high_rps: float = Field(1024.0, gt=0)
+    low_rps: float = Field(1.0, gt=0, le=MAX_RATE_RPS)
+    high_rps: float = Field(1024.0, gt=0, le=MAX_RATE_RPS, description=f"at most {MAX_RATE_RPS:,.0f} requests/s, "
+                                                                      "what the client's processes can offer")
     precision_pct: float = Field(5.0, gt=0, le=100)
     max_probes: int = Field(12, ge=2, le=64)
     probe_s: float | None = Field(None, gt=0, le=3600, description="each probe's measured window (default: "
@@ -137,4 +153,9 @@ class CapacitySearch(_Strict):
     def _range(self) -> "CapacitySearch":
         if self.low_rps >= self.high_rps:
             raise ValueError(f"low_rps {self.low_rps:g} must be below high_rps {self.high_rps:g}")
+        first_window = self.min_requests / self.low_rps
+        if first_window > MAX_PROBE_WINDOW_S:
+            raise ValueError(f"low_rps {self.low_rps:g}: the first probe would wait {first_window:,.0f} s for its "
+                             f"{self.min_requests} arrivals (min_requests); at most {MAX_PROBE_WINDOW_S:g} s, so "
+                             f"low_rps >= {self.min_requests / MAX_PROBE_WINDOW_S:.3g}")
         return self

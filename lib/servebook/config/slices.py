@@ -3,9 +3,25 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from datetime import datetime, timezone
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import InputError, format_validation_error
+
+
+def iso_instant(value: str) -> str:
+    """`value` as runs' start times are written, so that comparing the two as text compares instants: an ISO date
+    or time, one with an offset brought to UTC. Anything else (12/31/2099) would compare as text with every start
+    time and silently match all runs or none, so it is refused."""
+    try:
+        moment = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise ValueError(f"{value!r} is not an ISO date or time (e.g. 2026-11-23 or 2026-11-23T08:00:00Z)") from None
+    if moment.tzinfo is None or value.strip().endswith("Z"):
+        return value.strip()
+    utc = moment.astimezone(timezone.utc)
+    return utc.strftime("%Y-%m-%dT%H:%M:%S.%fZ" if utc.microsecond else "%Y-%m-%dT%H:%M:%SZ")
 
 
 class JournalSlice(BaseModel):
@@ -21,6 +37,11 @@ class JournalSlice(BaseModel):
     since: str | None = Field(None, description="runs started at or after this ISO date or time")
     until: str | None = Field(None, description="runs started before this ISO date or time")
     status: str = "completed"
+
+    @field_validator("since", "until")
+    @classmethod
+    def _instant(cls, value: str | None) -> str | None:
+        return None if value is None else iso_instant(value)
 
     def describe(self) -> str:
         fields = self.model_dump(exclude_defaults=True)

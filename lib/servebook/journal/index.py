@@ -13,6 +13,8 @@ from typing import Any
 
 import pandas as pd
 
+from ..config.slices import iso_instant
+from ..util.errors import InputError
 from ..util.files import temp_beside
 from .record import RunRecord
 from .writer import MANIFEST, VERDICTS
@@ -38,7 +40,8 @@ def index_row(record: RunRecord) -> dict[str, Any]:
         "started_at": identity.started_at,
         "cells": summary.cells if summary else None,
         "valid_cells": summary.valid_cells if summary else None,
-        "failure": failure.cause if failure else None,
+        # why the run has no numbers: the failure's cause, or for a damaged run the damage's code
+        "failure": record.damage.code if record.damage else (failure.cause if failure else None),
         "study": identity.study,
         "verdict": (record.latest_verdict or {}).get("outcome"),
         # what a configuration's history is marked with: the engine release, the image, the driver, the machine
@@ -50,8 +53,10 @@ def index_row(record: RunRecord) -> dict[str, Any]:
 
 
 def stamps(runs_dir: Path) -> dict[str, str]:
-    """Per run directory, what changes when its row must: the manifest (sealing) and the verdicts folder
-    (a new event); an incomplete run is re-read every time, as it may still be writing."""
+    """Per run directory, what changes when its row must: the manifest (sealing), the verdicts folder (a new
+    event) and the tables (size and time: a sealed run's tables never change, so a change is damage, a cut copy
+    or a full disk, and the row must say so); an incomplete run is re-read every time, as it may still be
+    writing."""
     found: dict[str, str] = {}
     try:
         entries = list(os.scandir(runs_dir))
@@ -69,8 +74,18 @@ def stamps(runs_dir: Path) -> dict[str, str]:
             verdicts = os.stat(os.path.join(entry.path, VERDICTS)).st_mtime_ns
         except FileNotFoundError:
             verdicts = 0
-        found[entry.name] = f"{manifest}:{verdicts}"
+        found[entry.name] = f"{manifest}:{verdicts}:{_tables_stamp(entry.path)}"
     return found
+
+
+def _tables_stamp(directory: str) -> str:
+    parts = []
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            if entry.name.endswith(".parquet"):
+                stat = entry.stat()
+                parts.append(f"{entry.name}={stat.st_size}@{stat.st_mtime_ns}")
+    return ",".join(sorted(parts))
 
 
 def _stored(path: Path) -> pd.DataFrame:
@@ -126,6 +141,10 @@ def select(frame: pd.DataFrame, *, study: str | None = None, status: str | None 
     if status:
         frame = frame[frame["status"] == status]
     if since:
+        try:
+            since = iso_instant(since)
+        except ValueError as error:
+            raise InputError(f"--since: {error}") from None
         frame = frame[frame["started_at"].fillna("") >= since]
     if limit:
         frame = frame.tail(limit)

@@ -18,7 +18,7 @@ def listing_blocks(location: str, frame: pd.DataFrame, wide: bool = False, total
         summary += f"; {total} in the journal"
     columns = ["run", "status", "verdict", "candidate", "valid"]
     table = Table(columns + (["study", "engine", "started"] if wide else []))
-    css = {"failed": "invalid", "corrupt": "invalid", "incomplete": "warn", "interrupted": "warn"}
+    css = {"failed": "invalid", "damaged": "invalid", "incomplete": "warn", "interrupted": "warn"}
     for row in frame.to_dict("records"):
         cells = "-" if _missing(row["cells"]) else f"{row['valid_cells']}/{row['cells']}"
         verdict = "-" if _missing(row["verdict"]) else str(row["verdict"])

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pandas as pd
 from pydantic import ValidationError
@@ -15,7 +15,53 @@ from pydantic import ValidationError
 from ..util.files import atomic_write_bytes, tail_of
 from ..util.render import Block, Renderable, Text
 from .manifest import Manifest, RunIdentity
-from .writer import ENGINE_LOG, LAUNCH, NOTEBOOK, VERDICTS, _dumps, table_file, utc_now
+from .writer import ENGINE_LOG, LAUNCH, MANIFEST, NOTEBOOK, VERDICTS, _dumps, table_file, utc_now
+
+#: why a run directory cannot be read as the run its manifest says it is; decisions read the code, people the text
+DamageCode = Literal["manifest_unreadable", "manifest_incomplete", "table_missing", "table_unreadable"]
+
+
+@dataclass(frozen=True)
+class Damage:
+    """What is wrong with a damaged run (status `damaged`): the file, and why. Such a run is listed, named and left
+    out of verdicts, histories and pages, never read as evidence and never a traceback."""
+
+    code: DamageCode
+    file: str
+    detail: str
+
+    @property
+    def text(self) -> str:
+        return f"damaged ({self.code}): {self.file} {self.detail}"
+
+
+#: what a completed run must name: the verdicts look its runs up by candidate and plan, and a history is kept per both
+REQUIRED_OF_COMPLETED = ("candidate_id", "plan_id")
+
+
+def inspect_run(directory: Path, manifest: Manifest | None, problem: str | None) -> Damage | None:
+    """The first thing that makes a run directory unreadable, or None. Tables are written atomically, so a table
+    whose Parquet footer cannot be read was truncated or overwritten afterwards (a cut copy, a full disk); reading
+    only the footer keeps this check cheap enough for every read of a run, the one place runs are read."""
+    if problem:
+        return Damage("manifest_unreadable", MANIFEST, problem.removeprefix(f"{MANIFEST} "))
+    if manifest is not None and manifest.status == "completed":
+        missing = [name for name in REQUIRED_OF_COMPLETED if not getattr(manifest, name)]
+        if missing:
+            return Damage("manifest_incomplete", MANIFEST, f"is sealed completed but names no {' or '.join(missing)}")
+        cells = directory / table_file("cells")
+        if manifest.summary is not None and manifest.summary.cells and not cells.is_file():
+            return Damage("table_missing", cells.name, f"is missing, though the manifest counts "
+                                                       f"{manifest.summary.cells} cells")
+    import pyarrow.parquet
+
+    for path in sorted(directory.glob("*.parquet")):
+        try:
+            pyarrow.parquet.read_metadata(path)
+        except Exception as error:  # noqa: BLE001 - pyarrow's errors have no common base; any of them is damage
+            return Damage("table_unreadable", path.name, f"cannot be read ({type(error).__name__}: "
+                                                         f"{str(error).split(chr(10))[0]})")
+    return None
 
 
 def read_manifest(path: Path) -> tuple[Manifest | None, str | None]:
@@ -37,6 +83,12 @@ class RunRecord(Renderable):
     problem: str | None = None  # why a manifest that exists could not be read
     #: what else must happen to a file added to the run (a remote journal pushes it to the store)
     on_write: Callable[[Path], None] | None = field(default=None, repr=False, compare=False)
+    #: what makes the run unreadable (Journal.run inspects every run it reads); its text replaces `problem`
+    damage: Damage | None = None
+
+    def __post_init__(self) -> None:
+        if self.damage is not None:
+            self.problem = self.damage.text
 
     @property
     def run_id(self) -> str:
@@ -44,14 +96,15 @@ class RunRecord(Renderable):
 
     @property
     def status(self) -> str:
-        if self.problem:
-            return "corrupt"
+        if self.problem or self.damage:
+            return "damaged"
         return self.manifest.status if self.manifest else "incomplete"
 
     @property
     def identity(self) -> RunIdentity:
-        """Who this run is: the manifest, or for an unsealed run the launch record written at start."""
-        if self.manifest is not None:
+        """Who this run is: the manifest, or for an unsealed run (or one whose manifest is damaged) the launch
+        record written at start."""
+        if self.manifest is not None and not (self.damage and self.damage.file == MANIFEST):
             return self.manifest
         launch = self.dir / LAUNCH
         if launch.is_file():
@@ -66,7 +119,10 @@ class RunRecord(Renderable):
         return self.identity.label
 
     def table(self, name: str) -> pd.DataFrame | None:
+        """A table of the run; None where it was not written, or is the damaged file (the status says so)."""
         path = self.table_path(name)
+        if self.damage is not None and self.damage.file == path.name:
+            return None
         return pd.read_parquet(path) if path.is_file() else None
 
     def table_path(self, name: str) -> Path:
@@ -151,7 +207,7 @@ class RunRecord(Renderable):
     def blocks(self) -> list[Block]:
         # A short summary: papermill logs and notebook outputs show this; present.RunReport has the tables.
         style = {"completed": "", "failed": "invalid", "incomplete": "warn", "interrupted": "warn",
-                 "corrupt": "invalid"}[self.status]
+                 "damaged": "invalid"}[self.status]
         return [Text(self.headline(), style or "heading"), Text(str(self.dir), "dim")]
 
 

@@ -23,10 +23,10 @@ from ..util.paths import locate
 from ..util.render import Block, Renderable, Text
 from .index import INDEX_COLUMNS, refresh, select
 from .listing import listing_blocks
-from .record import RunRecord, read_manifest
+from .record import Damage, RunRecord, inspect_run, read_manifest
 from .writer import MANIFEST, RunSealed, RunWriter, utc_now
 
-__all__ = ["INDEX_COLUMNS", "Journal", "RunRecord", "RunSealed", "RunWriter", "read_manifest", "utc_now"]
+__all__ = ["INDEX_COLUMNS", "Damage", "Journal", "RunRecord", "RunSealed", "RunWriter", "read_manifest", "utc_now"]
 
 
 MISSING = "nothing has been written there (a relative path is read from the current directory, then the project root)"
@@ -186,10 +186,11 @@ class Journal(Renderable):
                 raise InputError(f"run {run_id!r} is not in the journal {self.root}{hint} "
                                  "(see `servebook journal ls`)")
         manifest_path = directory / MANIFEST
-        if not manifest_path.is_file():
-            return RunRecord(directory, None, on_write=self._push if self.mirror is not None else None)
-        manifest, problem = read_manifest(manifest_path)
-        return RunRecord(directory, manifest, problem, on_write=self._push if self.mirror is not None else None)
+        manifest, problem = read_manifest(manifest_path) if manifest_path.is_file() else (None, None)
+        # Every command reads runs through here: a damaged run becomes a status with its reason, not a traceback
+        # in whichever command first touches the damaged file.
+        return RunRecord(directory, manifest, problem, on_write=self._push if self.mirror is not None else None,
+                         damage=inspect_run(directory, manifest, problem))
 
     def runs(self) -> list[RunRecord]:
         return [self.run(r) for r in self.run_ids()]
@@ -200,8 +201,9 @@ class Journal(Renderable):
         so only the matching manifests are read."""
         frame = self.index()
         chosen = frame[(frame["candidate_id"] == candidate_id) & (frame["plan_id"] == plan_id)
-                       & frame["status"].isin(list(statuses))]
-        return [self.run(run_id) for run_id in chosen["run_id"]]
+                       & frame["status"].isin([*statuses, "damaged"])]
+        # The run as read now decides, not its row: a run damaged since the index was written is left out too.
+        return [record for record in map(self.run, chosen["run_id"]) if record.status in statuses]
 
     def rounds_done(self, candidate_id: str, plan_id: str, machine_key: str) -> int:
         """How many runs of this candidate under this plan completed on this machine: the interleaving round a new

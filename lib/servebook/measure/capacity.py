@@ -175,15 +175,22 @@ def capacity_row(probes: list[Probe], rows: list[dict[str, Any]], target: float,
             "arrival_seed": next((row.get("arrival_seed") for row in rows), None)}
 
 
+def figure(row: dict, key: str) -> float | None:
+    """A capacity figure of a row, None where none was found: a row read back from cells.parquet holds NaN where
+    the search wrote None, and NaN is neither None nor a rate."""
+    value = row.get(key)
+    return None if value is None or value != value else float(value)
+
+
 def describe_capacity(row: dict, objectives: str) -> str:
     """'holds 11.8 requests/s [11.1, 12.4] at TTFT <= 2 s for 90% of requests (9 probes)'."""
-    capacity = row.get("capacity_rps")
+    capacity = figure(row, "capacity_rps")
     if capacity is None:
-        return f"the objectives ({objectives}) held at no probed rate ({int(row.get('capacity_probes') or 0)} probes)"
-    low, high = row.get("capacity_low_rps"), row.get("capacity_high_rps")
+        return f"the objectives ({objectives}) held at no probed rate ({int(figure(row, 'capacity_probes') or 0)} probes)"
+    low, high = figure(row, "capacity_low_rps"), figure(row, "capacity_high_rps")
     interval = "" if low is None and high is None else \
         f" [{'-' if low is None else f'{low:.3g}'}, {'-' if high is None else f'{high:.3g}'}]"
     notes = ("; a cliff: just above it most requests miss" if row.get("capacity_cliff") else "") + \
         ("; the client could not offer more, so it is a lower bound" if row.get("capacity_client_limited") else "")
-    probes = int(row.get("capacity_probes") or 0)
+    probes = int(figure(row, "capacity_probes") or 0)
     return f"holds {capacity:.3g} requests/s{interval} at {objectives} ({probes} probes){notes}"

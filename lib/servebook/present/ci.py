@@ -11,6 +11,7 @@ from typing import Any
 
 from ..config.study import Study
 from ..verdicts import Comparison, GateResult, Judged, deciding, gate_outcome
+from ..verdicts.judge import left_out_reasons
 from .site.pages import page_slug
 
 FORMATS = ("text", "json", "markdown", "junit")
@@ -27,7 +28,10 @@ def verdicts_json(study: Study, judged: list[Judged], result: GateResult) -> dic
             "undecided": None if verdict is None else verdict.undecided,
             "settled": None if verdict is None else verdict.settled,
             "run_ids": [r.run_id for r in item.records],
-            "reasons": [] if verdict is None else verdict.reasons,
+            "reasons": left_out_reasons(item.left_out) if verdict is None else verdict.reasons,
+            # damaged runs left out of the verdict, typed: a job reads the code, not the reason's words
+            "left_out": [{"run_id": r.run_id, "status": r.status, "code": r.damage.code if r.damage else None,
+                          "file": r.damage.file if r.damage else None} for r in item.left_out],
             "deciding_cell": None if cell is None else {**asdict(cell), "text": cell.text()},
             "comparisons": [] if verdict is None else [asdict(c) for c in verdict.comparisons],
         })
@@ -64,6 +68,8 @@ def verdicts_markdown(study: Study, judged: list[Judged], result: GateResult, si
         why = _cell_text(cell)
         if cell is None and item.verdict is not None and item.verdict.reasons:
             why = item.verdict.reasons[0].replace("|", "/")
+        elif item.verdict is None and item.left_out:
+            why = left_out_reasons(item.left_out)[0].replace("|", "/")
         lines.append(f"| {name} | {shown} | {len(item.records)} | {why} |")
     method = next((r for item in judged if item.verdict for r in item.verdict.reasons if r.startswith("method:")),
                   None)

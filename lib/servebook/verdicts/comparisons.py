@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from ..config.rules import LOWER_IS_BETTER, METRIC_WORDS, ComparisonRule
-from ..estimates import ALPHA, Block, Contrast, Decision, Estimate, fit_contrasts
+from ..estimates import ALPHA, Block, Contrast, Decision, Estimate, fit_contrasts, holm
 
 
 @dataclass
@@ -174,6 +174,17 @@ def comparison_of(rule: ComparisonRule, row: dict[str, Any], values: list[tuple[
         repeats_to_decide=_runs_to_decide(contrast, margin, alpha) if decision == "straddle" else None,
         p_within=None if p is None else p[0], p_beyond=None if p is None else p[1], better=better,
         method=contrast.method if contrast is not None else "")
+
+
+def settle(comparisons: list[Comparison], alpha: float) -> list[Comparison]:
+    """Mark as failing the cells Holm's procedure finds beyond their limits at familywise `alpha` (in place);
+    returns the cells that were tested. Verdicts and `servebook compare` both settle here, so a regression one
+    of them reports the other reports too."""
+    tested = [c for c in comparisons if c.p_beyond is not None and c.decision != "single"]
+    for c, beyond in zip(tested, holm([c.p_beyond or 1.0 for c in tested], alpha)):
+        if beyond:
+            c.decision, c.ok = "fail", False
+    return tested
 
 
 def _runs_to_decide(contrast: Contrast | None, margin: float, alpha: float) -> int | None:

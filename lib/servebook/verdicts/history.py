@@ -20,7 +20,7 @@ from ..estimates import ALPHA, fit_contrasts
 from ..estimates.changes import Step, find_steps
 from ..journal import Journal, RunRecord
 from ..util.errors import InputError
-from .comparisons import Comparison, blocked_figures, comparison_of, select_cells
+from .comparisons import Comparison, blocked_figures, comparison_of, select_cells, settle
 from .evidence import undisturbed
 
 
@@ -153,4 +153,5 @@ def compare_slices(journal: Journal, a: JournalSlice, b: JournalSlice,
             contrast = fit_contrasts({"B": values, "A": theirs[cell_id]}, "A").get("B")
             row = {str(k): v for k, v in described[cell_id].items()}
             out.append(comparison_of(rule, row, values, theirs[cell_id], contrast, alpha))
+    settle(out, alpha)  # a cell beyond its limit across the cells (Holm) is a regression, not undecided
     return SliceComparison(a, b, list(rows_a["run_id"]), list(rows_b["run_id"]), plans.pop(), out)

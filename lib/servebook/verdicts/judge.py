@@ -17,14 +17,15 @@ import pandas as pd
 
 from ..config.rules import LOWER_IS_BETTER, METRIC_WORDS, VerdictRules
 from ..config.study import Study, StudyEntry
-from ..estimates import ALPHA, holm, spent_alpha
+from ..estimates import ALPHA, spent_alpha
 from ..journal import Journal, RunRecord
 from ..journal.manifest import Failure, Manifest
+from ..measure.capacity import figure as capacity_figure
 from ..measure.equivalence import compare_outputs
 from ..measure.equivalence import describe as describe_equivalence
 from ..util.errors import InputError
 from ..util.render import Block, Renderable, Table
-from .comparisons import Comparison, compare_rule, describe
+from .comparisons import Comparison, compare_rule, describe, settle
 from .evidence import baseline_evidence, run_cells, undisturbed
 from .recorded import ChosenBaseline, recorded_baseline
 
@@ -55,9 +56,11 @@ class Verdict:
 
 def judge_runs(runs: list[tuple[Manifest | None, pd.DataFrame | None]], baseline_runs: list[pd.DataFrame],
                rules: VerdictRules, *, is_baseline: bool, peers: dict[str, list[pd.DataFrame]] | None = None,
-               alpha: float = ALPHA, look: str = "") -> Verdict:
+               alpha: float = ALPHA, look: str = "", baseline_lost: list[str] | None = None) -> Verdict:
     """A candidate's verdict from all of its runs (manifest and cells each) against the baseline's cells;
-    `peers`: the study's other candidates' valid runs, whose between-run noise the comparison pools.
+    `peers`: the study's other candidates' valid runs, whose between-run noise the comparison pools;
+    `baseline_lost`: why baseline runs were left out as damaged (a baseline whose evidence was lost leaves a sound
+    candidate undecided, not rejected: running the baseline again decides it).
 
     Cells disturbed by other processes on the host are left out of the statistics, and said so."""
     if not runs or all(manifest is None for manifest, _ in runs):
@@ -84,8 +87,12 @@ def judge_runs(runs: list[tuple[Manifest | None, pd.DataFrame | None]], baseline
     if is_baseline:
         outcome: Outcome = "rejected" if reasons else "accepted"
         return Verdict(outcome, (reasons or ["baseline of the study"]) + notes)
+    if not baseline_runs and baseline_lost and not reasons:
+        return Verdict("inconclusive", ["no valid baseline run to compare against: run the baseline again"]
+                       + baseline_lost + notes)
     if not baseline_runs:
-        return Verdict("rejected", reasons + ["no valid baseline run to compare against"] + notes)
+        return Verdict("rejected", reasons + ["no valid baseline run to compare against"] + (baseline_lost or [])
+                       + notes)
     verdict = _compare(kept, baseline_runs, rules, reasons, left_out=bool(notes), peers=peers, alpha=alpha,
                        look=look)
     verdict.reasons += notes
@@ -133,16 +140,6 @@ def _compare(completed: list[tuple[Manifest, pd.DataFrame]], baseline_runs: list
     return Verdict("accepted", (passing or ["valid, and no comparison rules to apply"]) + method, comparisons)
 
 
-def settle(comparisons: list[Comparison], alpha: float) -> list[Comparison]:
-    """Mark as failing the cells Holm's procedure finds beyond their limits at familywise `alpha` (in place);
-    returns the cells that were tested."""
-    tested = [c for c in comparisons if c.p_beyond is not None and c.decision != "single"]
-    for c, beyond in zip(tested, holm([c.p_beyond or 1.0 for c in tested], alpha)):
-        if beyond:
-            c.decision, c.ok = "fail", False
-    return tested
-
-
 def _hint(c: Comparison, cells: int) -> str:
     """Why an undecided cell is undecided, and what would decide it."""
     lower = c.metric in LOWER_IS_BETTER
@@ -187,6 +184,14 @@ def _run_problems(manifest: Manifest, cells: pd.DataFrame, rules: VerdictRules, 
     if rules.require_reconciled:
         for row in cells[cells["reconciliation"] == "not_available"].itertuples():
             reasons.append(f"{prefix}{row.cell_id}: counters not available, so not reconciled")
+    if any(rule.kind == "capacity" for rule in rules.rules):
+        # A capacity nobody measured (the objectives held at no probed rate) is a finding about the run, the
+        # baseline's as much as a candidate's: it is no figure to compare, and leaving it out would accept a
+        # baseline that holds no load and reject only the candidates measured against it.
+        for found in cells[cells["kind"] == "capacity"].to_dict("records"):
+            if capacity_figure(found, "capacity_rps") is None:
+                reasons.append(f"{prefix}capacity: the objectives held at no probed rate "
+                               f"({int(capacity_figure(found, 'capacity_probes') or 0)} probes)")
     return reasons
 
 def study_runs(study: Study, journal: Journal) -> list[tuple[StudyEntry, RunRecord | None]]:
@@ -201,6 +206,8 @@ class Judged:
     entry: StudyEntry
     records: list[RunRecord]
     verdict: Verdict | None
+    #: the candidate's damaged runs (journal.record.Damage), left out of the verdict and named in it
+    left_out: list[RunRecord] = field(default_factory=list)
 
     @property
     def record(self) -> RunRecord | None:
@@ -219,12 +226,17 @@ class Judgement(list, Renderable):
         table = Table(["candidate", "runs", "verdict", "reasons"], title="verdicts")
         for item in self:
             if item.record is None or item.verdict is None:
-                table.add([item.entry.name, "-", "not run", ""], "dim")
+                table.add([item.entry.name, "-", "not run", "\n".join(left_out_reasons(item.left_out))], "dim")
                 continue
             outcome = item.verdict.outcome
             table.add([item.entry.name, len(item.records), outcome, "\n".join(item.verdict.reasons)],
                       VERDICT_STYLE.get(outcome, ""))
         return [table]
+
+def left_out_reasons(records: list[RunRecord]) -> list[str]:
+    """One line per damaged run left out of a verdict, naming the run and what is wrong with it."""
+    return [f"left out: run {r.run_id} {r.damage.text if r.damage else r.status}" for r in records]
+
 
 def _output_equivalence(baseline_records: list, records: list) -> str | None:
     """Greedy outputs of the candidate's newest run against the baseline's (plan.equivalence), as a note: a drafter
@@ -275,8 +287,12 @@ def judge(study: Study, journal: Journal, *, append: bool = True) -> Judgement:
     if rules.baseline_entry is not None and not any(entry.name == rules.baseline for entry in entries):
         raise InputError(f"verdict.baseline: no candidate named {rules.baseline!r} in study {study.name} "
                          f"(names: {', '.join(e.name for e in entries)})")
-    runs = {e.name: journal.find_all(e.candidate.id, study.plan.id) for e in entries}
+    found = {e.name: journal.find_all(e.candidate.id, study.plan.id, ("completed", "failed", "damaged"))
+             for e in entries}
+    runs = {name: [r for r in records if r.status != "damaged"] for name, records in found.items()}
+    damaged = {name: [r for r in records if r.status == "damaged"] for name, records in found.items()}
     recorded = _recorded_baseline(study, journal, runs)
+    baseline_lost = [] if recorded else left_out_reasons(damaged.get(rules.baseline, []))
     baseline_records = recorded.records if recorded else runs[rules.baseline]
     cells_by_name = {name: run_cells(records) for name, records in runs.items()}  # each table read once
     baseline_frames = run_cells(baseline_records) if recorded else cells_by_name[rules.baseline]
@@ -290,13 +306,15 @@ def judge(study: Study, journal: Journal, *, append: bool = True) -> Judgement:
     for entry in entries:
         records = runs[entry.name]
         if not records:
-            out.append(Judged(entry, [], None))
+            out.append(Judged(entry, [], None, damaged[entry.name]))
             continue
         peers = {name: frames for name, frames in evidence.items() if name not in (entry.name, rules.baseline_entry)}
         alpha, look = _look(study, records)
         is_baseline = entry.name == rules.baseline_entry
         verdict = judge_runs([(r.manifest, c) for r, c in zip(records, cells_by_name[entry.name])], baseline_cells, rules,
-                             is_baseline=is_baseline, peers=peers, alpha=alpha, look=look)
+                             is_baseline=is_baseline, peers=peers, alpha=alpha, look=look,
+                             baseline_lost=baseline_lost)
+        verdict.reasons += left_out_reasons(damaged[entry.name])
         if recorded and rules.baseline_from:
             verdict.reasons.append(recorded.describe(rules.baseline_from))
         if not is_baseline:
@@ -313,5 +331,5 @@ def judge(study: Study, journal: Journal, *, append: bool = True) -> Judgement:
             latest.get(k) == event[k] for k in ("outcome", "reasons", "rules_hash", "run_ids", "baseline_run_ids"))
         if append and not unchanged:
             records[-1].append_verdict(event)
-        out.append(Judged(entry, records, verdict))
+        out.append(Judged(entry, records, verdict, damaged[entry.name]))
     return Judgement(out)

@@ -57,9 +57,9 @@ def test_old_journal_lists_reports_and_builds_a_site(old_journal, tmp_path):
     assert result.runs == 3 and (tmp_path / "site" / "index.html").is_file()
 
 
-def test_a_manifest_of_the_wrong_shape_is_corrupt_not_a_crash(tmp_path):
+def test_a_manifest_of_the_wrong_shape_is_damaged_not_a_crash(tmp_path):
     journal = Journal(tmp_path)
     writer = journal.start_run("abcdef123456")
     (writer.dir / "manifest.json").write_text(json.dumps({"status": "exploded"}))
     record = journal.run(writer.run_id)
-    assert record.status == "corrupt" and "manifest model" in record.problem
+    assert record.status == "damaged" and "manifest model" in record.problem

@@ -11,7 +11,7 @@ from servebook.journal import Journal, Manifest, RunSealed
 def sealed_run(journal: Journal, candidate_id="abcdef123456", status="completed"):
     writer = journal.start_run(candidate_id)
     writer.write_table("requests", [{"request_id": "r0", "completion_tokens": 8}])
-    writer.seal(Manifest(status=status, candidate_id=candidate_id, candidate_label="c"))
+    writer.seal(Manifest(status=status, candidate_id=candidate_id, candidate_label="c", plan_id="0123456789ab"))
     return writer
 
 
@@ -53,11 +53,11 @@ def test_manifest_write_is_atomic(tmp_path, monkeypatch):
     assert journal.run(writer.run_id).status == "incomplete"
 
 
-def test_corrupt_manifest_is_shown_not_dropped(tmp_path):
+def test_a_corrupt_manifest_is_shown_damaged_not_dropped(tmp_path):
     journal = Journal(tmp_path)
     writer = journal.start_run("abcdef123456")
     (writer.dir / "manifest.json").write_text("{not json")
-    assert journal.run(writer.run_id).status == "corrupt"
+    assert journal.run(writer.run_id).status == "damaged"
 
 
 def test_run_ids_sort_by_time_and_do_not_collide(tmp_path):

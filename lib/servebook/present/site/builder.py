@@ -227,11 +227,14 @@ class SiteBuilder:
         target = self.out / "runs" / run_id / "data"
         key = s["fingerprint"]
         listing = []
+        convert = s["status"] != "damaged"  # a damaged run's tables are published as they are, without CSVs
         for name in s["files"]:
             if name.endswith(".parquet"):
                 listing.append({"name": name, "href": f"{run_id}/data/{name}", "note": "parquet"})
-                listing.append({"name": name.replace(".parquet", ".csv"),
-                                "href": f"{run_id}/data/{name.replace('.parquet', '.csv')}", "note": "CSV of the same"})
+                if convert:
+                    listing.append({"name": name.replace(".parquet", ".csv"),
+                                    "href": f"{run_id}/data/{name.replace('.parquet', '.csv')}",
+                                    "note": "CSV of the same"})
             elif name in PUBLISHED_FILES:
                 listing.append({"name": name, "href": f"{run_id}/data/{name}", "note": PUBLISHED_FILES[name]})
         if self.state["pages"].get(f"runs/{run_id}/data") == key and target.is_dir():
@@ -243,6 +246,8 @@ class SiteBuilder:
         for name in s["files"]:
             if name.endswith(".parquet"):
                 link_or_copy(source / name, target / name)
+                if not convert:
+                    continue
                 table = pyarrow.parquet.read_table(source / name)
                 nested = [i for i, f in enumerate(table.schema) if pyarrow.types.is_list(f.type)]
                 for i in nested:  # CSV has no lists: token ids become one space-separated string
