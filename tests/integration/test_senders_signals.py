@@ -43,8 +43,9 @@ def trees():
             os.kill(pid, signal.SIGKILL)
 
 
-def driver(engine: str, seconds: float, trees: list[set[int]]) -> tuple[subprocess.Popen, set[int]]:
-    """The driver sending a `seconds`-long schedule from two senders, once both are sending."""
+def driver(engine: str, seconds: float, trees: list[set[int]], settle_s: float = 1.5) -> tuple[subprocess.Popen,
+                                                                                              set[int]]:
+    """The driver sending a `seconds`-long schedule from two senders, `settle_s` after both started."""
     process = subprocess.Popen([sys.executable, "-m", "tests.integration.senders_driver", engine, str(seconds)],
                                cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                start_new_session=True)
@@ -55,7 +56,7 @@ def driver(engine: str, seconds: float, trees: list[set[int]]) -> tuple[subproce
     if len(senders) < 2:
         process.kill()
         raise AssertionError(f"the senders never started: {process.communicate(timeout=10)}")
-    time.sleep(1.5)  # into the shares: requests sent, more due
+    time.sleep(settle_s)  # by default into the shares: requests sent, more due
     tree = senders | descendants(process.pid) | {process.pid}
     trees.append(tree)
     return process, tree
@@ -70,9 +71,10 @@ def finished(process: subprocess.Popen, within_s: float) -> tuple[str, str]:
 
 
 @pytest.mark.timeout(90)
-@pytest.mark.parametrize("group", [False, True], ids=["pid", "group"])
-def test_ctrl_c_stops_every_sender_and_the_parent_returns(engine, group, trees):
-    process, tree = driver(engine, 30, trees)
+@pytest.mark.parametrize("group,settle_s", [(False, 1.5), (True, 1.5), (True, 0.0)],
+                         ids=["pid", "group", "group-while-senders-start"])
+def test_ctrl_c_stops_every_sender_and_the_parent_returns(engine, group, settle_s, trees):
+    process, tree = driver(engine, 30, trees, settle_s)
     (os.killpg if group else os.kill)(process.pid, signal.SIGINT)  # the group: what a terminal's Ctrl-C does
     _, err = finished(process, within_s=15)
     assert process.returncode == 130, err

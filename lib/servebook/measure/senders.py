@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import signal
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor, wait
@@ -133,10 +134,10 @@ def _sender_started(lifeline: Any) -> None:
     that spawned the child ends, and the pool spawns from whichever thread submits first (in a Jupyter kernel, a
     thread that ends with each cell), and it is Linux only. Not a watch on os.getppid(): a poll's delay, and a
     parent that reaped and re-parented reads as alive until then."""
-    import signal
     import threading
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # blocked since the spawn (Senders._started)
 
     def watch() -> None:
         try:
@@ -182,7 +183,13 @@ class Senders:
             self._size = size
             # Every process imports and answers before the schedule's clock starts, so start-up is not lag; the
             # pool spawns one process per call it cannot give to an idle one, so these start all `size`.
-            ready = [self._pool.submit(_ready, k) for k in range(size)]
+            # Spawned with SIGINT blocked, as the standard library spawns its resource tracker: a Ctrl-C while a
+            # sender still imports would otherwise kill it with a traceback; it ignores SIGINT once started.
+            mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+            try:
+                ready = [self._pool.submit(_ready, k) for k in range(size)]
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             await self._settled(ready, START_S)
             if not all(f.done() and not f.cancelled() and f.exception() is None for f in ready):
                 self.close()
