@@ -132,8 +132,8 @@ def _sender_started(lifeline: Any) -> None:
     hands a child only the descriptors it names), so it reads EOF the moment the parent is gone by any means,
     kill -9 included, or closes it on purpose (Senders.close). Not PR_SET_PDEATHSIG: it fires when the *thread*
     that spawned the child ends, and the pool spawns from whichever thread submits first (in a Jupyter kernel, a
-    thread that ends with each cell), and it is Linux only. Not a watch on os.getppid(): a poll's delay, and a
-    parent that reaped and re-parented reads as alive until then."""
+    thread that ends with each cell), and it is Linux only. Not a poll of os.getppid(): a sender would go on
+    sending until its next poll, and the pipe also serves Senders.close."""
     import threading
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
