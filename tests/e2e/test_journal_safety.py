@@ -13,6 +13,8 @@ import pytest
 
 from servebook.journal import Journal
 
+from ..integration.helpers import alive, descendants
+
 REPO = Path(__file__).resolve().parents[2]
 KEY = "sk-planted-4be1c09d7e2f"
 HF = "hf_plantedtoken0123456789"
@@ -91,35 +93,6 @@ def test_two_sweeps_writing_one_journal_lose_and_corrupt_nothing(tmp_path):
     assert len(Journal(journal).index()) == 4  # the index is derived, and rebuilt from the manifests
 
 
-def _descendants(pid: int) -> set[int]:
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    found, todo = set(), [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.add(child)
-            todo.append(child)
-    return found
-
-
-def _alive(pids: set[int]) -> set[int]:
-    alive = set()
-    for pid in pids:
-        try:
-            state = next(l for l in Path(f"/proc/{pid}/status").read_text().splitlines() if l.startswith("State:"))
-        except (OSError, StopIteration):
-            continue
-        if "zombie" not in state:
-            alive.add(pid)
-    return alive
-
-
 def _measuring(journal: Path) -> bool:
     runs = journal / "runs"
     return runs.is_dir() and any((r / "cells.parquet").is_file() and not (r / "manifest.json").exists()
@@ -148,7 +121,7 @@ def test_kill_9_of_a_sweep_loses_no_sealed_run_and_leaves_nothing_running(tmp_pa
         deadline = time.monotonic() + (120 if attempt == 0 else rng.uniform(4, 14))
         tree: set[int] = set()
         while time.monotonic() < deadline and process.poll() is None:
-            tree |= _descendants(process.pid)  # the kernel and the engine it started
+            tree |= descendants(process.pid)  # the kernel and the engine it started
             if attempt == 0 and _measuring(journal):
                 break
             time.sleep(0.2)
@@ -156,10 +129,10 @@ def test_kill_9_of_a_sweep_loses_no_sealed_run_and_leaves_nothing_running(tmp_pa
         process.wait(10)
         # The kernel polls for its parent and the engine dies with the kernel: give them a few seconds.
         for _ in range(50):
-            if not _alive(tree):
+            if not alive(tree):
                 break
             time.sleep(0.2)
-        assert _alive(tree) == set(), f"left running after kill -9 (attempt {attempt})"
+        assert alive(tree) == set(), f"left running after kill -9 (attempt {attempt})"
         after = _sealed(journal)
         assert {k: v for k, v in after.items() if k in before} == before  # nothing sealed lost or changed
         before = after

@@ -45,3 +45,56 @@ def wait_healthy(port: int, timeout_s: float = 60.0) -> bool:
             pass
         time.sleep(0.1)
     return False
+
+
+def descendants(pid: int) -> set[int]:
+    """Every process below `pid` now, from /proc (children of children included)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def alive(pids: set[int]) -> set[int]:
+    """The ones of `pids` still running (a zombie has ended; it waits only for its parent to read its status)."""
+    running = set()
+    for pid in pids:
+        try:
+            state = next(l for l in Path(f"/proc/{pid}/status").read_text().splitlines() if l.startswith("State:"))
+        except (OSError, StopIteration):
+            continue
+        if "zombie" not in state:
+            running.add(pid)
+    return running
+
+
+def left_running(pids: set[int], within_s: float = 10.0) -> set[int]:
+    """The ones of `pids` still running after `within_s` seconds (bounded: polls every 0.1 s until none is)."""
+    import time
+
+    deadline = time.monotonic() + within_s
+    while alive(pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return alive(pids)
+
+
+def command_line(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def senders_of(pid: int) -> set[int]:
+    """The sending processes (measure.senders) below `pid`: multiprocessing's spawned children."""
+    return {p for p in alive(descendants(pid)) if "spawn_main" in command_line(p)}

@@ -15,11 +15,15 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import signal
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
 
+from ..util.errors import ServebookError
 from .client import PREPARE_AHEAD_S, RequestRecord, StreamRequest, measuring_clients, stream_request
 
 #: what one sending process is given at most when the plan leaves the count to servebook: requests/s, below the
@@ -112,38 +116,119 @@ async def send_on_schedule(client: Any, sends: list[Send], process: int | None =
     await asyncio.gather(*(one(item) for item in sends))
 
 
+#: how long the sending processes may take to start and import (seconds on a busy 2-core host)
+START_S = 120.0
+#: how long past its last due time a share may take beyond the request timeout before its senders are stopped
+SHARE_SLACK_S = 30.0
+
+
+def _sender_started(lifeline: Any) -> None:
+    """What each sending process does first: it leaves SIGINT to its parent, and exits when `lifeline` ends.
+
+    SIGINT: a terminal's Ctrl-C reaches the whole foreground group, senders included, and the parent decides what an
+    interrupt stops (a sender killed by it would break the pool in the middle of a share).
+
+    `lifeline` is the read end of a pipe whose only write end the parent holds (pipes are not inherited, and spawn
+    hands a child only the descriptors it names), so it reads EOF the moment the parent is gone by any means,
+    kill -9 included, or closes it on purpose (Senders.close). Not PR_SET_PDEATHSIG: it fires when the *thread*
+    that spawned the child ends, and the pool spawns from whichever thread submits first (in a Jupyter kernel, a
+    thread that ends with each cell), and it is Linux only. Not a poll of os.getppid(): a sender would go on
+    sending until its next poll, and the pipe also serves Senders.close."""
+    import threading
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # blocked since the spawn (Senders._started)
+
+    def watch() -> None:
+        try:
+            lifeline.recv_bytes()  # nothing is ever sent: this returns only at EOF, as EOFError
+        except (EOFError, OSError):
+            pass
+        os._exit(1)  # now, in the middle of a share: its event loop and its requests are of no further use
+
+    threading.Thread(target=watch, name="servebook-lifeline", daemon=True).start()
+
+
+def _lost(share: list[Send]) -> list[RequestRecord]:
+    """The records of a share whose sending process died before it returned them: what was sent is not known."""
+    for item in share:
+        record = item.record
+        record.error = "the sending process died before it returned this request's record (BrokenProcessPool)"
+        record.t_send = record.t_due or 0.0  # unknown: on schedule, so that no lag or order is made up
+    return [item.record for item in share]
+
+
 class Senders:
-    """A pool of sending processes, started on first use and kept until `close`."""
+    """A pool of sending processes, started on first use and kept until `close`.
+
+    concurrent.futures' process pool, not multiprocessing.Pool: a worker that dies fails its pending futures
+    (BrokenProcessPool) where multiprocessing.Pool replaces the worker and waits for its result forever. Nothing
+    here waits without a bound, and an interrupted send stops its senders before the interrupt goes on."""
 
     def __init__(self) -> None:
-        self._pool: Any = None
+        self._pool: ProcessPoolExecutor | None = None
         self._size = 0
+        self._lifeline: tuple[Any, Any] | None = None  # (read end, handed to each sender; write end, kept here)
 
-    async def _started(self, size: int) -> Any:
+    async def _started(self, size: int) -> ProcessPoolExecutor:
         import multiprocessing
 
         if self._pool is not None and self._size != size:
             self.close()
         if self._pool is None:
-            self._pool = multiprocessing.get_context("spawn").Pool(size)
+            context = multiprocessing.get_context("spawn")
+            self._lifeline = context.Pipe(duplex=False)
+            self._pool = ProcessPoolExecutor(size, mp_context=context, initializer=_sender_started,
+                                             initargs=(self._lifeline[0],))
             self._size = size
-            # Every process imports and answers before the schedule's clock starts, so start-up is not lag.
-            await asyncio.to_thread(self._pool.map, _ready, range(size), 1)
+            # Every process imports and answers before the schedule's clock starts, so start-up is not lag; the
+            # pool spawns one process per call it cannot give to an idle one, so these start all `size`.
+            # Spawned with SIGINT blocked, as the standard library spawns its resource tracker: a Ctrl-C while a
+            # sender still imports would otherwise kill it with a traceback; it ignores SIGINT once started.
+            mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+            try:
+                ready = [self._pool.submit(_ready, k) for k in range(size)]
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            await self._settled(ready, START_S)
+            if not all(f.done() and not f.cancelled() and f.exception() is None for f in ready):
+                self.close()
+                raise ServebookError(f"the {size} sending processes did not start within {START_S:g} s")
+        assert self._pool is not None
         return self._pool
+
+    async def _settled(self, futures: list[Future], timeout_s: float) -> None:
+        """Until every future is done, `timeout_s` at most; on any interrupt, or past the bound, the senders are
+        stopped, which fails the futures still running. The wait runs on a thread of its own and is never
+        cancelled into the futures: a pending future cancelled there would fail the pool's own thread later."""
+        try:
+            _, running = await asyncio.to_thread(wait, futures, timeout_s)
+        except BaseException:
+            self.close()
+            raise
+        if running:
+            self.close()
 
     async def send(self, connection: Connection, sends: list[Send], processes: int, lead_s: float = 0.25,
                    on_done: Callable[[], None] | None = None) -> list[RequestRecord]:
         """Send `sends` (their `t_due` counted from the schedule's start) from `processes` processes, dealt
-        round-robin; the schedule starts `lead_s` after the processes are ready."""
+        round-robin; the schedule starts `lead_s` after the processes are ready. A share whose sender died comes
+        back as failed requests (the cell is then invalid, requests_failed), and the next send starts new senders."""
         pool = await self._started(processes)
         start = time.monotonic() + lead_s
         for item in sends:
             item.record.t_due = start + (item.record.t_due or 0.0)
         shares = [sends[k::processes] for k in range(processes)]
-        pending = [pool.apply_async(_send_share, (connection, share, k)) for k, share in enumerate(shares)]
+        futures = [pool.submit(_send_share, connection, share, k) for k, share in enumerate(shares)]
+        last_due = max((item.record.t_due or start for item in sends), default=start)
+        await self._settled(futures, last_due - time.monotonic() + connection.timeout_s + SHARE_SLACK_S)
         records: list[RequestRecord] = []
-        for result in pending:
-            found = await asyncio.to_thread(result.get)
+        for share, future in zip(shares, futures):
+            if future.cancelled() or isinstance(future.exception(), BrokenProcessPool):
+                found = _lost(share)
+                self.close()  # a broken pool takes no more work
+            else:
+                found = future.result()  # an error of servebook's own in the sender is raised here
             records += found
             for _ in found:
                 if on_done is not None:
@@ -151,7 +236,10 @@ class Senders:
         return records
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.terminate()
-            self._pool.join()
-            self._pool = None
+        """Stop every sender now, busy or not, and wait until the pool has reaped them."""
+        if self._pool is not None and self._lifeline is not None:
+            pool, (read_end, write_end) = self._pool, self._lifeline
+            self._pool, self._lifeline = None, None
+            write_end.close()  # each sender reads EOF and exits (_sender_started)
+            pool.shutdown(wait=True, cancel_futures=True)
+            read_end.close()

@@ -165,11 +165,34 @@ class PapermillRunner:
         except papermill.PapermillExecutionError as error:
             return f"notebook failed in cell {error.exec_count}: {error.ename}: {error.evalue}"[:600]
         except BaseException:
+            _settle_left_tasks()
             self._discard()  # a timeout or an interrupt may leave the kernel busy: the next candidate gets a new one
             raise
         finally:
             progress.flush()
         return ""
+
+
+def _settle_left_tasks() -> None:
+    """An interrupt stops nbclient's event loop in the middle of a cell and leaves the cell's tasks (the reply, the
+    outputs, the kernel's liveness) pending on it. The kernel's shutdown runs on that loop next and wakes them into
+    errors (DeadKernelError, a client already closed) that asyncio prints as "Task exception was never retrieved"
+    tracebacks after servebook's own one-line message. They are cancelled and their outcomes taken here."""
+    import asyncio
+
+    from jupyter_core.utils import ensure_event_loop
+
+    loop = ensure_event_loop()  # the loop jupyter_core's run_sync ran nbclient on, in this thread
+    if loop.is_running():
+        return
+    left = [task for task in asyncio.all_tasks(loop) if not task.done()]
+    for task in left:
+        task.cancel()
+    if left:
+        loop.run_until_complete(asyncio.wait(left, timeout=5))
+    for task in left:
+        if task.done() and not task.cancelled():
+            task.exception()  # taken: nothing is printed when the task is collected
 
 
 def ran_a_cell(output: Path) -> bool:
