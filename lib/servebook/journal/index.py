@@ -109,16 +109,25 @@ def refresh(root: Path, runs_dir: Path, read: Callable[[str], RunRecord], write:
     fresh_ids = set(fresh)
     unchanged = known[known["run_id"].isin([r for r in now if r not in fresh_ids])]
     rows = [{**index_row(read(run_id)), "stamp": now[run_id]} for run_id in fresh]
-    frame = pd.concat([unchanged, pd.DataFrame(rows, columns=_STORED)], ignore_index=True) \
-        if rows else unchanged.reset_index(drop=True)
-    frame = frame.sort_values("run_id", kind="stable").reset_index(drop=True)
-    for column in _STORED:  # one representation, read back or freshly built
-        if column not in ("cells", "valid_cells"):
-            frame[column] = frame[column].astype(object).where(frame[column].notna(), None)
-    frame[["cells", "valid_cells"]] = frame[["cells", "valid_cells"]].astype("Int64")
+    frame = _normalised(pd.concat([unchanged, pd.DataFrame(rows, columns=_STORED)], ignore_index=True)
+                        if rows else unchanged.reset_index(drop=True), _STORED)
     if write and (fresh or len(unchanged) != len(known)) and runs_dir.is_dir():
         _write(frame, root, path)
     return frame[INDEX_COLUMNS]
+
+
+def index_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """The index of these runs' `index_row`s, as `refresh` gives it, for a caller that keeps the rows itself."""
+    return _normalised(pd.DataFrame(rows, columns=INDEX_COLUMNS), INDEX_COLUMNS)
+
+
+def _normalised(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    frame = frame.sort_values("run_id", kind="stable").reset_index(drop=True)
+    for column in columns:  # one representation, read back or freshly built
+        if column not in ("cells", "valid_cells"):
+            frame[column] = frame[column].astype(object).where(frame[column].notna(), None)
+    frame[["cells", "valid_cells"]] = frame[["cells", "valid_cells"]].astype("Int64")
+    return frame
 
 
 def _write(frame: pd.DataFrame, root: Path, path: Path) -> None:

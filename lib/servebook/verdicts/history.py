@@ -85,10 +85,13 @@ def _valid(record: RunRecord) -> pd.DataFrame | None:
 
 
 def history(journal: Journal, candidate: str, *, rules: list[ComparisonRule] | None = None,
-            machine: str | None = None, plan_id: str | None = None, study: str | None = None) -> History:
+            machine: str | None = None, plan_id: str | None = None, study: str | None = None,
+            index: pd.DataFrame | None = None, cells: pd.DataFrame | None = None) -> History:
     """The runs of `candidate` (its name or an id prefix) on one machine (default: where it ran last) under one
-    plan (default: its newest run's), with the steps of each judged cell's series."""
-    every = JournalSlice(candidate=candidate, study=study).select(journal.index())
+    plan (default: its newest run's), with the steps of each judged cell's series. `index` and `cells` (every
+    recorded cell of the candidate's runs, with a `run_id` column) may come from a caller that holds them
+    already (the site, from its cache); otherwise they are read from the journal."""
+    every = JournalSlice(candidate=candidate, study=study).select(journal.index() if index is None else index)
     if every.empty:
         raise InputError(f"history: no completed run of {candidate!r} in {journal.location}")
     plan = plan_id or str(every.iloc[-1]["plan_id"])
@@ -99,24 +102,55 @@ def history(journal: Journal, candidate: str, *, rules: list[ComparisonRule] | N
         next((m for m in same_plan["machine"].dropna().unique() if machine in m), machine)
     rows = same_plan[same_plan["machine"] == where]
     elsewhere = same_plan[same_plan["machine"] != where]["machine"].fillna("unknown").value_counts().to_dict()
-    series: dict[tuple[str, str], CellSeries] = {}
-    for row in rows.to_dict("records"):
-        cells = _valid(journal.run(row["run_id"]))
-        if cells is None:
-            continue
-        for rule in rules or default_rules():
-            for cell in select_cells(cells, rule).to_dict("records"):
-                value = cell.get(rule.metric)
-                if value is None or pd.isna(value) or value <= 0:
-                    continue
-                key = (rule.metric, str(cell["cell_id"]))
-                series.setdefault(key, CellSeries(rule.metric, key[1], [])).points.append(
-                    Point(row["run_id"], row["started_at"] or "", float(value), _marks(row)))
-    for line in series.values():
+    if cells is None:
+        cells = _cells_of(journal, list(rows["run_id"]))
+    series = _series(rows, _valid_cells(cells), rules or default_rules())
+    for line in series:
         line.steps = find_steps([p.value for p in line.points])
-    return History(candidate, where, plan, list(series.values()), len(rows), {str(k): int(v) for k, v in
-                                                                                 elsewhere.items()},
+    return History(candidate, where, plan, series, len(rows), {str(k): int(v) for k, v in elsewhere.items()},
                    len(every) - len(same_plan))
+
+
+def _cells_of(journal: Journal, run_ids: list[str]) -> pd.DataFrame:
+    frames = [table.assign(run_id=run_id) for run_id in run_ids
+              if (table := journal.run(run_id).table("cells")) is not None and not table.empty]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["run_id", "valid"])
+
+
+def _valid_cells(cells: pd.DataFrame) -> pd.DataFrame:
+    if cells.empty:
+        return cells
+    kept, _ = undisturbed(cells.reset_index(drop=True))
+    return kept[kept["valid"].astype(bool)]
+
+
+def _series(rows: pd.DataFrame, cells: pd.DataFrame, rules: list[ComparisonRule]) -> list[CellSeries]:
+    """Each (metric, cell) series over the runs in `rows`' order, its points in the order of run, rule and cell.
+    Selected in one frame for every run: a frame per run was most of a history of a hundred runs."""
+    order = {run_id: i for i, run_id in enumerate(rows["run_id"])}
+    cells = cells[cells["run_id"].isin(order)] if not cells.empty else cells
+    picked = []
+    for r, rule in enumerate(rules):
+        if rule.metric not in cells.columns:
+            continue
+        chosen = select_cells(cells, rule)
+        values = pd.to_numeric(chosen[rule.metric], errors="coerce")
+        chosen = chosen[values.notna() & (values > 0)]
+        picked.append(pd.DataFrame({"run": chosen["run_id"].map(order), "rule": r, "row": chosen.index,
+                                    "metric": rule.metric, "cell_id": chosen["cell_id"].astype(str),
+                                    "value": values[chosen.index].astype(float)}))
+    if not picked:
+        return []
+    points = pd.concat(picked).sort_values(["run", "rule", "row"], kind="stable")
+    facts = {row["run_id"]: (row["started_at"] or "", _marks(row)) for row in rows.to_dict("records")}
+    run_ids = list(order)
+    series: dict[tuple[str, str], CellSeries] = {}
+    for run, metric, cell_id, value in zip(points["run"], points["metric"], points["cell_id"], points["value"]):
+        run_id = run_ids[run]
+        started_at, marks = facts[run_id]
+        series.setdefault((metric, cell_id), CellSeries(metric, cell_id, [])).points.append(
+            Point(run_id, started_at, float(value), marks))
+    return list(series.values())
 
 
 @dataclass

@@ -121,3 +121,31 @@ def test_a_new_verdict_rebuilds_that_run(journal, tmp_path):
     assert "re-judged under stricter rules" in (out / "runs" / f"{run.run_id}.html").read_text()
     baseline = next(r for r in journal.runs() if r.candidate_label == "baseline")
     assert f"runs/{baseline.run_id}.html" not in report.written
+
+
+def _site_files(out):
+    skip = (".servebook-site.json", ".cache")
+    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*"))
+            if p.is_file() and not str(p.relative_to(out)).startswith(skip)}
+
+
+def test_an_incremental_build_after_one_new_run_is_byte_identical_to_a_full_build(journal, tmp_path):
+    # A history long enough to have a step and an engine change, so the history page has all it can show.
+    for i in range(10, 22):
+        write_synthetic_run(journal, index=i, label="baseline", verdict="accepted", requests=20,
+                            speed=1.0 if i < 16 else 0.8, started_at=f"2026-01-{i:02d}T00:00:00Z",
+                            environment={"engine_version": "1.0" if i < 16 else "1.1"})
+    out = tmp_path / "site"
+    build_site(journal, out)
+    assert "steps (PELT" in (out / "candidates" / "baseline.html").read_text()  # a step was found
+    new = write_synthetic_run(journal, index=22, label="baseline", verdict="accepted", requests=20, speed=0.8,
+                              started_at="2026-01-22T00:00:00Z", environment={"engine_version": "1.1"})
+    incremental = build_site(journal, out)
+    assert {f"runs/{new.run_id}.html", "candidates/baseline.html"} <= set(incremental.written)
+    assert not {"candidates/faster.html", "candidates/broken-counters.html"} & set(incremental.written)
+    assert not any(p.startswith("runs/") and new.run_id not in p for p in incremental.written)
+    full = tmp_path / "full"
+    build_site(journal, full)
+    built, rebuilt = _site_files(out), _site_files(full)
+    assert built.keys() == rebuilt.keys()
+    assert [name for name in built if built[name] != rebuilt[name]] == []

@@ -2,12 +2,14 @@
 
 The build is incremental. Each run is summarised once into a cache keyed by the run's file
 fingerprint (sizes and mtimes of what the journal holds for it); every page records the hash of
-the data it was rendered from, and a page whose inputs did not change is not rewritten.
+its inputs (data, or the fingerprints of the runs it draws), and one whose inputs did not change is not rewritten.
 Everything that comes from the journal is escaped by jinja2's autoescape.
 """
 
 from __future__ import annotations
 
+import bisect
+import functools
 import hashlib
 import json
 import re
@@ -23,6 +25,7 @@ import yaml
 
 from ..._version import __version__
 from ...config.secrets import Scrubber
+from ...journal.index import index_frame
 from ...journal.store import Journal
 from ...util.progress import Reporter
 from ...util.render import numeric_text, to_html
@@ -36,7 +39,8 @@ from ..tables import (
     memory_table,
     verification_table,
 )
-from .files import link_or_copy, published_bytes, write_page
+from .downloads import Converter, listing
+from .files import write_page
 from .notebook_html import render_notebook
 from .pages import (
     ESTIMATE_NOTE,
@@ -60,15 +64,24 @@ from .pages import (
 
 _HERE = Path(__file__).parent
 INDEX_PAGE = 100  # runs per page of the index
-#: the run's own files offered beside its raw tables, as they are in the journal (scrubbed of secrets)
-PUBLISHED_FILES = {"manifest.json": "", "launch.json": "", "engine.log": "", "server_info.json": "what the engine "
-                   "reported about itself", "compose.json": "", "notebook.ipynb": "the executed notebook"}
 # libyaml when present: the candidate on every run page is dumped with it (the pure-Python dumper took 3 ms a run)
 _YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 TEMPLATES = _HERE / "templates"
 ASSETS = _HERE / "assets"
 STATE_FILE = ".servebook-site.json"
 CACHE_DIR = ".cache"
+@functools.cache
+def _environment():
+    """One per process: compiling the templates again for each build was a fifth of adding one run. The loader
+    still reloads a template whose file changed."""
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.tests["numeric_text"] = numeric_text  # figures right-aligned, words left
+    return env
+
+
 class SiteBuilder:
     def __init__(self, journal: Journal, out: str | Path, reporter: Reporter | None = None):
         self.journal = journal
@@ -77,15 +90,11 @@ class SiteBuilder:
         self.written: list[str] = []
         self.skipped = 0
         self.scrubber = Scrubber.from_environment()  # once per build: it reads the whole environment
+        self.converter = Converter(self.scrubber)
 
-    @cached_property
+    @property
     def env(self):
-        import jinja2
-
-        env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
-                                 undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-        env.tests["numeric_text"] = numeric_text  # figures right-aligned, words left
-        return env
+        return _environment()
 
     @cached_property
     def template_version(self) -> str:
@@ -127,14 +136,25 @@ class SiteBuilder:
         self.out.mkdir(parents=True, exist_ok=True)
         self.state = self._load_state()
         self.state["template_version"] = self.template_version
-        summaries = self._summaries()
+        try:
+            summaries = self._summaries()
+            self._pages(summaries)
+            for run_id, key in self.converter.finish().items():
+                self.state["pages"][f"runs/{run_id}/data"] = key
+        finally:
+            self.converter.close()
+        self._remove_stale({s["run_id"] for s in summaries})
+        write_page(self.out / STATE_FILE, json.dumps(self.state, sort_keys=True))
+        return BuildReport(self.out, len(summaries), self.written, self.skipped, time.monotonic() - started)
+
+    def _pages(self, summaries: list[dict]) -> None:
         self._assets()
         by_study: dict[str, list[dict]] = {}
         for s in summaries:
             if s["study"]:
                 by_study.setdefault(s["study"], []).append(s)
         self.study_links = [{"name": name, "slug": page_slug(name)} for name in sorted(by_study)]
-        links_key = self.study_links
+        links_key = content_hash(self.study_links)  # every page's input: hashed once, not once a page
 
         with self.reporter.task(f"site: {len(summaries)} run pages", total=len(summaries), unit="pages") as task:
             for s in summaries:
@@ -146,9 +166,6 @@ class SiteBuilder:
         self._search_pages(links_key)
         self._index_page(summaries, links_key)
         self._compare_page(summaries, links_key)
-        self._remove_stale({s["run_id"] for s in summaries})
-        write_page(self.out / STATE_FILE, json.dumps(self.state, sort_keys=True))
-        return BuildReport(self.out, len(summaries), self.written, self.skipped, time.monotonic() - started)
 
     def _summaries(self) -> list[dict]:
         cache = self.out / CACHE_DIR
@@ -170,6 +187,11 @@ class SiteBuilder:
                 summary["study_slug"] = page_slug(summary["study"]) if summary["study"] else None
                 summary["fingerprint"] = fingerprint
                 summaries.append(summary)
+                target = self.out / "runs" / run_id / "data"  # its files converted from here on, beside the reading
+                if self.state["pages"].get(f"runs/{run_id}/data") != fingerprint or not target.is_dir():
+                    # a damaged run's tables are published as they are, without CSVs
+                    self.converter.submit(run_id, fingerprint, summary["files"], directory, target,
+                                          csv=summary["status"] != "damaged")
                 task.advance()
         return summaries
 
@@ -188,10 +210,10 @@ class SiteBuilder:
             self.state["pages"][f"assets/{source.name}"] = key
             self.written.append(f"assets/{source.name}")
 
-    def _run_page(self, s: dict, links: list) -> None:
+    def _run_page(self, s: dict, links: Any) -> None:
         run_id = s["run_id"]
         data_dir = f"runs/{run_id}"
-        downloads = self._downloads(s)
+        downloads = listing(run_id, s["files"], csv=s["status"] != "damaged")
         notebook = "notebook.ipynb" in s["files"]
         if notebook:
             self._page(f"{data_dir}/notebook.html", [s["fingerprint"], links],
@@ -218,48 +240,7 @@ class SiteBuilder:
 
         self._page(f"runs/{run_id}.html", [s["fingerprint"], links], render)
 
-    def _downloads(self, s: dict) -> list[dict]:
-        """Copies of the raw files beside the run page (hard links where the site and the journal share a file
-        system), and a CSV of every table. Converting the large tables is most of a first build's time; a run's
-        files are converted once (its fingerprint keys them), so later builds skip it."""
-        run_id = s["run_id"]
-        source = self.journal.runs_dir / run_id
-        target = self.out / "runs" / run_id / "data"
-        key = s["fingerprint"]
-        listing = []
-        convert = s["status"] != "damaged"  # a damaged run's tables are published as they are, without CSVs
-        for name in s["files"]:
-            if name.endswith(".parquet"):
-                listing.append({"name": name, "href": f"{run_id}/data/{name}", "note": "parquet"})
-                if convert:
-                    listing.append({"name": name.replace(".parquet", ".csv"),
-                                    "href": f"{run_id}/data/{name.replace('.parquet', '.csv')}",
-                                    "note": "CSV of the same"})
-            elif name in PUBLISHED_FILES:
-                listing.append({"name": name, "href": f"{run_id}/data/{name}", "note": PUBLISHED_FILES[name]})
-        if self.state["pages"].get(f"runs/{run_id}/data") == key and target.is_dir():
-            return listing
-        target.mkdir(parents=True, exist_ok=True)
-        import pyarrow.csv
-        import pyarrow.parquet
-
-        for name in s["files"]:
-            if name.endswith(".parquet"):
-                link_or_copy(source / name, target / name)
-                if not convert:
-                    continue
-                table = pyarrow.parquet.read_table(source / name)
-                nested = [i for i, f in enumerate(table.schema) if pyarrow.types.is_list(f.type)]
-                for i in nested:  # CSV has no lists: token ids become one space-separated string
-                    strings = [None if v is None else " ".join(map(str, v)) for v in table.column(i).to_pylist()]
-                    table = table.set_column(i, table.schema.field(i).name, pyarrow.array(strings, pyarrow.string()))
-                pyarrow.csv.write_csv(table, target / name.replace(".parquet", ".csv"))
-            elif name in PUBLISHED_FILES:
-                write_page(target / name, published_bytes(source / name, self.scrubber))
-        self.state["pages"][f"runs/{run_id}/data"] = key
-        return listing
-
-    def _study_page(self, name: str, runs: list[dict], links: list) -> None:
+    def _study_page(self, name: str, runs: list[dict], links: Any) -> None:
         groups = judged_runs(runs)
         chosen = [group[-1] for group in groups.values()]  # each candidate's newest judged run
         shown = [s for group in groups.values() for s in group]
@@ -294,25 +275,32 @@ class SiteBuilder:
 
         self._page(f"studies/{page_slug(name)}.html", inputs, render)
 
-    def _history_pages(self, summaries: list[dict], links: list) -> None:
-        """A page per candidate name: its runs over time on the machine it ran on last (servebook history)."""
+    def _history_pages(self, summaries: list[dict], links: Any) -> None:
+        """A page per candidate name: its runs over time on the machine it ran on last (servebook history). Drawn
+        from the cached summaries' cells, so a page re-read no run; the page's inputs are the runs history()
+        selects (the name, or an id prefix), so one new run rebuilds only its candidate's page."""
         from ...verdicts import history
         from ..history import HistoryView, history_spec
 
-        by_label: dict[str, list[dict]] = {}
-        for s in summaries:
-            if s["status"] == "completed":
-                by_label.setdefault(s["label"], []).append(s)
-        for label, runs in by_label.items():
-            def render(label: str = label) -> str:
-                found = history(self.journal, label)
+        completed = [s for s in summaries if s["status"] == "completed"]
+        by_label: dict[str, list[int]] = {}
+        for i, s in enumerate(completed):
+            by_label.setdefault(s["label"], []).append(i)
+        ids = sorted((s["candidate_id"] or "", i) for i, s in enumerate(completed))
+        for label, own in by_label.items():
+            prefixed = ids[bisect.bisect_left(ids, (label, -1)):bisect.bisect_left(ids, (label + chr(0x10FFFF), -1))]
+            runs = [completed[i] for i in sorted(set(own) | {i for _, i in prefixed})]
+
+            def render(label: str = label, runs: list[dict] = runs) -> str:
+                found = history(self.journal, label, index=index_frame([s["index_row"] for s in runs]),
+                                cells=cells_frame(runs))
                 return self._render("history.html.j2", "../", title=f"history of {label}", label=label,
                                     body=to_html(HistoryView(found).blocks()),
                                     charts=[{"id": "history-chart", "figure": history_spec(found)}])
 
             self._page(f"candidates/{page_slug(label)}.html", [[s["fingerprint"] for s in runs], links], render)
 
-    def _search_pages(self, links: list) -> None:
+    def _search_pages(self, links: Any) -> None:
         """A page per searched study: its newest search's history, confirmation and what was pruned, and why."""
         from ...sweeps.search import SearchResult
         from ..search import search_spec
@@ -334,7 +322,18 @@ class SiteBuilder:
         return sorted(p.name for p in folder.iterdir() if p.is_dir() and any(p.glob("*.json"))) \
             if folder.is_dir() else []
 
-    def _index_page(self, summaries: list[dict], links: list) -> None:
+    def _unchanged(self, name: str, summaries: list[dict], links: Any, pages: list[str]) -> bool:
+        """Whether pages drawn from every run are as their runs are: their data is not even built then."""
+        key = content_hash([self.template_version, [s["fingerprint"] for s in summaries], links])
+        if self.state["pages"].get(name) == key and all((self.out / page).is_file() for page in pages):
+            self.skipped += len(pages)
+            return True
+        self.state["pages"][name] = key
+        return False
+
+    def _index_page(self, summaries: list[dict], links: Any) -> None:
+        if self._unchanged("index:inputs", summaries, links, ["assets/index-data.js", "index.html"]):
+            return
         rows = []
         for s in reversed(summaries):
             summary = s["summary"] or {}
@@ -360,7 +359,9 @@ class SiteBuilder:
                    lambda: self._render("index.html.j2", "", title="runs", runs=first, total=len(rows),
                                         page_size=INDEX_PAGE, counts=sorted(counts.items())))
 
-    def _compare_page(self, summaries: list[dict], links: list) -> None:
+    def _compare_page(self, summaries: list[dict], links: Any) -> None:
+        if self._unchanged("compare:inputs", summaries, links, ["assets/runs-data.js", "compare.html"]):
+            return
         keep = ("cell_id", "kind", "concurrency", "target_prompt_tokens", "aggregate_tok_s", "per_request_tok_s",
                 "ttft_s", "prefill_tok_s", "valid")
         data = {"runs": {s["run_id"]: {"label": s["label"], "status": s["status"],

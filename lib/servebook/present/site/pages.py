@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any, Iterable
@@ -15,6 +16,7 @@ from typing import Any, Iterable
 import pandas as pd
 
 from ...config.secrets import Scrubber, redact_argv
+from ...journal.index import index_row
 from ...journal.store import RunRecord
 from ...util.render import Row, Table
 from ..figures import chunk_gap_histogram_data, figure_specs, run_context, turn_ttft_data
@@ -46,13 +48,20 @@ def content_hash(obj: Any) -> str:
 
 
 def run_fingerprint(directory: Path) -> str:
-    """Changes whenever anything the site shows of this run changes (files added, sealed, judged)."""
-    parts = []
-    for path in sorted(directory.rglob("*")):
-        if path.is_file() and not path.name.startswith("."):
-            stat = path.stat()
-            parts.append((str(path.relative_to(directory)), stat.st_size, stat.st_mtime_ns))
-    return content_hash(parts)
+    """Changes whenever anything the site shows of this run changes (files added, sealed, judged). Listed with
+    os.scandir, whose entries carry their type: pathlib's rglob and stat were half of a build that changed nothing."""
+    parts: list[tuple[str, int, int]] = []
+    folders = [(str(directory), "")]
+    while folders:
+        folder, prefix = folders.pop()
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    folders.append((entry.path, f"{prefix}{entry.name}/"))
+                elif not entry.name.startswith(".") and entry.is_file():
+                    stat = entry.stat()
+                    parts.append((prefix + entry.name, stat.st_size, stat.st_mtime_ns))
+    return content_hash(sorted(parts))
 
 
 def _cell_rows(path: Path) -> list[dict]:
@@ -62,7 +71,8 @@ def _cell_rows(path: Path) -> list[dict]:
         return []
     import pyarrow.parquet
 
-    rows = pyarrow.parquet.read_table(path).to_pylist()
+    with pyarrow.parquet.ParquetFile(path) as file:  # one file: read_table's dataset layer took half the time
+        rows = file.read().to_pylist()
     return [{k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()} for row in rows]
 
 
@@ -117,6 +127,7 @@ def summarize_run(record: RunRecord) -> dict:
         "reuse_turns": turn_ttft_data(record) if any(c.get("kind") == "reuse" for c in cell_rows) else [],
         "log_tail": record.log_tail(LOG_LINES),
         "files": sorted(p.name for p in record.dir.iterdir() if p.is_file() and not p.name.startswith(".")),
+        "index_row": index_row(record),  # its row of the journal's index, for history() without reading the index
     }
 
 
