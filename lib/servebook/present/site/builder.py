@@ -189,7 +189,6 @@ class SiteBuilder:
                 summaries.append(summary)
                 target = self.out / "runs" / run_id / "data"  # its files converted from here on, beside the reading
                 if self.state["pages"].get(f"runs/{run_id}/data") != fingerprint or not target.is_dir():
-                    # a damaged run's tables are published as they are, without CSVs
                     self.converter.submit(run_id, fingerprint, summary["files"], directory, target,
                                           csv=summary["status"] != "damaged")
                 task.advance()

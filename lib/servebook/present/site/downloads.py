@@ -3,7 +3,8 @@ system), a CSV of every table, and the journal's own files scrubbed of secrets.
 
 Converting the tables is most of a first build's time. Each run's files are converted once (its fingerprint
 keys them, in the build's state), and on a worker thread: pyarrow reads and writes without the GIL, so the CSVs
-are written beside the pages' rendering rather than before it.
+are written beside the pages' rendering rather than before it. A damaged run's tables are offered as they are,
+without CSVs (`csv=False`): a table that cannot be read cannot be converted.
 """
 
 from __future__ import annotations
