@@ -34,6 +34,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from servebook.measure.client import RequestRecord, StreamRequest, measuring_clients, stream_request
+from servebook.measure.host import busiest_thread
 
 PROC = Path("/proc")
 
@@ -90,21 +91,6 @@ def comm(pid: int) -> str:
         return (PROC / str(pid) / "comm").read_text().strip()
     except OSError:
         return "?"
-
-
-def busiest(pid: int) -> tuple[int, int] | None:
-    """(CPU ticks, CPU last run on) of the process's busiest thread."""
-    best: tuple[int, int] | None = None
-    for task in (PROC / str(pid) / "task").glob("*/stat"):
-        try:
-            text = task.read_text()
-            fields = text[text.rindex(")") + 2:].split()
-            used, cpu = int(fields[11]) + int(fields[12]), int(fields[36])
-        except (OSError, ValueError, IndexError):
-            continue
-        if best is None or used > best[0]:
-            best = (used, cpu)
-    return best
 
 
 def pin(pid: int, cpus: set[int]) -> None:
@@ -229,7 +215,7 @@ async def one_launch(args, command: list[str], cpus: list[int]) -> dict:
         await decode(sdk, model, 16, args.seconds, args.vocab)  # warm-up
         for c in (1, 16):
             result[f"natural_c{c}"] = await decode(sdk, model, c, args.seconds, args.vocab)
-        result["natural_cpus"] = {procs[pid]: busiest(pid) for pid in procs}
+        result["natural_cpus"] = {procs[pid]: busiest_thread(pid) for pid in procs}
         result["gpu_under_load"] = gpu_clocks()
         result["probe_before"] = cpu_table(cpus, rounds=1)
         everything = set(cpus)

@@ -107,21 +107,23 @@ def busiest_thread_cpus(engine_pid: int | None, proc: Path = Path("/proc")) -> s
     the engine's CPU-bound step runs, beside the covariates (None where servebook does not know the engine)."""
     if not engine_pid:
         return None
-    cpus = set()
-    for pid in _tree(proc, {engine_pid}):
-        busiest: tuple[int, int] | None = None
-        for task in (proc / str(pid) / "task").glob("*/stat"):
-            try:
-                text = task.read_text()
-                fields = text[text.rindex(")") + 2:].split()
-                used, cpu = int(fields[11]) + int(fields[12]), int(fields[36])
-            except (OSError, ValueError, IndexError):
-                continue
-            if busiest is None or used > busiest[0]:
-                busiest = (used, cpu)
-        if busiest is not None:
-            cpus.add(busiest[1])
+    cpus = {busiest[1] for pid in _tree(proc, {engine_pid}) if (busiest := busiest_thread(pid, proc)) is not None}
     return ",".join(str(c) for c in sorted(cpus)) or None
+
+
+def busiest_thread(pid: int, proc: Path = Path("/proc")) -> tuple[int, int] | None:
+    """(CPU ticks used, CPU last run on) of the process's busiest thread; None where the process is gone."""
+    busiest: tuple[int, int] | None = None
+    for task in (proc / str(pid) / "task").glob("*/stat"):
+        try:
+            text = task.read_text()
+            fields = text[text.rindex(")") + 2:].split()
+            used, cpu = int(fields[11]) + int(fields[12]), int(fields[36])
+        except (OSError, ValueError, IndexError):
+            continue
+        if busiest is None or used > busiest[0]:
+            busiest = (used, cpu)
+    return busiest
 
 
 def steal_cores(before: CpuSample, after: CpuSample) -> float | None:
