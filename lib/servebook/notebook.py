@@ -34,10 +34,12 @@ def resolve_plan(plan: dict | None = None, plan_path: str | None = None) -> Plan
 def qualify(*, candidate: dict | None = None, candidate_path: str | None = None, plan: dict | None = None,
             plan_path: str | None = None, overrides: dict[str, Any] | str | None = None, journal: str = "journal",
             run_id: str | None = None, study: str | None = None, study_entry: str | None = None,
-            visible_gpus: list[int] | int | str | None = None, lane: str | None = None) -> RunRecord:
+            visible_gpus: list[int] | int | str | None = None, lane: str | None = None,
+            turns: dict[str, Any] | None = None) -> RunRecord:
     """Run one candidate and return its record (a one-line summary when displayed; `report(record)` has
     the tables). `visible_gpus`: the GPUs this run may use, and `lane`: the GPU group or node it was placed on
-    (a block of the design), as a parallel sweep assigns them."""
+    (a block of the design), as a parallel sweep assigns them; `turns`: the run's seat in a resident round
+    (`sweep --resident`)."""
     from .config.parameters import QualifyParameters
     from .launch.environment import LANE_VARIABLE
     from .run import run_candidate
@@ -45,7 +47,7 @@ def qualify(*, candidate: dict | None = None, candidate_path: str | None = None,
     given = validate(QualifyParameters, {
         "candidate": candidate, "candidate_path": candidate_path, "plan": plan, "plan_path": plan_path,
         "overrides": overrides, "journal": journal, "run_id": run_id, "study": study, "study_entry": study_entry,
-        "visible_gpus": visible_gpus, "lane": lane}, "notebook parameters")
+        "visible_gpus": visible_gpus, "lane": lane, "turns": turns}, "notebook parameters")
     candidate, overrides, visible_gpus = given.candidate, given.overrides, given.visible_gpus
     if visible_gpus is not None:
         # The kernel is this run's own process: the engine it starts, and preflight, see only these GPUs.
@@ -60,7 +62,7 @@ def qualify(*, candidate: dict | None = None, candidate_path: str | None = None,
     resolved_plan = resolve_plan(plan, plan_path)
     context = {k: v for k, v in {"study": study, "study_entry": study_entry}.items() if v}
     return run_candidate(resolved, resolved_plan, Journal(journal), reporter=Reporter(),
-                         extra_manifest=context, run_id=run_id)
+                         extra_manifest=context, run_id=run_id, seat=given.turns)
 
 
 def check_gate(run: RunRecord, fail_on: str | None) -> str:

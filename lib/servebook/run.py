@@ -19,10 +19,12 @@ import httpx
 import openai
 
 from .config.candidate import Candidate
+from .config.parameters import Seat
 from .config.plan import Plan
 from .config.secrets import Scrubber, redact_argv, redact_env
 from .engines import EngineAdapter, get_engine
 from .engines.random_models import model_file_name
+from .engines.sizing import logged_memory_check
 from .journal import Journal, RunRecord, RunWriter, utc_now
 from .journal.manifest import EngineInfo, Environment, Failure, GateScore, Manifest, RunIdentity, Summary
 from .launch.environment import fingerprint
@@ -40,9 +42,11 @@ from .launch.verify import (
 from .measure.endpoint import Endpoint
 from .measure.equivalence import compare_outputs
 from .measure.gates import gate_summary
+from .measure.host import pin_engine
 from .measure.log import MeasurementLog
 from .measure.loop import inactive_drafter, measure_plan
 from .measure.openloop import plan_of_round
+from .measure.turns import NoTurns, Turns, turns_for
 from .util.aio import run_blocking
 from .util.errors import EngineFailed, InputError, RunInterrupted
 from .util.progress import Reporter
@@ -162,7 +166,7 @@ def _endpoint(candidate: Candidate, adapter: EngineAdapter, engine_info: EngineI
 
 
 def _measure(engine: Engine, endpoint: Endpoint, candidate: Candidate, plan: Plan, writer: RunWriter,
-             log: MeasurementLog, engine_info: EngineInfo, reporter: Reporter) -> None:
+             log: MeasurementLog, engine_info: EngineInfo, reporter: Reporter, turns: Turns | NoTurns) -> None:
     """Measure the ready engine; EngineFailed when it did not serve the plan."""
 
     def alive_check() -> None:
@@ -172,7 +176,7 @@ def _measure(engine: Engine, endpoint: Endpoint, candidate: Candidate, plan: Pla
     started = time.monotonic()
     try:
         run_blocking(lambda: measure_plan(endpoint, plan, log, tag=writer.run_id, alive_check=alive_check,
-                                        reporter=reporter, on_cell=lambda: _write_raw(writer, log)))
+                                        reporter=reporter, on_cell=lambda: _write_raw(writer, log), turns=turns))
     except (OSError, httpx.HTTPError, openai.OpenAIError):
         # The engine's death explains a lost connection; its socket can close a moment before it can be reaped
         # (a vLLM killed mid-cell on an H200 refused the next connection while it still ran)
@@ -212,25 +216,6 @@ def _model_file(argv: list[str]) -> str | None:
     return next((argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("-m", "--model")), None)
 
 
-def _memory_check(adapter: EngineAdapter, engine_info: EngineInfo, writer: RunWriter) -> dict[str, Any] | None:
-    """The model's KV arithmetic against the KV cache the engine logged when it loaded (llama.cpp's log says)."""
-    from .engines.sizing import ModelShape, check_against_engine
-
-    head = writer.engine_log.read_bytes()[:2_000_000].decode("utf-8", "replace") if writer.engine_log.is_file() else ""
-    logged = adapter.logged_kv_cache(head)  # the allocation is logged at load, near the top
-    model_file = _model_file(engine_info.argv)
-    if logged is None or not model_file or not os.path.isfile(model_file):
-        return None
-    try:
-        shape = ModelShape.from_gguf(model_file)
-    except Exception as error:  # a file the gguf reader cannot parse is a missing check, not a failed run
-        return {"status": "not checked", "why": f"{type(error).__name__}: {error}"}
-    check = check_against_engine(shape, logged.cells, logged.bytes, logged.k_type)
-    return {"status": "agrees" if check.agrees else "disagrees", **check.row(), "kv_dtype": logged.k_type,
-            "kv_bytes_per_token": shape.kv_bytes_per_token(logged.k_type), "weight_bytes": shape.weight_bytes,
-            "layers": shape.layers, "kv_heads": shape.kv_heads, "head_dim": shape.head_dim}
-
-
 def _slots(candidate: Candidate, engine_info: EngineInfo) -> int | None:
     """How many requests the engine runs at once: what it reports, else what the candidate sets."""
     reported = ((engine_info.verification or {}).get("reported") or {}).get("settings") or {}
@@ -244,7 +229,7 @@ def _auth_headers(api_key: str | None) -> dict[str, str]:
 
 def _launch_and_measure(engine: Engine, candidate: Candidate, plan: Plan, writer: RunWriter, log: MeasurementLog,
                         engine_info: EngineInfo, environment: Environment, reporter: Reporter,
-                        api_key: str | None) -> None:
+                        api_key: str | None, turns: Turns | NoTurns) -> None:
     """Start the engine, wait for it, record what it says about itself, measure; always stop it.
     EngineFailed (with its stage) when the engine did not come up or did not serve the plan."""
     adapter = get_engine(candidate.engine)
@@ -257,7 +242,9 @@ def _launch_and_measure(engine: Engine, candidate: Candidate, plan: Plan, writer
         except EngineFailed as error:
             raise error.at("launch")
         engine_info.ready_s = round(ready_s, 3)
-        engine_info.memory = _memory_check(adapter, engine_info, writer)
+        if candidate.launch.cpus and engine.pid:
+            engine_info.pinned = {"cpus": candidate.launch.cpus, "threads": pin_engine(engine.pid, candidate.launch.cpus)}
+        engine_info.memory = logged_memory_check(adapter, _model_file(engine_info.argv), writer.engine_log)
         _select_model(candidate, adapter, engine_info, writer, api_key)
         _record_server_info(adapter, engine_info, environment, writer, api_key)
         _check_pinned_version(candidate, environment)
@@ -267,8 +254,9 @@ def _launch_and_measure(engine: Engine, candidate: Candidate, plan: Plan, writer
             check_tokenizer(adapter, engine_info.base_url or "", _auth_headers(api_key), engine_info.served_model,
                             plan.needs_tokenizer)
         endpoint = _endpoint(candidate, adapter, engine_info, writer, api_key)
-        _measure(engine, endpoint, candidate, plan, writer, log, engine_info, reporter)
+        _measure(engine, endpoint, candidate, plan, writer, log, engine_info, reporter, turns)
     finally:
+        turns.leave()  # an engine that failed to start must not hold its round's start
         engine.stop()
 
 
@@ -316,11 +304,13 @@ def run_candidate(
     reporter: Reporter | None = None,
     extra_manifest: dict[str, Any] | None = None,
     run_id: str | None = None,
+    seat: Seat | None = None,
 ) -> RunRecord:
     """Launch `candidate`, measure `plan`, seal the run in `journal` and return it as recorded.
 
     `extra_manifest` adds context (the study and the name of the candidate in it);
-    `run_id` lets a sweep choose the run's directory name before the notebook starts.
+    `run_id` lets a sweep choose the run's directory name before the notebook starts;
+    `seat`: the run's place in a resident round, whose runs measure in turn (measure.turns).
     Bad input raises InputError before anything is recorded; an engine that fails yields a sealed `failed` run.
     """
     reporter = reporter or Reporter()
@@ -335,6 +325,9 @@ def run_candidate(
         # Before anything is recorded: a server that is not the one the candidate describes is refused.
         served_model, verification = verify_attached(candidate, adapter, target.base_url, _auth_headers(api_key),
                                                      paths.model_path, plan.needs_tokenizer)
+    if seat is not None:
+        extra_manifest = {**(extra_manifest or {}), "resident": seat}
+    turns = turns_for(seat)
     writer, identity = _start(candidate, plan, journal, paths, target, extra_manifest, run_id)
     environment = _environment(candidate, adapter, paths)
     engine = _engine(candidate, adapter, target, writer)
@@ -347,7 +340,8 @@ def run_candidate(
     try:
         # The run's interleaving round draws its own arrivals, the same for every candidate of the round.
         measured = plan_of_round(plan, journal.rounds_done(candidate.id, plan.id, environment.machine_key))
-        _launch_and_measure(engine, candidate, measured, writer, log, engine_info, environment, reporter, api_key)
+        _launch_and_measure(engine, candidate, measured, writer, log, engine_info, environment, reporter, api_key,
+                            turns)
     except EngineFailed as error:
         failure = error
     except InputError:

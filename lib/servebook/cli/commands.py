@@ -248,6 +248,8 @@ def sweep_cmd(
                                                            "candidate run becomes a Ray task asking for its GPUs"),
     time_budget: Optional[float] = typer.Option(None, "--time-budget", min=1, help="seconds: start no run that the time "
                                                 "left cannot hold (a lent machine's limit); a later sweep resumes"),
+    resident: bool = typer.Option(False, "--resident", help="launch each round's candidates at once on this machine "
+                                  "and measure them in turn, cell by cell: the host's drift falls on all alike"),
     fail_on: Optional[str] = FailOnOption, verdict_format: str = FormatOption, output: Optional[Path] = OutputOption,
     site_url: Optional[str] = SiteUrlOption, set_: list[str] = StudySetOption,
 ):
@@ -270,15 +272,20 @@ def sweep_cmd(
     if ray:
         from ..distributed import sweep_on_ray
 
-        if time_budget is not None:
-            raise InputError("--time-budget: not with --ray (a cluster's runs are placed at once); drop one of them")
+        dropped = [flag for flag, given in (("--time-budget", time_budget is not None), ("--resident", resident),
+                                            ("--until-decided", until_decided), ("--parallel", parallel != "1"),
+                                            ("--gpus", gpus is not None)) if given]
+        if dropped:
+            # Ray places a study's runs on its nodes at once, each asking for its own GPUs: none of these applies
+            raise InputError(f"{', '.join(dropped)}: not with --ray (a cluster's runs are placed at once, each on the "
+                             "GPUs Ray gives it); drop one of them")
         results = sweep_on_ray(study, j, address=ray, reporter=Reporter(), retry_failed=retry_failed,
                                kernel_name=kernel, execution_timeout=execution_timeout)
     else:
         results = sweep(study, j, reporter=Reporter(), retry_failed=retry_failed, kernel_name=kernel,
                         execution_timeout=execution_timeout, max_repeats=max_repeats if until_decided else None,
                         parallel=parallel if parallel == "auto" else (int(parallel) if parallel.isdigit() else parallel),
-                        gpus=gpu_list, time_budget_s=time_budget)
+                        gpus=gpu_list, time_budget_s=time_budget, resident=resident)
     ran = sum(1 for r in results if r.status != "skipped")
     (out if verdict_format == "text" else err).print(f"\n{ran} runs made, {len(results) - ran} skipped (already recorded). "
               f"Results: {j.location}/runs; compare them with `servebook journal ls --journal {j.location}` "

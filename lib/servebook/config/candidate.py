@@ -118,6 +118,9 @@ class Launch(_Strict):
         None, description="openai engine: launch template, with {host}, {port} and {model} placeholders")
     image: str | None = Field(None, description="compose: container image (pinned by pins.image_digest)")
     gpus: list[int] | None = Field(None, description="GPU indices to use; replicas take consecutive groups")
+    cpus: list[int] | None = Field(
+        None, min_length=1, description="local: CPUs every thread of the engine is held to once it serves (its start "
+                                        "uses all); recorded in the run, not part of the identity")
     replicas: int = Field(1, ge=1, le=64, description="compose: independent engine replicas")
     volumes: list[str] = Field(default_factory=list, description="compose: host:container volume mounts")
     compile_cache: str | None = Field(None, description="compose: host directory; each replica gets its own subfolder")
@@ -160,6 +163,8 @@ class Launch(_Strict):
             raise ValueError("launch.image/replicas/volumes/compile_cache are only for mode: compose")
         if self.sim_faults and not self.simulator:
             raise ValueError("launch.sim_faults needs launch.simulator: true")
+        if self.cpus is not None and self.mode != "local":
+            raise ValueError("launch.cpus: only for mode: local (servebook pins the engine it starts)")
         if self.host != "127.0.0.1" and self.mode == "local":
             raise ValueError("launch.host: local engines listen on 127.0.0.1 only")
         return self

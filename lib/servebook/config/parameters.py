@@ -13,6 +13,18 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
+class Seat(BaseModel):
+    """A run's place in a resident round (`sweep --resident`): the round's runs are launched at once on one machine
+    and measured in turn, cell by cell (measure.turns). Recorded in the run; the round is the verdict's block."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    round_id: str = Field(description="the round's name, the same in each of its runs")
+    directory: str = Field(description="where the round's state file lives (the journal's .sweeps folder)")
+    seat: int = Field(ge=0)
+    seats: int = Field(ge=1)
+
+
 class QualifyParameters(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -27,6 +39,7 @@ class QualifyParameters(BaseModel):
     study_entry: str | None = None
     visible_gpus: list[int] | None = Field(None, description="GPU indices this run may use: [0, 1], 0 or \"0,1\"")
     lane: str | None = None
+    turns: Seat | None = Field(None, description="set by `sweep --resident`: this run's seat in its round")
 
     @field_validator("overrides", mode="before")
     @classmethod

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ..config.candidate import Candidate
     from ..config.search import MemoryBudget
+    from ._base import EngineAdapter
     from .model_specs import ModelFormat
 
 # Bytes per element of the KV cache types the engines name; llama.cpp's block types carry a scale
@@ -212,6 +213,25 @@ class KvCheck:
 
 def check_against_engine(shape: ModelShape, cells: int, logged_bytes: float, kv_dtype: str | None = None) -> KvCheck:
     return KvCheck(cells, logged_bytes, cells * shape.kv_bytes_per_token(kv_dtype))
+
+
+def logged_memory_check(adapter: "EngineAdapter", model_file: str | None, engine_log: Path) -> dict[str, Any] | None:
+    """The model's KV arithmetic against the KV cache the engine logged when it loaded (llama.cpp's log says);
+    None when the engine logs none or the model is not a local GGUF."""
+    import os
+
+    head = engine_log.read_bytes()[:2_000_000].decode("utf-8", "replace") if engine_log.is_file() else ""
+    logged = adapter.logged_kv_cache(head)  # the allocation is logged at load, near the top
+    if logged is None or not model_file or not os.path.isfile(model_file):
+        return None
+    try:
+        shape = ModelShape.from_gguf(model_file)
+    except Exception as error:  # a file the gguf reader cannot parse is a missing check, not a failed run
+        return {"status": "not checked", "why": f"{type(error).__name__}: {error}"}
+    check = check_against_engine(shape, logged.cells, logged.bytes, logged.k_type)
+    return {"status": "agrees" if check.agrees else "disagrees", **check.row(), "kv_dtype": logged.k_type,
+            "kv_bytes_per_token": shape.kv_bytes_per_token(logged.k_type), "weight_bytes": shape.weight_bytes,
+            "layers": shape.layers, "kv_heads": shape.kv_heads, "head_dim": shape.head_dim}
 
 
 _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..config.parameters import Seat
 from ..util.errors import FailureCause, FailureStage
 
 SCHEMA_VERSION = 1
@@ -126,6 +127,8 @@ class EngineInfo(_Record):
     verification: dict[str, Any] | None = None
     #: the memory arithmetic of the model against the KV cache the engine logged at load (llama.cpp)
     memory: dict[str, Any] | None = None
+    #: launch.cpus: the CPUs the engine's threads were held to once it served, and how many threads were pinned
+    pinned: dict[str, Any] | None = None
 
 
 class RunIdentity(_Record):
@@ -140,6 +143,8 @@ class RunIdentity(_Record):
     study_entry: str | None = None
     synthetic: bool = False
     started_at: str | None = None
+    #: the resident round the run was measured in, its seat and the round's size (sweep --resident)
+    resident: Seat | None = None
 
     @property
     def label(self) -> str:

@@ -84,6 +84,20 @@ def own_processes(engine_pid: int | None, proc: Path = Path("/proc")) -> set[int
     return {os.getpid()} | (_tree(proc, {engine_pid}) if engine_pid else set())
 
 
+def pin_engine(engine_pid: int, cpus: list[int], proc: Path = Path("/proc")) -> int:
+    """Hold every thread of the engine's process tree to `cpus` (threads started later inherit it); returns how many
+    threads were pinned. Done once the engine serves, so its start still has every CPU."""
+    pinned = 0
+    for pid in _tree(proc, {engine_pid}):
+        for task in (proc / str(pid) / "task").glob("*"):
+            try:
+                os.sched_setaffinity(int(task.name), cpus)
+                pinned += 1
+            except (OSError, ValueError):  # a thread that ended meanwhile
+                continue
+    return pinned
+
+
 def cpu_sample(engine_pid: int | None, proc: Path = Path("/proc")) -> CpuSample:
     own = 0.0
     for pid in own_processes(engine_pid, proc):

@@ -50,6 +50,7 @@ from .openloop import meets, probe_window, schedule
 from .prompts import decode_prompt, filler_text
 from .reconcile import ClientCounts, reconcile
 from .scrape import scrape
+from .turns import NoTurns, Turns
 from .validity import cell_faults, stalled_requests
 from .warmup import Burst, warm_until_steady
 from .workloads import OnDone, Workloads
@@ -243,36 +244,54 @@ class Measurement:
 
 
 async def measure_plan(endpoint: Endpoint, plan: Plan, log: MeasurementLog, *, tag: str, alive_check: AliveCheck,
-                       reporter: Reporter, on_cell: Callable[[], None] = lambda: None) -> None:
-    """Warm up, measure every cell of the plan in order, then run the gates; progress per request."""
+                       reporter: Reporter, on_cell: Callable[[], None] = lambda: None,
+                       turns: Turns | NoTurns | None = None) -> None:
+    """Warm up, measure every cell of the plan in order, then run the gates; progress per request. In a resident
+    round (`turns`), each of those steps waits for this run's turn, so no two engines of the round ever measure at
+    once; the run leaves the round however this ends."""
+    turns = turns or NoTurns()
+    try:
+        turns.arrive()
+        await _measure_steps(endpoint, plan, log, tag, alive_check, reporter, on_cell, turns)
+        await turns.finish()
+    finally:
+        turns.leave()
+
+
+async def _measure_steps(endpoint: Endpoint, plan: Plan, log: MeasurementLog, tag: str, alive_check: AliveCheck,
+                         reporter: Reporter, on_cell: Callable[[], None], turns: Turns | NoTurns) -> None:
     cells = plan_cells(plan)
     total_requests = sum(c.n_requests for c in cells)
     async with Measurement(endpoint, plan, tag=tag, alive_check=alive_check, log=log) as m:
         with reporter.task("warm up", total=plan.warmup_requests, unit="requests") as task:
-            await m.warmup()
+            async with turns.step():
+                await m.warmup()
             task.update(plan.warmup_requests)
         if log.warmup is not None:
             reporter.log(f"  {log.warmup.describe()}")
         with reporter.task(f"measure {len(cells)} cells", total=total_requests, unit="requests") as task:
             for spec in cells:
                 task.update(task.completed, description=f"measure: {spec.label}")
-                outcome = await m.run_cell(spec, on_done=task.advance)
+                async with turns.step():
+                    outcome = await m.run_cell(spec, on_done=task.advance)
+                    on_cell()
                 reporter.log(f"  {spec.label}: {cell_line(spec, outcome.summary)}")
-                on_cell()
         if plan.capacity:
-            await _search_capacity(m, plan, log, reporter, on_cell)
+            await _search_capacity(m, plan, log, reporter, on_cell, turns)
         if plan.equivalence:
             with reporter.task("output equivalence: greedy, alone and batched"):
-                await m.run_equivalence()
+                async with turns.step():
+                    await m.run_equivalence()
             reporter.log("  " + describe(compare_outputs(log.outputs, log.outputs, "solo", "concurrent"),
                                          "the same prompts alone (batch invariance)"))
         if plan.gates:
             with reporter.task(f"gates: {', '.join(plan.gates)}"):
-                await m.run_gates()
+                async with turns.step():
+                    await m.run_gates()
 
 
 async def _search_capacity(m: "Measurement", plan: Plan, log: MeasurementLog, reporter: Reporter,
-                           on_cell: Callable[[], None]) -> None:
+                           on_cell: Callable[[], None], turns: Turns | NoTurns) -> None:
     """Open-loop probes chosen one after another (measure.capacity), each a recorded cell; then the capacity row."""
     assert plan.capacity is not None and plan.load is not None and plan.slo is not None  # the plan checked it
     search_spec, slo, load = plan.capacity, plan.slo, plan.load
@@ -285,11 +304,12 @@ async def _search_capacity(m: "Measurement", plan: Plan, log: MeasurementLog, re
         spec = CellSpec(f"capacity-{rate:.4g}rps", "load", "prose", 0, n, load.output_tokens.mean,
                         load.prompt_tokens.mean, rate=rate, window_s=window)
         with reporter.task(f"capacity probe at {rate:.4g} requests/s", total=n, unit="requests") as task:
-            outcome = await m.run_cell(spec, on_done=task.advance)
+            async with turns.step():
+                outcome = await m.run_cell(spec, on_done=task.advance)
+                on_cell()
         s = outcome.summary
         rows.append(dict(s))
         reporter.log(f"  {spec.label}: {cell_line(spec, s)}")
-        on_cell()
         codes = str(s.get("invalid_codes") or "").split(",")
         measured = [r for r in outcome.records if r.measured]
         stalled = {id(r) for r in stalled_requests(measured, spec.category)}

@@ -10,13 +10,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from ..config.parameters import Seat
 from ..config.study import Study, StudyEntry
 from ..engines import get_engine
 from ..journal import Journal
+from ..util.errors import InputError
 from ..util.progress import Reporter
 from .gpus import gpu_lanes_for
 from .pending import SweepResult, interleaved, recorded
 from .placement import Lane, lane_for, place
+from .resident import Placed, rounds_of, run_round
 from .runner import QUALIFY_NOTEBOOK, OutOfTime, PapermillRunner, Runner, TimeBudget
 
 T = TypeVar("T")
@@ -47,6 +50,7 @@ def sweep(
     reuse_kernel: bool = True,
     runner: Runner | None = None,
     time_budget_s: float | None = None,
+    resident: bool = False,
 ) -> list[SweepResult]:
     """`study.repeats` runs per candidate not yet recorded under the study's plan, interleaved; failures go on.
     With `max_repeats`, then add repeats where verdicts are undecided until decided.
@@ -55,9 +59,13 @@ def sweep(
     the host's GPUs (`gpus`, default what nvidia-smi lists), each group as wide as the candidate's tensor
     parallel size times its replicas. A host without GPUs stays serial under "auto": two engines sharing CPU
     cores measure each other. `runner`: what executes each run (default: papermill on kept kernels).
-    `time_budget_s`: start no run the time left cannot hold (a lent machine's limit); the next sweep resumes."""
+    `time_budget_s`: start no run the time left cannot hold (a lent machine's limit); the next sweep resumes.
+    `resident`: each round's runs launched at once on this machine and measured in turn, cell by cell
+    (sweeps.resident), so the host's drift falls on every candidate of a round alike."""
     reporter = reporter or Reporter()
     journal.ensure_writable()
+    if resident:
+        check_resident(journal, parallel, gpus)
     if max_repeats is not None and study.verdict.max_runs != max_repeats:
         # A sequential design: its verdicts spend their error over the looks up to max_repeats runs.
         study = study.model_copy(update={"verdict": study.verdict.model_copy(update={"max_runs": max_repeats})})
@@ -68,9 +76,10 @@ def sweep(
     if time_budget_s is not None:
         runner = TimeBudget(runner, time_budget_s)
     try:
-        results = run_pending(study, entries, journal, runner, reporter, retry_failed, lanes=lanes)
+        results = run_pending(study, entries, journal, runner, reporter, retry_failed, lanes=lanes,
+                              resident=resident)
         if max_repeats is not None:
-            results += until_decided(study, journal, runner, reporter, max_repeats, lanes=lanes)
+            results += until_decided(study, journal, runner, reporter, max_repeats, lanes=lanes, resident=resident)
     except OutOfTime as stop:
         reporter.log(str(stop))
         results = stop.results
@@ -80,29 +89,58 @@ def sweep(
     return results
 
 
-Placed = tuple[int, StudyEntry, "Lane | None"]
-
-
 def run_pending(study: Study, entries: list[StudyEntry], journal: Journal, runner: Runner, reporter: Reporter,
                 retry_failed: bool, *, lanes: list[Lane] | None = None, workers: int = 1,
-                title: str | None = None) -> list[SweepResult]:
+                title: str | None = None, resident: bool = False) -> list[SweepResult]:
     """Every (repeat, entry) not yet recorded, in interleaved order. On `lanes` (sweeps.placement): each run on
-    the lane the cyclic design gives it, GPU lanes one run at a time each, node lanes `workers` at a time."""
+    the lane the cyclic design gives it, GPU lanes one run at a time each, node lanes `workers` at a time.
+    `resident`: the runs still to make, round by round, each round's runs resident at once (sweeps.resident)."""
     order = interleaved(study, entries)
     placed: list[Placed] = list(place(order, entries, lanes)) if lanes else [(r, e, None) for r, e in order]
 
-    def one(repeat: int, entry: StudyEntry, lane: Lane | None) -> SweepResult:
+    def skipped(repeat: int, entry: StudyEntry) -> SweepResult | None:
         result = recorded(study, entry, journal, repeat, retry_failed)
+        if result is not None:
+            reporter.log(f"skip {entry.name} (repeat {repeat + 1}/{study.repeats}): {result.message}")
+        return result
+
+    def one(repeat: int, entry: StudyEntry, lane: Lane | None, seat: Seat | None = None) -> SweepResult:
+        result = skipped(repeat, entry) if seat is None else None
         if result is None:
-            where = f" on {lane.label}" if lane is not None else ""
+            where = f" on {lane.label}" if lane is not None else f", seat {seat.seat + 1} of {seat.seats}" if seat else ""
             reporter.log(f"{entry.name}: repeat {repeat + 1} of {study.repeats}{where}")
-            return runner.run(study, entry, journal, reporter, lane)
-        reporter.log(f"skip {entry.name} (repeat {repeat + 1}/{study.repeats}): {result.message}")
+            return runner.run(study, entry, journal, reporter, lane, seat)
         return result
 
     label = title or f"sweep {study.name}: {len(entries)} candidates x {study.repeats} repeats"
     with reporter.task(label, total=len(placed), unit="runs") as task:
-        return run_placed(placed, one, task.advance, workers)
+        if not resident:
+            return run_placed(placed, one, task.advance, workers)
+        done = {i: result for i, (repeat, entry, _) in enumerate(placed)
+                if (result := skipped(repeat, entry)) is not None}
+        for _ in done:
+            task.advance()
+        todo = [i for i in range(len(placed)) if i not in done]
+        for indices in _round_indices(placed, todo):
+            results = run_round([placed[i] for i in indices], one, journal.root / ".sweeps", runner, task.advance)
+            done.update(zip(indices, results))
+        return [done[i] for i in range(len(placed))]
+
+
+def _round_indices(placed: list[Placed], todo: list[int]) -> list[list[int]]:
+    """The runs still to make, cut into resident rounds (a candidate once per round)."""
+    rounds = rounds_of([placed[i] for i in todo])
+    it = iter(todo)
+    return [[next(it) for _ in items] for items in rounds]
+
+
+def check_resident(journal: Journal, parallel: str | int, gpus: list[int] | None) -> None:
+    """A resident round needs one machine and the journal on its disk (the round's turns live beside it)."""
+    if journal.url:
+        raise InputError("--resident: the journal must be a local directory (the round's seats meet in it)")
+    if parallel not in (1, "1"):
+        raise InputError("--resident runs each round's candidates side by side on one machine; "
+                         "it cannot be combined with --parallel")
 
 
 def run_placed(placed: list[Placed], one: Callable[[int, StudyEntry, Lane | None], SweepResult],
@@ -147,7 +185,7 @@ def spread(runs: list[T], extra: T, count: int) -> list[T]:
 
 
 def until_decided(study: Study, journal: Journal, runner: Runner, reporter: Reporter,
-                  max_repeats: int, *, lanes: list[Lane] | None = None) -> list[SweepResult]:
+                  max_repeats: int, *, lanes: list[Lane] | None = None, resident: bool = False) -> list[SweepResult]:
     """One more run for every undecided candidate (and the baseline, more often than any one of them), interleaved,
     until every verdict is decided or `max_repeats` runs each are spent. The study's verdicts spend their error
     over these looks (verdict.max_runs), so looking after every run does not inflate it."""
@@ -182,5 +220,10 @@ def until_decided(study: Study, journal: Journal, runner: Runner, reporter: Repo
             baseline_repeats = iter(range(len(base.records), len(base.records) + max(short, 0)))
             added = [item or placed(index, base, next(baseline_repeats))
                      for item in spread(candidates, None, max(short, 0))]
-        results += run_placed(added, lambda _, entry, lane: runner.run(study, entry, journal, reporter, lane),
-                              lambda: None)
+        if resident:  # the added runs are the next round (a baseline added twice takes two seats)
+            results += run_round(added, lambda _, entry, lane, seat: runner.run(study, entry, journal, reporter,
+                                                                                 lane, seat),
+                                 journal.root / ".sweeps", runner)
+        else:
+            results += run_placed(added, lambda _, entry, lane: runner.run(study, entry, journal, reporter, lane),
+                                  lambda: None)

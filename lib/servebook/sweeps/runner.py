@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..config.parameters import Seat
 from ..config.secrets import Scrubber
 from ..config.study import Study, StudyEntry
 from ..journal import Journal
@@ -25,8 +26,9 @@ QUALIFY_NOTEBOOK = repo_data_dir().parent / "notebooks" / "qualify.ipynb"
 
 class Runner(Protocol):
     def run(self, study: Study, entry: StudyEntry, journal: Journal, reporter: Reporter,
-            lane: Lane | None = None) -> SweepResult:
-        """Run `entry` once under the study's plan into `journal` (on `lane`, when the sweep placed it)."""
+            lane: Lane | None = None, seat: Seat | None = None) -> SweepResult:
+        """Run `entry` once under the study's plan into `journal` (on `lane`, when the sweep placed it; in `seat`
+        of a resident round, whose runs measure in turn)."""
         ...
 
     def close(self) -> None:
@@ -111,7 +113,7 @@ class PapermillRunner:
             _shutdown(km)
 
     def run(self, study: Study, entry: StudyEntry, journal: Journal, reporter: Reporter,
-            lane: Lane | None = None) -> SweepResult:
+            lane: Lane | None = None, seat: Seat | None = None) -> SweepResult:
         started = time.monotonic()
         # A lane as wide as the widest candidate: a narrower one takes its first GPUs, and the lane stays the block.
         gpus = list(lane.gpus[:gpus_needed(entry)]) if lane is not None and lane.gpus is not None else None
@@ -123,7 +125,8 @@ class PapermillRunner:
         parameters = {"candidate": entry.candidate.model_dump(mode="json"),
                       "plan": study.plan.model_dump(mode="json"), "journal": journal.url or str(journal.root.resolve()),
                       "run_id": run_id, "study": study.name, "study_entry": entry.name, "visible_gpus": gpus,
-                      "lane": lane.label if lane is not None else None}
+                      "lane": lane.label if lane is not None else None,
+                      "turns": seat.model_dump(mode="json") if seat is not None else None}
         reporter.log(f"candidate {entry.name} ({entry.candidate.id}) -> run {run_id}")
         message = self._execute(output, parameters, _ProgressStream(reporter, f"  [{entry.name}] "))
         if not message and not ran_a_cell(output):
@@ -272,7 +275,7 @@ class ModelledRunner:
     _rng: Any = field(default=None, init=False, repr=False)
 
     def run(self, study: Study, entry: StudyEntry, journal: Journal, reporter: Reporter,
-            lane: Lane | None = None) -> SweepResult:
+            lane: Lane | None = None, seat: Seat | None = None) -> SweepResult:
         import numpy as np
 
         from ..journal.synthetic import write_modelled_run
@@ -309,20 +312,31 @@ class TimeBudget:
     results: list[SweepResult] = field(default_factory=list)
     _deadline: float = field(default=0.0, init=False)
     _longest: float = field(default=0.0, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._deadline = self.clock() + self.seconds
 
     def run(self, study: Study, entry: StudyEntry, journal: Journal, reporter: Reporter,
-            lane: Lane | None = None) -> SweepResult:
+            lane: Lane | None = None, seat: Seat | None = None) -> SweepResult:
+        if seat is None:  # a resident round is admitted whole (admit_round), its runs not one by one
+            self.admit(entry.name, "a run")
+        result = self.runner.run(study, entry, journal, reporter, lane, seat)
+        if seat is None:
+            self._longest = max(self._longest, result.seconds)
+        with self._lock:
+            self.results.append(result)
+        return result
+
+    def admit(self, names: str, what: str) -> None:
+        """Go on only while the time left holds the longest run (or round) so far, with the margin."""
         left = self._deadline - self.clock()
         if left <= 0 or left < self._longest * self.margin:
-            raise OutOfTime(f"time budget: {max(left, 0):.0f} s left, and a run took up to {self._longest:.0f} s; "
-                            f"{entry.name} and what follows wait for the next sweep", self.results)
-        result = self.runner.run(study, entry, journal, reporter, lane)
-        self._longest = max(self._longest, result.seconds)
-        self.results.append(result)
-        return result
+            raise OutOfTime(f"time budget: {max(left, 0):.0f} s left, and {what} took up to {self._longest:.0f} s; "
+                            f"{names} and what follows wait for the next sweep", self.results)
+
+    def round_took(self, seconds: float) -> None:
+        self._longest = max(self._longest, seconds)
 
     def close(self) -> None:
         self.runner.close()

@@ -33,14 +33,16 @@ def machine_of(record: RunRecord) -> str:
 
 def run_cells(records: list[RunRecord]) -> list[pd.DataFrame | None]:
     """Each run's cells (None when it has none), marked with its block: the machine, and the interleaving round
-    (the run's place among its candidate's completed runs on that machine)."""
+    (the resident round it was measured in, else the run's place among its candidate's completed runs on that
+    machine)."""
     out: list[pd.DataFrame | None] = []
     rounds: dict[str, int] = {}
     for record in records:
         cells = record.table("cells") if record.status == "completed" else None
         if cells is not None:
             machine = machine_of(record)
-            cells.attrs["block"] = (machine, str(rounds.get(machine, 0)))
+            resident = record.manifest.resident if record.manifest is not None else None
+            cells.attrs["block"] = (machine, resident.round_id if resident else str(rounds.get(machine, 0)))
             cells.attrs["host"] = record.manifest.environment.host_identity if record.manifest else ""
             rounds[machine] = rounds.get(machine, 0) + 1
         out.append(cells)

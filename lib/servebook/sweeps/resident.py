@@ -1,0 +1,71 @@
+"""Resident rounds (`sweep --resident`): each interleaving round's runs launched at once on this machine, their
+engines side by side, measuring in turn cell by cell (measure.turns), so the same cell of every candidate of the
+round is measured within the same minute and the round, a block of the verdict's model, takes out the host's drift.
+
+The engines must fit side by side: on a GPU, each candidate gives its engine a share of the memory (for vLLM,
+`--kv-cache-memory-bytes` with a low `--gpu-memory-utilization`, which also spares concurrent starts vLLM's
+device-wide memory profiling); a CPU engine's threads are idle while another seat measures."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from ..config.parameters import Seat
+from ..config.study import StudyEntry
+from ..journal import utc_now
+from ..measure.turns import release
+from .pending import SweepResult
+from .placement import Lane
+from .runner import Runner, TimeBudget
+
+Placed = tuple[int, StudyEntry, "Lane | None"]
+#: one run of a round, given its seat: the sweep's skip check and the runner
+RunSeated = Callable[[int, StudyEntry, "Lane | None", "Seat | None"], SweepResult]
+
+
+def rounds_of(placed: list[Placed]) -> list[list[Placed]]:
+    """The interleaved order cut into rounds: a round ends where a candidate would come a second time."""
+    out: list[list[Placed]] = []
+    seen: set[str] = set()
+    for item in placed:
+        if not out or item[1].name in seen:
+            out.append([])
+            seen = set()
+        out[-1].append(item)
+        seen.add(item[1].name)
+    return out
+
+
+def round_id() -> str:
+    return f"round-{utc_now().replace(':', '').replace('-', '')[:15]}-{uuid.uuid4().hex[:6]}"
+
+
+def run_round(items: list[Placed], one: RunSeated, directory: Path, runner: Runner,
+              advance: Callable[[], None] = lambda: None) -> list[SweepResult]:
+    """One resident round: every run started at once in its own thread (a kernel each), seated in one round.
+    A seat is released when its run returns, however it ended, so no other seat waits for it."""
+    if len(items) == 1:
+        return [one(*items[0], None)]
+    budget = runner if isinstance(runner, TimeBudget) else None
+    if budget is not None:
+        budget.admit(", ".join(entry.name for _, entry, _ in items), "a resident round")
+    name = round_id()
+    seats = [Seat(round_id=name, directory=str(directory), seat=i, seats=len(items)) for i in range(len(items))]
+    started = time.monotonic()
+
+    def seated(index: int) -> SweepResult:
+        try:
+            return one(*items[index], seats[index])
+        finally:
+            release(seats[index])
+            advance()
+
+    with concurrent.futures.ThreadPoolExecutor(len(items), thread_name_prefix="servebook-seat") as executor:
+        results = list(executor.map(seated, range(len(items))))
+    if budget is not None:
+        budget.round_took(time.monotonic() - started)
+    return results

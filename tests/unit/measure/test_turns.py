@@ -1,0 +1,107 @@
+"""Resident rounds: seats measure one at a time, cell-major, in rotating order, and never wait on a seat that is
+gone (left, released by the sweep, or dead)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from servebook.config.parameters import Seat
+from servebook.measure.turns import Turns, TurnTimeout, release
+
+
+def _seats(tmp_path, n: int) -> list[Seat]:
+    return [Seat(round_id="round-test", directory=str(tmp_path), seat=i, seats=n) for i in range(n)]
+
+
+def _play(seat: Seat, steps: int, log: list, lock: threading.Lock, *, leave_after: int | None = None,
+          start_delay: float = 0.0) -> None:
+    async def go() -> None:
+        await asyncio.sleep(start_delay)
+        turns = Turns(seat, wait_s=20)
+        turns.arrive()
+        try:
+            for step in range(steps):
+                if leave_after is not None and step == leave_after:
+                    return
+                async with turns.step():
+                    with lock:
+                        log.append(("start", seat.seat, step, time.monotonic()))
+                    await asyncio.sleep(0.02)
+                    with lock:
+                        log.append(("end", seat.seat, step, time.monotonic()))
+            await turns.finish()
+        finally:
+            turns.leave()
+
+    asyncio.run(go())
+
+
+def _run(seats: list[Seat], steps: int, **per_seat) -> list:
+    log: list = []
+    lock = threading.Lock()
+    threads = [threading.Thread(target=_play, args=(seat, steps, log, lock), kwargs=per_seat.get(str(seat.seat), {}))
+               for seat in seats]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not any(thread.is_alive() for thread in threads)
+    return log
+
+
+def test_one_seat_measures_at_a_time_cell_major_in_rotating_order(tmp_path):
+    log = _run(_seats(tmp_path, 3), steps=3, **{"2": {"start_delay": 0.3}})  # the late seat holds the start
+    starts = [(seat, step) for kind, seat, step, _ in log if kind == "start"]
+    assert starts == [(0, 0), (1, 0), (2, 0), (1, 1), (2, 1), (0, 1), (2, 2), (0, 2), (1, 2)]
+    held = 0
+    for kind, *_ in log:
+        held += 1 if kind == "start" else -1
+        assert held in (0, 1)
+
+
+def test_a_seat_that_leaves_early_does_not_hold_the_others(tmp_path):
+    log = _run(_seats(tmp_path, 3), steps=3, **{"1": {"leave_after": 1}})
+    starts = [(seat, step) for kind, seat, step, _ in log if kind == "start"]
+    assert (1, 1) not in starts and (1, 2) not in starts
+    assert sorted(s for s in starts if s[0] != 1) == [(0, 0), (0, 1), (0, 2), (2, 0), (2, 1), (2, 2)]
+
+
+def test_a_seat_released_by_the_sweep_or_dead_is_passed_over(tmp_path):
+    seats = _seats(tmp_path, 3)
+    release(seats[1])  # its notebook returned before its engine served (a failed load)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    from servebook.measure.turns import _RoundState
+
+    _RoundState(seats[2]).set(2, pid=int(dead.stdout), state="ready", steps=0)  # its kernel died mid-round
+    turns = Turns(seats[0], wait_s=5)
+    turns.arrive()
+
+    async def three_steps() -> int:
+        for _ in range(3):
+            async with turns.step():
+                pass
+        await turns.finish()
+        return turns.steps_done
+
+    assert asyncio.run(three_steps()) == 3
+
+
+def test_a_seat_that_never_comes_is_a_bounded_wait(tmp_path):
+    seats = _seats(tmp_path, 2)
+    turns = Turns(seats[0], wait_s=0.3)
+    turns.arrive()
+
+    async def first_step() -> None:
+        async with turns.step():
+            pass
+
+    with pytest.raises(TurnTimeout, match="waited"):
+        asyncio.run(first_step())
+    assert os.path.exists(tmp_path / "round-test.turns.json")
