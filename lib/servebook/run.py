@@ -317,7 +317,7 @@ def run_candidate(
     adapter = get_engine(candidate.engine)
     journal.ensure_writable()
     adapter.check_plan_fits(candidate, plan)
-    paths = preflight(candidate, reporter)
+    paths = preflight(candidate, reporter, shared=seat is not None)
     api_key = _api_key(candidate)
     target = _target(candidate, adapter, paths, api_key)
     served_model, verification = None, None

@@ -71,8 +71,10 @@ def resolve_model_path(value: str, field_name: str, reporter: Reporter, fmt: Mod
     return str(path.resolve())
 
 
-def gpu_checks(candidate: Candidate, inventory, disk_path: Path | None = None) -> list[Finding]:
-    """E_GPU_MISSING, E_GPU_BUSY, E_GPU_MEMORY, E_P2P, W_POWER and E_DISK for one candidate."""
+def gpu_checks(candidate: Candidate, inventory, disk_path: Path | None = None, shared: bool = False) -> list[Finding]:
+    """E_GPU_MISSING, E_GPU_BUSY, E_GPU_MEMORY, E_P2P, W_POWER and E_DISK for one candidate. `shared`: a resident
+    round's engines share the GPU by design, so a busy GPU is noted, not refused (each cell still checks that no
+    process outside the round is on it)."""
     from .compose import gpu_groups
 
     findings: list[Finding] = []
@@ -97,7 +99,9 @@ def gpu_checks(candidate: Candidate, inventory, disk_path: Path | None = None) -
             if gpu.processes or (gpu.utilization_pct or 0) > BUSY_UTILIZATION_PCT:
                 holders = ", ".join(f"pid {p['pid']} {p.get('name', '')} ({(p['used_memory_mib'] or 0) / 1024:.1f} GiB)"
                                     for p in gpu.processes) or f"{gpu.utilization_pct:.0f}% busy"
-                findings.append(Finding("E_GPU_BUSY", "error", f"GPU {index} ({gpu.name}) is in use: {holders}"))
+                findings.append(Finding("N_GPU_SHARED", "note", f"GPU {index} ({gpu.name}) is shared with the "
+                                        f"resident round: {holders}") if shared else
+                                Finding("E_GPU_BUSY", "error", f"GPU {index} ({gpu.name}) is in use: {holders}"))
             if needs.gpu_memory_gib and gpu.memory_free_mib / 1024 < needs.gpu_memory_gib:
                 findings.append(Finding("E_GPU_MEMORY", "error",
                                         f"GPU {index} has {gpu.memory_free_mib / 1024:.1f} GiB free, the candidate "
@@ -146,7 +150,9 @@ def host_checks() -> list[Finding]:
             for pid, command in other_engine_processes()]
 
 
-def preflight(candidate: Candidate, reporter: Reporter, *, inventory=None) -> ResolvedPaths:
+def preflight(candidate: Candidate, reporter: Reporter, *, inventory=None, shared: bool = False) -> ResolvedPaths:
+    """Check the host for the candidate and resolve its files; `shared`: in a resident round (sweep --resident),
+    where the round's other engines are on this host and GPU by design."""
     from . import gpus
 
     launch = candidate.launch
@@ -163,8 +169,8 @@ def preflight(candidate: Candidate, reporter: Reporter, *, inventory=None) -> Re
     inventory = inventory if inventory is not None else gpus.inventory()
     disk = Path(candidate.model.path).expanduser().parent if candidate.model.path and not \
         candidate.model.path.startswith(GENERATED_PREFIXES) else Path(os.environ.get("HF_HOME", Path.home()))
-    findings = gpu_checks(candidate, inventory, disk if disk.exists() else None)
-    if launch.mode == "local":
+    findings = gpu_checks(candidate, inventory, disk if disk.exists() else None, shared)
+    if launch.mode == "local" and not shared:
         findings += host_checks()
     if any(f.level == "error" for f in findings):
         raise PreflightFailed(findings)

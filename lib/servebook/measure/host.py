@@ -78,6 +78,11 @@ def _tree(proc: Path, roots: set[int]) -> set[int]:
     return members
 
 
+def process_trees(roots: set[int], proc: Path = Path("/proc")) -> set[int]:
+    """`roots` and every process below them (a resident round's other kernels and the engines they started)."""
+    return _tree(proc, roots) if roots else set()
+
+
 def own_processes(engine_pid: int | None, proc: Path = Path("/proc")) -> set[int]:
     """This process (the client, its threads included) and the engine's process tree. Not this process's other
     children: whatever else it started is someone else's load as far as the cell is concerned."""

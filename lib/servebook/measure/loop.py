@@ -42,6 +42,7 @@ from .host import (
     cpu_sample,
     foreign_cores,
     own_processes,
+    process_trees,
     steal_cores,
     telemetry_rows,
 )
@@ -62,8 +63,9 @@ class Measurement:
     """One connection to a ready endpoint, measuring cells of `plan` into `log`."""
 
     def __init__(self, endpoint: Endpoint, plan: Plan, *, tag: str, alive_check: AliveCheck | None = None,
-                 log: MeasurementLog | None = None):
+                 log: MeasurementLog | None = None, turns: Turns | NoTurns | None = None):
         self.endpoint = endpoint
+        self.turns = turns or NoTurns()
         self.adapter: EngineAdapter = endpoint.adapter
         self.plan = plan
         self.tag = tag
@@ -232,7 +234,8 @@ class Measurement:
             # engines that count drafts per interval, not per request (vLLM's spec_decode counters)
             figures["draft_acceptance"] = (counts.accepted_tokens or 0.0) / counts.draft_tokens
         pid = self.endpoint.engine_pid
-        own = own_processes(pid) if pid else set()
+        # a resident round's other engines share the GPU by design, idle while this one measures (measure.turns)
+        own = (own_processes(pid) | process_trees(self.turns.others())) if pid else set()
         gpu = summarize_gpu(gpu_samples, own, figures["completion_tokens"], figures["wall_s"])
         faults = cell_faults(evidence(
             spec, records, reconciliation, compilations=self._compilations_since(log_offset),
@@ -262,7 +265,7 @@ async def _measure_steps(endpoint: Endpoint, plan: Plan, log: MeasurementLog, ta
                          reporter: Reporter, on_cell: Callable[[], None], turns: Turns | NoTurns) -> None:
     cells = plan_cells(plan)
     total_requests = sum(c.n_requests for c in cells)
-    async with Measurement(endpoint, plan, tag=tag, alive_check=alive_check, log=log) as m:
+    async with Measurement(endpoint, plan, tag=tag, alive_check=alive_check, log=log, turns=turns) as m:
         with reporter.task("warm up", total=plan.warmup_requests, unit="requests") as task:
             async with turns.step():
                 await m.warmup()

@@ -135,6 +135,10 @@ class Turns:
                                   f"for {what}")
             await asyncio.sleep(POLL_S)
 
+    def others(self) -> set[int]:
+        """The processes of the round's other seats (their kernels; their engines are below them)."""
+        return {int(e["pid"]) for i, e in self._read().items() if int(i) != self.seat.seat and e.get("pid")}
+
     def arrive(self) -> None:
         """This seat's engine serves: it counts toward the round's start."""
         self._set(pid=os.getpid(), state="ready", steps=self.steps_done)
@@ -166,6 +170,9 @@ class NoTurns:
     """A run measured on its own: every step is its turn."""
 
     steps_done = 0
+
+    def others(self) -> set[int]:
+        return set()
 
     def arrive(self) -> None:
         return None

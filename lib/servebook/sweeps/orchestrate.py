@@ -220,10 +220,12 @@ def until_decided(study: Study, journal: Journal, runner: Runner, reporter: Repo
             baseline_repeats = iter(range(len(base.records), len(base.records) + max(short, 0)))
             added = [item or placed(index, base, next(baseline_repeats))
                      for item in spread(candidates, None, max(short, 0))]
-        if resident:  # the added runs are the next round (a baseline added twice takes two seats)
-            results += run_round(added, lambda _, entry, lane, seat: runner.run(study, entry, journal, reporter,
-                                                                                 lane, seat),
-                                 journal.root / ".sweeps", runner)
+        if resident:  # the added runs are the next rounds, each no larger than the study's first ones
+            seats = len(study.expand())
+            for start in range(0, len(added), seats):
+                results += run_round(added[start:start + seats],
+                                     lambda _, entry, lane, seat: runner.run(study, entry, journal, reporter, lane, seat),
+                                     journal.root / ".sweeps", runner)
         else:
             results += run_placed(added, lambda _, entry, lane: runner.run(study, entry, journal, reporter, lane),
                                   lambda: None)
