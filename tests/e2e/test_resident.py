@@ -46,7 +46,7 @@ def test_a_resident_sweep_measures_each_rounds_runs_in_turn(tmp_path):
     result = subprocess.run([sys.executable, "-m", "servebook.cli", "sweep", str(study), "--journal", str(journal_dir),
                              "--resident"], capture_output=True, text=True, env=ENV, cwd=REPO, timeout=900)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "seat 2 of 2" in result.stdout
+    assert "seat 2 of 2" in result.stderr
 
     records = sorted(Journal(str(journal_dir)).runs(), key=lambda r: r.run_id)
     assert [r.status for r in records] == ["completed"] * 4

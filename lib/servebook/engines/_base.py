@@ -112,6 +112,8 @@ class EngineAdapter(ABC):
     #: (None: the engine reports none that servebook has checked); a cell's mean is the change in sum / count
     queue_histogram: str | None = None
     prefill_histogram: str | None = None
+    #: the engine's own time-to-first-token histogram (vLLM's clock starts when its front end has the request)
+    ttft_histogram: str | None = None
 
     def launch_env(self, candidate: "Candidate") -> dict[str, str]:
         """Environment servebook gives a launched engine besides the candidate's own `launch.env` (which wins):

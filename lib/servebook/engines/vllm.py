@@ -37,6 +37,7 @@ class VLLMAdapter(_gpu.PythonServerAdapter):
     # from arrival to scheduling, and from scheduling to the first token (vllm/v1/metrics/loggers.py)
     queue_histogram = "vllm:request_queue_time_seconds"
     prefill_histogram = "vllm:request_prefill_time_seconds"
+    ttft_histogram = "vllm:time_to_first_token_seconds"
     compile_cache_env = ("VLLM_CACHE_ROOT", "TRITON_CACHE_DIR")
     # not any command that mentions "vllm" (a servebook sweep of a vllm study is not an engine)
     process_markers = (b"vllm serve", b"vllm.entrypoints")

@@ -79,6 +79,9 @@ class CellSummary(TypedDict, total=False):
     engine_prompt_s: float | None
     #: the engine's own queueing time, the cell's mean from its histogram (vLLM; None where none is reported)
     engine_queue_s: float | None
+    #: the engine's own time to first token, the cell's mean from its histogram (vLLM's starts when its front end
+    #: has the request, so the client's TTFT minus it is what lies before: HTTP, the body's parsing, the network)
+    engine_ttft_s: float | None
     #: the standard error of the cell's headline figure that its own requests explain, in percent (per-request
     #: values' CV over the square root of their number: Kalibera and Jones' within-launch level)
     within_se_pct: float | None
@@ -224,14 +227,16 @@ def reuse_summary(records: list[RequestRecord]) -> dict:
 
 
 def with_engine_split(figures: dict[str, Any], records: list[RequestRecord], queue_s: float | None,
-                      prefill_s: float | None) -> dict[str, Any]:
+                      prefill_s: float | None, engine_ttft_s: float | None = None) -> dict[str, Any]:
     """The TTFT split from the engine's histograms (cell means) where it reports no per-request timings: its
-    queueing, its prompt processing, and the rest of the client's mean TTFT (client, network, first step)."""
+    queueing, its prompt processing, its own time to first token, and the rest of the client's mean TTFT
+    (client, network, first step)."""
     if figures.get("engine_prompt_s") is not None or prefill_s is None:
-        return {**figures, "engine_queue_s": queue_s}
+        return {**figures, "engine_queue_s": queue_s, "engine_ttft_s": engine_ttft_s}
     ttfts = [r.ttft for r in records if r.ok and r.ttft is not None]
     outside = statistics.fmean(ttfts) - prefill_s - (queue_s or 0.0) if ttfts else None
-    return {**figures, "engine_prompt_s": prefill_s, "engine_queue_s": queue_s, "ttft_outside_engine_s": outside}
+    return {**figures, "engine_prompt_s": prefill_s, "engine_queue_s": queue_s, "engine_ttft_s": engine_ttft_s,
+            "ttft_outside_engine_s": outside}
 
 
 def cell_figures(spec: CellSpec, records: list[RequestRecord], slots: int | None = None) -> dict[str, Any]:
@@ -272,6 +277,7 @@ def cell_figures(spec: CellSpec, records: list[RequestRecord], slots: int | None
         # processing, and everything else (client, network, queue, scheduling, the first decode step).
         "engine_prompt_s": _median(engine_prompt),
         "engine_queue_s": None,
+        "engine_ttft_s": None,
         # the requests' own version of the headline figure: decode rates, prompt rates, or times to first token
         "within_se_pct": se_pct(rates if spec.kind == "decode" else prefill_rates if spec.kind == "prefill" else ttfts),
         "ttft_outside_engine_s": _median(outside),

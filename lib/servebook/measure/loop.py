@@ -228,7 +228,8 @@ class Measurement:
         counted = [r for r in records if r.measured]
         figures = with_engine_split(cell_figures(spec, counted, self.endpoint.slots), counted,
                                     *(histogram_mean(before, after, name) if name else None
-                                      for name in (self.adapter.queue_histogram, self.adapter.prefill_histogram)))
+                                      for name in (self.adapter.queue_histogram, self.adapter.prefill_histogram,
+                                                   self.adapter.ttft_histogram)))
         figures.update(objective_figures(spec, records, self.plan, figures["wall_s"]))
         if figures.get("draft_acceptance") is None and counts is not None and counts.draft_tokens:
             # engines that count drafts per interval, not per request (vLLM's spec_decode counters)

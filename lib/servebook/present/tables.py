@@ -112,12 +112,13 @@ def prefill_table(cells, label: str | None = None) -> Table | None:
     if not prefill:
         return None
     table = Table(([label.capitalize()] if label else []) + ["Prompt tokens", "Prefill tok/s", "First token",
-                                                             "Engine's prompt time", "Check"], title="Cold prefill")
+                                                             "Engine's first token", "Engine's prompt time",
+                                                             "Check"], title="Cold prefill")
     for cell in _rows(prefill, ["order", "target_prompt_tokens"] if label else ["target_prompt_tokens"]):
         table.add(([cell[label]] if label else []) + [
             int(cell["target_prompt_tokens"]), fmt(cell["prefill_tok_s"], ".0f"),
-            fmt(cell["ttft_s"], ".0f", 1000, " ms"), fmt(cell.get("engine_prompt_s"), ".0f", 1000, " ms"),
-            cell_check(cell)], "" if cell["valid"] else "invalid")
+            fmt(cell["ttft_s"], ".0f", 1000, " ms"), fmt(cell.get("engine_ttft_s"), ".0f", 1000, " ms"),
+            fmt(cell.get("engine_prompt_s"), ".0f", 1000, " ms"), cell_check(cell)], "" if cell["valid"] else "invalid")
     return table
 
 

@@ -114,3 +114,6 @@ def test_the_ttft_split_comes_from_the_engines_histograms_where_it_reports_no_pe
     assert split["ttft_outside_engine_s"] == pytest.approx(0.55 - 0.25 - 0.2)
     kept = with_engine_split({**cell_figures(spec, records), "engine_prompt_s": 0.3}, records, None, 0.25)
     assert kept["engine_prompt_s"] == 0.3, "per-request timings, where the engine gives them, come first"
+    # vLLM's own first-token clock, beside the client's: what lies before its front end has the request
+    assert with_engine_split(cell_figures(spec, records), records, queue, prefill, 0.31)["engine_ttft_s"] == 0.31
+    assert split["engine_ttft_s"] is None, "not measured is None, never a guess"

@@ -95,6 +95,7 @@ class Engine:
                 cached = self.cached_prefix(prompt_tokens)
                 await asyncio.sleep(self.prefill_seconds(len(prompt_tokens) - cached))
                 c.observe("prefill_time", time.monotonic() - scheduled)
+                c.observe("ttft", time.monotonic() - arrived)
                 if flavor == "llamacpp":
                     c.inc(c.prompt, len(prompt_tokens) - cached)
                     c.inc(c.cached, cached)

@@ -45,6 +45,7 @@ EXPORTED = {
         "accepted": ("counter", "spec_decode_num_accepted_tokens", "Number of accepted tokens."),
         "queue_time": ("histogram", "request_queue_time_seconds", "Histogram of time spent in WAITING phase."),
         "prefill_time": ("histogram", "request_prefill_time_seconds", "Histogram of time spent in PREFILL phase."),
+        "ttft": ("histogram", "time_to_first_token_seconds", "Histogram of time to first token in seconds."),
     },
 }
 #: label values a real server would give a request the simulator does not describe further
