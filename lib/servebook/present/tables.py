@@ -158,8 +158,11 @@ def reuse_table(cells, label: str | None = None) -> Table | None:
 
 
 def cell_tables(cells, label: str | None = None) -> list[Table]:
+    from .load_tables import capacity_table, latency_table, load_table
+
     rows = records(cells)
-    extra = [prefill_table(rows, label), reuse_table(rows, label), wave_table(rows, label)]
+    extra = [prefill_table(rows, label), reuse_table(rows, label), wave_table(rows, label), load_table(rows, label),
+             capacity_table(rows, label), latency_table(rows, label)]
     return decode_tables(rows, label) + [t for t in extra if t is not None]
 
 
