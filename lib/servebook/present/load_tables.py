@@ -149,3 +149,19 @@ def capacity_line(cells) -> str | None:
         return None
     return "; ".join(f"{row.values[0]} holds {row.values[3]} requests/s over {row.values[2]} run(s) at {row.values[1]}"
                      for row in table.rows)
+
+
+def capacity_cells(runs: dict[str, list], label: str = "candidate") -> list[dict]:
+    """The capacity cells of runs grouped under names (`label` holds the name), each with its run's objectives."""
+    from .figures import run_context
+
+    out = []
+    for name, records_ in runs.items():
+        for record in records_:
+            cells = record.table("cells")
+            if cells is None or cells.empty or "kind" not in cells:
+                continue
+            context = run_context(record)
+            out += [{**row, **context, label: name, "run_id": record.run_id}
+                    for row in cells[cells["kind"] == "capacity"].to_dict("records")]
+    return out
