@@ -56,23 +56,29 @@ def _statistics(name: str, seconds: Sequence[float]) -> dict[str, float | None]:
             f"{name}_p99_ms": quantile(values, 0.99)}
 
 
-def figures(requests: Iterable[tuple[float, float | None, float | None, int | None, int | None]],
-            gaps: Sequence[float], duration_s: float | None = None) -> dict[str, float | None]:
-    """A cell's figures from its successful requests, each (t_send, t_first, t_last, prompt_tokens,
-    completion_tokens), and the chunk gaps of those requests. `duration_s`: an open-loop cell's window; by default
-    the first send to the last finish of the requests."""
-    rows = [r for r in requests if r[1] is not None and r[2] is not None]
-    ttfts = [first - send for send, first, _, _, _ in rows]  # type: ignore[operator]
-    e2es = [last - send for send, _, last, _, _ in rows]  # type: ignore[operator]
-    tpots = [(last - first) / (tokens - 1) for _, first, last, _, tokens in rows  # type: ignore[operator]
-             if tokens is not None and tokens > 1]
-    if duration_s is None and rows:
-        duration_s = max(r[2] for r in rows) - min(r[0] for r in rows)  # type: ignore[type-var]
-    output = sum(r[4] or 0 for r in rows)
-    prompt = sum(r[3] or 0 for r in rows)
-    per_second = (lambda n: n / duration_s) if rows and duration_s else (lambda n: None)
+#: one request as the figures read it: t_send, t_first, t_last, prompt_tokens, completion_tokens
+Request = tuple[float, float | None, float | None, int | None, int | None]
+
+
+def figures(requests: Iterable[Request], gaps: Sequence[float],
+            duration_s: float | None = None) -> dict[str, float | None]:
+    """A cell's figures from its successful requests and the chunk gaps of those requests. `duration_s`: the
+    cell's wall time or an open-loop cell's window; by default the first send to the last finish of the requests."""
+    done = [(send, first, last, prompt or 0, tokens) for send, first, last, prompt, tokens in requests
+            if first is not None and last is not None]
+    ttfts = [first - send for send, first, _, _, _ in done]
+    e2es = [last - send for send, _, last, _, _ in done]
+    tpots = [(last - first) / (tokens - 1) for _, first, last, _, tokens in done if tokens is not None and tokens > 1]
+    if duration_s is None and done:
+        duration_s = max(r[2] for r in done) - min(r[0] for r in done)
+    output = sum(r[4] or 0 for r in done)
+    prompt = sum(r[3] for r in done)
+
+    def per_second(n: float) -> float | None:
+        return n / duration_s if done and duration_s else None
+
     return {**_statistics("ttft", ttfts), **_statistics("tpot", tpots), **_statistics("itl", gaps),
-            **_statistics("e2e", e2es), "request_rps": per_second(len(rows)), "output_tok_s": per_second(output),
+            **_statistics("e2e", e2es), "request_rps": per_second(len(done)), "output_tok_s": per_second(output),
             "total_tok_s": per_second(prompt + output)}
 
 
@@ -117,8 +123,8 @@ def with_latency(cells: "pd.DataFrame", requests: "pd.DataFrame | None",
     they existed lacks them; a run that has them is returned as it is, and nothing is written back."""
     if cells.empty or set(LATENCY_COLUMNS) <= set(cells.columns) or requests is None or requests.empty:
         return cells
-    found = [_cell_of_table(cell, requests, chunks) if cell.get("kind") not in ("capacity",) else {}
-             for cell in cells.to_dict("records")]
+    found = [_cell_of_table({str(k): v for k, v in cell.items()}, requests, chunks)
+             if cell.get("kind") != "capacity" else {} for cell in cells.to_dict("records")]
     out = cells.copy()
     for column in LATENCY_COLUMNS:
         if column not in out:

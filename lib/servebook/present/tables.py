@@ -157,15 +157,6 @@ def reuse_table(cells, label: str | None = None) -> Table | None:
     return table
 
 
-def cell_tables(cells, label: str | None = None) -> list[Table]:
-    from .load_tables import capacity_table, latency_table, load_table
-
-    rows = records(cells)
-    extra = [prefill_table(rows, label), reuse_table(rows, label), wave_table(rows, label), load_table(rows, label),
-             capacity_table(rows, label), latency_table(rows, label)]
-    return decode_tables(rows, label) + [t for t in extra if t is not None]
-
-
 #: (title, metric, cell kind, format spec, scale) of the side-by-side figures of a comparison
 COMPARED_METRICS = [
     ("Aggregate decode tok/s", "aggregate_tok_s", "decode", ".1f", 1.0),

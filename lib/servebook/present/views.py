@@ -9,7 +9,8 @@ from ..config.study import Study
 from ..journal.store import RunRecord
 from ..util.render import Block, Renderable, Table, Text
 from ..verdicts.judge import Judgement
-from .tables import DECODE_DEFINITIONS, PREFILL_DEFINITIONS, cell_tables, fit_table, memory_table, verification_table
+from .load_tables import LATENCY_DEFINITIONS, capacity_text, cell_tables
+from .tables import DECODE_DEFINITIONS, PREFILL_DEFINITIONS, fit_table, memory_table, verification_table
 
 
 @dataclass
@@ -60,14 +61,10 @@ class RunReport(Renderable):
         cells = self.cells()
         capacity = [c for c in cells if c.get("kind") == "capacity"]
         if capacity:
-            from .load_tables import capacity_text
-
             blocks += [Text(f"capacity: {capacity_text(c)}", "heading") for c in capacity]
         tables = cell_tables(cells) if cells else []
         blocks += tables
         if tables:
-            from .load_tables import LATENCY_DEFINITIONS
-
             blocks.append(Text(" ".join(DECODE_DEFINITIONS[:3] + PREFILL_DEFINITIONS[:1] + LATENCY_DEFINITIONS),
                                "dim"))
         for extra in (verification_table(manifest.engine.verification if manifest else None),
