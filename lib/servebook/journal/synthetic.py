@@ -157,7 +157,8 @@ def write_capacity_run(journal: Journal, *, label: str, capacity_rps: float | No
     plan = Plan.model_validate({"decode": None, "prefill": None, "load": {}, "capacity": {},
                                 "slo": slo or {"ttft_s": 1.0, "tpot_s": 0.1, "attainment": 0.9}})
     common = {"category": "prose", "reconciliation": "ok", "reconciliation_message": "synthetic", "valid": True,
-              "invalid_codes": "", "invalid_reasons": "", "errors": 0}
+              "invalid_codes": "", "invalid_reasons": "", "errors": 0, "prompt_tokens": 2560,
+              "cached_tokens": 0, "completion_tokens": 640}
     held = capacity_rps or 1.0
     cells = [{**common, "cell_id": f"capacity-{rate:.4g}rps", "kind": "load", "concurrency": 0, "requests": 40,
               "offered_rps": rate, "achieved_rps": rate * 0.98, "slo_attainment": share, "slo_attainment_low":
