@@ -1,6 +1,7 @@
 """The `servebook` command as a user types it."""
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -132,3 +133,31 @@ def test_mutated_studies_through_the_cli_give_messages_not_tracebacks(tmp_path):
         assert result.returncode in (0, 2), result.stderr
         outcomes.append(result.returncode)
     assert 2 in outcomes  # the sample does reach the refusals
+
+
+def test_journal_show_prints_the_peers_percentiles_of_an_old_journal(tmp_path):
+    """`journal show` on the committed sample journal (recorded before the latency columns): the TTFT, TPOT, ITL and
+    end-to-end percentiles and the throughputs, computed from its raw tables as numpy's percentile does, and the
+    journal left byte for byte as it was."""
+    import hashlib
+
+    import numpy as np
+    import pandas as pd
+
+    shutil.copytree(REPO / "data" / "sample-journal", tmp_path / "journal")
+    before = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in (tmp_path / "journal").rglob("*") if p.is_file()}
+    run = sorted((tmp_path / "journal" / "runs").iterdir())[0]
+    shown = servebook("journal", "show", run.name[-12:], "--journal", tmp_path / "journal").stdout
+    for words in ("Latency percentiles per cell", "TTFT", "TPOT", "ITL (chunk gaps)", "end to end",
+                  "Throughput per cell", "Requests/s", "Total tok/s"):
+        assert words in shown
+    requests = pd.read_parquet(run / "requests.parquet")
+    mine = requests[requests["cell_id"] == "decode-prose-c1"]
+    ttft_p99 = np.percentile(mine["t_first"] - mine["t_send"], 99) * 1000
+    tpot_p90 = np.percentile((mine["t_last"] - mine["t_first"]) / (mine["completion_tokens"] - 1), 90) * 1000
+    row = next(line for line in shown.splitlines() if "decode-prose-c1" in line and "TTFT" in line)
+    assert row.split("│")[-2].strip() == f"{ttft_p99:.1f}"
+    tpot = shown.splitlines()[shown.splitlines().index(row) + 1]
+    assert "TPOT" in tpot and tpot.split("│")[-3].strip() == f"{tpot_p90:.2f}"
+    after = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in (tmp_path / "journal").rglob("*") if p.is_file()}
+    assert after == before

@@ -44,6 +44,14 @@ def test_open_loop_cells_keep_their_schedule_and_report_attainment_and_goodput(t
     # each request was forced to its own drawn length, and got it
     assert (load["completion_tokens"] == load["expected_completion_tokens"]).all()
     assert load["expected_completion_tokens"].nunique() > 3
+    # the peers' percentiles as sealed are those computed again from the raw requests and chunks (measure.latency)
+    from servebook.measure.latency import LATENCY_COLUMNS, with_latency
+
+    recomputed = with_latency(cells.reset_index().drop(columns=LATENCY_COLUMNS), requests, record.table("chunks"))
+    for column in LATENCY_COLUMNS:
+        assert recomputed[column].tolist() == pytest.approx(cells[column].tolist(), rel=1e-9, nan_ok=True), column
+    assert cells["request_rps"].tolist() == pytest.approx(cells["achieved_rps"].tolist())
+    assert (cells["ttft_p50_ms"] <= cells["ttft_p99_ms"]).all() and cells["itl_p50_ms"].notna().all()
 
 
 def test_a_slowed_client_falls_behind_and_its_cell_is_disturbed_with_the_lag(tmp_path, monkeypatch):
@@ -81,6 +89,11 @@ def test_a_capacity_search_records_its_probes_and_its_capacity_as_a_cell(tmp_pat
     # capacity lies where the fitted attainment crosses the target, between the probes that held and missed.
     assert 2 <= max(held) <= row["capacity_rps"] <= min(missed[missed > max(held)], default=32) < 33
     assert row["valid"] and row["reconciliation"] == "ok"
+    from servebook.present import report
+    from servebook.util.render import to_text
+
+    shown = to_text(report(record).blocks())
+    assert f"capacity: holds {row['capacity_rps']:.3g} requests/s" in shown and "TTFT <= 0.3 s for 90%" in shown
 
 
 def test_the_next_round_of_a_candidate_draws_the_next_arrivals_under_the_same_plan(tmp_path):

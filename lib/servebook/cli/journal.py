@@ -116,9 +116,17 @@ def compare_cmd(
     from ..present.history import SliceComparisonView
     from ..verdicts import compare_slices
 
-    result = compare_slices(open_journal(journal), parse_slice(a, "--a"), parse_slice(b, "--b"),
+    opened = open_journal(journal)
+    result = compare_slices(opened, parse_slice(a, "--a"), parse_slice(b, "--b"),
                             _rules_of(load_study(study_file) if study_file else None, limit))
     if compare_format == "json":
         _print_json(result)
-    else:
-        out.print(SliceComparisonView(result))
+        return
+    out.print(SliceComparisonView(result))
+    from ..present.load_tables import capacity_cells, capacity_estimates
+    from ..util.render import to_rich
+
+    held = capacity_estimates(capacity_cells({"A": [opened.run(r) for r in result.runs_a],
+                                              "B": [opened.run(r) for r in result.runs_b]}, "slice"), "slice")
+    if held is not None:  # the requests/s each slice held, and under which objectives
+        out.print(to_rich([held]))

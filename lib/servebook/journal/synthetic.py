@@ -145,3 +145,33 @@ def write_modelled_run(journal: Journal, candidate: Candidate, plan: Plan, *, st
         "environment": {"host": "modelled", "engine_version": "sim-timing-model"},
         "summary": {"cells": len(cells), "valid_cells": len(cells)}}))
     return journal.run(writer.run_id)
+
+
+def write_capacity_run(journal: Journal, *, label: str, capacity_rps: float | None, study: str = "synthetic-capacity",
+                       low: float | None = None, high: float | None = None, index: int = 0,
+                       slo: dict | None = None) -> RunRecord:
+    """A completed run of a capacity search (made up): two probes as open-loop cells and the capacity row, under
+    `slo` (the plan's objectives, default TTFT <= 1 s and TPOT <= 100 ms for 90% of requests)."""
+    candidate = Candidate.model_validate({"name": label, "model": {"path": "tiny:target"},
+                                          "knobs": {"max_running_requests": 1 + index % 4}})
+    plan = Plan.model_validate({"decode": None, "prefill": None, "load": {}, "capacity": {},
+                                "slo": slo or {"ttft_s": 1.0, "tpot_s": 0.1, "attainment": 0.9}})
+    common = {"category": "prose", "reconciliation": "ok", "reconciliation_message": "synthetic", "valid": True,
+              "invalid_codes": "", "invalid_reasons": "", "errors": 0, "prompt_tokens": 2560,
+              "cached_tokens": 0, "completion_tokens": 640}
+    held = capacity_rps or 1.0
+    cells = [{**common, "cell_id": f"capacity-{rate:.4g}rps", "kind": "load", "concurrency": 0, "requests": 40,
+              "offered_rps": rate, "achieved_rps": rate * 0.98, "slo_attainment": share, "slo_attainment_low":
+              share - 0.05, "slo_attainment_high": min(1.0, share + 0.05), "goodput_rps": rate * share,
+              "slo_met": share >= 0.9} for rate, share in ((held / 2, 1.0), (held * 2, 0.3))]
+    cells.append({**common, "cell_id": "capacity", "kind": "capacity", "concurrency": 0, "requests": 80,
+                  "capacity_rps": capacity_rps, "capacity_low_rps": low, "capacity_high_rps": high,
+                  "capacity_cliff": False, "capacity_probes": 2, "capacity_client_limited": False})
+    writer = journal.start_run(candidate.id, f"20260102T0000{index:02d}Z-{candidate.id[:8]}")
+    writer.write_table("cells", pd.DataFrame(cells))
+    writer.seal(Manifest.model_validate({
+        "status": "completed", "candidate_id": candidate.id, "candidate_label": label,
+        "candidate": candidate.model_dump(mode="json"), "plan_id": plan.id, "plan": plan.model_dump(mode="json"),
+        "study": study, "study_entry": label, "synthetic": True, "environment": {"host": "synthetic"},
+        "summary": {"cells": len(cells), "valid_cells": len(cells)}}))
+    return journal.run(writer.run_id)

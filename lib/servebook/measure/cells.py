@@ -14,6 +14,7 @@ from typing import Any, Literal, TypedDict, cast
 
 from ..config.plan import Plan
 from .client import RequestRecord
+from .latency import of_records
 from .openloop import attainment, load_figures, load_for, percentile, read_trace, schedule
 from .reconcile import Reconciliation
 from .validity import CellEvidence, InvalidReason, cell_faults, join_codes, join_texts
@@ -131,6 +132,26 @@ class CellSummary(TypedDict, total=False):
     tok_s_per_w: float | None
     gpu_throttle: str | None
     gpu_foreign_pids: str | None
+    # the peers' latency percentiles (ms) and throughputs (measure.latency.LATENCY_COLUMNS)
+    ttft_mean_ms: float | None
+    ttft_p50_ms: float | None
+    ttft_p90_ms: float | None
+    ttft_p99_ms: float | None
+    tpot_mean_ms: float | None
+    tpot_p50_ms: float | None
+    tpot_p90_ms: float | None
+    tpot_p99_ms: float | None
+    itl_mean_ms: float | None
+    itl_p50_ms: float | None
+    itl_p90_ms: float | None
+    itl_p99_ms: float | None
+    e2e_mean_ms: float | None
+    e2e_p50_ms: float | None
+    e2e_p90_ms: float | None
+    e2e_p99_ms: float | None
+    request_rps: float | None
+    output_tok_s: float | None
+    total_tok_s: float | None
 
 
 def plan_cells(plan: Plan) -> list[CellSpec]:
@@ -285,6 +306,8 @@ def cell_figures(spec: CellSpec, records: list[RequestRecord], slots: int | None
         **({"slots": slots, "queued": max(0, spec.concurrency - slots) if slots else None}
            if spec.kind == "wave" else {}),
         "draft_acceptance": (sum(accepted) / sum(drafted)) if drafted and sum(drafted) else None,
+        # the peers' percentiles and throughputs (measure.latency); an open-loop cell's are its window's
+        **of_records(records, wall),
     }
 
 
@@ -325,6 +348,7 @@ def objective_figures(spec: CellSpec, records: list[RequestRecord], plan: Plan,
         completion = sum(r.completion_tokens or 0 for r in measured if r.ok)
         out["aggregate_tok_s"] = completion / window  # output of the window's arrivals per second of the window
         out["arrival_seed"] = plan.load.seed
+        out.update(of_records(measured, window))
     else:
         measured, window = records, wall_s
     if plan.slo and spec.kind in ("decode", "wave", "load"):

@@ -158,12 +158,6 @@ def reuse_table(cells, label: str | None = None) -> Table | None:
     return table
 
 
-def cell_tables(cells, label: str | None = None) -> list[Table]:
-    rows = records(cells)
-    extra = [prefill_table(rows, label), reuse_table(rows, label), wave_table(rows, label)]
-    return decode_tables(rows, label) + [t for t in extra if t is not None]
-
-
 #: (title, metric, cell kind, format spec, scale) of the side-by-side figures of a comparison
 COMPARED_METRICS = [
     ("Aggregate decode tok/s", "aggregate_tok_s", "decode", ".1f", 1.0),

@@ -9,7 +9,8 @@ from ..config.study import Study
 from ..journal.store import RunRecord
 from ..util.render import Block, Renderable, Table, Text
 from ..verdicts.judge import Judgement
-from .tables import DECODE_DEFINITIONS, PREFILL_DEFINITIONS, cell_tables, fit_table, memory_table, verification_table
+from .load_tables import LATENCY_DEFINITIONS, capacity_text, cell_tables
+from .tables import DECODE_DEFINITIONS, PREFILL_DEFINITIONS, fit_table, memory_table, verification_table
 
 
 @dataclass
@@ -18,11 +19,26 @@ class RunReport(Renderable):
 
     run: RunRecord
 
-    def tables(self) -> list[Table]:
+    def cells(self) -> list[dict]:
+        """The run's cells with its objectives on each, and the latency percentiles a run recorded before they
+        existed computes from its raw requests and chunks (in memory: a read writes nothing)."""
         if self.run.status not in ("completed", "incomplete", "interrupted"):
             return []
+        from ..measure.latency import with_latency
+        from .frontier import frontier_context
+
         cells = self.run.table("cells")
-        return [] if cells is None or cells.empty else cell_tables(cells)
+        if cells is None or cells.empty:
+            return []
+        cells = with_latency(cells, self.run.table("requests"), self.run.table("chunks"))
+        identity = self.run.identity
+        context = frontier_context(identity.plan, identity.candidate, 0)
+        return [{**{k: (None if v is None or v != v else v) for k, v in row.items()}, **context}
+                for row in cells.to_dict("records")]
+
+    def tables(self) -> list[Table]:
+        cells = self.cells()
+        return cell_tables(cells) if cells else []
 
     def blocks(self) -> list[Block]:
         run, manifest = self.run, self.run.manifest
@@ -42,10 +58,15 @@ class RunReport(Renderable):
             if failure.log_tail:
                 tail = "\n".join(failure.log_tail.splitlines()[-10:])
                 blocks.append(Text("engine log tail:\n" + tail, "dim", pre=True))
-        tables = self.tables()
+        cells = self.cells()
+        capacity = [c for c in cells if c.get("kind") == "capacity"]
+        if capacity:
+            blocks += [Text(f"capacity: {capacity_text(c)}", "heading") for c in capacity]
+        tables = cell_tables(cells) if cells else []
         blocks += tables
         if tables:
-            blocks.append(Text(" ".join(DECODE_DEFINITIONS[:3] + PREFILL_DEFINITIONS[:1]), "dim"))
+            blocks.append(Text(" ".join(DECODE_DEFINITIONS[:3] + PREFILL_DEFINITIONS[:1] + LATENCY_DEFINITIONS),
+                               "dim"))
         for extra in (verification_table(manifest.engine.verification if manifest else None),
                       memory_table(manifest.engine.memory if manifest else None)):
             if extra is not None:

@@ -25,9 +25,11 @@ from .evidence import undisturbed
 
 
 def default_rules(limit_pct: float = 5.0) -> list[ComparisonRule]:
-    """What a history or a comparison follows when no study names its rules: every decode and prefill cell."""
+    """What a history or a comparison follows when no study names its rules: every decode and prefill cell, and
+    the capacity where a run searched one (runs without it add nothing)."""
     return [ComparisonRule(metric="aggregate_tok_s", max_regression_pct=limit_pct),
-            ComparisonRule(metric="prefill_tok_s", max_regression_pct=limit_pct)]
+            ComparisonRule(metric="prefill_tok_s", max_regression_pct=limit_pct),
+            ComparisonRule(metric="capacity_rps", max_regression_pct=limit_pct)]
 MARKED = ("engine_version", "image_digest", "driver", "candidate_id")
 
 

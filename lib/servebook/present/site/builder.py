@@ -31,20 +31,13 @@ from ...util.progress import Reporter
 from ...util.render import numeric_text, to_html
 from ..comparison import diff_table
 from ..figures import forest_spec
-from ..tables import (
-    DECODE_DEFINITIONS,
-    GAP_NOTE,
-    PREFILL_DEFINITIONS,
-    estimate_tables,
-    memory_table,
-    verification_table,
-)
+from ..tables import memory_table, verification_table
 from .downloads import Converter, listing
 from .files import write_page
 from .notebook_html import render_notebook
 from .pages import (
-    ESTIMATE_NOTE,
     LOG_LINES,
+    STUDY_DEFINITIONS,
     cells_detail,
     cells_frame,
     charts,
@@ -59,6 +52,7 @@ from .pages import (
     run_fingerprint,
     sections,
     status_reason,
+    study_figures,
     summarize_run,
 )
 
@@ -261,11 +255,11 @@ class SiteBuilder:
                                 "reasons": group[-1]["reasons"] or status_reason(group[-1])}
                                for label, group in groups.items()],
                 "diff": diff_table({s["label"]: s["candidate"] for s in chosen}),
-                "estimates": estimate_tables(cells_frame([s for s in shown if s["cells"]])),
+                **study_figures(shown),
                 "noise": noise_table_for(groups, rules),
                 "planning": planning_table(chosen),
                 "memory": memory_overview(chosen),
-                "definitions": DECODE_DEFINITIONS + PREFILL_DEFINITIONS + [GAP_NOTE, ESTIMATE_NOTE],
+                "definitions": STUDY_DEFINITIONS,
             }
             forest = forest_spec(comparisons_of(chosen))
             return self._render("study.html.j2", "../", title=f"study {name}", study=study,
@@ -343,6 +337,7 @@ class SiteBuilder:
                 "decode_value": s["decode_value"], "prefill_value": s["prefill_value"],
                 "decode_text": "" if s["decode_value"] is None else f"{s['decode_value']:.1f} at {s['decode_at']}",
                 "prefill_text": "" if s["prefill_value"] is None else f"{s['prefill_value']:.0f} at {s['prefill_at']}",
+                "capacity_value": s.get("capacity_value"), "capacity_text": s.get("capacity_text") or "",
                 "cells": summary.get("cells"), "valid_cells": summary.get("valid_cells"),
                 "cause": (s["failure"] or {}).get("cause"),
             })

@@ -20,6 +20,16 @@ from ...journal.index import index_row
 from ...journal.store import RunRecord
 from ...util.render import Row, Table
 from ..figures import chunk_gap_histogram_data, figure_specs, run_context, turn_ttft_data
+from ..load_tables import (
+    CAPACITY_DEFINITIONS,
+    LATENCY_DEFINITIONS,
+    capacity_estimates,
+    capacity_table,
+    capacity_text,
+    latency_table,
+    load_table,
+    throughput_table,
+)
 from ..tables import (
     DECODE_DEFINITIONS,
     GAP_NOTE,
@@ -27,6 +37,7 @@ from ..tables import (
     REUSE_DEFINITIONS,
     WAVE_DEFINITIONS,
     decode_tables,
+    estimate_tables,
     fmt,
     number,
     prefill_table,
@@ -76,10 +87,21 @@ def _cell_rows(path: Path) -> list[dict]:
     return [{k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()} for row in rows]
 
 
+def _with_latency(record: RunRecord, rows: list[dict]) -> list[dict]:
+    """The cells with the latency percentiles, computed from the raw tables where a run predates them."""
+    from ...measure.latency import LATENCY_COLUMNS, with_latency
+
+    if not rows or all(set(LATENCY_COLUMNS) <= set(row) for row in rows):
+        return rows
+    frame = with_latency(pd.DataFrame(rows), record.table("requests"), record.table("chunks"))
+    return [{k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()}
+            for row in frame.to_dict("records")]
+
+
 def summarize_run(record: RunRecord) -> dict:
     """Everything the pages need from one run, as JSON, so unchanged runs are never re-read."""
     identity, manifest = record.identity, record.manifest
-    cell_rows = _cell_rows(record.table_path("cells")) if record.status == "completed" else []
+    cell_rows = _with_latency(record, _cell_rows(record.table_path("cells"))) if record.status == "completed" else []
     verdicts = record.verdicts()
     latest = verdicts[-1] if verdicts else {}
     decode = [c for c in cell_rows if c.get("kind") == "decode" and c.get("valid")]
@@ -122,6 +144,7 @@ def summarize_run(record: RunRecord) -> dict:
         "decode_at": top_c,
         "prefill_value": mean([c["prefill_tok_s"] for c in prefill if c["target_prompt_tokens"] == top_p]),
         "prefill_at": top_p,
+        **capacity_summary(cell_rows, run_context(record)),
         "chunk_gaps": chunk_gap_histogram_data(record),
         "frontier": run_context(record),
         "reuse_turns": turn_ttft_data(record) if any(c.get("kind") == "reuse" for c in cell_rows) else [],
@@ -129,6 +152,17 @@ def summarize_run(record: RunRecord) -> dict:
         "files": sorted(p.name for p in record.dir.iterdir() if p.is_file() and not p.name.startswith(".")),
         "index_row": index_row(record),  # its row of the journal's index, for history() without reading the index
     }
+
+
+def capacity_summary(cells: list[dict], context: dict) -> dict:
+    """The run's capacity for listings: requests/s held (None where none was searched or none held) and the
+    sentence with its interval and objectives."""
+    found = [c for c in cells if c.get("kind") == "capacity"]
+    if not found:
+        return {"capacity_value": None, "capacity_text": ""}
+    cell = {**found[0], **context}
+    return {"capacity_value": number(cell.get("capacity_rps")) if cell.get("valid") else None,
+            "capacity_text": capacity_text(cell) + ("" if cell.get("valid") else f" (invalid: {cell['invalid_reasons']})")}
 
 
 def mean(values: list) -> float | None:
@@ -175,6 +209,13 @@ def sections(summaries: list[dict]) -> list[dict]:
     waves = wave_table(cells, label)
     if waves is not None:
         out.append({"title": "Waves beyond the slot count", "tables": [waves], "definitions": WAVE_DEFINITIONS})
+    load = [t for t in (capacity_table(cells, label), load_table(cells, label)) if t is not None]
+    if load:
+        out.append({"title": "Capacity and open-loop load", "tables": load, "definitions": CAPACITY_DEFINITIONS})
+    latency = [t for t in (latency_table(cells, label), throughput_table(cells, label)) if t is not None]
+    if latency:
+        out.append({"title": "Latency percentiles and throughput", "tables": latency,
+                    "definitions": LATENCY_DEFINITIONS})
     return out
 
 
@@ -242,14 +283,20 @@ def memory_overview(summaries: list[dict]) -> Table | None:
 
 
 def planning_table(summaries: list[dict]) -> Table:
+    """Replicas times a measured unit: the decode rate at the highest concurrency, or the capacity under the
+    objectives (requests/s) where the run searched one."""
     frame = Table(["candidate", "measured unit"] + [f"{n} replicas (arithmetic)" for n in REPLICAS[1:]])
     for s in summaries:
-        if s["decode_value"] is None:
-            continue
-        unit = s["decode_value"]
-        frame.rows.append(Row([s["label"], f"{unit:.1f} tok/s at {s['decode_at']} requests"] +
-                              [f"{unit * n:.0f} tok/s" for n in REPLICAS[1:]],
-                              "accepted" if s["verdict"] == "accepted" else ""))
+        css = "accepted" if s["verdict"] == "accepted" else ""
+        if s["decode_value"] is not None:
+            unit = s["decode_value"]
+            frame.rows.append(Row([s["label"], f"{unit:.1f} tok/s at {s['decode_at']} requests"] +
+                                  [f"{unit * n:.0f} tok/s" for n in REPLICAS[1:]], css))
+        for cell in s["cells"]:
+            held = number(cell.get("capacity_rps")) if cell.get("kind") == "capacity" and cell.get("valid") else None
+            if held is not None:
+                frame.rows.append(Row([s["label"], f"{held:.3g} requests/s under the objectives"] +
+                                      [f"{held * n:.3g} requests/s" for n in REPLICAS[1:]], css))
     return frame
 
 
@@ -314,3 +361,13 @@ def noise_table_for(groups: dict[str, list[dict]], rules: dict | None) -> Table 
                       run_seconds=[t for t in (run_seconds(s.get("started_at"), s.get("finished_at")) for s in runs)
                                    if t is not None])
     return noise_table(rows) if rows else None
+
+
+#: what the study page prints under its figures
+STUDY_DEFINITIONS = DECODE_DEFINITIONS + PREFILL_DEFINITIONS + [GAP_NOTE, ESTIMATE_NOTE] + CAPACITY_DEFINITIONS
+
+
+def study_figures(shown: list[dict]) -> dict:
+    """The study page's tables over runs: each candidate's figures per cell, and its capacity with the objectives."""
+    return {"estimates": estimate_tables(cells_frame([s for s in shown if s["cells"]])),
+            "capacity": capacity_estimates(cell_records(shown))}

@@ -41,7 +41,7 @@
     return '<tr data-status="' + esc(r.status) + '"><td><a href="runs/' + esc(r.run_id) + '.html">' + esc(r.run_id) +
       '</a></td><td><span class="badge status-' + esc(r.status) + '">' + esc(r.status) + "</span></td><td>" + verdict +
       "</td><td>" + study + "</td><td>" + esc(r.label) + "</td><td>" + esc(r.engine) + "</td><td>" +
-      esc(r.decode_text) + "</td><td>" + esc(r.prefill_text) + "</td><td>" + cells + "</td><td>" + esc(r.cause) +
+      esc(r.decode_text) + "</td><td>" + esc(r.prefill_text) + "</td><td>" + esc(r.capacity_text) + "</td><td>" + cells + "</td><td>" + esc(r.cause) +
       "</td></tr>";
   }
   function pagedIndex(table, data) {
@@ -53,7 +53,7 @@
     var state = {key: null, ascending: true, page: 0};
     data.forEach(function (r) {
       r._text = [r.run_id, r.status, r.verdict, r.study, r.label, r.engine, r.decode_text, r.prefill_text,
-                 r.cause].join(" ").toLowerCase();
+                 r.capacity_text, r.cause].join(" ").toLowerCase();
     });
     function chosen() {
       var text = filter ? filter.value.toLowerCase() : "";
