@@ -99,6 +99,8 @@ class Comparison:
 
     def _rule(self) -> str:
         """The multiplicity rule behind the shown interval, in words, where more than one cell was tested."""
+        if self.holm_cells is None and self.beyond_alone and self.decision == "straddle":
+            return "; beyond it at this cell alone, not with the cells tested together (Holm)"  # an older record
         if not self.holm_cells or self.holm_cells < 2:
             return ""
         if self.decision == "fail":

@@ -124,7 +124,10 @@ class Answer:
         lines = [f"no candidate is accepted ({tally}), so the baseline stays"]
         undecided = [s for s in ranked if s.entrant.outcome == "inconclusive"]
         if undecided:
-            lines.append("closest: " + undecided[0].name + ", " + undecided[0].reason())
+            first = undecided[0]
+            cell = _cell_words(first.decisive[0], "inconclusive") if first.decisive else first.cells_text()
+            lines.append(f"closest: {first.name} (inconclusive, mean change {_pct(first.mean_change_pct)}): {cell}"
+                         + (f"; {first.gains_text()}" if first.gains else ""))
         named = undecided[:1]
         lines += [f"{s.name} ({s.entrant.outcome}) is {s.gains_text()}" for s in ranked if s.gains and all(s is not n for n in named)]
         return lines
