@@ -4,6 +4,7 @@ ranked with the cells that decided it; in a terminal, a notebook and Markdown fr
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..config.study import Study
 from ..journal import Journal
@@ -75,6 +76,11 @@ def answer_markdown(a: Answer, heading: str = "####") -> str:
     return "\n".join(lines) + "\n"
 
 
-def study_report(study: Study, journal: Journal) -> StudyReport:
-    """The report of a study's recorded runs under its current rules. Judging here records nothing: a report reads."""
-    return StudyReport(study_answer(study, judge(study, journal, append=False)))
+def study_report(study: Study | str | Path, journal: Journal | str = "journal") -> StudyReport:
+    """The report of a study (a Study or its YAML) on a journal's recorded runs under its current rules; in a notebook
+    `sb.study_report("data/studies/tiny-demo.yaml")` displays it. Judging here records nothing: a report reads."""
+    from ..config import load_study
+
+    chosen = study if isinstance(study, Study) else load_study(study)
+    found = journal if isinstance(journal, Journal) else Journal(journal).require()
+    return StudyReport(study_answer(chosen, judge(chosen, found, append=False)))

@@ -15,7 +15,7 @@ from typing import Literal
 
 import pandas as pd
 
-from ..config.rules import LOWER_IS_BETTER, METRIC_WORDS, VerdictRules
+from ..config.rules import METRIC_WORDS, VerdictRules
 from ..config.study import Study, StudyEntry
 from ..estimates import ALPHA, spent_alpha
 from ..journal import Journal, RunRecord
@@ -147,8 +147,9 @@ def _hint(c: Comparison, cells: int) -> str:
     if c.beyond_alone:
         own = c.change_low_pct if c.lower_is_better else c.change_high_pct
         side = "lower" if c.lower_is_better else "upper"
-        return (f"; beyond the limit at this cell alone ({side} bound {own:+.1f}% at one-sided {(100 - c.confidence_pct) / 2:.2g}%), not yet with "
-                f"all {cells} cells tested together (Holm){decide}")
+        level = (100 - c.confidence_pct) / 2
+        return (f"; beyond the limit at this cell alone ({side} bound {own:+.1f}% at one-sided {level:.2g}%), not yet "
+                f"with all {cells} cells tested together (Holm){decide}")
     return decide or "; the change sits so near the limit that no affordable number of runs decides it"
 
 

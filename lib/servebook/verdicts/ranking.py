@@ -129,7 +129,8 @@ class Answer:
             lines.append(f"closest: {first.name} (inconclusive, mean change {_pct(first.mean_change_pct)}): {cell}"
                          + (f"; {first.gains_text()}" if first.gains else ""))
         named = undecided[:1]
-        lines += [f"{s.name} ({s.entrant.outcome}) is {s.gains_text()}" for s in ranked if s.gains and all(s is not n for n in named)]
+        lines += [f"{s.name} ({s.entrant.outcome}) is {s.gains_text()}" for s in ranked
+                  if s.gains and all(s is not n for n in named)]
         return lines
 
 
