@@ -176,3 +176,24 @@ def test_runs_a_verdict_compared_carry_it():
     covering_verdicts(summaries)
     assert [(s["verdict"], s["judged_on"]) for s in summaries] == [
         ("inconclusive", "r3"), ("inconclusive", "r3"), ("inconclusive", None), (None, None)]
+
+
+def test_a_gain_beyond_the_noise_is_named_in_the_verdict_whatever_its_outcome():
+    import pandas as pd
+
+    from servebook.config import VerdictRules
+    from servebook.journal import Manifest
+    from servebook.verdicts import judge_runs
+
+    def run(c1, c4, wobble):
+        return pd.DataFrame([{"cell_id": f"decode-prose-c{c}", "kind": "decode", "category": "prose", "concurrency": c,
+                              "target_prompt_tokens": None, "aggregate_tok_s": v * wobble, "valid": True,
+                              "invalid_reasons": "", "reconciliation": "ok"} for c, v in ((1, c1), (4, c4))])
+
+    wobbles = (0.99, 1.0, 1.01)
+    rules = VerdictRules(rules=[DECODE])
+    verdict = judge_runs([(Manifest(status="completed"), run(140.0, 160.0, w)) for w in wobbles],
+                         [run(100.0, 200.0, w) for w in reversed(wobbles)], rules, is_baseline=False)
+    assert verdict.outcome == "rejected"  # -20% at 4 requests
+    gain = next(r for r in verdict.reasons if r.startswith("better beyond the noise:"))
+    assert "aggregate decode, prose at 1 request: +40.0%" in gain

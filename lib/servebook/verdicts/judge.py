@@ -131,7 +131,8 @@ def _compare(completed: list[tuple[Manifest, pd.DataFrame]], baseline_runs: list
         mine = [c for c in comparisons if c.metric == rule.metric and c.limit_pct == rule.max_regression_pct]
         if mine and all(c.ok for c in mine):
             passing.append(f"{METRIC_WORDS[rule.metric]}: {describe(rule, mine)}")
-    method = _method(comparisons, alpha, look)
+    # A gain is named whatever the outcome: a drafter rejected at four requests may still be far faster at one.
+    method = [f"better beyond the noise: {c.text()}" for c in comparisons if c.better] + _method(comparisons, alpha, look)
     if reasons or failing:
         return Verdict("rejected", reasons + failing + straddling + [f"within limits: {t}" for t in passing] + method,
                        comparisons, settled)
