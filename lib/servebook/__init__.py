@@ -45,7 +45,7 @@ _PUBLIC = {
     "sweep": "sweeps", "dry_run": "sweeps",
     "build_site": "present", "report": "present", "RunReport": "present", "RunComparison": "present",
     "StudyView": "present", "VerdictsView": "present", "figures": "present", "size_model": "present",
-    "MemoryView": "present",
+    "MemoryView": "present", "StudyReport": "present", "study_report": "present",
     "qualify": "notebook", "compare": "notebook", "show": "notebook", "check_gate": "notebook",
     "GateFailed": "util.errors",
 }
@@ -74,12 +74,14 @@ if TYPE_CHECKING:  # what static tools and editors see
         MemoryView,
         RunComparison,
         RunReport,
+        StudyReport,
         StudyView,
         VerdictsView,
         build_site,
         figures,
         report,
         size_model,
+        study_report,
     )
     from .run import run_candidate
     from .sweeps import dry_run, sweep

@@ -136,7 +136,7 @@ class Study(ShownAsYaml, _Strict):
         entries: list[StudyEntry] = []
         seen: dict[str, str] = {}
 
-        def add(name: str, overrides: dict[str, Any], where: str) -> None:
+        def add(name: str, overrides: dict[str, Any], where: str, note: str | None = None) -> None:
             try:
                 candidate = self.base.with_overrides(overrides)
             except ValidationError as error:
@@ -151,14 +151,14 @@ class Study(ShownAsYaml, _Strict):
             name = unique
             candidate = candidate.model_copy(update={"name": name})
             seen[candidate.id] = name
-            entries.append(StudyEntry(name, candidate, overrides))
+            entries.append(StudyEntry(name, candidate, overrides, note))
 
         if self.include_base:
             add("baseline", {}, "base")
         for combo in self.axes.combinations():
             add(combo_name(combo), combo, "axes " + ", ".join(f"{k}={v!r}" for k, v in combo.items()))
         for variant in self.variants:
-            add(variant.name, variant.set, f"variant {variant.name!r}")
+            add(variant.name, variant.set, f"variant {variant.name!r}", variant.note)
         return entries
 
 
@@ -167,6 +167,8 @@ class StudyEntry:
     name: str
     candidate: Candidate
     overrides: dict[str, Any]
+    #: the variant's `note`: why it is in the study, shown beside its verdict
+    note: str | None = None
 
 
 def combo_name(combo: dict[str, Any]) -> str:

@@ -12,6 +12,8 @@ from typing import Any
 from ..config.study import Study
 from ..verdicts import Comparison, GateResult, Judged, deciding, gate_outcome
 from ..verdicts.judge import left_out_reasons
+from ..verdicts.ranking import study_answer
+from .report import answer_markdown
 from .site.pages import page_slug
 
 FORMATS = ("text", "json", "markdown", "junit")
@@ -55,8 +57,10 @@ def verdicts_markdown(study: Study, judged: list[Judged], result: GateResult, si
     tally = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
     base = site_url.rstrip("/") if site_url else None
     title = f"[{study.name}]({base}/studies/{page_slug(study.name)}.html)" if base else study.name
+    # The answer first, in the very words of `servebook report` and the study page.
     lines = [f"### servebook: study {title}: {tally}", ""] + ([result.describe(), ""] if result.fail_on else []) + [
-        "| candidate | verdict | runs | deciding cell (change [90% interval], limit) |",
+        answer_markdown(study_answer(study, judged)), "#### Verdicts", "",
+        "| candidate | verdict | runs | deciding cell (change [interval at the verdict's levels], limit) |",
         "|---|---|---|---|"]
     for item in judged:
         outcome = gate_outcome(item)
@@ -71,10 +75,6 @@ def verdicts_markdown(study: Study, judged: list[Judged], result: GateResult, si
         elif item.verdict is None and item.left_out:
             why = left_out_reasons(item.left_out)[0].replace("|", "/")
         lines.append(f"| {name} | {shown} | {len(item.records)} | {why} |")
-    method = next((r for item in judged if item.verdict for r in item.verdict.reasons if r.startswith("method:")),
-                  None)
-    if method:
-        lines += ["", f"<sub>{method}</sub>"]
     return "\n".join(lines) + "\n"
 
 

@@ -42,6 +42,16 @@ class Comparison:
     better: bool = False
     #: how the variance behind the interval was estimated
     method: str = ""
+    #: the change's standard error on the log scale and its degrees of freedom (what settle() needs for Holm's level)
+    log_se: float | None = None
+    df: int | None = None
+    #: set by settle(): how many cells were tested together (Holm's family), the one-sided level of the bound that
+    #: rejects (the one toward no change; it tests "beyond the limit"), and the interval at the levels the verdict
+    #: used. The bound that accepts stays at one-sided alpha: acceptance is an intersection-union test, no penalty.
+    holm_cells: int | None = None
+    holm_level: float | None = None
+    decision_low_pct: float | None = None
+    decision_high_pct: float | None = None
 
     @property
     def lower_is_better(self) -> bool:
@@ -58,17 +68,47 @@ class Comparison:
         n = self.concurrency
         return f"{self.category} at {n} request{'s' if n != 1 else ''}"
 
+    @property
+    def shown_bounds(self) -> tuple[float, float] | None:
+        """The interval at the levels the verdict used (after settle()), else the cell's own one-sided bounds."""
+        if self.decision_low_pct is not None and self.decision_high_pct is not None:
+            return self.decision_low_pct, self.decision_high_pct
+        if self.change_low_pct is not None and self.change_high_pct is not None:
+            return self.change_low_pct, self.change_high_pct
+        return None
+
+    @property
+    def beyond_alone(self) -> bool:
+        """Whether this cell's own bound (untested against the others) lies beyond the limit."""
+        if self.change_low_pct is None or self.change_high_pct is None:
+            return False
+        return self.change_low_pct > self.limit_pct if self.lower_is_better else self.change_high_pct < -self.limit_pct
+
     def text(self) -> str:
-        """'aggregate decode, prose at 4 requests: -34.0% [-41.2, -27.1] (limit -7%)'."""
+        """'aggregate decode, prose at 4 requests: -34.0% [-41.2, -27.1] (limit -7%)', the interval at the levels the
+        verdict used and, where cells were tested together, the rule that set them."""
         sign = "+" if self.metric in LOWER_IS_BETTER else "-"
+        bounds = self.shown_bounds
         if self.change_pct is None:
             figure = "no figure on one side"
         else:
-            interval = (f" [{self.change_low_pct:+.1f}, {self.change_high_pct:+.1f}]"
-                        if self.change_low_pct is not None else f" ({self.runs} vs {self.baseline_runs} runs: "
-                                                                    "no interval)")
+            interval = (f" [{bounds[0]:+.1f}, {bounds[1]:+.1f}]" if bounds is not None
+                        else f" ({self.runs} vs {self.baseline_runs} runs: no interval)")
             figure = f"{self.change_pct:+.1f}%{interval}" + (", better" if self.better else "")
-        return f"{METRIC_WORDS[self.metric]}, {self.where}: {figure} (limit {sign}{self.limit_pct:g}%)"
+        return f"{METRIC_WORDS[self.metric]}, {self.where}: {figure} (limit {sign}{self.limit_pct:g}%{self._rule()})"
+
+    def _rule(self) -> str:
+        """The multiplicity rule behind the shown interval, in words, where more than one cell was tested."""
+        if self.holm_cells is None and self.beyond_alone and self.decision == "straddle":
+            return "; beyond it at this cell alone, not with the cells tested together (Holm)"  # an older record
+        if not self.holm_cells or self.holm_cells < 2:
+            return ""
+        if self.decision == "fail":
+            return f"; beyond it, Holm over {self.holm_cells} cells"
+        if self.holm_level is None:
+            return ""
+        side = "lower" if self.lower_is_better else "upper"
+        return f"; {side} bound at {100 * self.holm_level:.2g}%, Holm over {self.holm_cells} cells"
 
 
 def select_cells(cells: pd.DataFrame, rule: ComparisonRule) -> pd.DataFrame:
@@ -173,7 +213,8 @@ def comparison_of(rule: ComparisonRule, row: dict[str, Any], values: list[tuple[
         limit_pct=rule.max_regression_pct, decision=decision, ok=bool(ok), confidence_pct=100 * (1 - 2 * alpha),
         repeats_to_decide=_runs_to_decide(contrast, margin, alpha) if decision == "straddle" else None,
         p_within=None if p is None else p[0], p_beyond=None if p is None else p[1], better=better,
-        method=contrast.method if contrast is not None else "")
+        method=contrast.method if contrast is not None else "",
+        log_se=None if contrast is None else contrast.se, df=None if contrast is None else contrast.df)
 
 
 def settle(comparisons: list[Comparison], alpha: float) -> list[Comparison]:
@@ -184,7 +225,34 @@ def settle(comparisons: list[Comparison], alpha: float) -> list[Comparison]:
     for c, beyond in zip(tested, holm([c.p_beyond or 1.0 for c in tested], alpha)):
         if beyond:
             c.decision, c.ok = "fail", False
+    _decision_bounds(tested, alpha)
     return tested
+
+
+def _decision_bounds(tested: list[Comparison], alpha: float) -> None:
+    """Each tested cell's interval at the levels the verdict used, so no shown interval contradicts its verdict.
+
+    The bound that accepts (non-inferiority) stays at one-sided `alpha`. The bound that rejects is the one compatible
+    with Holm's procedure (Strassburger and Bretz, 2008): for every cell Holm did not reject, one-sided
+    alpha / (the cells not rejected), which by Holm's stopping rule cannot lie beyond the limit. A rejected cell
+    keeps its own bound, beyond the limit, and its text names the rule."""
+    from scipy import stats
+
+    kept = [c for c in tested if c.decision != "fail"]
+    for c in tested:
+        c.holm_cells = len(tested)
+        if c.decision == "fail" or c.change_pct is None or c.log_se is None or c.df is None:
+            continue
+        level = alpha / len(kept)
+        c.holm_level = level
+        low, high = c.change_low_pct, c.change_high_pct
+        reach = math.log1p(c.change_pct / 100.0) + (-1 if c.lower_is_better else 1) * \
+            float(stats.t.ppf(1 - level, c.df)) * c.log_se
+        if c.lower_is_better:
+            low = 100.0 * math.expm1(reach)
+        else:
+            high = 100.0 * math.expm1(reach)
+        c.decision_low_pct, c.decision_high_pct = low, high
 
 
 def _runs_to_decide(contrast: Contrast | None, margin: float, alpha: float) -> int | None:

@@ -15,7 +15,7 @@ from typing import Literal
 
 import pandas as pd
 
-from ..config.rules import LOWER_IS_BETTER, METRIC_WORDS, VerdictRules
+from ..config.rules import METRIC_WORDS, VerdictRules
 from ..config.study import Study, StudyEntry
 from ..estimates import ALPHA, spent_alpha
 from ..journal import Journal, RunRecord
@@ -131,7 +131,8 @@ def _compare(completed: list[tuple[Manifest, pd.DataFrame]], baseline_runs: list
         mine = [c for c in comparisons if c.metric == rule.metric and c.limit_pct == rule.max_regression_pct]
         if mine and all(c.ok for c in mine):
             passing.append(f"{METRIC_WORDS[rule.metric]}: {describe(rule, mine)}")
-    method = _method(comparisons, alpha, look)
+    # A gain is named whatever the outcome: a drafter rejected at four requests may still be far faster at one.
+    method = [f"better beyond the noise: {c.text()}" for c in comparisons if c.better] + _method(comparisons, alpha, look)
     if reasons or failing:
         return Verdict("rejected", reasons + failing + straddling + [f"within limits: {t}" for t in passing] + method,
                        comparisons, settled)
@@ -142,16 +143,15 @@ def _compare(completed: list[tuple[Manifest, pd.DataFrame]], baseline_runs: list
 
 def _hint(c: Comparison, cells: int) -> str:
     """Why an undecided cell is undecided, and what would decide it."""
-    lower = c.metric in LOWER_IS_BETTER
-    beyond_alone = c.change_low_pct is not None and c.change_high_pct is not None and (
-        c.change_low_pct > c.limit_pct if lower else c.change_high_pct < -c.limit_pct)
-    if beyond_alone:
-        return (f"; beyond the limit at this cell alone, not yet with all {cells} cells tested together (Holm)"
-                + (f"; about {c.repeats_to_decide} runs per side would likely decide it"
-                   if c.repeats_to_decide and c.repeats_to_decide <= 50 else ""))
-    if c.repeats_to_decide and c.repeats_to_decide <= 50:
-        return f"; about {c.repeats_to_decide} runs per side would likely decide it"
-    return "; the change sits so near the limit that no affordable number of runs decides it"
+    decide = (f"; about {c.repeats_to_decide} runs per side would likely decide it"
+              if c.repeats_to_decide and c.repeats_to_decide <= 50 else "")
+    if c.beyond_alone:
+        own = c.change_low_pct if c.lower_is_better else c.change_high_pct
+        side = "lower" if c.lower_is_better else "upper"
+        level = (100 - c.confidence_pct) / 2
+        return (f"; beyond the limit at this cell alone ({side} bound {own:+.1f}% at one-sided {level:.2g}%), not yet "
+                f"with all {cells} cells tested together (Holm){decide}")
+    return decide or "; the change sits so near the limit that no affordable number of runs decides it"
 
 
 def _method(comparisons: list[Comparison], alpha: float, look: str) -> list[str]:
@@ -161,7 +161,8 @@ def _method(comparisons: list[Comparison], alpha: float, look: str) -> list[str]
         return []
     spent = f"{100 * alpha:.2g}%" + (f" ({look})" if look else "")
     return [f"method: each cell non-inferior at one-sided {spent}, all {len(comparisons)} required to accept; "
-            f"rejection controlled across cells (Holm); intervals are the two one-sided bounds; "
+            f"rejection controlled across cells (Holm); in each interval the bound that accepts is at one-sided "
+            f"{spent}, the bound that rejects at Holm's level (the error over the cells not rejected); "
             f"{with_bounds[0].method}"]
 
 
@@ -322,6 +323,7 @@ def judge(study: Study, journal: Journal, *, append: bool = True) -> Judgement:
             if equivalence:
                 verdict.reasons.append(equivalence)
         event = verdict.to_event(study=study.name, candidate=entry.name, candidate_id=entry.candidate.id,
+                                 question=study.description, note=entry.note,
                                  rules_hash=rules.hash, rules=rules.model_dump(mode="json"),
                                  run_ids=[r.run_id for r in records],
                                  baseline_run_id=baseline_records[-1].run_id if baseline_records else None,

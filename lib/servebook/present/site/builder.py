@@ -32,6 +32,7 @@ from ...util.render import numeric_text, to_html
 from ..comparison import diff_table
 from ..figures import forest_spec
 from ..tables import memory_table, verification_table
+from .answer import answer_context, covering_verdicts, every_run, study_answer_of
 from .downloads import Converter, listing
 from .files import write_page
 from .notebook_html import render_notebook
@@ -74,7 +75,6 @@ def _environment():
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.tests["numeric_text"] = numeric_text  # figures right-aligned, words left
     return env
-
 
 class SiteBuilder:
     def __init__(self, journal: Journal, out: str | Path, reporter: Reporter | None = None):
@@ -132,6 +132,7 @@ class SiteBuilder:
         self.state["template_version"] = self.template_version
         try:
             summaries = self._summaries()
+            covering_verdicts(summaries)
             self._pages(summaries)
             for run_id, key in self.converter.finish().items():
                 self.state["pages"][f"runs/{run_id}/data"] = key
@@ -231,13 +232,13 @@ class SiteBuilder:
             return self._render("run.html.j2", "../", title=f"run {run_id}", run=run,
                                 charts=charts([s], "run") if s["cells"] else [])
 
-        self._page(f"runs/{run_id}.html", [s["fingerprint"], links], render)
+        self._page(f"runs/{run_id}.html", [s["fingerprint"], links, s["verdict"], s["judged_on"]], render)
 
     def _study_page(self, name: str, runs: list[dict], links: Any) -> None:
         groups = judged_runs(runs)
         chosen = [group[-1] for group in groups.values()]  # each candidate's newest judged run
         shown = [s for group in groups.values() for s in group]
-        inputs = [[s["fingerprint"] for s in shown], links]
+        inputs = [[s["fingerprint"] for s in runs], links]  # every run is linked, judged or not
 
         def render() -> str:
             rules_source = next((s for s in chosen if s["rules"]), None)
@@ -245,12 +246,12 @@ class SiteBuilder:
             study = {
                 "name": name,
                 "search": page_slug(name) if name in self.searched else None,
-                "winner": [s["label"] for s in chosen if s["verdict"] == "accepted"],
+                "answer": answer_context(study_answer_of(name, chosen, rules)),
                 "rules": rules,
                 "rules_hash": rules_source["rules_hash"] if rules_source else None,
                 "candidates": [{"label": label, "run_id": group[-1]["run_id"],
                                 "history": page_slug(label) if any(s["status"] == "completed" for s in group) else None,
-                                "runs": len(group),
+                                "runs": len(group), "every_run": every_run(runs, label, group),
                                 "status": group[-1]["status"], "verdict": group[-1]["verdict"],
                                 "reasons": group[-1]["reasons"] or status_reason(group[-1])}
                                for label, group in groups.items()],
@@ -376,7 +377,6 @@ class SiteBuilder:
                 elif path.is_dir():
                     shutil.rmtree(path, ignore_errors=True)
                 del self.state["pages"][page]
-
 
 @dataclass
 class BuildReport:

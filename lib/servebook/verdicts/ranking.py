@@ -1,0 +1,231 @@
+"""A study's answer: the configuration to run and why, and every candidate ranked with the cells that decided it.
+
+Typed fields decide (each candidate's outcome, each cell's decision, bounds and `better`); the sentences only
+say what they decided. The same `Answer` is drawn by `servebook report`, the CI Markdown, the study page of the
+site and notebooks, so they cannot disagree.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+
+from ..config.rules import LOWER_IS_BETTER
+from ..config.study import Study
+from .comparisons import Comparison
+from .gate import deciding
+from .judge import Judged, Verdict, left_out_reasons
+
+#: how outcomes rank: a candidate the rules accept first, one more runs may still decide next
+OUTCOME_ORDER = {"accepted": 0, "inconclusive": 1, "rejected": 2, "failed": 3, "missing": 4}
+#: cells named per candidate at most, beyond the gains (the rest are in the verdict's reasons)
+SHOWN_CELLS = 3
+_FIELDS = {f.name for f in fields(Comparison)}
+
+
+def comparison_from(data: dict) -> Comparison:
+    """A Comparison from a verdict event's dict, written by this or an older servebook (unknown keys dropped)."""
+    return Comparison(**{k: v for k, v in data.items() if k in _FIELDS})
+
+
+@dataclass
+class Entrant:
+    """One study candidate as the answer sees it: typed outcome and cells, the verdict's reasons, its runs."""
+
+    name: str
+    outcome: str  # accepted, rejected, inconclusive, failed, or missing (never run)
+    comparisons: list[Comparison] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+    run_ids: list[str] = field(default_factory=list)
+    is_baseline: bool = False
+    note: str | None = None
+
+
+@dataclass
+class Standing:
+    """An entrant's place: its rank among the candidates (None for the baseline), its mean change over the judged
+    cells, the cells that decided its verdict and its gains beyond the noise."""
+
+    entrant: Entrant
+    rank: int | None
+    mean_change_pct: float | None
+    decisive: list[Comparison]
+    gains: list[Comparison]
+
+    @property
+    def name(self) -> str:
+        return self.entrant.name
+
+    @property
+    def outcome(self) -> str:
+        return "baseline" if self.entrant.is_baseline and self.entrant.outcome == "accepted" else self.entrant.outcome
+
+    def cells_text(self) -> str:
+        """The decisive cells in words, each with the interval the verdict used."""
+        if self.entrant.is_baseline:
+            return "; ".join(self.entrant.reasons[:1]) or "the reference every candidate is compared with"
+        if self.entrant.outcome == "missing":
+            return "never run"
+        parts = [_cell_words(c, self.entrant.outcome) for c in self.decisive]
+        if not parts:
+            parts = [r for r in self.entrant.reasons if not r.startswith("method:")][:1]
+        return "; ".join(parts)
+
+    def gains_text(self) -> str:
+        return ("better beyond the noise: " + "; ".join(c.text() for c in self.gains)) if self.gains else ""
+
+    def reason(self) -> str:
+        """One line: the outcome, the cells that decided it and the gains beyond the noise."""
+        parts = [f"{self.outcome}: {self.cells_text()}"]
+        if self.gains:
+            parts.append(self.gains_text())
+        return "; ".join(p for p in parts if p)
+
+
+@dataclass
+class Answer:
+    study: str
+    question: str | None
+    baseline: str
+    standings: list[Standing]
+    #: what recommends: the best accepted candidate, else the baseline; None when not even the baseline is sound
+    recommended: Standing | None
+    method: str | None = None
+
+    def headline(self) -> str:
+        if self.recommended is None:
+            return "No recommendation: the baseline itself has no valid runs to compare against"
+        if self.recommended.entrant.is_baseline:
+            which = "" if self.recommended.name == "baseline" else " (the baseline)"
+            return f"Recommended: {self.recommended.name}{which}, as no candidate is accepted"
+        return f"Recommended: {self.recommended.name}"
+
+    def why(self) -> list[str]:
+        """The reasons for the recommendation, decisive cells first."""
+        ranked = [s for s in self.standings if not s.entrant.is_baseline]
+        tally = _tally(ranked)
+        chosen = self.recommended
+        if chosen is None:
+            base = next((s for s in self.standings if s.entrant.is_baseline), None)
+            return [base.reason() if base else f"the baseline {self.baseline} was never run"]
+        if not chosen.entrant.is_baseline:
+            accepted = [s for s in ranked if s.entrant.outcome == "accepted"]
+            lines = [f"accepted against {self.baseline}: every judged cell within its limit; "
+                     f"{chosen.cells_text()}"]
+            if chosen.gains:
+                lines.append(chosen.gains_text())
+            else:
+                lines.append("no cell better than the baseline beyond the noise: it qualifies, it does not win")
+            if len(accepted) > 1:
+                lines.append(f"first of {len(accepted)} accepted by the mean change over the judged cells "
+                             f"({_pct(chosen.mean_change_pct)}, then "
+                             + ", ".join(f"{s.name} {_pct(s.mean_change_pct)}" for s in accepted[1:]) + ")")
+            return lines + [f"of {len(ranked)} candidates: {tally}"]
+        lines = [f"no candidate is accepted ({tally}), so the baseline stays"]
+        undecided = [s for s in ranked if s.entrant.outcome == "inconclusive"]
+        if undecided:
+            first = undecided[0]
+            cell = _cell_words(first.decisive[0], "inconclusive") if first.decisive else first.cells_text()
+            lines.append(f"closest: {first.name} (inconclusive, mean change {_pct(first.mean_change_pct)}): {cell}"
+                         + (f"; {first.gains_text()}" if first.gains else ""))
+        named = undecided[:1]
+        lines += [f"{s.name} ({s.entrant.outcome}) is {s.gains_text()}" for s in ranked
+                  if s.gains and all(s is not n for n in named)]
+        return lines
+
+
+def _tally(standings: list[Standing]) -> str:
+    counts: dict[str, int] = {}
+    for s in standings:
+        counts[s.entrant.outcome] = counts.get(s.entrant.outcome, 0) + 1
+    return ", ".join(f"{counts[o]} {o}" for o in OUTCOME_ORDER if o in counts) or "none"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.1f}%"
+
+
+def _cell_words(c: Comparison, outcome: str) -> str:
+    text = c.text()
+    if c.decision in ("straddle", "single", "missing") and outcome != "accepted":
+        said = {"single": "one run per side, undecided", "missing": "not compared"}.get(c.decision, "undecided")
+        runs = f", about {c.repeats_to_decide} runs per side would likely decide it" \
+            if c.repeats_to_decide and c.repeats_to_decide <= 50 else ""
+        return f"{text} {said}{runs}"
+    if outcome == "accepted":
+        return f"nearest its limit: {text}"
+    return text
+
+
+def mean_change(comparisons: list[Comparison]) -> float | None:
+    """The geometric mean change over the judged cells, each in its rule's better direction (a fall in TTFT counts
+    as a gain), in percent."""
+    logs = [math.log1p(c.change_pct / 100.0) * (-1 if c.metric in LOWER_IS_BETTER else 1)
+            for c in comparisons if c.change_pct is not None and c.change_pct > -100]
+    return 100.0 * math.expm1(sum(logs) / len(logs)) if logs else None
+
+
+def decisive_cells(entrant: Entrant) -> list[Comparison]:
+    """The cells that decided the verdict: every cell beyond its limit (worst first) for a rejection, the undecided
+    cells nearest to failing for an inconclusive one, the cell nearest its limit for an acceptance."""
+    cells = entrant.comparisons
+    if entrant.outcome not in ("accepted", "rejected", "inconclusive") or not cells:
+        return []
+    if entrant.outcome == "accepted":
+        cell = deciding(Verdict("accepted", [], cells))
+        return [cell] if cell else []
+    wanted = ("fail",) if entrant.outcome == "rejected" else ("straddle", "single", "missing")
+    pool = [c for c in cells if c.decision in wanted]
+    ordered: list[Comparison] = []
+    while pool and len(ordered) < SHOWN_CELLS:
+        cell = deciding(Verdict(entrant.outcome, [], pool))  # type: ignore[arg-type]
+        if cell is None:
+            break
+        ordered.append(cell)
+        pool = [c for c in pool if c is not cell]
+    return ordered
+
+
+def _order(s: Standing) -> tuple:
+    """Outcome first; among rejections the fewest cells beyond their limits; then the mean change, best first."""
+    failing = sum(1 for c in s.entrant.comparisons if c.decision == "fail")
+    mean = s.mean_change_pct if s.mean_change_pct is not None else -math.inf
+    return OUTCOME_ORDER.get(s.entrant.outcome, len(OUTCOME_ORDER)), failing, -mean
+
+
+def answer(study: str, question: str | None, baseline: str, entrants: list[Entrant],
+           method: str | None = None) -> Answer:
+    """Rank the candidates and recommend one: the best accepted candidate (by the mean change over the judged cells),
+    else the baseline when its own runs are sound."""
+    standings = []
+    for e in entrants:
+        gains = [c for c in e.comparisons if c.better]
+        standings.append(Standing(e, None, mean_change(e.comparisons), decisive_cells(e), gains))
+    candidates = sorted((s for s in standings if not s.entrant.is_baseline), key=_order)
+    for rank, s in enumerate(candidates, 1):
+        s.rank = rank
+    base = next((s for s in standings if s.entrant.is_baseline), None)
+    accepted = [s for s in candidates if s.entrant.outcome == "accepted"]
+    if accepted:
+        chosen: Standing | None = accepted[0]
+    else:
+        chosen = base if base is not None and base.entrant.outcome == "accepted" else None
+    return Answer(study, question, baseline, ([base] if base else []) + candidates, chosen, method)
+
+
+def study_answer(study: Study, judged: list[Judged]) -> Answer:
+    """The answer of a study as judge() judged it."""
+    rules = study.verdict
+    entrants = []
+    for item in judged:
+        verdict = item.verdict
+        entrants.append(Entrant(
+            item.entry.name, "missing" if verdict is None else verdict.outcome,
+            list(verdict.comparisons) if verdict else [],
+            list(verdict.reasons) if verdict else left_out_reasons(item.left_out),
+            [r.run_id for r in item.records], item.entry.name == rules.baseline_entry, item.entry.note))
+    if rules.baseline_entry is None and rules.baseline_from is not None:  # a baseline of recorded runs
+        entrants.insert(0, Entrant(rules.baseline_from.candidate, "accepted", [], ["recorded runs of the journal"],
+                                   is_baseline=True))
+    method = next((r for e in entrants for r in e.reasons if r.startswith("method:")), None)
+    return answer(study.name, study.description, rules.baseline, entrants, method)
