@@ -293,16 +293,14 @@ def judge_cmd(
     journal: Optional[str] = JournalOption,
     fail_on: Optional[str] = FailOnOption, verdict_format: str = FormatOption, output: Optional[Path] = OutputOption,
     site_url: Optional[str] = SiteUrlOption, set_: list[str] = StudySetOption,
-    record: bool = typer.Option(False, "--record", help="append each changed verdict to its candidate's newest run, "
-                                                         "as a sweep does (what the site and `journal ls` show); "
-                                                         "without it judge only reads"),
+    record: bool = typer.Option(False, "--record", help="append changed verdicts to the journal as a sweep does (what "
+                                                         "the site and `journal ls` show); without it judge only reads"),
 ):
     """Re-judge a study's recorded runs under its current rules, without running anything."""
     study = load_study(study_file, parse_overrides(set_) if set_ else None)
     _check_fail_on(fail_on, verdict_format)
-    j = open_journal(journal)
-    _verdicts_out(study, j.ensure_writable() if record else j, verdict_format, writable_output(output), fail_on,
-                  site_url, record=record)
+    j = open_journal(journal).ensure_writable() if record else open_journal(journal)
+    _verdicts_out(study, j, verdict_format, writable_output(output), fail_on, site_url, record=record)
 
 
 def _check_fail_on(fail_on: Optional[str], verdict_format: str) -> None:
@@ -318,8 +316,7 @@ def _check_fail_on(fail_on: Optional[str], verdict_format: str) -> None:
 def _verdicts_out(study, j: Journal, verdict_format: str, output: Optional[Path], fail_on: Optional[str],
                   site_url: Optional[str], record: bool) -> None:
     """The verdicts in the chosen format (to stdout or --output), the Markdown summary appended to
-    $GITHUB_STEP_SUMMARY when it is set, and the gate's exit status; `record` appends changed verdicts to the
-    journal (a sweep's; judge's only when asked)."""
+    $GITHUB_STEP_SUMMARY when it is set, and the gate's exit status; `record`: changed verdicts appended."""
     import json
 
     from ..present import VerdictsView
@@ -328,10 +325,9 @@ def _verdicts_out(study, j: Journal, verdict_format: str, output: Optional[Path]
 
     judged = judge(study, j, append=record)
     result = gate(judged, parse_fail_on(fail_on))
-    unrecorded = [item.entry.name for item in judged if item.verdict is not None and not item.recorded]
-    if unrecorded:
-        err.print(f"not recorded: the journal holds older verdicts for {', '.join(unrecorded)} (the site and "
-                  "`journal ls` show those); `servebook judge --record` appends these", highlight=False)
+    if unrecorded := [item.entry.name for item in judged if item.verdict is not None and not item.recorded]:
+        err.print(f"not recorded: the journal holds older verdicts for {', '.join(unrecorded)} (the site and `journal "
+                  "ls` show those); `servebook judge --record` appends these", highlight=False)
     site_url = site_url or os.environ.get("SERVEBOOK_SITE_URL")
 
     def markdown() -> str:

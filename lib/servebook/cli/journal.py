@@ -91,8 +91,10 @@ def _print_json(data) -> None:
 def history_cmd(
     candidate: str = typer.Argument(..., help="a candidate's name (a study entry's name) or a prefix of its id"),
     journal: Optional[str] = JournalOption,
-    study_file: Optional[Path] = typer.Option(None, "--study", help="a study YAML: follow the cells its rules judge, "
-                                                                     "and only runs this study recorded"),
+    study_arg: Optional[str] = typer.Option(None, "--study", help="the study whose runs to follow: its name as "
+                                                                  "recorded, or its YAML (whose rules then pick the "
+                                                                  "cells); needed where several studies share the "
+                                                                  "candidate's name"),
     machine: Optional[str] = typer.Option(None, help="a fragment of the machine identity (default: where it ran last)"),
     plan: Optional[str] = typer.Option(None, help="a plan id (default: the newest run's)"),
     history_format: str = typer.Option("text", "--format", help="text or json"),
@@ -103,9 +105,10 @@ def history_cmd(
     from ..present.history import HistoryView
     from ..verdicts import history
 
-    study = load_study(study_file) if study_file else None
+    is_file = bool(study_arg) and (study_arg.endswith((".yaml", ".yml")) or Path(study_arg).is_file())
+    study = load_study(Path(study_arg)) if is_file and study_arg else None
     found = history(open_journal(journal), candidate, rules=_rules_of(study, 5.0), machine=machine,
-                    plan_id=plan, study=study.name if study else None)
+                    plan_id=plan, study=study.name if study else study_arg)
     if history_format == "json":
         _print_json(found)
     else:

@@ -68,6 +68,8 @@ class History:
     #: runs of the candidate left out: machine -> runs elsewhere, and runs under other plans
     other_machines: dict[str, int] = field(default_factory=dict)
     other_plans: int = 0
+    #: the study whose runs these are (None: runs made outside any study)
+    study: str | None = None
 
 
 def _marks(row: dict) -> dict[str, str | None]:
@@ -93,7 +95,9 @@ def history(journal: Journal, candidate: str, *, rules: list[ComparisonRule] | N
     already (the site, from its cache); otherwise they are read from the journal."""
     every = JournalSlice(candidate=candidate, study=study).select(journal.index() if index is None else index)
     if every.empty:
-        raise InputError(f"history: no completed run of {candidate!r} in {journal.location}")
+        raise InputError(f"history: no completed run of {candidate!r}" + (f" in study {study}" if study else "")
+                         + f" in {journal.location}")
+    one_identity(every, candidate, "history", "--study NAME")
     plan = plan_id or str(every.iloc[-1]["plan_id"])
     same_plan = every[every["plan_id"] == plan]
     if same_plan.empty:
@@ -108,7 +112,28 @@ def history(journal: Journal, candidate: str, *, rules: list[ComparisonRule] | N
     for line in series:
         line.steps = find_steps([p.value for p in line.points])
     return History(candidate, where, plan, series, len(rows), {str(k): int(v) for k, v in elsewhere.items()},
-                   len(every) - len(same_plan))
+                   len(every) - len(same_plan), _study_of(rows))
+
+
+def _study_of(rows: pd.DataFrame) -> str | None:
+    studies = rows["study"].dropna().unique()
+    return str(studies[0]) if len(studies) == 1 else None
+
+
+def one_identity(rows: pd.DataFrame, candidate: str, what: str, fix: str) -> None:
+    """Refuse a name that several configurations share. A name is a study entry's ("baseline" is in every study),
+    so its runs are one configuration only within one study; an id prefix is one only if it names one id. Taking
+    the newest run's instead made `history baseline` change meaning with whichever study ran last."""
+    named = rows[rows["candidate"] == candidate]
+    by_id = rows[rows["candidate"] != candidate]
+    found = [f"{candidate} of {'study ' + study if study else 'no study'} (candidate "
+             f"{', '.join(sorted({str(i)[:8] for i in runs['candidate_id'].dropna()}))}, {len(runs)} runs)"
+             for study, runs in named.groupby(named["study"].fillna(""), sort=True)]
+    found += [f"candidate {str(i)[:12]} ({', '.join(sorted(set(runs['candidate'])))}, {len(runs)} runs)"
+              for i, runs in by_id.groupby("candidate_id", sort=True)]
+    if len(found) > 1:
+        raise InputError(f"{what}: {candidate!r} names {len(found)} configurations: {'; '.join(found)}. Say which: "
+                         f"{fix}, or a longer candidate id prefix")
 
 
 def _cells_of(journal: Journal, run_ids: list[str]) -> pd.DataFrame:
@@ -171,6 +196,8 @@ def compare_slices(journal: Journal, a: JournalSlice, b: JournalSlice,
     for name, rows, spec in (("A", rows_a, a), ("B", rows_b, b)):
         if rows.empty:
             raise InputError(f"compare: slice {name} ({spec.describe()}) holds no completed run")
+        if spec.candidate and not spec.study:
+            one_identity(rows, spec.candidate, f"compare: slice {name}", f"add study=NAME to --{name.lower()}")
     plans = set(rows_a["plan_id"]) | set(rows_b["plan_id"])
     if len(plans) > 1:
         raise InputError(f"compare: the slices span plans {', '.join(sorted(plans))}, whose cells differ; add "

@@ -8,7 +8,6 @@ Everything that comes from the journal is escaped by jinja2's autoescape.
 
 from __future__ import annotations
 
-import bisect
 import functools
 import hashlib
 import json
@@ -41,6 +40,7 @@ from ..tables import (
 )
 from .downloads import Converter, listing
 from .files import write_page
+from .identities import history_groups, history_slug, stale_verdicts
 from .notebook_html import render_notebook
 from .pages import (
     ESTIMATE_NOTE,
@@ -243,11 +243,12 @@ class SiteBuilder:
         groups = judged_runs(runs)
         chosen = [group[-1] for group in groups.values()]  # each candidate's newest judged run
         shown = [s for group in groups.values() for s in group]
-        inputs = [[s["fingerprint"] for s in shown], links]
+        inputs = [[s["fingerprint"] for s in runs], links]  # every run: one the verdicts have not judged makes them stale
 
         def render() -> str:
             rules_source = next((s for s in chosen if s["rules"]), None)
             rules = rules_source["rules"] if rules_source else None
+            stale = stale_verdicts(runs, (rules or {}).get("baseline"))
             study = {
                 "name": name,
                 "search": page_slug(name) if name in self.searched else None,
@@ -255,10 +256,11 @@ class SiteBuilder:
                 "rules": rules,
                 "rules_hash": rules_source["rules_hash"] if rules_source else None,
                 "candidates": [{"label": label, "run_id": group[-1]["run_id"],
-                                "history": page_slug(label) if any(s["status"] == "completed" for s in group) else None,
+                                "history": history_slug(name, label) if any(s["status"] == "completed" for s in group)
+                                else None,
                                 "runs": len(group),
                                 "status": group[-1]["status"], "verdict": group[-1]["verdict"],
-                                "reasons": group[-1]["reasons"] or status_reason(group[-1])}
+                                "reasons": group[-1]["reasons"] or status_reason(group[-1]), "stale": stale.get(label)}
                                for label, group in groups.items()],
                 "diff": diff_table({s["label"]: s["candidate"] for s in chosen}),
                 "estimates": estimate_tables(cells_frame([s for s in shown if s["cells"]])),
@@ -275,29 +277,27 @@ class SiteBuilder:
         self._page(f"studies/{page_slug(name)}.html", inputs, render)
 
     def _history_pages(self, summaries: list[dict], links: Any) -> None:
-        """A page per candidate name: its runs over time on the machine it ran on last (servebook history). Drawn
-        from the cached summaries' cells, so a page re-read no run; the page's inputs are the runs history()
-        selects (the name, or an id prefix), so one new run rebuilds only its candidate's page."""
+        """A page per configuration, a study's entry (servebook history NAME --study STUDY): its runs over time on
+        the machine it ran on last. Drawn from the cached summaries' cells, so a page re-read no run; the page's
+        inputs are the runs history() selects, so one new run rebuilds only its candidate's page."""
         from ...verdicts import history
         from ..history import HistoryView, history_spec
 
-        completed = [s for s in summaries if s["status"] == "completed"]
-        by_label: dict[str, list[int]] = {}
-        for i, s in enumerate(completed):
-            by_label.setdefault(s["label"], []).append(i)
-        ids = sorted((s["candidate_id"] or "", i) for i, s in enumerate(completed))
-        for label, own in by_label.items():
-            prefixed = ids[bisect.bisect_left(ids, (label, -1)):bisect.bisect_left(ids, (label + chr(0x10FFFF), -1))]
-            runs = [completed[i] for i in sorted(set(own) | {i for _, i in prefixed})]
-
-            def render(label: str = label, runs: list[dict] = runs) -> str:
-                found = history(self.journal, label, index=index_frame([s["index_row"] for s in runs]),
-                                cells=cells_frame(runs))
-                return self._render("history.html.j2", "../", title=f"history of {label}", label=label,
+        made = set()
+        for (study, label), runs in history_groups([s for s in summaries if s["status"] == "completed"]).items():
+            def render(label: str = label, runs: list[dict] = runs, study: str = study) -> str:
+                found = history(self.journal, label, study=study or None, cells=cells_frame(runs),
+                                index=index_frame([s["index_row"] for s in runs]))
+                return self._render("history.html.j2", "../", title=f"history of {label}", label=label, study=study,
+                                    study_slug=page_slug(study) if study else None,
                                     body=to_html(HistoryView(found).blocks()),
                                     charts=[{"id": "history-chart", "figure": history_spec(found)}])
 
-            self._page(f"candidates/{page_slug(label)}.html", [[s["fingerprint"] for s in runs], links], render)
+            made.add(page := f"candidates/{history_slug(study, label)}.html")
+            self._page(page, [[s["fingerprint"] for s in runs], links], render)
+        for page in [p for p in self.state["pages"] if p.startswith("candidates/") and p not in made]:
+            (self.out / page).unlink(missing_ok=True)  # a page per bare name, or of a configuration gone
+            del self.state["pages"][page]
 
     def _search_pages(self, links: Any) -> None:
         """A page per searched study: its newest search's history, confirmation and what was pruned, and why."""
