@@ -22,7 +22,8 @@ from .writer import MANIFEST, VERDICTS
 
 INDEX_FILE = "index.parquet"
 INDEX_COLUMNS = ["run_id", "status", "candidate", "candidate_id", "plan_id", "engine", "started_at", "cells",
-                 "valid_cells", "failure", "study", "verdict", "engine_version", "machine", "image_digest", "driver", "tags", "archived"]
+                 "valid_cells", "failure", "study", "verdict", "engine_version", "machine", "image_digest", "driver",
+                 "tags", "archived"]
 _STORED = INDEX_COLUMNS + ["stamp"]
 
 
@@ -59,9 +60,9 @@ def index_row(record: RunRecord) -> dict[str, Any]:
 
 def stamps(runs_dir: Path) -> dict[str, str]:
     """Per run directory, what changes when its row must: the manifest (sealing), the verdicts and annotations
-    folders (a new event) and the tables (size and time: a sealed run's tables never change, so a change is damage, a cut copy
-    or a full disk, and the row must say so); an incomplete run is re-read every time, as it may still be
-    writing."""
+    folders (a new event) and the tables (size and time: a sealed run's tables never change, so a change is damage,
+    a cut copy or a full disk, and the row must say so); an incomplete run is re-read every time, as it may still
+    be writing."""
     found: dict[str, str] = {}
     try:
         entries = list(os.scandir(runs_dir))
