@@ -97,7 +97,8 @@ def history(journal: Journal, candidate: str, *, rules: list[ComparisonRule] | N
     if every.empty:
         raise InputError(f"history: no completed run of {candidate!r}" + (f" in study {study}" if study else "")
                          + f" in {journal.location}")
-    one_identity(every, candidate, "history", "--study NAME")
+    one_identity(every if plan_id is None else every[every["plan_id"] == plan_id], candidate, "history",
+                 "--study NAME or --plan PLAN")
     plan = plan_id or str(every.iloc[-1]["plan_id"])
     same_plan = every[every["plan_id"] == plan]
     if same_plan.empty:
@@ -121,19 +122,24 @@ def _study_of(rows: pd.DataFrame) -> str | None:
 
 
 def one_identity(rows: pd.DataFrame, candidate: str, what: str, fix: str) -> None:
-    """Refuse a name that several configurations share. A name is a study entry's ("baseline" is in every study),
-    so its runs are one configuration only within one study; an id prefix is one only if it names one id. Taking
-    the newest run's instead made `history baseline` change meaning with whichever study ran last."""
-    named = rows[rows["candidate"] == candidate]
-    by_id = rows[rows["candidate"] != candidate]
-    found = [f"{candidate} of {'study ' + study if study else 'no study'} (candidate "
-             f"{', '.join(sorted({str(i)[:8] for i in runs['candidate_id'].dropna()}))}, {len(runs)} runs)"
-             for study, runs in named.groupby(named["study"].fillna(""), sort=True)]
-    found += [f"candidate {str(i)[:12]} ({', '.join(sorted(set(runs['candidate'])))}, {len(runs)} runs)"
-              for i, runs in by_id.groupby("candidate_id", sort=True)]
-    if len(found) > 1:
-        raise InputError(f"{what}: {candidate!r} names {len(found)} configurations: {'; '.join(found)}. Say which: "
-                         f"{fix}, or a longer candidate id prefix")
+    """Refuse a name that several configurations share. A name is a study entry's ("baseline" is in every study), so
+    it names one configuration only under one plan: the cells measured (a release gate's baseline, measured as its
+    qualification's was, continues that history). Taking the newest run's plan instead made `history baseline`
+    change meaning with whichever study ran last; an id prefix must likewise name one id under one plan."""
+    keys: dict[tuple[str, str], list[int]] = {}
+    for position, (p, c, i) in enumerate(zip(rows["plan_id"], rows["candidate"], rows["candidate_id"])):
+        keys.setdefault((str(p or ""), c if c == candidate else str(i)), []).append(position)
+    if len(keys) <= 1:
+        return
+    found = []
+    for (plan, name), positions in sorted(keys.items()):
+        runs = rows.iloc[positions]
+        studies = ", ".join(sorted({str(s) for s in runs["study"].dropna()})) or "no study"
+        ids = ", ".join(sorted({str(i)[:8] for i in runs["candidate_id"].dropna()}))
+        label = name if name == candidate else f"candidate {name[:12]} ({', '.join(sorted(set(runs['candidate'])))})"
+        found.append(f"{label} under plan {plan} (study {studies}; candidate {ids}; {len(runs)} runs)")
+    raise InputError(f"{what}: {candidate!r} names {len(found)} configurations: {'; '.join(found)}. Say which: "
+                     f"{fix}, or a longer candidate id prefix")
 
 
 def _cells_of(journal: Journal, run_ids: list[str]) -> pd.DataFrame:
@@ -196,8 +202,9 @@ def compare_slices(journal: Journal, a: JournalSlice, b: JournalSlice,
     for name, rows, spec in (("A", rows_a, a), ("B", rows_b, b)):
         if rows.empty:
             raise InputError(f"compare: slice {name} ({spec.describe()}) holds no completed run")
-        if spec.candidate and not spec.study:
-            one_identity(rows, spec.candidate, f"compare: slice {name}", f"add study=NAME to --{name.lower()}")
+        if spec.candidate and not spec.plan_id:
+            one_identity(rows, spec.candidate, f"compare: slice {name}",
+                         f"add study=NAME or plan_id=PLAN to --{name.lower()}")
     plans = set(rows_a["plan_id"]) | set(rows_b["plan_id"])
     if len(plans) > 1:
         raise InputError(f"compare: the slices span plans {', '.join(sorted(plans))}, whose cells differ; add "

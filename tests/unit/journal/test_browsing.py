@@ -6,11 +6,12 @@ import pytest
 from typer.testing import CliRunner
 
 from servebook.cli import app
+from servebook.config import Plan
 from servebook.config.slices import JournalSlice
 from servebook.journal import Journal
 from servebook.journal.browse import browse
 from servebook.journal.synthetic import write_synthetic_run
-from servebook.present.site.identities import history_groups, history_slug, stale_verdicts
+from servebook.present.site.identities import history_pages, stale_verdicts
 from servebook.util.errors import InputError
 from servebook.verdicts import compare_slices, history, judge
 
@@ -92,32 +93,41 @@ def test_the_cli_tags_notes_and_archives_and_ls_and_show_say_so(tmp_path, study)
     assert typo.exit_code == 2 and "did you mean completed" in " ".join(typo.output.split())
 
 
-def _two_studies(tmp_path) -> Journal:
+def _two_studies(tmp_path, capacity_plan: Plan) -> Journal:
     journal = Journal(tmp_path)
     for i, (name, label, chunk) in enumerate([("demo", "baseline", 64), ("demo", "small", 32),
                                               ("capacity", "baseline", 512), ("demo", "baseline", 64)]):
         write_synthetic_run(journal, index=i, study=name, label=label, chunk_size=chunk, requests=10,
-                            started_at=f"2026-01-0{i + 1}T00:00:00Z")
+                            started_at=f"2026-01-0{i + 1}T00:00:00Z", plan=capacity_plan if name == "capacity" else None)
     return journal
 
 
-def test_a_name_several_studies_share_is_refused_with_the_configurations_it_names(tmp_path):
-    journal = _two_studies(tmp_path)
-    with pytest.raises(InputError, match=r"'baseline' names 2 configurations: baseline of study capacity .*1 runs\); "
-                                         r"baseline of study demo .*2 runs\)\. Say which: --study NAME"):
+def test_a_name_several_configurations_share_is_refused_with_the_configurations_it_names(tmp_path):
+    journal = _two_studies(tmp_path, Plan(warmup_requests=5))
+    capacity_plan = journal.index().set_index("study").loc["capacity", "plan_id"]
+    with pytest.raises(InputError, match=r"'baseline' names 2 configurations: baseline under plan \w+ \(study "
+                                         r"(demo|capacity); .*Say which: --study NAME or --plan PLAN"):
         history(journal, "baseline")
     # the newest run is demo's, then capacity's: either way the study decides which configuration, not the order
     assert history(journal, "baseline", study="demo").runs == 2
     assert history(journal, "baseline", study="capacity").study == "capacity"
+    assert history(journal, "baseline", plan_id=capacity_plan).runs == 1
     candidate_id = journal.index().set_index("study").loc["capacity", "candidate_id"]
     assert history(journal, candidate_id[:8]).runs == 1  # an id prefix is one configuration
-    with pytest.raises(InputError, match="add study=NAME to --a"):
+    with pytest.raises(InputError, match="add study=NAME or plan_id=PLAN to --a"):
         compare_slices(journal, JournalSlice(candidate="baseline"), JournalSlice(candidate="small"))
     found = compare_slices(journal, JournalSlice(candidate="baseline", study="demo"), JournalSlice(candidate="small"))
     assert len(found.runs_a) == 2
     refused = CliRunner().invoke(app, ["history", "baseline", "--journal", str(tmp_path)])
     assert refused.exit_code == 2 and "--study" in refused.output
     assert CliRunner().invoke(app, ["history", "baseline", "--study", "demo", "--journal", str(tmp_path)]).exit_code == 0
+
+
+def test_a_name_measured_alike_by_several_studies_is_one_history(tmp_path):
+    # a release gate's baseline (another study, another engine pin) measured with its qualification's plan continues
+    # that configuration's history across the studies
+    journal = _two_studies(tmp_path, Plan())
+    assert history(journal, "baseline").runs == 3
 
 
 def _summary(run_id, label, verdict_runs=None, baseline_runs=None, status="completed", archived=None):
@@ -136,8 +146,11 @@ def test_site_history_pages_are_per_study_and_a_verdict_older_than_the_journal_i
         stale_verdicts(later, "baseline")["fast"]
     archived = runs + [_summary("r5", "fast", archived="bad host")]  # an archived run is no evidence: not stale
     assert stale_verdicts(archived, "baseline") == {}
-    other = [{**s, "study": "capacity"} for s in runs[:1]]
-    groups = history_groups(runs + other)
-    assert set(groups) == {("demo", "baseline"), ("demo", "fast"), ("capacity", "baseline")}
-    assert [s["run_id"] for s in groups[("demo", "baseline")]] == ["r1", "r3"]
-    assert history_slug("demo", "baseline") != history_slug("capacity", "baseline")
+    other = [{**runs[0], "run_id": "r0", "study": "capacity", "plan_id": "q"},
+             {**runs[0], "run_id": "r6", "study": "capacity-gate", "plan_id": "q"}]
+    pages = history_pages(runs + other)
+    assert set(pages) == {("p", "baseline"), ("p", "fast"), ("q", "baseline")}
+    assert [s["run_id"] for s in pages[("p", "baseline")][1]] == ["r1", "r3"]
+    # each page is named by the study that first measured the configuration, so the two baselines' pages differ
+    assert (pages[("p", "baseline")][0], pages[("q", "baseline")][0]) == ("demo--baseline", "capacity--baseline")
+    assert [s["run_id"] for s in pages[("q", "baseline")][1]] == ["r0", "r6"]

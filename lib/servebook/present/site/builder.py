@@ -40,7 +40,7 @@ from ..tables import (
 )
 from .downloads import Converter, listing
 from .files import write_page
-from .identities import history_groups, history_slug, stale_verdicts
+from .identities import history_pages, stale_verdicts
 from .notebook_html import render_notebook
 from .pages import (
     ESTIMATE_NOTE,
@@ -154,6 +154,7 @@ class SiteBuilder:
             if s["study"]:
                 by_study.setdefault(s["study"], []).append(s)
         self.study_links = [{"name": name, "slug": page_slug(name)} for name in sorted(by_study)]
+        self.histories = history_pages([s for s in summaries if s["status"] == "completed"])
         links_key = content_hash(self.study_links)  # every page's input: hashed once, not once a page
 
         with self.reporter.task(f"site: {len(summaries)} run pages", total=len(summaries), unit="pages") as task:
@@ -256,8 +257,7 @@ class SiteBuilder:
                 "rules": rules,
                 "rules_hash": rules_source["rules_hash"] if rules_source else None,
                 "candidates": [{"label": label, "run_id": group[-1]["run_id"],
-                                "history": history_slug(name, label) if any(s["status"] == "completed" for s in group)
-                                else None,
+                                "history": self.histories.get((group[-1]["plan_id"] or "", label), (None,))[0],
                                 "runs": len(group),
                                 "status": group[-1]["status"], "verdict": group[-1]["verdict"],
                                 "reasons": group[-1]["reasons"] or status_reason(group[-1]), "stale": stale.get(label)}
@@ -277,23 +277,23 @@ class SiteBuilder:
         self._page(f"studies/{page_slug(name)}.html", inputs, render)
 
     def _history_pages(self, summaries: list[dict], links: Any) -> None:
-        """A page per configuration, a study's entry (servebook history NAME --study STUDY): its runs over time on
-        the machine it ran on last. Drawn from the cached summaries' cells, so a page re-read no run; the page's
-        inputs are the runs history() selects, so one new run rebuilds only its candidate's page."""
+        """A page per configuration, a name under one plan (`history NAME --plan PLAN`), from the cached summaries'
+        cells; its inputs are the runs history() selects, so one new run rebuilds only its candidate's page."""
         from ...verdicts import history
         from ..history import HistoryView, history_spec
 
         made = set()
-        for (study, label), runs in history_groups([s for s in summaries if s["status"] == "completed"]).items():
-            def render(label: str = label, runs: list[dict] = runs, study: str = study) -> str:
-                found = history(self.journal, label, study=study or None, cells=cells_frame(runs),
+        for (plan, label), (slug, runs) in self.histories.items():
+            def render(label: str = label, runs: list[dict] = runs, plan: str = plan) -> str:
+                found = history(self.journal, label, plan_id=plan or None, cells=cells_frame(runs),
                                 index=index_frame([s["index_row"] for s in runs]))
-                return self._render("history.html.j2", "../", title=f"history of {label}", label=label, study=study,
-                                    study_slug=page_slug(study) if study else None,
+                return self._render("history.html.j2", "../", title=f"history of {label}", label=label, plan=plan,
+                                    measured_by=[{"name": n, "slug": page_slug(n)} for n in
+                                             sorted({s["study"] for s in runs if s["study"]})],
                                     body=to_html(HistoryView(found).blocks()),
                                     charts=[{"id": "history-chart", "figure": history_spec(found)}])
 
-            made.add(page := f"candidates/{history_slug(study, label)}.html")
+            made.add(page := f"candidates/{slug}.html")
             self._page(page, [[s["fingerprint"] for s in runs], links], render)
         for page in [p for p in self.state["pages"] if p.startswith("candidates/") and p not in made]:
             (self.out / page).unlink(missing_ok=True)  # a page per bare name, or of a configuration gone

@@ -1,7 +1,9 @@
-"""Which runs a site history page follows: one configuration, a study's entry, never a bare name.
+"""Which runs a site history page follows: one configuration, never a bare name.
 
 "baseline" is an entry of every study, so a page per name drew one study's baseline under another's link (an empty
-chart where the newest runs were the other study's). A page is per (study, name); its file name says both.
+chart where the newest runs were another study's, under another plan). A page follows a name under one plan, as
+`servebook history` does: the runs of that name every study measured with those cells (a release gate's baseline
+continues its qualification's), and its file name says the study that first measured it.
 """
 
 from __future__ import annotations
@@ -12,25 +14,29 @@ from .pages import page_slug
 
 
 def history_slug(study: str | None, label: str) -> str:
-    """The page of `label` in `study` (runs of no study keep the name alone)."""
+    """The page of `label` first measured by `study` (runs of no study keep the name alone)."""
     return f"{page_slug(study)}--{page_slug(label)}" if study else page_slug(label)
 
 
-def history_groups(completed: list[dict]) -> dict[tuple[str, str], list[dict]]:
-    """(study or "", name) -> the completed, unarchived run summaries its page follows, in the order given: the
-    runs of that name in that study, and those of the study whose candidate id starts with the name (history()
-    takes either)."""
+def history_pages(completed: list[dict]) -> dict[tuple[str, str], tuple[str, list[dict]]]:
+    """(plan id, name) -> (the page's file name without .html, the completed, unarchived run summaries it follows,
+    in the order given): the runs of that name under that plan, and those whose candidate id starts with the name
+    (history() takes either)."""
     completed = [s for s in completed if not (s.get("index_row") or {}).get("archived")]  # no evidence of anything
     own: dict[tuple[str, str], list[int]] = {}
     for i, s in enumerate(completed):
-        own.setdefault((s["study"] or "", s["label"]), []).append(i)
+        own.setdefault((s["plan_id"] or "", s["label"]), []).append(i)
     ids = sorted((s["candidate_id"] or "", i) for i, s in enumerate(completed))
-    groups = {}
-    for (study, label), mine in own.items():
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for (plan, label), mine in own.items():
         prefixed = ids[bisect.bisect_left(ids, (label, -1)):bisect.bisect_left(ids, (label + chr(0x10FFFF), -1))]
-        same = {i for _, i in prefixed if (completed[i]["study"] or "") == study}
-        groups[(study, label)] = [completed[i] for i in sorted(set(mine) | same)]
-    return groups
+        same = {i for _, i in prefixed if (completed[i]["plan_id"] or "") == plan}
+        groups[(plan, label)] = [completed[i] for i in sorted(set(mine) | same)]
+    slugs = {key: history_slug(min(runs, key=lambda s: s["run_id"])["study"], key[1]) for key, runs in groups.items()}
+    taken = [slug for slug in slugs.values()]
+    # a study whose plan was edited measured one name under two plans: each page then names its plan too
+    return {key: (slugs[key] + (f"--{key[0][:8]}" if taken.count(slugs[key]) > 1 else ""), runs)
+            for key, runs in groups.items()}
 
 
 def _evidence(group: list[dict], plan_id: str | None) -> set[str]:
