@@ -149,5 +149,5 @@ def sweep_on_ray(study: Study, journal: Journal, *, address: str | None = "auto"
                           lanes=lanes if len(lanes) > 1 else None, title=f"sweep {study.name} on Ray")
     reporter.log(f"ray: {sum(r.status != 'skipped' for r in results)} runs in {time.monotonic() - started:.1f} s")
     journal.pull()  # what workers on other hosts sealed in a remote journal
-    journal.index()
+    journal.index(write=True)
     return results

@@ -360,7 +360,7 @@ def run_candidate(
         writer.write_table("gates", [r.row() for r in log.gate_results])
     writer.seal(Manifest(**sealed, status="completed", failure=None, summary=_summary(log)))
     record = journal.run(writer.run_id)
-    journal.index()
+    journal.index(write=True)
     return record
 
 

@@ -79,7 +79,10 @@ def test_sweep_judges_resumes_and_rejudges(llama_install, tmp_path):
     assert "0 runs made, 3 skipped" in second.stdout
 
     events_before = {r.run_id: len(r.verdicts()) for r in journal.runs()}
-    servebook("judge", study_file(tmp_path, 90), "--journal", journal_dir)
+    looked = servebook("judge", study_file(tmp_path, 90), "--journal", journal_dir)  # a read: nothing appended
+    assert {r.run_id: len(r.verdicts()) for r in journal.runs()} == events_before
+    assert outcomes(journal)["one-slot"] == "rejected" and "judge --record" in looked.stderr
+    servebook("judge", study_file(tmp_path, 90), "--journal", journal_dir, "--record")
     assert journal.run_ids() == run_ids
     assert outcomes(journal)["one-slot"] == "accepted"
     after = {r.run_id: len(r.verdicts()) for r in journal.runs()}

@@ -19,7 +19,7 @@ app = typer.Typer(help="Qualify LLM serving configurations; keep every run in a 
                   no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
 engine_app = typer.Typer(help="The embedded default engine (llama.cpp's llama-server).", no_args_is_help=True)
 models_app = typer.Typer(help="Generated models for tests and demos.", no_args_is_help=True)
-journal_app = typer.Typer(help="Read the journal.", no_args_is_help=True)
+journal_app = typer.Typer(help="Read the journal; tag, note and archive its runs.", no_args_is_help=True)
 app.add_typer(engine_app, name="engine")
 app.add_typer(models_app, name="models")
 app.add_typer(journal_app, name="journal")

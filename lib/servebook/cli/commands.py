@@ -290,7 +290,7 @@ def sweep_cmd(
     (out if verdict_format == "text" else err).print(f"\n{ran} runs made, {len(results) - ran} skipped (already recorded). "
               f"Results: {j.location}/runs; compare them with `servebook journal ls --journal {j.location}` "
               f"or notebooks/compare.ipynb (study_path={study_file}).")
-    _verdicts_out(study, j, verdict_format, output, fail_on, site_url)
+    _verdicts_out(study, j, verdict_format, output, fail_on, site_url, record=True)
 
 
 @app.command("judge")
@@ -300,11 +300,14 @@ def judge_cmd(
     journal: Optional[str] = JournalOption,
     fail_on: Optional[str] = FailOnOption, verdict_format: str = FormatOption, output: Optional[Path] = OutputOption,
     site_url: Optional[str] = SiteUrlOption, set_: list[str] = StudySetOption,
+    record: bool = typer.Option(False, "--record", help="append changed verdicts to the journal as a sweep does (what "
+                                                         "the site and `journal ls` show); without it judge only reads"),
 ):
     """Re-judge a study's recorded runs under its current rules, without running anything."""
     study = load_study(study_file, parse_overrides(set_) if set_ else None)
     _check_fail_on(fail_on, verdict_format)
-    _verdicts_out(study, open_journal(journal), verdict_format, writable_output(output), fail_on, site_url)
+    j = open_journal(journal).ensure_writable() if record else open_journal(journal)
+    _verdicts_out(study, j, verdict_format, writable_output(output), fail_on, site_url, record=record)
 
 
 def _check_fail_on(fail_on: Optional[str], verdict_format: str) -> None:
@@ -318,17 +321,20 @@ def _check_fail_on(fail_on: Optional[str], verdict_format: str) -> None:
 
 
 def _verdicts_out(study, j: Journal, verdict_format: str, output: Optional[Path], fail_on: Optional[str],
-                  site_url: Optional[str]) -> None:
+                  site_url: Optional[str], record: bool) -> None:
     """The verdicts in the chosen format (to stdout or --output), the Markdown summary appended to
-    $GITHUB_STEP_SUMMARY when it is set, and the gate's exit status."""
+    $GITHUB_STEP_SUMMARY when it is set, and the gate's exit status; `record`: changed verdicts appended."""
     import json
 
     from ..present import VerdictsView
     from ..present.ci import verdicts_json, verdicts_junit, verdicts_markdown, write_step_summary
     from ..verdicts import gate, judge, noise_floor, parse_fail_on
 
-    judged = judge(study, j)
+    judged = judge(study, j, append=record)
     result = gate(judged, parse_fail_on(fail_on))
+    if unrecorded := [item.entry.name for item in judged if item.verdict is not None and not item.recorded]:
+        err.print(f"not recorded: the journal holds older verdicts for {', '.join(unrecorded)} (the site and `journal "
+                  "ls` show those); `servebook judge --record` appends these", highlight=False)
     site_url = site_url or os.environ.get("SERVEBOOK_SITE_URL")
 
     def markdown() -> str:

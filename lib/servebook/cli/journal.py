@@ -20,6 +20,13 @@ def journal_ls(journal: Optional[str] = JournalOption,
                                                                "incomplete, interrupted, damaged)"),
                since: Optional[str] = typer.Option(None, help="only runs started at or after this ISO date or time"),
                limit: int = typer.Option(50, help="the newest N runs that match (0: all)"),
+               where: list[str] = typer.Option([], "--where", help="FIELD OP VALUE (= != > >= < <=), repeatable: an "
+                                               "index column (status, study, verdict, tags, archived, ...), "
+                                               "knobs.NAME, or a metric (aggregate_tok_s: the run's best valid "
+                                               "cell; aggregate_tok_s@decode-prose-c4: that cell)"),
+               sort: Optional[str] = typer.Option(None, "--sort", help="FIELD, FIELD:asc or FIELD:desc (any --where "
+                                                  "field); runs without it last, and the newest N of the "
+                                                  "sorted runs are the last N"),
                listing_format: str = typer.Option("text", "--format", help="text (a table) or json (one object "
                                                                            "per run, the index's columns)")):
     """Runs in the journal, newest last, incomplete ones included (fits 80 columns; --wide for all columns).
@@ -31,7 +38,11 @@ def journal_ls(journal: Optional[str] = JournalOption,
     if every.empty:
         out.print(f"no runs in {j.location}")
         return
-    matching = j.select(study=study, status=status, since=since, frame=every)
+    from ..journal.browse import browse
+
+    # --study and --status are typed as --where's are: a misspelled status or study is an error, not zero runs
+    matching, extra = browse(j.select(since=since, frame=every), j.run,
+                             [f"{k}={v}" for k, v in (("study", study), ("status", status)) if v] + list(where), sort)
     chosen = matching.tail(limit) if limit else matching
     if listing_format == "json":
         import json
@@ -40,7 +51,7 @@ def journal_ls(journal: Optional[str] = JournalOption,
         return
     if listing_format != "text":
         raise InputError(f"--format {listing_format!r}: choose text or json")
-    out.print(to_rich(j.listing(wide=wide, frame=chosen, total=len(every))))
+    out.print(to_rich(j.listing(wide=wide, frame=chosen, total=len(every), extra=extra)))
     if len(chosen) < len(matching):
         err.print(f"showing the newest {len(chosen)} of {len(matching)}; --limit 0 for all, or filter with "
                   "--study/--status/--since")
@@ -55,6 +66,9 @@ def journal_show(run_id: str = typer.Argument(..., help="run id (a unique prefix
 
     record = open_journal(journal).run(run_id)
     out.print(report(record))
+    annotations = record.annotations.lines()
+    if annotations:
+        out.print("\n" + "\n".join(annotations), highlight=False)
     out.print(f"\n{record.dir}")
 
 
@@ -77,8 +91,10 @@ def _print_json(data) -> None:
 def history_cmd(
     candidate: str = typer.Argument(..., help="a candidate's name (a study entry's name) or a prefix of its id"),
     journal: Optional[str] = JournalOption,
-    study_file: Optional[Path] = typer.Option(None, "--study", help="a study YAML: follow the cells its rules judge, "
-                                                                     "and only runs this study recorded"),
+    study_arg: Optional[str] = typer.Option(None, "--study", help="the study whose runs to follow: its name as "
+                                                                  "recorded, or its YAML (whose rules then pick the "
+                                                                  "cells); needed where several studies share the "
+                                                                  "candidate's name"),
     machine: Optional[str] = typer.Option(None, help="a fragment of the machine identity (default: where it ran last)"),
     plan: Optional[str] = typer.Option(None, help="a plan id (default: the newest run's)"),
     history_format: str = typer.Option("text", "--format", help="text or json"),
@@ -89,9 +105,10 @@ def history_cmd(
     from ..present.history import HistoryView
     from ..verdicts import history
 
-    study = load_study(study_file) if study_file else None
+    is_file = bool(study_arg) and (study_arg.endswith((".yaml", ".yml")) or Path(study_arg).is_file())
+    study = load_study(Path(study_arg)) if is_file and study_arg else None
     found = history(open_journal(journal), candidate, rules=_rules_of(study, 5.0), machine=machine,
-                    plan_id=plan, study=study.name if study else None)
+                    plan_id=plan, study=study.name if study else study_arg)
     if history_format == "json":
         _print_json(found)
     else:
@@ -130,3 +147,60 @@ def compare_cmd(
                                               "B": [opened.run(r) for r in result.runs_b]}, "slice"), "slice")
     if held is not None:  # the requests/s each slice held, and under which objectives
         out.print(to_rich([held]))
+
+
+def _annotated(journal: Optional[str], run_id: str):
+    """The run to annotate, in a journal that can take the event (annotating is the journal's one edit of a sealed
+    run, and it adds a file beside the run, never touching what was sealed)."""
+    j = open_journal(journal)
+    record = j.run(run_id)
+    if record.status == "incomplete":
+        raise InputError(f"run {record.run_id} is not sealed yet; annotate it once it is")
+    j.ensure_writable()
+    return record
+
+
+@journal_app.command("tag")
+@friendly
+def journal_tag(run_id: str = typer.Argument(..., help="run id (a unique prefix or fragment is enough)"),
+                tags: list[str] = typer.Argument(..., help="one or more tags (letters, digits, _ . - : + @ = /)"),
+                remove: bool = typer.Option(False, "--remove", help="take these tags off instead"),
+                journal: Optional[str] = JournalOption):
+    """Tag a run (`journal ls --where tags=TAG` finds it); kept beside the sealed run, which is not changed."""
+    from ..journal.annotations import check_tag
+
+    record = _annotated(journal, run_id)
+    for tag in tags:
+        record.annotate("untag" if remove else "tag", check_tag(tag))
+    out.print(f"run {record.run_id}: tags {', '.join(record.annotations.tags) or 'none'}", highlight=False)
+
+
+@journal_app.command("note")
+@friendly
+def journal_note(run_id: str = typer.Argument(..., help="run id (a unique prefix or fragment is enough)"),
+                 text: str = typer.Argument(..., help="the note, e.g. \"host rebooted between rounds\""),
+                 journal: Optional[str] = JournalOption):
+    """Add a note to a run, shown by `journal show` and on its site page; notes are kept in order, never edited."""
+    record = _annotated(journal, run_id)
+    record.annotate("note", text)
+    out.print(f"run {record.run_id}: {len(record.annotations.notes)} notes", highlight=False)
+
+
+@journal_app.command("archive")
+@friendly
+def journal_archive(run_id: str = typer.Argument(..., help="run id (a unique prefix or fragment is enough)"),
+                    why: str = typer.Option("", "--why", help="why it is no evidence (required to archive), e.g. "
+                                                              "\"another job shared the GPU\""),
+                    undo: bool = typer.Option(False, "--undo", help="restore an archived run (--why says why)"),
+                    journal: Optional[str] = JournalOption):
+    """Archive a bad run: it stays in the journal, marked, and verdicts, histories and comparisons leave it out,
+    naming it and the reason; a sweep runs its repeat again. --undo restores it."""
+    record = _annotated(journal, run_id)
+    if not why.strip() and not undo:
+        raise InputError("journal archive: say why with --why \"...\" (the verdicts print it where they leave the "
+                         "run out)")
+    if undo and not record.archived:
+        raise InputError(f"run {record.run_id} is not archived")
+    record.annotate("unarchive" if undo else "archive", why.strip() or "restored")
+    state = "restored" if undo else f"archived ({why.strip()}); re-judge its study to see the verdicts without it"
+    out.print(f"run {record.run_id}: {state}", highlight=False)

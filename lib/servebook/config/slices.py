@@ -48,8 +48,11 @@ class JournalSlice(BaseModel):
         return ", ".join(f"{k}={v}" for k, v in fields.items()) or "every completed run"
 
     def select(self, frame):
-        """The rows of the journal's index (a pandas frame) in this slice, in time order."""
+        """The rows of the journal's index (a pandas frame) in this slice, in time order; archived runs are no
+        evidence of anything, so no slice holds them."""
         chosen = frame[frame["status"] == self.status]
+        if "archived" in chosen.columns:
+            chosen = chosen[chosen["archived"].isna()]
         if self.candidate:
             chosen = chosen[(chosen["candidate"] == self.candidate)
                             | chosen["candidate_id"].fillna("").str.startswith(self.candidate)]

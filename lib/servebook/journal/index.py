@@ -16,12 +16,14 @@ import pandas as pd
 from ..config.slices import iso_instant
 from ..util.errors import InputError
 from ..util.files import temp_beside
+from .annotations import ANNOTATIONS
 from .record import RunRecord
 from .writer import MANIFEST, VERDICTS
 
 INDEX_FILE = "index.parquet"
 INDEX_COLUMNS = ["run_id", "status", "candidate", "candidate_id", "plan_id", "engine", "started_at", "cells",
-                 "valid_cells", "failure", "study", "verdict", "engine_version", "machine", "image_digest", "driver"]
+                 "valid_cells", "failure", "study", "verdict", "engine_version", "machine", "image_digest", "driver",
+                 "tags", "archived"]
 _STORED = INDEX_COLUMNS + ["stamp"]
 
 
@@ -30,6 +32,7 @@ def index_row(record: RunRecord) -> dict[str, Any]:
     summary = record.manifest.summary if record.manifest else None
     failure = record.manifest.failure if record.manifest else None
     environment = record.manifest.environment if record.manifest else None
+    annotations = record.annotations
     return {
         "run_id": record.run_id,
         "status": record.status,
@@ -49,14 +52,17 @@ def index_row(record: RunRecord) -> dict[str, Any]:
         "machine": environment.host_identity if environment else None,
         "image_digest": environment.image_digest if environment else None,
         "driver": getattr(environment, "driver", None) if environment else None,
+        # what people said of it since: its tags (comma-separated) and, for an archived run, why
+        "tags": ",".join(annotations.tags) or None,
+        "archived": annotations.archived,
     }
 
 
 def stamps(runs_dir: Path) -> dict[str, str]:
-    """Per run directory, what changes when its row must: the manifest (sealing), the verdicts folder (a new
-    event) and the tables (size and time: a sealed run's tables never change, so a change is damage, a cut copy
-    or a full disk, and the row must say so); an incomplete run is re-read every time, as it may still be
-    writing."""
+    """Per run directory, what changes when its row must: the manifest (sealing), the verdicts and annotations
+    folders (a new event) and the tables (size and time: a sealed run's tables never change, so a change is damage,
+    a cut copy or a full disk, and the row must say so); an incomplete run is re-read every time, as it may still
+    be writing."""
     found: dict[str, str] = {}
     try:
         entries = list(os.scandir(runs_dir))
@@ -70,12 +76,16 @@ def stamps(runs_dir: Path) -> dict[str, str]:
         except FileNotFoundError:
             found[entry.name] = ""
             continue
-        try:
-            verdicts = os.stat(os.path.join(entry.path, VERDICTS)).st_mtime_ns
-        except FileNotFoundError:
-            verdicts = 0
-        found[entry.name] = f"{manifest}:{verdicts}:{_tables_stamp(entry.path)}"
+        verdicts, annotations = (_mtime(os.path.join(entry.path, folder)) for folder in (VERDICTS, ANNOTATIONS))
+        found[entry.name] = f"{manifest}:{verdicts}:{annotations}:{_tables_stamp(entry.path)}"
     return found
+
+
+def _mtime(path: str) -> int:
+    try:
+        return os.stat(path).st_mtime_ns
+    except FileNotFoundError:
+        return 0
 
 
 def _tables_stamp(directory: str) -> str:

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from ..util.files import atomic_write_bytes, tail_of
 from ..util.render import Block, Renderable, Text
+from .annotations import Action, Annotations, append_annotation, read_annotations
 from .manifest import Manifest, RunIdentity
 from .writer import ENGINE_LOG, LAUNCH, MANIFEST, NOTEBOOK, VERDICTS, _dumps, table_file, utc_now
 
@@ -186,6 +187,22 @@ class RunRecord(Renderable):
             self.on_write(path)
         return path
 
+    @property
+    def annotations(self) -> Annotations:
+        """Tags, notes and whether the run is archived (see journal/annotations.py)."""
+        return read_annotations(self.dir)
+
+    @property
+    def archived(self) -> bool:
+        return self.annotations.archived is not None
+
+    def annotate(self, action: Action, text: str) -> Path:
+        """Add a tag, a note or an archive event beside the sealed run; the manifest is never touched."""
+        path = append_annotation(self.dir, action, text)
+        if self.on_write:
+            self.on_write(path)
+        return path
+
     def log_tail(self, lines: int = 40) -> str:
         return tail_of(self.dir / ENGINE_LOG, lines)
 
@@ -202,6 +219,8 @@ class RunRecord(Renderable):
         verdict = self.latest_verdict
         if verdict:
             parts.append(f"verdict {verdict.get('outcome')}")
+        if self.archived:
+            parts.append("archived")
         return "  ".join(parts)
 
     def blocks(self) -> list[Block]:

@@ -195,13 +195,14 @@ class Journal(Renderable):
     def runs(self) -> list[RunRecord]:
         return [self.run(r) for r in self.run_ids()]
 
-    def find_all(self, candidate_id: str, plan_id: str,
-                 statuses: tuple[str, ...] = ("completed", "failed")) -> list[RunRecord]:
+    def find_all(self, candidate_id: str, plan_id: str, statuses: tuple[str, ...] = ("completed", "failed"),
+                 archived: bool = False) -> list[RunRecord]:
         """Every sealed run of this candidate under this plan (its repeats), oldest first; looked up in the index,
-        so only the matching manifests are read."""
+        so only the matching manifests are read. Archived runs count for nothing (a sweep runs their repeat
+        again) unless `archived` asks for them too."""
         frame = self.index()
         chosen = frame[(frame["candidate_id"] == candidate_id) & (frame["plan_id"] == plan_id)
-                       & frame["status"].isin([*statuses, "damaged"])]
+                       & frame["status"].isin([*statuses, "damaged"]) & (archived | frame["archived"].isna())]
         # The run as read now decides, not its row: a run damaged since the index was written is left out too.
         return [record for record in map(self.run, chosen["run_id"]) if record.status in statuses]
 
@@ -217,8 +218,9 @@ class Journal(Renderable):
         found = self.find_all(candidate_id, plan_id, statuses)
         return found[-1] if found else None
 
-    def index(self, write: bool = True) -> pd.DataFrame:
-        """One row per run (incomplete runs included), newest last (see journal/index.py)."""
+    def index(self, write: bool = False) -> pd.DataFrame:
+        """One row per run (incomplete runs included), newest last (see journal/index.py). Only a command that
+        wrote runs stores it (`write`): a read leaves the journal as it found it, a read-only copy included."""
         return refresh(self.root, self.runs_dir, self.run, write)
 
     def select(self, *, study: str | None = None, status: str | None = None, since: str | None = None,
@@ -237,6 +239,7 @@ class Journal(Renderable):
             return [Text(f"no journal at {self.root}: {MISSING}", "warn")]
         return self.listing(wide=False)
 
-    def listing(self, wide: bool = False, frame: pd.DataFrame | None = None, total: int | None = None) -> list[Block]:
+    def listing(self, wide: bool = False, frame: pd.DataFrame | None = None, total: int | None = None,
+                extra: list[str] | None = None) -> list[Block]:
         """Runs, newest last (every run, or the `frame` selected from the index); see journal/listing.py."""
-        return listing_blocks(self.location, self.index() if frame is None else frame, wide, total)
+        return listing_blocks(self.location, self.index() if frame is None else frame, wide, total, extra)

@@ -68,16 +68,17 @@ def write_synthetic_run(journal: Journal, *, index: int, study: str | None = "sy
                         requests: int = 2000, invalid: str | None = None, log_line: str = "",
                         label: str | None = None, verdict: str | None = None, reasons: list[str] | None = None,
                         chunk_size: int | None = None, environment: dict | None = None,
-                        started_at: str | None = None, speed: float | None = None) -> RunRecord:
+                        started_at: str | None = None, speed: float | None = None,
+                        plan: Plan | None = None) -> RunRecord:
     """One run; `status` is completed, failed, interrupted (its cells kept) or incomplete (no manifest).
     `environment` adds to the recorded environment (engine_version, machine_id, ...), `started_at` moves it in
-    time, `speed` scales every figure."""
+    time, `speed` scales every figure; `plan` is the plan it names (its cells are the same whatever it says)."""
     rng = np.random.default_rng(index)
     label = label or f"candidate-{index % 10}"
     candidate = Candidate.model_validate({"name": label, "model": {"path": "tiny:target"},
                                           "knobs": {"chunk_size": chunk_size or 64 * (1 + index % 10),
                                                     "max_running_requests": 4}})
-    plan = Plan()
+    plan = plan or Plan()
     run_id = f"20260101T{index // 3600 % 24:02d}{index // 60 % 60:02d}{index % 60:02d}Z-{candidate.id[:8]}-{index}"
     writer = journal.start_run(candidate.id, run_id)
     identity = {"candidate_id": candidate.id, "candidate_label": label, "candidate": candidate.model_dump(mode="json"),

@@ -23,7 +23,8 @@ class HistoryView(Renderable):
         h = self.history
         series = h.series
         elsewhere = "; ".join(f"{n} on {m}" for m, n in h.other_machines.items())
-        lead = (f"history of {h.candidate} on {h.machine}, plan {h.plan_id}: {h.runs} runs"
+        lead = (f"history of {h.candidate}" + (f" (study {h.study})" if h.study else "")
+                + f" on {h.machine}, plan {h.plan_id}: {h.runs} runs"
                 + (f" (left out: {elsewhere})" if elsewhere else "")
                 + (f" ({h.other_plans} under other plans left out)" if h.other_plans else ""))
         blocks: list[Block] = [Text(lead, "heading")]

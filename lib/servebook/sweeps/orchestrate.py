@@ -85,7 +85,7 @@ def sweep(
         results = stop.results
     finally:
         runner.close()
-    journal.index()
+    journal.index(write=True)
     return results
 
 

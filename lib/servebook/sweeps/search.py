@@ -204,7 +204,7 @@ def search(study: Study, journal: Journal, *, reporter: Reporter | None = None, 
         _confirm(study, journal, runner, reporter, configs, entries, result, lanes, workers)
     finally:
         runner.close()
-    journal.index()
+    journal.index(write=True)
     return _recorded(result, journal)
 
 

@@ -15,13 +15,15 @@ def _process_umask() -> int:
 
 
 _UMASK = _process_umask()
+#: the mode an ordinary new file gets here (0644 under the usual umask 022)
+NEW_FILE_MODE = 0o666 & ~_UMASK
 
 
 def temp_beside(path: Path, prefix: str | None = None) -> tuple[int, str]:
     """mkstemp in `path`'s folder, with the mode an ordinary new file gets (mkstemp's is 0600, so a site or journal
     written through it would be readable by its owner alone, not by the web server that publishes it)."""
     fd, tmp = tempfile.mkstemp(prefix=prefix or f".{path.name}.", dir=path.parent)
-    os.fchmod(fd, 0o666 & ~_UMASK)
+    os.fchmod(fd, NEW_FILE_MODE)
     return fd, tmp
 
 

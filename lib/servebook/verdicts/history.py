@@ -70,6 +70,8 @@ class History:
     #: runs of the candidate left out: machine -> runs elsewhere, and runs under other plans
     other_machines: dict[str, int] = field(default_factory=dict)
     other_plans: int = 0
+    #: the study whose runs these are (None: runs made outside any study)
+    study: str | None = None
 
 
 def _marks(row: dict) -> dict[str, str | None]:
@@ -95,7 +97,10 @@ def history(journal: Journal, candidate: str, *, rules: list[ComparisonRule] | N
     already (the site, from its cache); otherwise they are read from the journal."""
     every = JournalSlice(candidate=candidate, study=study).select(journal.index() if index is None else index)
     if every.empty:
-        raise InputError(f"history: no completed run of {candidate!r} in {journal.location}")
+        raise InputError(f"history: no completed run of {candidate!r}" + (f" in study {study}" if study else "")
+                         + f" in {journal.location}")
+    one_identity(every if plan_id is None else every[every["plan_id"] == plan_id], candidate, "history",
+                 "--study NAME or --plan PLAN")
     plan = plan_id or str(every.iloc[-1]["plan_id"])
     same_plan = every[every["plan_id"] == plan]
     if same_plan.empty:
@@ -110,7 +115,33 @@ def history(journal: Journal, candidate: str, *, rules: list[ComparisonRule] | N
     for line in series:
         line.steps = find_steps([p.value for p in line.points])
     return History(candidate, where, plan, series, len(rows), {str(k): int(v) for k, v in elsewhere.items()},
-                   len(every) - len(same_plan))
+                   len(every) - len(same_plan), _study_of(rows))
+
+
+def _study_of(rows: pd.DataFrame) -> str | None:
+    studies = rows["study"].dropna().unique()
+    return str(studies[0]) if len(studies) == 1 else None
+
+
+def one_identity(rows: pd.DataFrame, candidate: str, what: str, fix: str) -> None:
+    """Refuse a name that several configurations share. A name is a study entry's ("baseline" is in every study), so
+    it names one configuration only under one plan: the cells measured (a release gate's baseline, measured as its
+    qualification's was, continues that history). Taking the newest run's plan instead made `history baseline`
+    change meaning with whichever study ran last; an id prefix must likewise name one id under one plan."""
+    keys: dict[tuple[str, str], list[int]] = {}
+    for position, (p, c, i) in enumerate(zip(rows["plan_id"], rows["candidate"], rows["candidate_id"])):
+        keys.setdefault((str(p or ""), c if c == candidate else str(i)), []).append(position)
+    if len(keys) <= 1:
+        return
+    found = []
+    for (plan, name), positions in sorted(keys.items()):
+        runs = rows.iloc[positions]
+        studies = ", ".join(sorted({str(s) for s in runs["study"].dropna()})) or "no study"
+        ids = ", ".join(sorted({str(i)[:8] for i in runs["candidate_id"].dropna()}))
+        label = name if name == candidate else f"candidate {name[:12]} ({', '.join(sorted(set(runs['candidate'])))})"
+        found.append(f"{label} under plan {plan} (study {studies}; candidate {ids}; {len(runs)} runs)")
+    raise InputError(f"{what}: {candidate!r} names {len(found)} configurations: {'; '.join(found)}. Say which: "
+                     f"{fix}, or a longer candidate id prefix")
 
 
 def _cells_of(journal: Journal, run_ids: list[str]) -> pd.DataFrame:
@@ -173,6 +204,9 @@ def compare_slices(journal: Journal, a: JournalSlice, b: JournalSlice,
     for name, rows, spec in (("A", rows_a, a), ("B", rows_b, b)):
         if rows.empty:
             raise InputError(f"compare: slice {name} ({spec.describe()}) holds no completed run")
+        if spec.candidate and not spec.plan_id:
+            one_identity(rows, spec.candidate, f"compare: slice {name}",
+                         f"add study=NAME or plan_id=PLAN to --{name.lower()}")
     plans = set(rows_a["plan_id"]) | set(rows_b["plan_id"])
     if len(plans) > 1:
         raise InputError(f"compare: the slices span plans {', '.join(sorted(plans))}, whose cells differ; add "

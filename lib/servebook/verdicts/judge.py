@@ -207,8 +207,10 @@ class Judged:
     entry: StudyEntry
     records: list[RunRecord]
     verdict: Verdict | None
-    #: the candidate's damaged runs (journal.record.Damage), left out of the verdict and named in it
+    #: the candidate's damaged and archived runs, left out of the verdict and named in it
     left_out: list[RunRecord] = field(default_factory=list)
+    #: whether the journal holds this verdict as its newest event (what the site and `journal ls` show)
+    recorded: bool = True
 
     @property
     def record(self) -> RunRecord | None:
@@ -235,8 +237,15 @@ class Judgement(list, Renderable):
         return [table]
 
 def left_out_reasons(records: list[RunRecord]) -> list[str]:
-    """One line per damaged run left out of a verdict, naming the run and what is wrong with it."""
-    return [f"left out: run {r.run_id} {r.damage.text if r.damage else r.status}" for r in records]
+    """One line per damaged or archived run left out of a verdict, naming the run and why."""
+    return [f"left out: run {r.run_id} {_why_left_out(r)}" for r in records]
+
+
+def _why_left_out(record: RunRecord) -> str:
+    if record.damage:
+        return record.damage.text
+    archived = record.annotations.archived
+    return f"archived: {archived}" if archived else record.status
 
 
 def _output_equivalence(baseline_records: list, records: list) -> str | None:
@@ -288,12 +297,12 @@ def judge(study: Study, journal: Journal, *, append: bool = True) -> Judgement:
     if rules.baseline_entry is not None and not any(entry.name == rules.baseline for entry in entries):
         raise InputError(f"verdict.baseline: no candidate named {rules.baseline!r} in study {study.name} "
                          f"(names: {', '.join(e.name for e in entries)})")
-    found = {e.name: journal.find_all(e.candidate.id, study.plan.id, ("completed", "failed", "damaged"))
-             for e in entries}
-    runs = {name: [r for r in records if r.status != "damaged"] for name, records in found.items()}
-    damaged = {name: [r for r in records if r.status == "damaged"] for name, records in found.items()}
+    found = {e.name: journal.find_all(e.candidate.id, study.plan.id, ("completed", "failed", "damaged"),
+                                      archived=True) for e in entries}
+    runs = {name: [r for r in records if r.status != "damaged" and not r.archived] for name, records in found.items()}
+    left_out = {name: [r for r in records if r.status == "damaged" or r.archived] for name, records in found.items()}
     recorded = _recorded_baseline(study, journal, runs)
-    baseline_lost = [] if recorded else left_out_reasons(damaged.get(rules.baseline, []))
+    baseline_lost = [] if recorded else left_out_reasons(left_out.get(rules.baseline, []))
     baseline_records = recorded.records if recorded else runs[rules.baseline]
     cells_by_name = {name: run_cells(records) for name, records in runs.items()}  # each table read once
     baseline_frames = run_cells(baseline_records) if recorded else cells_by_name[rules.baseline]
@@ -307,7 +316,7 @@ def judge(study: Study, journal: Journal, *, append: bool = True) -> Judgement:
     for entry in entries:
         records = runs[entry.name]
         if not records:
-            out.append(Judged(entry, [], None, damaged[entry.name]))
+            out.append(Judged(entry, [], None, left_out[entry.name]))
             continue
         peers = {name: frames for name, frames in evidence.items() if name not in (entry.name, rules.baseline_entry)}
         alpha, look = _look(study, records)
@@ -315,7 +324,7 @@ def judge(study: Study, journal: Journal, *, append: bool = True) -> Judgement:
         verdict = judge_runs([(r.manifest, c) for r, c in zip(records, cells_by_name[entry.name])], baseline_cells, rules,
                              is_baseline=is_baseline, peers=peers, alpha=alpha, look=look,
                              baseline_lost=baseline_lost)
-        verdict.reasons += left_out_reasons(damaged[entry.name])
+        verdict.reasons += left_out_reasons(left_out[entry.name])
         if recorded and rules.baseline_from:
             verdict.reasons.append(recorded.describe(rules.baseline_from))
         if not is_baseline:
@@ -333,5 +342,5 @@ def judge(study: Study, journal: Journal, *, append: bool = True) -> Judgement:
             latest.get(k) == event[k] for k in ("outcome", "reasons", "rules_hash", "run_ids", "baseline_run_ids"))
         if append and not unchanged:
             records[-1].append_verdict(event)
-        out.append(Judged(entry, records, verdict, damaged[entry.name]))
+        out.append(Judged(entry, records, verdict, left_out[entry.name], recorded=append or unchanged))
     return Judgement(out)

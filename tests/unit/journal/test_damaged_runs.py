@@ -49,7 +49,7 @@ def truncate(path, size: int = 100) -> None:
 
 
 def row(journal: Journal, run_id: str) -> dict:
-    return journal.index().set_index("run_id").loc[run_id].to_dict()
+    return journal.index(write=True).set_index("run_id").loc[run_id].to_dict()
 
 
 def test_a_table_truncated_after_the_index_was_written_is_named_by_the_listing(tmp_path):

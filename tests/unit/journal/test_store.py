@@ -24,6 +24,8 @@ def test_a_run_without_manifest_is_incomplete_and_listed(tmp_path):
     assert statuses == {done.run_id: "completed", unsealed.run_id: "incomplete"}
     index = journal.index()
     assert set(index["status"]) == {"completed", "incomplete"}
+    assert not (tmp_path / "index.parquet").exists()  # a read writes nothing; a writer stores the index
+    journal.index(write=True)
     assert (tmp_path / "index.parquet").is_file()
 
 
@@ -109,7 +111,7 @@ def test_the_index_rereads_only_runs_sealed_or_judged_since(tmp_path, monkeypatc
     journal = Journal(tmp_path)
     runs = [write_synthetic_run(journal, index=i, requests=0, status="incomplete" if i == 4 else "completed")
             for i in range(5)]
-    first = journal.index()
+    first = journal.index(write=True)
     assert len(first) == 5 and (tmp_path / "index.parquet").is_file()
     reads = []
     original = Journal.run

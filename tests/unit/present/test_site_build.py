@@ -137,12 +137,12 @@ def test_an_incremental_build_after_one_new_run_is_byte_identical_to_a_full_buil
                             environment={"engine_version": "1.0" if i < 16 else "1.1"})
     out = tmp_path / "site"
     build_site(journal, out)
-    assert "steps (PELT" in (out / "candidates" / "baseline.html").read_text()  # a step was found
+    assert "steps (PELT" in (out / "candidates" / "synthetic--baseline.html").read_text()  # a step was found
     new = write_synthetic_run(journal, index=22, label="baseline", verdict="accepted", requests=20, speed=0.8,
                               started_at="2026-01-22T00:00:00Z", environment={"engine_version": "1.1"})
     incremental = build_site(journal, out)
-    assert {f"runs/{new.run_id}.html", "candidates/baseline.html"} <= set(incremental.written)
-    assert not {"candidates/faster.html", "candidates/broken-counters.html"} & set(incremental.written)
+    assert {f"runs/{new.run_id}.html", "candidates/synthetic--baseline.html"} <= set(incremental.written)
+    assert not {"candidates/synthetic--faster.html", "candidates/synthetic--broken-counters.html"} & set(incremental.written)
     assert not any(p.startswith("runs/") and new.run_id not in p for p in incremental.written)
     full = tmp_path / "full"
     build_site(journal, full)

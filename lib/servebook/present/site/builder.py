@@ -8,7 +8,6 @@ Everything that comes from the journal is escaped by jinja2's autoescape.
 
 from __future__ import annotations
 
-import bisect
 import functools
 import hashlib
 import json
@@ -35,6 +34,7 @@ from ..tables import memory_table, verification_table
 from .answer import answer_context, covering_verdicts, every_run, study_answer_of
 from .downloads import Converter, listing
 from .files import write_page
+from .identities import history_pages, stale_verdicts
 from .notebook_html import render_notebook
 from .pages import (
     LOG_LINES,
@@ -149,6 +149,7 @@ class SiteBuilder:
             if s["study"]:
                 by_study.setdefault(s["study"], []).append(s)
         self.study_links = [{"name": name, "slug": page_slug(name)} for name in sorted(by_study)]
+        self.histories = history_pages([s for s in summaries if s["status"] == "completed"])
         links_key = content_hash(self.study_links)  # every page's input: hashed once, not once a page
 
         with self.reporter.task(f"site: {len(summaries)} run pages", total=len(summaries), unit="pages") as task:
@@ -238,11 +239,12 @@ class SiteBuilder:
         groups = judged_runs(runs)
         chosen = [group[-1] for group in groups.values()]  # each candidate's newest judged run
         shown = [s for group in groups.values() for s in group]
-        inputs = [[s["fingerprint"] for s in runs], links]  # every run is linked, judged or not
+        inputs = [[s["fingerprint"] for s in runs], links]  # every run: one the verdicts have not judged makes them stale
 
         def render() -> str:
             rules_source = next((s for s in chosen if s["rules"]), None)
             rules = rules_source["rules"] if rules_source else None
+            stale = stale_verdicts(runs, (rules or {}).get("baseline"))
             study = {
                 "name": name,
                 "search": page_slug(name) if name in self.searched else None,
@@ -250,10 +252,10 @@ class SiteBuilder:
                 "rules": rules,
                 "rules_hash": rules_source["rules_hash"] if rules_source else None,
                 "candidates": [{"label": label, "run_id": group[-1]["run_id"],
-                                "history": page_slug(label) if any(s["status"] == "completed" for s in group) else None,
+                                "history": self.histories.get((group[-1]["plan_id"] or "", label), (None,))[0],
                                 "runs": len(group), "every_run": every_run(runs, label, group),
                                 "status": group[-1]["status"], "verdict": group[-1]["verdict"],
-                                "reasons": group[-1]["reasons"] or status_reason(group[-1])}
+                                "reasons": group[-1]["reasons"] or status_reason(group[-1]), "stale": stale.get(label)}
                                for label, group in groups.items()],
                 "diff": diff_table({s["label"]: s["candidate"] for s in chosen}),
                 **study_figures(shown),
@@ -270,29 +272,27 @@ class SiteBuilder:
         self._page(f"studies/{page_slug(name)}.html", inputs, render)
 
     def _history_pages(self, summaries: list[dict], links: Any) -> None:
-        """A page per candidate name: its runs over time on the machine it ran on last (servebook history). Drawn
-        from the cached summaries' cells, so a page re-read no run; the page's inputs are the runs history()
-        selects (the name, or an id prefix), so one new run rebuilds only its candidate's page."""
+        """A page per configuration, a name under one plan (`history NAME --plan PLAN`), from the cached summaries'
+        cells; its inputs are the runs history() selects, so one new run rebuilds only its candidate's page."""
         from ...verdicts import history
         from ..history import HistoryView, history_spec
 
-        completed = [s for s in summaries if s["status"] == "completed"]
-        by_label: dict[str, list[int]] = {}
-        for i, s in enumerate(completed):
-            by_label.setdefault(s["label"], []).append(i)
-        ids = sorted((s["candidate_id"] or "", i) for i, s in enumerate(completed))
-        for label, own in by_label.items():
-            prefixed = ids[bisect.bisect_left(ids, (label, -1)):bisect.bisect_left(ids, (label + chr(0x10FFFF), -1))]
-            runs = [completed[i] for i in sorted(set(own) | {i for _, i in prefixed})]
-
-            def render(label: str = label, runs: list[dict] = runs) -> str:
-                found = history(self.journal, label, index=index_frame([s["index_row"] for s in runs]),
-                                cells=cells_frame(runs))
-                return self._render("history.html.j2", "../", title=f"history of {label}", label=label,
+        made = set()
+        for (plan, label), (slug, runs) in self.histories.items():
+            def render(label: str = label, runs: list[dict] = runs, plan: str = plan) -> str:
+                found = history(self.journal, label, plan_id=plan or None, cells=cells_frame(runs),
+                                index=index_frame([s["index_row"] for s in runs]))
+                return self._render("history.html.j2", "../", title=f"history of {label}", label=label, plan=plan,
+                                    measured_by=[{"name": n, "slug": page_slug(n)} for n in
+                                             sorted({s["study"] for s in runs if s["study"]})],
                                     body=to_html(HistoryView(found).blocks()),
                                     charts=[{"id": "history-chart", "figure": history_spec(found)}])
 
-            self._page(f"candidates/{page_slug(label)}.html", [[s["fingerprint"] for s in runs], links], render)
+            made.add(page := f"candidates/{slug}.html")
+            self._page(page, [[s["fingerprint"] for s in runs], links], render)
+        for page in [p for p in self.state["pages"] if p.startswith("candidates/") and p not in made]:
+            (self.out / page).unlink(missing_ok=True)  # a page per bare name, or of a configuration gone
+            del self.state["pages"][page]
 
     def _search_pages(self, links: Any) -> None:
         """A page per searched study: its newest search's history, confirmation and what was pruned, and why."""

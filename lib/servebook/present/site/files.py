@@ -7,10 +7,11 @@ import json
 import os
 import re
 import shutil
+import stat
 from pathlib import Path
 
 from ...config.secrets import Scrubber
-from ...util.files import atomic_write_bytes
+from ...util.files import NEW_FILE_MODE, atomic_write_bytes
 
 # A field named like a secret ("api_key":, "hf_token":) or a secret flag: only such files are parsed and scrubbed
 # by name ("max_tokens" is not one); every file is scrubbed by value.
@@ -30,12 +31,18 @@ def published_bytes(path: Path, scrubber: Scrubber) -> bytes:
 
 
 def link_or_copy(source: Path, target: Path) -> None:
-    """A sealed run's files never change, so the site may share them with the journal rather than copy them."""
+    """A sealed run's files never change, so the site may share them with the journal rather than copy them. A link
+    shares the journal file's mode too, so a file the umask lets more people read than the journal's mode does (a
+    journal written by a servebook that made its files 0600) is copied, with the mode of a new file."""
     target.unlink(missing_ok=True)
-    try:
-        os.link(source, target)
-    except OSError:
-        shutil.copyfile(source, target)
+    readable = NEW_FILE_MODE & 0o444  # who may read a new file; a read-only journal copy still grants that
+    if stat.S_IMODE(os.stat(source).st_mode) & readable == readable:
+        try:
+            os.link(source, target)
+            return
+        except OSError:
+            pass
+    shutil.copyfile(source, target)
 
 
 def write_page(path: Path, text: str | bytes) -> None:

@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import re
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -151,6 +152,7 @@ def summarize_run(record: RunRecord) -> dict:
         "log_tail": record.log_tail(LOG_LINES),
         "files": sorted(p.name for p in record.dir.iterdir() if p.is_file() and not p.name.startswith(".")),
         "index_row": index_row(record),  # its row of the journal's index, for history() without reading the index
+        "annotations": asdict(record.annotations),  # tags, notes, archived: added beside the sealed run
     }
 
 
