@@ -10,7 +10,7 @@ import typer
 
 from ..config import InputError, Plan, load_candidate, load_plan, load_study, parse_overrides, with_overrides
 from ..engines.llamacpp_build import find_llamacpp, install_llamacpp
-from ..engines.model_specs import MODEL_FORMATS, ModelFormat
+from ..engines.model_specs import disk_bytes, model_formats
 from ..journal import Journal
 from ..util.progress import Reporter
 from ._app import (
@@ -67,20 +67,6 @@ def engine_info():
 ModelFormatOption = typer.Option("gguf", "--format", help="gguf (for llama.cpp), hf (a Hugging Face checkpoint for "
                                                             "vLLM and SGLang, written without the llama.cpp build), "
                                                             "or both")
-
-
-def model_formats(value: str) -> tuple[ModelFormat, ...]:
-    if value == "both":
-        return MODEL_FORMATS
-    for fmt in MODEL_FORMATS:
-        if value == fmt:
-            return (fmt,)
-    raise InputError(f"--format {value!r}: choose gguf, hf or both")
-
-
-def disk_bytes(path: Path) -> int:
-    """A model's size on disk: its file's, or the sum of the files of its checkpoint directory."""
-    return path.stat().st_size if path.is_file() else sum(f.stat().st_size for f in path.iterdir() if f.is_file())
 
 
 @models_app.command("tiny")

@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
+from ..util.errors import InputError
 from ..util.paths import cache_root
 
 #: how an engine reads a model: one GGUF file (llama.cpp) or a Hugging Face checkpoint directory (vLLM, SGLang)
@@ -87,3 +88,18 @@ TINY_HF_MODELS: dict[str, ModelSpec] = {name: replace(spec, vocab_size=4096) for
 
 def models_dir() -> Path:
     return cache_root() / "models"
+
+
+def model_formats(value: str) -> tuple[ModelFormat, ...]:
+    """`--format`: gguf, hf or both."""
+    if value == "both":
+        return MODEL_FORMATS
+    for fmt in MODEL_FORMATS:
+        if value == fmt:
+            return (fmt,)
+    raise InputError(f"--format {value!r}: choose gguf, hf or both")
+
+
+def disk_bytes(path: Path) -> int:
+    """A model's size on disk: its file's, or the sum of the files of its checkpoint directory."""
+    return path.stat().st_size if path.is_file() else sum(f.stat().st_size for f in path.iterdir() if f.is_file())
