@@ -10,7 +10,7 @@
 #   scripts/gpu-host.sh failures             # each failing launch of data/studies/h200-vllm-failures.yaml, and an
 #                                            # engine killed in the middle of a cell of the study's baseline
 #   scripts/gpu-host.sh placement [ARGS]     # benchmarks/gpu_placement.py on the baseline's flags (LAUNCHES)
-#   scripts/gpu-host.sh pack OUT_DIR         # the journal as an archive in OUT_DIR
+#   scripts/gpu-host.sh pack OUT_DIR         # the journal as an archive in OUT_DIR (in 15 MiB parts when larger)
 #   scripts/gpu-host.sh all [SWEEP ARGS]     # setup, then study
 #
 # A bundle built with `--engine llamacpp==0.3.36` carries llama.cpp's sdist: setup then builds llama-server with
@@ -107,6 +107,10 @@ PY
     out=${1:?pack OUT_DIR}
     mkdir -p "$out"
     tar -C "$(dirname "$JOURNAL")" -cJf "$out/journal.tar.xz" "$(basename "$JOURNAL")"
+    # a lent machine gives back files of at most 16 MiB: a bigger journal comes back in parts (cat joins them)
+    if [ "$(stat -c %s "$out/journal.tar.xz")" -gt $((15 * 1024 * 1024)) ]; then
+      split -b 15M -d "$out/journal.tar.xz" "$out/journal.tar.xz." && rm "$out/journal.tar.xz"
+    fi
     if [ -d "$VLLM_CACHE_ROOT" ]; then
       tar -C "$SERVEBOOK_CACHE" -cJf "$out/vllm-cache.tar.xz" "$(realpath --relative-to="$SERVEBOOK_CACHE" "$VLLM_CACHE_ROOT")"
       [ "$(stat -c %s "$out/vllm-cache.tar.xz")" -lt $((16 * 1024 * 1024)) ] || rm -f "$out/vllm-cache.tar.xz"
