@@ -19,7 +19,7 @@ from ..util.progress import Reporter
 from .gpus import gpu_lanes_for
 from .pending import SweepResult, interleaved, recorded
 from .placement import Lane, lane_for, place
-from .resident import Placed, rounds_of, run_round
+from .resident import Placed, rounds_of, run_round, seated_run
 from .runner import QUALIFY_NOTEBOOK, OutOfTime, PapermillRunner, Runner, TimeBudget
 
 T = TypeVar("T")
@@ -109,7 +109,7 @@ def run_pending(study: Study, entries: list[StudyEntry], journal: Journal, runne
         if result is None:
             where = f" on {lane.label}" if lane is not None else f", seat {seat.seat + 1} of {seat.seats}" if seat else ""
             reporter.log(f"{entry.name}: repeat {repeat + 1} of {study.repeats}{where}")
-            return runner.run(study, entry, journal, reporter, lane, seat)
+            return seated_run(runner, study, entry, journal, reporter, lane, seat)
         return result
 
     label = title or f"sweep {study.name}: {len(entries)} candidates x {study.repeats} repeats"
@@ -224,7 +224,8 @@ def until_decided(study: Study, journal: Journal, runner: Runner, reporter: Repo
             seats = len(study.expand())
             for start in range(0, len(added), seats):
                 results += run_round(added[start:start + seats],
-                                     lambda _, entry, lane, seat: runner.run(study, entry, journal, reporter, lane, seat),
+                                     lambda _, entry, lane, seat: seated_run(runner, study, entry, journal, reporter,
+                                                                             lane, seat),
                                      journal.root / ".sweeps", runner)
         else:
             results += run_placed(added, lambda _, entry, lane: runner.run(study, entry, journal, reporter, lane),

@@ -15,9 +15,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..config.parameters import Seat
-from ..config.study import StudyEntry
-from ..journal import utc_now
+from ..config.study import Study, StudyEntry
+from ..journal import Journal, utc_now
 from ..measure.turns import release
+from ..util.progress import Reporter
 from .pending import SweepResult
 from .placement import Lane
 from .runner import Runner, TimeBudget
@@ -25,6 +26,14 @@ from .runner import Runner, TimeBudget
 Placed = tuple[int, StudyEntry, "Lane | None"]
 #: one run of a round, given its seat: the sweep's skip check and the runner
 RunSeated = Callable[[int, StudyEntry, "Lane | None", "Seat | None"], SweepResult]
+
+
+def seated_run(runner: Runner, study: Study, entry: StudyEntry, journal: Journal, reporter: Reporter,
+               lane: Lane | None, seat: Seat | None) -> SweepResult:
+    """A run, seated only when it is in a resident round: a runner written before rounds takes no seat."""
+    if seat is None:
+        return runner.run(study, entry, journal, reporter, lane)
+    return runner.run(study, entry, journal, reporter, lane, seat)
 
 
 def rounds_of(placed: list[Placed]) -> list[list[Placed]]:

@@ -321,7 +321,8 @@ class TimeBudget:
             lane: Lane | None = None, seat: Seat | None = None) -> SweepResult:
         if seat is None:  # a resident round is admitted whole (admit_round), its runs not one by one
             self.admit(entry.name, "a run")
-        result = self.runner.run(study, entry, journal, reporter, lane, seat)
+        result = self.runner.run(study, entry, journal, reporter, lane, seat) if seat is not None else \
+            self.runner.run(study, entry, journal, reporter, lane)
         if seat is None:
             self._longest = max(self._longest, result.seconds)
         with self._lock:
