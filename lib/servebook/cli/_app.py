@@ -5,15 +5,16 @@ from __future__ import annotations
 import os
 from functools import wraps
 from pathlib import Path
-from typing import Optional
+from typing import Any, Callable, Optional
 
 import typer
-from rich.console import Console
+import typer.rich_utils
 
 from ..config import InputError
 from ..engines.llamacpp_build import EngineInstallError
 from ..journal import Journal
 from ..util.errors import EngineFailed, RunInterrupted, ServebookError
+from ..util.terminal import make_console, output_width
 
 app = typer.Typer(help="Qualify LLM serving configurations; keep every run in a journal.",
                   no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
@@ -24,8 +25,24 @@ app.add_typer(engine_app, name="engine")
 app.add_typer(models_app, name="models")
 app.add_typer(journal_app, name="journal")
 
-out = Console()
-err = Console(stderr=True)
+def _print_version(asked: bool) -> None:
+    if asked:
+        from .._version import __version__
+
+        print(f"servebook {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
+                                          help="print servebook's version and exit")) -> None:
+    """Qualify LLM serving configurations; keep every run in a journal."""
+
+
+out = make_console()
+err = make_console(stderr=True, soft_wrap=True)  # a message is one line, however long: grep finds it
+if not os.environ.get("TERMINAL_WIDTH"):  # typer's own setting wins; otherwise `--help` follows the width rule
+    typer.rich_utils.MAX_WIDTH = output_width()
 
 JournalOption = typer.Option(
     None, "--journal", "-j", help="journal directory or fsspec URL such as s3://bucket/prefix "
@@ -44,6 +61,43 @@ SiteUrlOption = typer.Option(None, "--site-url", help="where the journal's site 
                                                       "candidates to their pages (default: $SERVEBOOK_SITE_URL)")
 
 
+#: the formats of every command that lists (journal ls, history, compare)
+LISTING_FORMATS = ("text", "plain", "csv", "json")
+
+
+def listing_format_option(json_is: str) -> Any:
+    return typer.Option("text", "--format", help="text (tables fitted to the terminal; 120 columns when piped), "
+                                                 "plain (aligned columns, one line per row, no box drawing), csv, "
+                                                 f"or json ({json_is})")
+
+
+def check_listing_format(value: str) -> str:
+    if value not in LISTING_FORMATS:
+        from ..util.suggest import unknown
+
+        raise unknown("--format", value, LISTING_FORMATS)
+    return value
+
+
+def print_listing(listing_format: str, blocks: Callable[[], list], data: Callable[[], Any],
+                  csv: Callable[[], str] | None = None) -> None:
+    """What a listing command prints in its `--format`: `blocks` drawn as tables (text), aligned columns (plain)
+    or CSV (unless `csv` says otherwise); `data` as JSON."""
+    import json
+
+    from ..util.render import to_csv, to_plain, to_rich
+
+    check_listing_format(listing_format)
+    if listing_format == "json":
+        print(json.dumps(data(), indent=2, default=str))
+    elif listing_format == "csv":
+        print(csv() if csv is not None else to_csv(blocks()), end="")
+    elif listing_format == "plain":
+        print(to_plain(blocks()), end="")
+    else:
+        out.print(to_rich(blocks()))
+
+
 def writable_output(path: Optional[Path], flag: str = "--output") -> Optional[Path]:
     """`path`, checked before anything runs: its folder made, and a file there writable. A sweep or a search that
     learnt only at its end that its output cannot be written lost the output, and the gate its exit code."""
@@ -60,6 +114,21 @@ def writable_output(path: Optional[Path], flag: str = "--output") -> Optional[Pa
             raise PermissionError(13, "Permission denied")
     except OSError as error:
         raise InputError(f"{flag} {path}: cannot write it ({error.strerror or error})") from None
+    return path
+
+
+def writable_folder(path: Path, flag: str = "--out") -> Path:
+    """`path` made (with its parents) and checked writable before anything is built: a path under a file, a file,
+    or a folder this user cannot write is one line and exit 2, not a traceback halfway through."""
+    import tempfile
+
+    try:
+        if path.exists() and not path.is_dir():
+            raise InputError(f"{flag} {path}: is a file, not a folder; name a folder")
+        path.mkdir(parents=True, exist_ok=True)
+        tempfile.NamedTemporaryFile(dir=path, prefix=".probe-").close()
+    except OSError as error:
+        raise InputError(f"{flag} {path}: cannot write there ({error.strerror or error})") from None
     return path
 
 

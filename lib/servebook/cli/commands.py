@@ -27,6 +27,7 @@ from ._app import (
     models_app,
     open_journal,
     out,
+    writable_folder,
     writable_output,
 )
 
@@ -371,7 +372,14 @@ def site_cmd(
     j = open_journal(journal)
     if not j.runs_dir.is_dir():
         raise InputError(f"journal: no runs in {j.location} (run `servebook sweep` or `servebook run` first)")
-    report = build_site(j, out_dir, reporter=Reporter())
+    writable_folder(out_dir)
+    try:
+        report = build_site(j, out_dir, reporter=Reporter())
+    except OSError as error:  # the folder went away or filled up while the site was written
+        if not error.filename or not Path(str(error.filename)).resolve().is_relative_to(out_dir.resolve()):
+            raise
+        raise InputError(f"--out {out_dir}: cannot write the site there "
+                         f"({error.strerror or error}{': ' + str(error.filename) if error.filename else ''})") from None
     out.print(f"{report}\nopen file://{out_dir.resolve() / 'index.html'}", highlight=False, soft_wrap=True)
 
 

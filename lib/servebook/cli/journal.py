@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import Optional
 
 import typer
 
-from ..config import InputError
-from ._app import JournalOption, app, err, friendly, journal_app, open_journal, out
+from ._app import (
+    JournalOption,
+    app,
+    check_listing_format,
+    err,
+    friendly,
+    journal_app,
+    listing_format_option,
+    open_journal,
+    out,
+    print_listing,
+)
 
 
 @journal_app.command("ls")
@@ -16,34 +27,30 @@ from ._app import JournalOption, app, err, friendly, journal_app, open_journal, 
 def journal_ls(journal: Optional[str] = JournalOption,
                wide: bool = typer.Option(False, "--wide", help="every column and the full run ids"),
                study: Optional[str] = typer.Option(None, help="only runs of this study"),
+               candidate: Optional[str] = typer.Option(None, help="only runs of this candidate (its name or a "
+                                                                  "prefix of its id)"),
                status: Optional[str] = typer.Option(None, help="only runs with this status (completed, failed, "
                                                                "incomplete, interrupted, damaged)"),
                since: Optional[str] = typer.Option(None, help="only runs started at or after this ISO date or time"),
                limit: int = typer.Option(50, help="the newest N runs that match (0: all)"),
-               listing_format: str = typer.Option("text", "--format", help="text (a table) or json (one object "
-                                                                           "per run, the index's columns)")):
+               listing_format: str = listing_format_option("one object per run, the index's columns; csv "
+                                                           "has the same columns")):
     """Runs in the journal, newest last, incomplete ones included (fits 80 columns; --wide for all columns).
     Reads index.parquet, refreshed only for runs sealed or judged since it was written."""
-    from ..util.render import to_rich
-
+    check_listing_format(listing_format)
     j = open_journal(journal)
     every = j.index()
     if every.empty:
         out.print(f"no runs in {j.location}")
         return
-    matching = j.select(study=study, status=status, since=since, frame=every)
+    matching = j.select(study=study, status=status, since=since, candidate=candidate, frame=every)
     chosen = matching.tail(limit) if limit else matching
-    if listing_format == "json":
-        import json
-
-        print(json.dumps(chosen.astype(object).where(chosen.notna(), None).to_dict("records"), indent=2, default=str))
-        return
-    if listing_format != "text":
-        raise InputError(f"--format {listing_format!r}: choose text or json")
-    out.print(to_rich(j.listing(wide=wide, frame=chosen, total=len(every))))
+    print_listing(listing_format, lambda: j.listing(wide=wide, frame=chosen, total=len(every)),
+                  lambda: chosen.astype(object).where(chosen.notna(), None).to_dict("records"),
+                  lambda: chosen.to_csv(index=False))
     if len(chosen) < len(matching):
         err.print(f"showing the newest {len(chosen)} of {len(matching)}; --limit 0 for all, or filter with "
-                  "--study/--status/--since")
+                  "--study/--candidate/--status/--since")
 
 
 @journal_app.command("show")
@@ -65,13 +72,6 @@ def _rules_of(study, limit_pct: float) -> list:
     return list(study.verdict.rules) if study is not None else default_rules(limit_pct)
 
 
-def _print_json(data) -> None:
-    import json
-    from dataclasses import asdict
-
-    print(json.dumps(asdict(data), indent=2, default=str))
-
-
 @app.command("history")
 @friendly
 def history_cmd(
@@ -81,7 +81,7 @@ def history_cmd(
                                                                      "and only runs this study recorded"),
     machine: Optional[str] = typer.Option(None, help="a fragment of the machine identity (default: where it ran last)"),
     plan: Optional[str] = typer.Option(None, help="a plan id (default: the newest run's)"),
-    history_format: str = typer.Option("text", "--format", help="text or json"),
+    history_format: str = listing_format_option("every series with its points and steps"),
 ):
     """Every run of one configuration on one machine over time: engine, image and driver changes marked, and the
     steps its figures took, each with the runs before and after and the change with its interval."""
@@ -89,13 +89,11 @@ def history_cmd(
     from ..present.history import HistoryView
     from ..verdicts import history
 
+    check_listing_format(history_format)
     study = load_study(study_file) if study_file else None
     found = history(open_journal(journal), candidate, rules=_rules_of(study, 5.0), machine=machine,
                     plan_id=plan, study=study.name if study else None)
-    if history_format == "json":
-        _print_json(found)
-    else:
-        out.print(HistoryView(found))
+    print_listing(history_format, HistoryView(found).blocks, lambda: asdict(found))
 
 
 @app.command("compare")
@@ -108,7 +106,7 @@ def compare_cmd(
     journal: Optional[str] = JournalOption,
     study_file: Optional[Path] = typer.Option(None, "--study", help="judge the cells and limits of this study's rules"),
     limit: float = typer.Option(5.0, help="without --study: the regression (percent) each cell may show"),
-    compare_format: str = typer.Option("text", "--format", help="text or json"),
+    compare_format: str = listing_format_option("the slices, their runs and every cell's comparison"),
 ):
     """Two slices of a journal compared per cell with the verdicts' statistics (machines as blocks)."""
     from ..config import load_study
@@ -116,9 +114,7 @@ def compare_cmd(
     from ..present.history import SliceComparisonView
     from ..verdicts import compare_slices
 
+    check_listing_format(compare_format)
     result = compare_slices(open_journal(journal), parse_slice(a, "--a"), parse_slice(b, "--b"),
                             _rules_of(load_study(study_file) if study_file else None, limit))
-    if compare_format == "json":
-        _print_json(result)
-    else:
-        out.print(SliceComparisonView(result))
+    print_listing(compare_format, SliceComparisonView(result).blocks, lambda: asdict(result))

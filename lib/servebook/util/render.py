@@ -84,6 +84,13 @@ def _missing(value: Any) -> bool:
         return False
 
 
+def whole(value: Any) -> bool:
+    """Whether a cell must never be broken over lines: a figure, or one word of at most 48 characters (a run id,
+    a candidate name, a start time). Only prose wraps."""
+    text = str(value)
+    return numeric_text(value) or (len(text) <= 48 and not any(c.isspace() for c in text))
+
+
 def to_rich(blocks: list[Block]) -> Any:
     from rich.console import Group
     from rich.table import Table as RichTable
@@ -95,12 +102,35 @@ def to_rich(blocks: list[Block]) -> Any:
             parts.append(RichText(block.text, style=STYLES.get(block.style, ("", ""))[0]))
             continue
         table = RichTable(title=block.title or None, title_justify="left", title_style="bold")
-        for column in block.columns:
-            table.add_column(str(column), overflow="fold")
+        for i, column in enumerate(block.columns):
+            values = [row.values[i] for row in block.rows if i < len(row.values)]
+            if values and all(whole(v) for v in values):
+                table.add_column(str(column), no_wrap=True, min_width=max(len(str(v)) for v in values))
+            else:
+                table.add_column(str(column), overflow="fold")
         for row in block.rows:
             table.add_row(*[RichText(str(v)) for v in row.values], style=STYLES.get(row.css, ("", ""))[0] or None)
-        parts.append(table)
+        parts.append(_AtLeastItsMinimum(table))
     return Group(*parts)
+
+
+class _AtLeastItsMinimum:
+    """A table drawn at least as wide as it needs to break no word and no figure: on a narrower console its lines
+    run past the edge (printed uncropped, util/terminal.py) rather than fold a run id in two."""
+
+    def __init__(self, table: Any):
+        self.table = table
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        from rich.measure import Measurement
+
+        needed = Measurement.get(console, options.update_width(10_000), self.table).minimum
+        yield from console.render(self.table, options.update_width(max(options.max_width, needed)))
+
+    def __rich_measure__(self, console: Any, options: Any) -> Any:
+        from rich.measure import Measurement
+
+        return Measurement.get(console, options, self.table)
 
 
 def to_html(blocks: list[Block]) -> str:
@@ -140,8 +170,44 @@ def to_text(blocks: list[Block], width: int = 100) -> str:
     # every view beside its HTML) and leave the buffer empty
     console = Console(file=buffer, width=width, color_system=None, force_terminal=False, force_jupyter=False,
                       legacy_windows=False)
-    console.print(to_rich(blocks))
+    console.print(to_rich(blocks), crop=False)
     return buffer.getvalue().rstrip() + "\n"
+
+
+def to_plain(blocks: list[Block]) -> str:
+    """Text for `grep`, `awk` and CI logs: prose as lines, each table as columns two spaces apart (figures
+    right-aligned) with one line per row, never wrapped and without box drawing."""
+    lines: list[str] = []
+    for block in blocks:
+        if isinstance(block, Text):
+            lines += block.text.splitlines() or [""]
+            continue
+        if block.title:
+            lines.append(block.title)
+        rows = [[str(c) for c in block.columns]] + [[str(v) for v in row.values] for row in block.rows]
+        widths = [max(len(row[i]) for row in rows if i < len(row)) for i in range(len(block.columns))]
+        for n, row in enumerate(rows):
+            cells = [value.rjust(width) if n and numeric_text(value) else value.ljust(width)
+                     for value, width in zip(row, widths)]
+            lines.append("  ".join(cells).rstrip())
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def to_csv(blocks: list[Block]) -> str:
+    """The tables as CSV (prose left out); several tables are separated by a blank line, each after a `# title`
+    line, so that one table alone reads straight into any CSV reader."""
+    import csv
+
+    tables = [block for block in blocks if isinstance(block, Table)]
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    for n, table in enumerate(tables):
+        if len(tables) > 1:
+            buffer.write(("\n" if n else "") + f"# {table.title or f'table {n + 1}'}\n")
+        writer.writerow(table.columns)
+        writer.writerows(row.values for row in table.rows)
+    return buffer.getvalue()
 
 
 class Renderable:

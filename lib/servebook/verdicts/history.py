@@ -91,9 +91,12 @@ def history(journal: Journal, candidate: str, *, rules: list[ComparisonRule] | N
     plan (default: its newest run's), with the steps of each judged cell's series. `index` and `cells` (every
     recorded cell of the candidate's runs, with a `run_id` column) may come from a caller that holds them
     already (the site, from its cache); otherwise they are read from the journal."""
-    every = JournalSlice(candidate=candidate, study=study).select(journal.index() if index is None else index)
+    wanted = JournalSlice(candidate=candidate, study=study)
+    index = journal.index() if index is None else index
+    every = wanted.select(index)
     if every.empty:
-        raise InputError(f"history: no completed run of {candidate!r} in {journal.location}")
+        raise InputError(f"history: no completed run of {candidate!r} in {journal.location}"
+                         + wanted.unknown_names(index))
     plan = plan_id or str(every.iloc[-1]["plan_id"])
     same_plan = every[every["plan_id"] == plan]
     if same_plan.empty:
@@ -170,7 +173,8 @@ def compare_slices(journal: Journal, a: JournalSlice, b: JournalSlice,
     rows_a, rows_b = a.select(index), b.select(index)
     for name, rows, spec in (("A", rows_a, a), ("B", rows_b, b)):
         if rows.empty:
-            raise InputError(f"compare: slice {name} ({spec.describe()}) holds no completed run")
+            raise InputError(f"compare: slice {name} ({spec.describe()}) holds no completed run"
+                             + spec.unknown_names(index))
     plans = set(rows_a["plan_id"]) | set(rows_b["plan_id"])
     if len(plans) > 1:
         raise InputError(f"compare: the slices span plans {', '.join(sorted(plans))}, whose cells differ; add "
