@@ -53,7 +53,9 @@ JournalOption = typer.Option(
 FailOnOption = typer.Option(
     None, "--fail-on", help="outcomes that fail the command: rejected,failed,inconclusive,missing (comma-separated); "
                             "exit 10 rejected, 11 failed, 12 inconclusive, 13 missing (the first that applies)")
-FormatOption = typer.Option("text", "--format", help="text (tables), json, markdown (a pull-request summary) or junit")
+FormatOption = typer.Option("text", "--format", help="text (tables), plain (aligned columns, one line per row), "
+                                                     "csv (the tables), json, markdown (a pull-request summary) or "
+                                                     "junit")
 OutputOption = typer.Option(None, "--output", "-o", help="write the --format output to this file instead of stdout")
 StudySetOption = typer.Option([], "--set", help="change a field of the study's base candidate, and so of every "
                                                "candidate, e.g. pins.engine_version=b4600 (repeatable)")

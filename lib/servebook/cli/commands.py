@@ -301,14 +301,20 @@ def judge_cmd(
     _verdicts_out(study, open_journal(journal), verdict_format, writable_output(output), fail_on, site_url)
 
 
+#: the verdicts' and noise floor's tables as `journal ls --format` prints them (aligned columns, CSV)
+TABLE_FORMATS = ("plain", "csv")
+
+
 def _check_fail_on(fail_on: Optional[str], verdict_format: str) -> None:
     """Refuse a misspelled outcome or format before anything runs."""
     from ..present.ci import FORMATS
     from ..verdicts import parse_fail_on
 
     parse_fail_on(fail_on)
-    if verdict_format not in FORMATS:
-        raise InputError(f"--format {verdict_format!r}: choose one of {', '.join(FORMATS)}")
+    if verdict_format not in (*FORMATS, *TABLE_FORMATS):
+        from ..util.suggest import unknown
+
+        raise unknown("--format", verdict_format, (*FORMATS, *TABLE_FORMATS))
 
 
 def _verdicts_out(study, j: Journal, verdict_format: str, output: Optional[Path], fail_on: Optional[str],
@@ -319,6 +325,7 @@ def _verdicts_out(study, j: Journal, verdict_format: str, output: Optional[Path]
 
     from ..present import VerdictsView
     from ..present.ci import verdicts_json, verdicts_junit, verdicts_markdown, write_step_summary
+    from ..util.render import to_csv, to_plain
     from ..verdicts import gate, judge, noise_floor, parse_fail_on
 
     judged = judge(study, j)
@@ -328,10 +335,14 @@ def _verdicts_out(study, j: Journal, verdict_format: str, output: Optional[Path]
     def markdown() -> str:
         return verdicts_markdown(study, judged, result, site_url)
 
+    view = VerdictsView(judged, noise_floor(study, j))
     text = {"json": lambda: json.dumps(verdicts_json(study, judged, result), indent=2, default=str),
-            "markdown": markdown, "junit": lambda: verdicts_junit(study, judged, result)}
+            "markdown": markdown, "junit": lambda: verdicts_junit(study, judged, result),
+            "plain": lambda: to_plain(view.blocks()), "csv": lambda: to_csv(view.blocks())}
     if verdict_format == "text":
-        out.print(VerdictsView(judged, noise_floor(study, j)))
+        out.print(view)
+    elif output is None and verdict_format in TABLE_FORMATS:
+        print(text[verdict_format](), end="")
     elif output is None:
         print(text[verdict_format]())
     # An output that cannot be written is said, and the gate's exit code still decides: a job must not read

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pandas as pd
@@ -28,7 +29,8 @@ def listing_blocks(location: str, frame: pd.DataFrame, wide: bool = False, total
         run_id = str(row["run_id"])
         values = [run_id if wide else run_id[4:], status, verdict, row["candidate"], cells]
         if wide:
-            values += ["-" if _missing(row["study"]) else row["study"], row["engine"] or "-", row["started_at"] or "-"]
+            started = re.sub(r"\.\d+", "", str(row["started_at"])) if row["started_at"] else "-"  # to the second
+            values += ["-" if _missing(row["study"]) else row["study"], row["engine"] or "-", started]
         table.add(values, css.get(str(row["status"]), "accepted" if verdict == "accepted" else ""))
     return [Text(f"journal {location}: {len(frame)} runs ({summary})", "heading"), table]
 

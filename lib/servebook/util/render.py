@@ -105,7 +105,10 @@ def to_rich(blocks: list[Block]) -> Any:
         for i, column in enumerate(block.columns):
             values = [row.values[i] for row in block.rows if i < len(row.values)]
             if values and all(whole(v) for v in values):
-                table.add_column(str(column), no_wrap=True, min_width=max(len(str(v)) for v in values))
+                # a fixed width, as wide as its longest value (and its header's longest word): rich narrows only
+                # the prose columns to fit, and the header wraps at its spaces
+                width = max([len(str(v)) for v in values] + [len(word) for word in str(column).split()])
+                table.add_column(str(column), width=width)
             else:
                 table.add_column(str(column), overflow="fold")
         for row in block.rows:
@@ -176,7 +179,7 @@ def to_text(blocks: list[Block], width: int = 100) -> str:
 
 def to_plain(blocks: list[Block]) -> str:
     """Text for `grep`, `awk` and CI logs: prose as lines, each table as columns two spaces apart (figures
-    right-aligned) with one line per row, never wrapped and without box drawing."""
+    right-aligned) with one line per row (a cell's lines joined by ` | `), never wrapped, without box drawing."""
     lines: list[str] = []
     for block in blocks:
         if isinstance(block, Text):
@@ -184,7 +187,9 @@ def to_plain(blocks: list[Block]) -> str:
             continue
         if block.title:
             lines.append(block.title)
-        rows = [[str(c) for c in block.columns]] + [[str(v) for v in row.values] for row in block.rows]
+        # a cell of several lines (a verdict's reasons) joined into one, so that a row stays one line
+        rows = [[" | ".join(str(v).splitlines()) for v in values] for values in [block.columns] +
+                [row.values for row in block.rows]]
         widths = [max(len(row[i]) for row in rows if i < len(row)) for i in range(len(block.columns))]
         for n, row in enumerate(rows):
             cells = [value.rjust(width) if n and numeric_text(value) else value.ljust(width)
