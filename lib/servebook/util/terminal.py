@@ -42,6 +42,7 @@ class UncroppedConsole(Console):
 
 
 def make_console(*, stderr: bool = False, file: IO[str] | None = None, **kwargs: Any) -> Console:
-    """A console for `file` (default: stdout or stderr) under the width rule."""
+    """A console for `file` (default: stdout or stderr) under the width rule (unless `width` is given)."""
     stream = file if file is not None else (sys.stderr if stderr else sys.stdout)
-    return UncroppedConsole(stderr=stderr, file=file, width=output_width(stream), **kwargs)
+    kwargs.setdefault("width", output_width(stream))
+    return UncroppedConsole(stderr=stderr, file=file, **kwargs)
