@@ -105,10 +105,13 @@ def to_rich(blocks: list[Block]) -> Any:
         for i, column in enumerate(block.columns):
             values = [row.values[i] for row in block.rows if i < len(row.values)]
             if values and all(whole(v) for v in values):
-                # a fixed width, as wide as its longest value (and its header's longest word): rich narrows only
-                # the prose columns to fit, and the header wraps at its spaces
-                width = max([len(str(v)) for v in values] + [len(word) for word in str(column).split()])
-                table.add_column(str(column), width=width)
+                # a fixed width, as wide as its longest value and its header (a long header's longest word): rich
+                # narrows only the prose columns to fit, and a long header wraps at its spaces
+                head = str(column)
+                width = max([len(str(v)) for v in values] + [len(head) if len(head) <= 12 else
+                                                             max(len(word) for word in head.split())])
+                figures = all(numeric_text(v) or str(v) == "-" for v in values)
+                table.add_column(head, width=width, justify="right" if figures else "left")
             else:
                 table.add_column(str(column), overflow="fold")
         for row in block.rows:
