@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from functools import wraps
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import typer
 import typer.rich_utils
@@ -65,6 +66,8 @@ SiteUrlOption = typer.Option(None, "--site-url", help="where the journal's site 
 
 #: the formats of every command that lists (journal ls, history, compare)
 LISTING_FORMATS = ("text", "plain", "csv", "json")
+#: the verdicts' and noise floor's tables (judge, sweep) as `journal ls --format` prints them
+TABLE_FORMATS = ("plain", "csv")
 
 
 def listing_format_option(json_is: str) -> Any:
@@ -73,12 +76,16 @@ def listing_format_option(json_is: str) -> Any:
                                                  f"or json ({json_is})")
 
 
-def check_listing_format(value: str) -> str:
-    if value not in LISTING_FORMATS:
+def check_format(value: str, formats: tuple[str, ...] = LISTING_FORMATS) -> str:
+    """`value` if it is one of `formats`; a misspelled one names the close format."""
+    if value not in formats:
         from ..util.suggest import unknown
 
-        raise unknown("--format", value, LISTING_FORMATS)
+        raise unknown("--format", value, formats)
     return value
+
+
+check_listing_format = check_format
 
 
 def print_listing(listing_format: str, blocks: Callable[[], list], data: Callable[[], Any],
@@ -132,6 +139,19 @@ def writable_folder(path: Path, flag: str = "--out") -> Path:
     except OSError as error:
         raise InputError(f"{flag} {path}: cannot write there ({error.strerror or error})") from None
     return path
+
+
+@contextmanager
+def writing_into(path: Path, flag: str = "--out") -> Iterator[Path]:
+    """`path` checked writable first (writable_folder); an OSError under it while writing (the folder removed, the
+    disk full) is one line and exit 2 too. Errors elsewhere (reading the journal) are not this flag's."""
+    writable_folder(path, flag)
+    try:
+        yield path
+    except OSError as error:
+        if not error.filename or not Path(str(error.filename)).resolve().is_relative_to(path.resolve()):
+            raise
+        raise InputError(f"{flag} {path}: cannot write there ({error.strerror or error}: {error.filename})") from None
 
 
 def open_journal(path: Optional[str], *, create: bool = False) -> Journal:

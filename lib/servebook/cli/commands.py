@@ -14,6 +14,7 @@ from ..engines.model_specs import MODEL_FORMATS, ModelFormat
 from ..journal import Journal
 from ..util.progress import Reporter
 from ._app import (
+    TABLE_FORMATS,
     FailOnOption,
     FormatOption,
     JournalOption,
@@ -21,14 +22,15 @@ from ._app import (
     SiteUrlOption,
     StudySetOption,
     app,
+    check_format,
     engine_app,
     err,
     friendly,
     models_app,
     open_journal,
     out,
-    writable_folder,
     writable_output,
+    writing_into,
 )
 
 
@@ -301,20 +303,13 @@ def judge_cmd(
     _verdicts_out(study, open_journal(journal), verdict_format, writable_output(output), fail_on, site_url)
 
 
-#: the verdicts' and noise floor's tables as `journal ls --format` prints them (aligned columns, CSV)
-TABLE_FORMATS = ("plain", "csv")
-
-
 def _check_fail_on(fail_on: Optional[str], verdict_format: str) -> None:
     """Refuse a misspelled outcome or format before anything runs."""
     from ..present.ci import FORMATS
     from ..verdicts import parse_fail_on
 
     parse_fail_on(fail_on)
-    if verdict_format not in (*FORMATS, *TABLE_FORMATS):
-        from ..util.suggest import unknown
-
-        raise unknown("--format", verdict_format, (*FORMATS, *TABLE_FORMATS))
+    check_format(verdict_format, (*FORMATS, *TABLE_FORMATS))
 
 
 def _verdicts_out(study, j: Journal, verdict_format: str, output: Optional[Path], fail_on: Optional[str],
@@ -335,16 +330,14 @@ def _verdicts_out(study, j: Journal, verdict_format: str, output: Optional[Path]
     def markdown() -> str:
         return verdicts_markdown(study, judged, result, site_url)
 
-    view = VerdictsView(judged, noise_floor(study, j))
+    view = lambda: VerdictsView(judged, noise_floor(study, j))
     text = {"json": lambda: json.dumps(verdicts_json(study, judged, result), indent=2, default=str),
             "markdown": markdown, "junit": lambda: verdicts_junit(study, judged, result),
-            "plain": lambda: to_plain(view.blocks()), "csv": lambda: to_csv(view.blocks())}
+            "plain": lambda: to_plain(view().blocks()), "csv": lambda: to_csv(view().blocks())}
     if verdict_format == "text":
-        out.print(view)
-    elif output is None and verdict_format in TABLE_FORMATS:
-        print(text[verdict_format](), end="")
+        out.print(view())
     elif output is None:
-        print(text[verdict_format]())
+        print(text[verdict_format](), end="" if verdict_format in TABLE_FORMATS else "\n")
     # An output that cannot be written is said, and the gate's exit code still decides: a job must not read
     # "servebook crashed" (exit 1) where the study was rejected (exit 10).
     lost = False
@@ -383,14 +376,8 @@ def site_cmd(
     j = open_journal(journal)
     if not j.runs_dir.is_dir():
         raise InputError(f"journal: no runs in {j.location} (run `servebook sweep` or `servebook run` first)")
-    writable_folder(out_dir)
-    try:
+    with writing_into(out_dir):
         report = build_site(j, out_dir, reporter=Reporter())
-    except OSError as error:  # the folder went away or filled up while the site was written
-        if not error.filename or not Path(str(error.filename)).resolve().is_relative_to(out_dir.resolve()):
-            raise
-        raise InputError(f"--out {out_dir}: cannot write the site there "
-                         f"({error.strerror or error}{': ' + str(error.filename) if error.filename else ''})") from None
     out.print(f"{report}\nopen file://{out_dir.resolve() / 'index.html'}", highlight=False, soft_wrap=True)
 
 

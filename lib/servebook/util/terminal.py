@@ -37,7 +37,7 @@ class UncroppedConsole(Console):
     """A console that lets a table too wide for it run past the edge instead of cropping the line (a cropped run
     id is lost; the tables themselves wrap only their prose, see util/render.py)."""
 
-    def print(self, *objects: Any, crop: bool = False, **kwargs: Any) -> None:  # type: ignore[override]
+    def print(self, *objects: Any, crop: bool = False, **kwargs: Any) -> None:
         super().print(*objects, crop=crop, **kwargs)
 
 
