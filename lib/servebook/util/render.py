@@ -93,50 +93,62 @@ def whole(value: Any) -> bool:
 
 def to_rich(blocks: list[Block]) -> Any:
     from rich.console import Group
-    from rich.table import Table as RichTable
     from rich.text import Text as RichText
 
     parts: list[Any] = []
     for block in blocks:
         if isinstance(block, Text):
             parts.append(RichText(block.text, style=STYLES.get(block.style, ("", ""))[0]))
-            continue
-        table = RichTable(title=block.title or None, title_justify="left", title_style="bold")
-        for i, column in enumerate(block.columns):
-            values = [row.values[i] for row in block.rows if i < len(row.values)]
-            if values and all(whole(v) for v in values):
-                # a fixed width, as wide as its longest value and its header (a long header's longest word): rich
-                # narrows only the prose columns to fit, and a long header wraps at its spaces
-                head = str(column)
-                width = max([len(str(v)) for v in values] + [len(head) if len(head) <= 12 else
-                                                             max(len(word) for word in head.split())])
-                figures = all(numeric_text(v) or str(v) == "-" for v in values)
-                table.add_column(head, width=width, justify="right" if figures else "left")
-            else:
-                table.add_column(str(column), overflow="fold")
-        for row in block.rows:
-            table.add_row(*[RichText(str(v)) for v in row.values], style=STYLES.get(row.css, ("", ""))[0] or None)
-        parts.append(_AtLeastItsMinimum(table))
+        else:
+            parts.append(_FittedTable(block))
     return Group(*parts)
 
 
-class _AtLeastItsMinimum:
-    """A table drawn at least as wide as it needs to break no word and no figure: on a narrower console its lines
-    run past the edge (printed uncropped, util/terminal.py) rather than fold a run id in two."""
+def _rich_table(block: Table, whole_headers: bool) -> Any:
+    """`block` as a rich table. A column of figures or single words (run ids, names, times) gets a fixed width, as
+    wide as its longest value and its header (or, unless `whole_headers`, its header's longest word): rich then
+    narrows only the prose columns, and never breaks an id or a figure."""
+    from rich.table import Table as RichTable
+    from rich.text import Text as RichText
 
-    def __init__(self, table: Any):
-        self.table = table
+    table = RichTable(title=block.title or None, title_justify="left", title_style="bold")
+    for i, column in enumerate(block.columns):
+        head = str(column)
+        values = [row.values[i] for row in block.rows if i < len(row.values)]
+        if values and all(whole(v) for v in values):
+            heading = len(head) if whole_headers else max((len(word) for word in head.split()), default=1)
+            figures = all(numeric_text(v) or str(v) == "-" for v in values)
+            table.add_column(head, width=max([len(str(v)) for v in values] + [heading]),
+                             justify="right" if figures else "left")
+        else:
+            table.add_column(head, overflow="fold")
+    for row in block.rows:
+        table.add_row(*[RichText(str(v)) for v in row.values], style=STYLES.get(row.css, ("", ""))[0] or None)
+    return table
+
+
+class _FittedTable:
+    """A table fitted to the console when drawn: headers on one line where the table fits, long headers wrapped at
+    their spaces where it does not, and never narrower than it needs to break no id and no figure (on a narrower
+    console its lines run past the edge, printed uncropped by util/terminal.py, rather than fold a run id)."""
+
+    def __init__(self, block: Table):
+        self.block = block
 
     def __rich_console__(self, console: Any, options: Any) -> Any:
         from rich.measure import Measurement
 
-        needed = Measurement.get(console, options.update_width(10_000), self.table).minimum
-        yield from console.render(self.table, options.update_width(max(options.max_width, needed)))
+        unbounded = options.update_width(10_000)
+        table = _rich_table(self.block, whole_headers=True)
+        if Measurement.get(console, unbounded, table).maximum > options.max_width:
+            table = _rich_table(self.block, whole_headers=False)
+        needed = Measurement.get(console, unbounded, table).minimum
+        yield from console.render(table, options.update_width(max(options.max_width, needed)))
 
     def __rich_measure__(self, console: Any, options: Any) -> Any:
         from rich.measure import Measurement
 
-        return Measurement.get(console, options, self.table)
+        return Measurement.get(console, options, _rich_table(self.block, whole_headers=False))
 
 
 def to_html(blocks: list[Block]) -> str:
