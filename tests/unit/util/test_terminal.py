@@ -104,3 +104,12 @@ def test_close_names_are_suggested_and_far_ones_listed():
     assert suggestion("zzz", ["b", "a"]) == "; known: a, b"
     assert suggestion("zzz", []) == ""
     assert "(30 in all)" in suggestion("zzz", [f"s{i:02d}" for i in range(30)])
+
+
+def test_headers_stay_on_one_line_where_the_table_fits_and_wrap_only_where_it_does_not():
+    table = Table(["Concurrency", "Per request tok/s", "Check"])
+    table.add([16, "1,811.0", "valid; counters ok"])
+    assert any("Per request tok/s" in line for line in drawn([table], 120))
+    narrow = drawn([table], 36)
+    assert not any("Per request tok/s" in line for line in narrow) and any("1,811.0" in line for line in narrow)
+    assert max(len(line) for line in narrow) <= 36
