@@ -92,10 +92,16 @@ def show(*objects) -> None:
         display(obj)
 
 
-def compare(*, study_path: str | None = None, run_ids: list[str] | None = None,
+def compare(*, study_path: str | None = None, run_ids: list[str] | str | None = None,
             journal: str = "journal") -> RunComparison:
-    """Runs side by side: a study's latest run per candidate, or the given run ids."""
-    j = Journal(journal).require()
+    """Runs side by side: a study's latest run per candidate, or the given run ids (a list, or "a,b" as
+    `papermill -p run_ids a,b` passes it)."""
+    from .config.parameters import CompareParameters
+
+    given = validate(CompareParameters, {"study_path": study_path, "run_ids": run_ids, "journal": journal},
+                     "notebook parameters")
+    study_path, run_ids = given.study_path, given.run_ids
+    j = Journal(given.journal).require()
     if run_ids:
         return RunComparison([j.run(r) for r in run_ids])
     if study_path:

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from functools import wraps
 from pathlib import Path
-from typing import Optional
+from typing import Any, Callable, Iterator, Optional
 
 import typer
-from rich.console import Console
+import typer.rich_utils
 
 from ..config import InputError
 from ..engines.llamacpp_build import EngineInstallError
 from ..journal import Journal
 from ..util.errors import EngineFailed, RunInterrupted, ServebookError
+from ..util.terminal import make_console, output_width
 
 app = typer.Typer(help="Qualify LLM serving configurations; keep every run in a journal.",
                   no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
@@ -24,8 +26,24 @@ app.add_typer(engine_app, name="engine")
 app.add_typer(models_app, name="models")
 app.add_typer(journal_app, name="journal")
 
-out = Console()
-err = Console(stderr=True)
+def _print_version(asked: bool) -> None:
+    if asked:
+        from .._version import __version__
+
+        print(f"servebook {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
+                                          help="print servebook's version and exit")) -> None:
+    """Qualify LLM serving configurations; keep every run in a journal."""
+
+
+out = make_console()
+err = make_console(stderr=True, soft_wrap=True)  # a message is one line, however long: grep finds it
+if not os.environ.get("TERMINAL_WIDTH"):  # typer's own setting wins; otherwise `--help` follows the width rule
+    typer.rich_utils.MAX_WIDTH = output_width()
 
 JournalOption = typer.Option(
     None, "--journal", "-j", help="journal directory or fsspec URL such as s3://bucket/prefix "
@@ -36,12 +54,57 @@ JournalOption = typer.Option(
 FailOnOption = typer.Option(
     None, "--fail-on", help="outcomes that fail the command: rejected,failed,inconclusive,missing (comma-separated); "
                             "exit 10 rejected, 11 failed, 12 inconclusive, 13 missing (the first that applies)")
-FormatOption = typer.Option("text", "--format", help="text (tables), json, markdown (a pull-request summary) or junit")
+FormatOption = typer.Option("text", "--format", help="text (tables), plain (aligned columns, one line per row), "
+                                                     "csv (the tables), json, markdown (a pull-request summary) or "
+                                                     "junit")
 OutputOption = typer.Option(None, "--output", "-o", help="write the --format output to this file instead of stdout")
 StudySetOption = typer.Option([], "--set", help="change a field of the study's base candidate, and so of every "
                                                "candidate, e.g. pins.engine_version=b4600 (repeatable)")
 SiteUrlOption = typer.Option(None, "--site-url", help="where the journal's site is published: the Markdown links "
                                                       "candidates to their pages (default: $SERVEBOOK_SITE_URL)")
+
+
+#: the formats of every command that lists (journal ls, history, compare)
+LISTING_FORMATS = ("text", "plain", "csv", "json")
+#: the verdicts' and noise floor's tables (judge, sweep) as `journal ls --format` prints them
+TABLE_FORMATS = ("plain", "csv")
+
+
+def listing_format_option(json_is: str) -> Any:
+    return typer.Option("text", "--format", help="text (tables fitted to the terminal; 120 columns when piped), "
+                                                 "plain (aligned columns, one line per row, no box drawing), csv, "
+                                                 f"or json ({json_is})")
+
+
+def check_format(value: str, formats: tuple[str, ...] = LISTING_FORMATS) -> str:
+    """`value` if it is one of `formats`; a misspelled one names the close format."""
+    if value not in formats:
+        from ..util.suggest import unknown
+
+        raise unknown("--format", value, formats)
+    return value
+
+
+check_listing_format = check_format
+
+
+def print_listing(listing_format: str, blocks: Callable[[], list], data: Callable[[], Any],
+                  csv: Callable[[], str] | None = None) -> None:
+    """What a listing command prints in its `--format`: `blocks` drawn as tables (text), aligned columns (plain)
+    or CSV (unless `csv` says otherwise); `data` as JSON."""
+    import json
+
+    from ..util.render import to_csv, to_plain, to_rich
+
+    check_listing_format(listing_format)
+    if listing_format == "json":
+        print(json.dumps(data(), indent=2, default=str))
+    elif listing_format == "csv":
+        print(csv() if csv is not None else to_csv(blocks()), end="")
+    elif listing_format == "plain":
+        print(to_plain(blocks()), end="")
+    else:
+        out.print(to_rich(blocks()))
 
 
 def writable_output(path: Optional[Path], flag: str = "--output") -> Optional[Path]:
@@ -61,6 +124,34 @@ def writable_output(path: Optional[Path], flag: str = "--output") -> Optional[Pa
     except OSError as error:
         raise InputError(f"{flag} {path}: cannot write it ({error.strerror or error})") from None
     return path
+
+
+def writable_folder(path: Path, flag: str = "--out") -> Path:
+    """`path` made (with its parents) and checked writable before anything is built: a path under a file, a file,
+    or a folder this user cannot write is one line and exit 2, not a traceback halfway through."""
+    import tempfile
+
+    try:
+        if path.exists() and not path.is_dir():
+            raise InputError(f"{flag} {path}: is a file, not a folder; name a folder")
+        path.mkdir(parents=True, exist_ok=True)
+        tempfile.NamedTemporaryFile(dir=path, prefix=".probe-").close()
+    except OSError as error:
+        raise InputError(f"{flag} {path}: cannot write there ({error.strerror or error})") from None
+    return path
+
+
+@contextmanager
+def writing_into(path: Path, flag: str = "--out") -> Iterator[Path]:
+    """`path` checked writable first (writable_folder); an OSError under it while writing (the folder removed, the
+    disk full) is one line and exit 2 too. Errors elsewhere (reading the journal) are not this flag's."""
+    writable_folder(path, flag)
+    try:
+        yield path
+    except OSError as error:
+        if not error.filename or not Path(str(error.filename)).resolve().is_relative_to(path.resolve()):
+            raise
+        raise InputError(f"{flag} {path}: cannot write there ({error.strerror or error}: {error.filename})") from None
 
 
 def open_journal(path: Optional[str], *, create: bool = False) -> Journal:

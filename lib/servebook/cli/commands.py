@@ -14,6 +14,7 @@ from ..engines.model_specs import disk_bytes, model_formats
 from ..journal import Journal
 from ..util.progress import Reporter
 from ._app import (
+    TABLE_FORMATS,
     FailOnOption,
     FormatOption,
     JournalOption,
@@ -21,6 +22,7 @@ from ._app import (
     SiteUrlOption,
     StudySetOption,
     app,
+    check_format,
     engine_app,
     err,
     friendly,
@@ -28,6 +30,7 @@ from ._app import (
     open_journal,
     out,
     writable_output,
+    writing_into,
 )
 
 
@@ -302,8 +305,7 @@ def _check_fail_on(fail_on: Optional[str], verdict_format: str) -> None:
     from ..verdicts import parse_fail_on
 
     parse_fail_on(fail_on)
-    if verdict_format not in FORMATS:
-        raise InputError(f"--format {verdict_format!r}: choose one of {', '.join(FORMATS)}")
+    check_format(verdict_format, (*FORMATS, *TABLE_FORMATS))
 
 
 def _verdicts_out(study, j: Journal, verdict_format: str, output: Optional[Path], fail_on: Optional[str],
@@ -314,6 +316,7 @@ def _verdicts_out(study, j: Journal, verdict_format: str, output: Optional[Path]
 
     from ..present import VerdictsView
     from ..present.ci import verdicts_json, verdicts_junit, verdicts_markdown, write_step_summary
+    from ..util.render import to_csv, to_plain
     from ..verdicts import gate, judge, noise_floor, parse_fail_on
 
     judged = judge(study, j, append=record)
@@ -326,12 +329,14 @@ def _verdicts_out(study, j: Journal, verdict_format: str, output: Optional[Path]
     def markdown() -> str:
         return verdicts_markdown(study, judged, result, site_url)
 
+    view = lambda: VerdictsView(judged, noise_floor(study, j))
     text = {"json": lambda: json.dumps(verdicts_json(study, judged, result), indent=2, default=str),
-            "markdown": markdown, "junit": lambda: verdicts_junit(study, judged, result)}
+            "markdown": markdown, "junit": lambda: verdicts_junit(study, judged, result),
+            "plain": lambda: to_plain(view().blocks()), "csv": lambda: to_csv(view().blocks())}
     if verdict_format == "text":
-        out.print(VerdictsView(judged, noise_floor(study, j)))
+        out.print(view())
     elif output is None:
-        print(text[verdict_format]())
+        print(text[verdict_format](), end="" if verdict_format in TABLE_FORMATS else "\n")
     # An output that cannot be written is said, and the gate's exit code still decides: a job must not read
     # "servebook crashed" (exit 1) where the study was rejected (exit 10).
     lost = False
@@ -370,7 +375,8 @@ def site_cmd(
     j = open_journal(journal)
     if not j.runs_dir.is_dir():
         raise InputError(f"journal: no runs in {j.location} (run `servebook sweep` or `servebook run` first)")
-    report = build_site(j, out_dir, reporter=Reporter())
+    with writing_into(out_dir):
+        report = build_site(j, out_dir, reporter=Reporter())
     out.print(f"{report}\nopen file://{out_dir.resolve() / 'index.html'}", highlight=False, soft_wrap=True)
 
 

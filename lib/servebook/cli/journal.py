@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import Optional
 
 import typer
 
 from ..config import InputError
-from ._app import JournalOption, app, err, friendly, journal_app, open_journal, out
+from ._app import (
+    JournalOption,
+    app,
+    check_listing_format,
+    err,
+    friendly,
+    journal_app,
+    listing_format_option,
+    open_journal,
+    out,
+    print_listing,
+)
 
 
 @journal_app.command("ls")
@@ -16,6 +28,8 @@ from ._app import JournalOption, app, err, friendly, journal_app, open_journal, 
 def journal_ls(journal: Optional[str] = JournalOption,
                wide: bool = typer.Option(False, "--wide", help="every column and the full run ids"),
                study: Optional[str] = typer.Option(None, help="only runs of this study"),
+               candidate: Optional[str] = typer.Option(None, help="only runs of this candidate (its name or a "
+                                                                  "prefix of its id)"),
                status: Optional[str] = typer.Option(None, help="only runs with this status (completed, failed, "
                                                                "incomplete, interrupted, damaged)"),
                since: Optional[str] = typer.Option(None, help="only runs started at or after this ISO date or time"),
@@ -27,12 +41,11 @@ def journal_ls(journal: Optional[str] = JournalOption,
                sort: Optional[str] = typer.Option(None, "--sort", help="FIELD, FIELD:asc or FIELD:desc (any --where "
                                                   "field); runs without it last, and the newest N of the "
                                                   "sorted runs are the last N"),
-               listing_format: str = typer.Option("text", "--format", help="text (a table) or json (one object "
-                                                                           "per run, the index's columns)")):
+               listing_format: str = listing_format_option("one object per run, the index's columns; csv "
+                                                           "has the same columns")):
     """Runs in the journal, newest last, incomplete ones included (fits 80 columns; --wide for all columns).
     Reads index.parquet, refreshed only for runs sealed or judged since it was written."""
-    from ..util.render import to_rich
-
+    check_listing_format(listing_format)
     j = open_journal(journal)
     every = j.index()
     if every.empty:
@@ -41,20 +54,15 @@ def journal_ls(journal: Optional[str] = JournalOption,
     from ..journal.browse import browse
 
     # --study and --status are typed as --where's are: a misspelled status or study is an error, not zero runs
-    matching, extra = browse(j.select(since=since, frame=every), j.run,
+    matching, extra = browse(j.select(since=since, candidate=candidate, frame=every), j.run,
                              [f"{k}={v}" for k, v in (("study", study), ("status", status)) if v] + list(where), sort)
     chosen = matching.tail(limit) if limit else matching
-    if listing_format == "json":
-        import json
-
-        print(json.dumps(chosen.astype(object).where(chosen.notna(), None).to_dict("records"), indent=2, default=str))
-        return
-    if listing_format != "text":
-        raise InputError(f"--format {listing_format!r}: choose text or json")
-    out.print(to_rich(j.listing(wide=wide, frame=chosen, total=len(every), extra=extra)))
+    print_listing(listing_format, lambda: j.listing(wide=wide, frame=chosen, total=len(every), extra=extra),
+                  lambda: chosen.astype(object).where(chosen.notna(), None).to_dict("records"),
+                  lambda: chosen.to_csv(index=False))
     if len(chosen) < len(matching):
         err.print(f"showing the newest {len(chosen)} of {len(matching)}; --limit 0 for all, or filter with "
-                  "--study/--status/--since")
+                  "--study/--candidate/--status/--since")
 
 
 @journal_app.command("show")
@@ -79,13 +87,6 @@ def _rules_of(study, limit_pct: float) -> list:
     return list(study.verdict.rules) if study is not None else default_rules(limit_pct)
 
 
-def _print_json(data) -> None:
-    import json
-    from dataclasses import asdict
-
-    print(json.dumps(asdict(data), indent=2, default=str))
-
-
 @app.command("history")
 @friendly
 def history_cmd(
@@ -97,7 +98,7 @@ def history_cmd(
                                                                   "candidate's name"),
     machine: Optional[str] = typer.Option(None, help="a fragment of the machine identity (default: where it ran last)"),
     plan: Optional[str] = typer.Option(None, help="a plan id (default: the newest run's)"),
-    history_format: str = typer.Option("text", "--format", help="text or json"),
+    history_format: str = listing_format_option("every series with its points and steps"),
 ):
     """Every run of one configuration on one machine over time: engine, image and driver changes marked, and the
     steps its figures took, each with the runs before and after and the change with its interval."""
@@ -105,14 +106,12 @@ def history_cmd(
     from ..present.history import HistoryView
     from ..verdicts import history
 
+    check_listing_format(history_format)
     is_file = bool(study_arg) and (study_arg.endswith((".yaml", ".yml")) or Path(study_arg).is_file())
     study = load_study(Path(study_arg)) if is_file and study_arg else None
     found = history(open_journal(journal), candidate, rules=_rules_of(study, 5.0), machine=machine,
                     plan_id=plan, study=study.name if study else study_arg)
-    if history_format == "json":
-        _print_json(found)
-    else:
-        out.print(HistoryView(found))
+    print_listing(history_format, HistoryView(found).blocks, lambda: asdict(found))
 
 
 @app.command("compare")
@@ -125,7 +124,7 @@ def compare_cmd(
     journal: Optional[str] = JournalOption,
     study_file: Optional[Path] = typer.Option(None, "--study", help="judge the cells and limits of this study's rules"),
     limit: float = typer.Option(5.0, help="without --study: the regression (percent) each cell may show"),
-    compare_format: str = typer.Option("text", "--format", help="text or json"),
+    compare_format: str = listing_format_option("the slices, their runs and every cell's comparison"),
 ):
     """Two slices of a journal compared per cell with the verdicts' statistics (machines as blocks)."""
     from ..config import load_study
@@ -133,20 +132,19 @@ def compare_cmd(
     from ..present.history import SliceComparisonView
     from ..verdicts import compare_slices
 
+    check_listing_format(compare_format)
     opened = open_journal(journal)
     result = compare_slices(opened, parse_slice(a, "--a"), parse_slice(b, "--b"),
                             _rules_of(load_study(study_file) if study_file else None, limit))
-    if compare_format == "json":
-        _print_json(result)
-        return
-    out.print(SliceComparisonView(result))
-    from ..present.load_tables import capacity_cells, capacity_estimates
-    from ..util.render import to_rich
+    print_listing(compare_format, SliceComparisonView(result).blocks, lambda: asdict(result))
+    if compare_format == "text":  # the requests/s each slice held, and under which objectives
+        from ..present.load_tables import capacity_cells, capacity_estimates
+        from ..util.render import to_rich
 
-    held = capacity_estimates(capacity_cells({"A": [opened.run(r) for r in result.runs_a],
-                                              "B": [opened.run(r) for r in result.runs_b]}, "slice"), "slice")
-    if held is not None:  # the requests/s each slice held, and under which objectives
-        out.print(to_rich([held]))
+        held = capacity_estimates(capacity_cells({"A": [opened.run(r) for r in result.runs_a],
+                                                  "B": [opened.run(r) for r in result.runs_b]}, "slice"), "slice")
+        if held is not None:
+            out.print(to_rich([held]))
 
 
 def _annotated(journal: Optional[str], run_id: str):

@@ -37,7 +37,7 @@ def validate(model_cls: type[Model], data: Any, source: str) -> Model:
     try:
         return model_cls.model_validate(data)
     except ValidationError as error:
-        raise InputError(format_validation_error(error, source)) from None
+        raise InputError(format_validation_error(error, source, model_cls)) from None
 
 
 def load_yaml_model(path: str | Path, model_cls: type[Model]) -> Model:
@@ -70,7 +70,7 @@ def with_overrides(candidate: Candidate, overrides: dict[str, Any], source: str 
     try:
         return candidate.with_overrides(overrides)
     except ValidationError as error:
-        raise InputError(format_validation_error(error, source)) from None
+        raise InputError(format_validation_error(error, source, Candidate)) from None
 
 
 def _override_keys(data: dict) -> list[tuple[str, str]]:
@@ -111,7 +111,11 @@ def _check_override_paths(data: dict, source: str) -> None:
             if fields is None:
                 break
             if part not in fields:
-                raise InputError(f"{source}: {where}: unknown field {'.'.join(parts[:depth + 1])!r} "
+                from ..util.suggest import close_names
+
+                close = close_names(part, fields)
+                meant = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+                raise InputError(f"{source}: {where}: unknown field {'.'.join(parts[:depth + 1])!r}{meant} "
                                  f"(known here: {', '.join(sorted(fields))})")
             annotation = fields[part].annotation
             model = next((a for a in getattr(annotation, "__args__", (annotation,))

@@ -1,16 +1,63 @@
-"""The qualify notebook's parameters, validated like any other input.
+"""The notebooks' parameters, validated like any other input.
 
 papermill passes `-p NAME VALUE` as strings unless the value looks like a number, so the strings
 whose meaning is clear are read as the CLI would read them: `overrides = "knobs.chunk_size=128"`
-(several separated by commas or new lines), `visible_gpus = "0,1"` or `0`.
+(several separated by commas or new lines), `visible_gpus = "0,1"` or `0`. Every list parameter of
+every notebook reads through `as_list` (the types `TextList`, `IndexList`): `-p run_ids a,b`,
+`-p run_ids "[a, b]"`, `-y "run_ids: [a, b]"` and `-p run_ids a` are the same list, never a
+string iterated one character at a time.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+
+
+def as_list(value: Any) -> Any:
+    """A list parameter as users pass it: a list or tuple (the notebook's own value, `-y` YAML), a string of
+    items separated by commas or new lines, or a YAML list written as text (`-p`), or one scalar (a list of
+    it). None and a blank string are None (the parameter not given); anything else is left for the model to
+    refuse."""
+    if isinstance(value, bool):
+        raise ValueError("a list, not a boolean")
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    if isinstance(value, (int, float)):
+        return [value]
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if not text:  # `-p run_ids ""`: not given
+        return None
+    if text.startswith("["):
+        import yaml
+
+        try:
+            parsed = yaml.safe_load(text)
+        except yaml.YAMLError:
+            raise ValueError(f"{value!r}: not a YAML list; write items separated by commas, e.g. a,b") from None
+        return parsed if isinstance(parsed, list) else value
+    items = [item.strip() for item in re.split(r",\s*|\n", text)]  # "a,\nb" is two items, "a,,b" has an empty one
+    if not all(items):
+        raise ValueError(f"{value!r}: items separated by commas, none of them empty, e.g. \"a,b\"")
+    return items
+
+
+def _as_text_list(value: Any) -> Any:
+    listed = as_list(value)
+    if isinstance(listed, list):  # a run id YAML read as a number is still a name
+        return [str(item) if isinstance(item, (int, float)) and not isinstance(item, bool) else item
+                for item in listed]
+    return listed
+
+
+#: a list of names (run ids) as papermill passes one, or None (not given)
+TextList = Annotated[list[str] | None, BeforeValidator(_as_text_list)]
+#: a list of indices (GPUs) as papermill passes one, or None (not given)
+IndexList = Annotated[list[int] | None, BeforeValidator(as_list)]
 
 
 class Seat(BaseModel):
@@ -37,7 +84,7 @@ class QualifyParameters(BaseModel):
     run_id: str | None = None
     study: str | None = None
     study_entry: str | None = None
-    visible_gpus: list[int] | None = Field(None, description="GPU indices this run may use: [0, 1], 0 or \"0,1\"")
+    visible_gpus: IndexList = Field(None, description="GPU indices this run may use: [0, 1], 0 or \"0,1\"")
     lane: str | None = None
     turns: Seat | None = Field(None, description="set by `sweep --resident`: this run's seat in its round")
 
@@ -55,16 +102,12 @@ class QualifyParameters(BaseModel):
             return parse_overrides(value, "overrides")
         return value
 
-    @field_validator("visible_gpus", mode="before")
-    @classmethod
-    def _gpus_as_text(cls, value: Any) -> Any:
-        if isinstance(value, bool):
-            raise ValueError("a list of GPU indices, not a boolean")
-        if isinstance(value, int):
-            return [value]
-        if isinstance(value, str):
-            parts = [part.strip() for part in value.split(",")]
-            if not all(part.isdigit() for part in parts):
-                raise ValueError(f"{value!r}: GPU indices separated by commas, e.g. \"0,1\"")
-            return [int(part) for part in parts]
-        return value
+
+class CompareParameters(BaseModel):
+    """The compare notebook's parameters: a study (its latest run per candidate) or a list of run ids."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    study_path: str | None = None
+    run_ids: TextList = Field(None, description="run ids (or unique fragments): [a, b] or \"a,b\"")
+    journal: str = "journal"

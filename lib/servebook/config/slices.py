@@ -70,6 +70,23 @@ class JournalSlice(BaseModel):
             chosen = chosen[started < self.until]
         return chosen.sort_values("started_at", kind="stable")
 
+    def unknown_names(self, frame) -> str:
+        """Why the slice may be empty, where a name it gives is in no run of the index `frame` at all: `; candidate
+        'basline' is in no run; did you mean 'baseline'?` (empty when every name is known)."""
+        from ..util.suggest import suggestion
+
+        said = []
+        if self.candidate and not ((frame["candidate"] == self.candidate)
+                                   | frame["candidate_id"].fillna("").str.startswith(self.candidate)).any():
+            said.append(f"candidate {self.candidate!r} is in no run{suggestion(self.candidate, frame['candidate'])}")
+        for column in ("study", "plan_id", "engine_version", "image_digest", "driver"):
+            wanted = getattr(self, column)
+            if wanted is not None and not (frame[column] == wanted).any():
+                said.append(f"{column} {wanted!r} is in no run{suggestion(wanted, frame[column].dropna())}")
+        if self.machine and not frame["machine"].fillna("").str.contains(self.machine, regex=False).any():
+            said.append(f"machine {self.machine!r} matches no run's machine")
+        return "".join(f"; {line}" for line in said)
+
 
 def parse_slice(text: str, what: str = "slice") -> JournalSlice:
     """`key=value,key=value` -> a slice; an unknown key is an error that names it."""

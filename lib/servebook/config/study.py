@@ -100,8 +100,12 @@ class Study(ShownAsYaml, _Strict):
         names = [entry.name for entry in self.expand()]
         if self.verdict.baseline not in names and self.verdict.baseline_from is None:
             hint = " (include_base is false, so 'baseline' is not measured)" if not self.include_base else ""
-            raise ValueError(f"verdict.baseline: no candidate named {self.verdict.baseline!r}{hint}; "
-                             f"the study's candidates are {', '.join(names) or 'none'}")
+            from ..util.suggest import close_names
+
+            close = close_names(self.verdict.baseline, names)
+            meant = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+            raise ValueError(f"verdict.baseline: no candidate named {self.verdict.baseline!r}{hint}{meant} "
+                             f"(the study's candidates: {', '.join(names) or 'none'})")
         problems = [f"verdict.rules[{i}]: {problem}" for i, rule in enumerate(self.verdict.rules)
                     for problem in self.plan.unmatched(rule)]
         if self.search is not None:

@@ -151,10 +151,26 @@ def _write(frame: pd.DataFrame, root: Path, path: Path) -> None:
             os.unlink(tmp)
 
 
+#: every status a run in the journal can have (the manifest's three, a run never sealed, a damaged one)
+RUN_STATUSES = ("completed", "failed", "incomplete", "interrupted", "damaged")
+
+
 def select(frame: pd.DataFrame, *, study: str | None = None, status: str | None = None, since: str | None = None,
-           limit: int | None = None) -> pd.DataFrame:
-    """Rows of the index filtered: a study, a status, runs started at or after `since` (an ISO date or time),
-    the newest `limit`."""
+           limit: int | None = None, candidate: str | None = None) -> pd.DataFrame:
+    """Rows of the index filtered: a study, a status, a candidate (its name or a prefix of its id), runs started at
+    or after `since` (an ISO date or time), the newest `limit`. A study, candidate or status that the journal does
+    not know is an error with the close names, not an empty answer."""
+    from ..util.suggest import unknown
+
+    if study and not (frame["study"] == study).any():
+        raise unknown("--study", study, frame["study"].dropna(), "in this journal")
+    if status and status not in RUN_STATUSES:
+        raise unknown("--status", status, RUN_STATUSES)
+    if candidate:
+        mine = (frame["candidate"] == candidate) | frame["candidate_id"].fillna("").str.startswith(candidate)
+        if not mine.any():
+            raise unknown("--candidate", candidate, frame["candidate"].dropna(), "in this journal")
+        frame = frame[mine]
     if study:
         frame = frame[frame["study"] == study]
     if status:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pandas as pd
@@ -37,7 +38,8 @@ def listing_blocks(location: str, frame: pd.DataFrame, wide: bool = False, total
         values = [run_id if wide else run_id[4:], status, verdict, row["candidate"], cells]
         values += ["-" if _missing(row.get(name)) else _shown(row[name]) for name in extra]
         if wide:
-            values += ["-" if _missing(row["study"]) else row["study"], row["engine"] or "-", row["started_at"] or "-"]
+            started = re.sub(r"\.\d+", "", str(row["started_at"])) if row["started_at"] else "-"  # to the second
+            values += ["-" if _missing(row["study"]) else row["study"], row["engine"] or "-", started]
         archived = not _missing(row.get("archived"))
         table.add(values, "dim" if archived else css.get(str(row["status"]), "accepted" if verdict == "accepted" else ""))
     return [Text(f"journal {location}: {len(frame)} runs ({summary})", "heading"), table]

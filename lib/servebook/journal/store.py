@@ -224,11 +224,12 @@ class Journal(Renderable):
         return refresh(self.root, self.runs_dir, self.run, write)
 
     def select(self, *, study: str | None = None, status: str | None = None, since: str | None = None,
-               limit: int | None = None, frame: pd.DataFrame | None = None) -> pd.DataFrame:
-        """The index (or `frame`, read from it) filtered: a study, a status, runs started at or after `since`
-        (an ISO date or time), the newest `limit`."""
+               limit: int | None = None, frame: pd.DataFrame | None = None,
+               candidate: str | None = None) -> pd.DataFrame:
+        """The index (or `frame`, read from it) filtered: a study, a status, a candidate, runs started at or after
+        `since` (an ISO date or time), the newest `limit`; see index.select."""
         return select(self.index() if frame is None else frame, study=study, status=status, since=since,
-                      limit=limit)
+                      limit=limit, candidate=candidate)
 
     def has_run(self, run_id: str) -> bool:
         """Whether a run directory of exactly this id exists (sealed or not)."""

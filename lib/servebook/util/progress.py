@@ -22,6 +22,8 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from .terminal import make_console
+
 
 def in_kernel() -> bool:
     """Whether this code runs in a Jupyter kernel (where stderr shows as a warning box)."""
@@ -69,7 +71,7 @@ class Reporter:
     """Shows tasks live in a terminal; in CI logs a line per task at start, every 25%, and end."""
 
     def __init__(self, console: Console | None = None, *, quiet: bool = False):
-        self.console = console or Console(stderr=True)
+        self.console = console or make_console(stderr=True)
         self.quiet = quiet
         self.live = (not quiet) and _interactive(self.console)
         self._progress: Progress | None = None
@@ -144,4 +146,4 @@ class Reporter:
 
 
 def default_reporter() -> Reporter:
-    return Reporter(Console(stderr=True, file=sys.stderr))
+    return Reporter(make_console(stderr=True, file=sys.stderr))

@@ -84,23 +84,71 @@ def _missing(value: Any) -> bool:
         return False
 
 
+def whole(value: Any) -> bool:
+    """Whether a cell must never be broken over lines: a figure, or one word of at most 48 characters (a run id,
+    a candidate name, a start time). Only prose wraps."""
+    text = str(value)
+    return numeric_text(value) or (len(text) <= 48 and not any(c.isspace() for c in text))
+
+
 def to_rich(blocks: list[Block]) -> Any:
     from rich.console import Group
-    from rich.table import Table as RichTable
     from rich.text import Text as RichText
 
     parts: list[Any] = []
     for block in blocks:
         if isinstance(block, Text):
             parts.append(RichText(block.text, style=STYLES.get(block.style, ("", ""))[0]))
-            continue
-        table = RichTable(title=block.title or None, title_justify="left", title_style="bold")
-        for column in block.columns:
-            table.add_column(str(column), overflow="fold")
-        for row in block.rows:
-            table.add_row(*[RichText(str(v)) for v in row.values], style=STYLES.get(row.css, ("", ""))[0] or None)
-        parts.append(table)
+        else:
+            parts.append(_FittedTable(block))
     return Group(*parts)
+
+
+def _rich_table(block: Table, whole_headers: bool) -> Any:
+    """`block` as a rich table. A column of figures or single words (run ids, names, times) gets a fixed width, as
+    wide as its longest value and its header (or, unless `whole_headers`, its header's longest word): rich then
+    narrows only the prose columns, and never breaks an id or a figure."""
+    from rich.table import Table as RichTable
+    from rich.text import Text as RichText
+
+    table = RichTable(title=block.title or None, title_justify="left", title_style="bold")
+    for i, column in enumerate(block.columns):
+        head = str(column)
+        values = [row.values[i] for row in block.rows if i < len(row.values)]
+        if values and all(whole(v) for v in values):
+            heading = len(head) if whole_headers else max((len(word) for word in head.split()), default=1)
+            figures = all(numeric_text(v) or str(v) == "-" for v in values)
+            table.add_column(head, width=max([len(str(v)) for v in values] + [heading]),
+                             justify="right" if figures else "left")
+        else:
+            table.add_column(head, overflow="fold")
+    for row in block.rows:
+        table.add_row(*[RichText(str(v)) for v in row.values], style=STYLES.get(row.css, ("", ""))[0] or None)
+    return table
+
+
+class _FittedTable:
+    """A table fitted to the console when drawn: headers on one line where the table fits, long headers wrapped at
+    their spaces where it does not, and never narrower than it needs to break no id and no figure (on a narrower
+    console its lines run past the edge, printed uncropped by util/terminal.py, rather than fold a run id)."""
+
+    def __init__(self, block: Table):
+        self.block = block
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        from rich.measure import Measurement
+
+        unbounded = options.update_width(10_000)
+        table = _rich_table(self.block, whole_headers=True)
+        if Measurement.get(console, unbounded, table).maximum > options.max_width:
+            table = _rich_table(self.block, whole_headers=False)
+        needed = Measurement.get(console, unbounded, table).minimum
+        yield from console.render(table, options.update_width(max(options.max_width, needed)))
+
+    def __rich_measure__(self, console: Any, options: Any) -> Any:
+        from rich.measure import Measurement
+
+        return Measurement.get(console, options, _rich_table(self.block, whole_headers=False))
 
 
 def to_html(blocks: list[Block]) -> str:
@@ -140,8 +188,46 @@ def to_text(blocks: list[Block], width: int = 100) -> str:
     # every view beside its HTML) and leave the buffer empty
     console = Console(file=buffer, width=width, color_system=None, force_terminal=False, force_jupyter=False,
                       legacy_windows=False)
-    console.print(to_rich(blocks))
+    console.print(to_rich(blocks), crop=False)
     return buffer.getvalue().rstrip() + "\n"
+
+
+def to_plain(blocks: list[Block]) -> str:
+    """Text for `grep`, `awk` and CI logs: prose as lines, each table as columns two spaces apart (figures
+    right-aligned) with one line per row (a cell's lines joined by ` | `), never wrapped, without box drawing."""
+    lines: list[str] = []
+    for block in blocks:
+        if isinstance(block, Text):
+            lines += block.text.splitlines() or [""]
+            continue
+        if block.title:
+            lines.append(block.title)
+        # a cell of several lines (a verdict's reasons) joined into one, so that a row stays one line
+        rows = [[" | ".join(str(v).splitlines()) for v in values] for values in [block.columns] +
+                [row.values for row in block.rows]]
+        widths = [max(len(row[i]) for row in rows if i < len(row)) for i in range(len(block.columns))]
+        for n, row in enumerate(rows):
+            cells = [value.rjust(width) if n and numeric_text(value) else value.ljust(width)
+                     for value, width in zip(row, widths)]
+            lines.append("  ".join(cells).rstrip())
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def to_csv(blocks: list[Block]) -> str:
+    """The tables as CSV (prose left out); several tables are separated by a blank line, each after a `# title`
+    line, so that one table alone reads straight into any CSV reader."""
+    import csv
+
+    tables = [block for block in blocks if isinstance(block, Table)]
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    for n, table in enumerate(tables):
+        if len(tables) > 1:
+            buffer.write(("\n" if n else "") + f"# {table.title or f'table {n + 1}'}\n")
+        writer.writerow(table.columns)
+        writer.writerows(row.values for row in table.rows)
+    return buffer.getvalue()
 
 
 class Renderable:

@@ -95,10 +95,12 @@ def history(journal: Journal, candidate: str, *, rules: list[ComparisonRule] | N
     plan (default: its newest run's), with the steps of each judged cell's series. `index` and `cells` (every
     recorded cell of the candidate's runs, with a `run_id` column) may come from a caller that holds them
     already (the site, from its cache); otherwise they are read from the journal."""
-    every = JournalSlice(candidate=candidate, study=study).select(journal.index() if index is None else index)
+    wanted = JournalSlice(candidate=candidate, study=study)
+    index = journal.index() if index is None else index
+    every = wanted.select(index)
     if every.empty:
         raise InputError(f"history: no completed run of {candidate!r}" + (f" in study {study}" if study else "")
-                         + f" in {journal.location}")
+                         + f" in {journal.location}" + wanted.unknown_names(index))
     one_identity(every if plan_id is None else every[every["plan_id"] == plan_id], candidate, "history",
                  "--study NAME or --plan PLAN")
     plan = plan_id or str(every.iloc[-1]["plan_id"])
@@ -203,7 +205,8 @@ def compare_slices(journal: Journal, a: JournalSlice, b: JournalSlice,
     rows_a, rows_b = a.select(index), b.select(index)
     for name, rows, spec in (("A", rows_a, a), ("B", rows_b, b)):
         if rows.empty:
-            raise InputError(f"compare: slice {name} ({spec.describe()}) holds no completed run")
+            raise InputError(f"compare: slice {name} ({spec.describe()}) holds no completed run"
+                             + spec.unknown_names(index))
         if spec.candidate and not spec.plan_id:
             one_identity(rows, spec.candidate, f"compare: slice {name}",
                          f"add study=NAME or plan_id=PLAN to --{name.lower()}")

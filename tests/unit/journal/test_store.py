@@ -143,3 +143,23 @@ def test_an_interrupted_run_is_listed_as_such_and_is_no_evidence_for_a_verdict(t
     assert "interrupted" in " ".join(str(journal).split())
     found = journal.find_all(kept.identity.candidate_id, kept.identity.plan_id)
     assert [r.run_id for r in found] == [kept.run_id]
+
+
+def test_a_misspelled_filter_names_the_close_value_instead_of_listing_nothing(tmp_path):
+    """issue 34, item 10: `journal ls --study tiny-dmeo` returned 0 runs as if there were none."""
+    import shutil
+
+    from servebook.util.errors import InputError
+
+    shutil.copytree("data/sample-journal", tmp_path / "j")
+    journal = Journal(tmp_path / "j")
+    study = str(journal.index()["study"].dropna().iloc[0])
+    assert len(journal.select(study=study)) > 0
+    with pytest.raises(InputError, match=f"--study '{study[:-1]}x'.*did you mean '{study}'"):
+        journal.select(study=study[:-1] + "x")
+    with pytest.raises(InputError, match="--status 'complete'.*did you mean 'completed'"):
+        journal.select(status="complete")
+    assert journal.select(status="interrupted").empty  # a status no run has is no error
+    with pytest.raises(InputError, match="--candidate 'basline'.*did you mean 'baseline'"):
+        journal.select(candidate="basline")
+    assert set(journal.select(candidate="baseline")["candidate"]) == {"baseline"}
