@@ -141,3 +141,29 @@ def test_a_time_budget_starts_no_run_it_cannot_hold_and_the_next_sweep_resumes(t
     assert runner.closed == 1
     rest = sweep_module.sweep(study, journal, reporter=Reporter(quiet=True), runner=SlowRunner(np.random.default_rng(3)))
     assert [r.status for r in rest] == ["skipped", "skipped", "completed"], "the next sweep resumes where it stopped"
+
+
+def test_resident_rounds_are_cut_where_a_candidate_would_come_again_and_admitted_whole(tmp_path):
+    from servebook.sweeps.resident import rounds_of
+    from servebook.sweeps.runner import OutOfTime, TimeBudget
+
+    path = tmp_path / "study.yaml"
+    path.write_text(textwrap.dedent(STUDY))
+    entries = load_study(path).expand()
+    order = [(repeat, entry, None) for repeat in range(2) for entry in entries]
+    assert [[e.name for _, e, _ in r] for r in rounds_of(order)] == [[e.name for e in entries]] * 2
+    assert [len(r) for r in rounds_of(order[1:])] == [3, 2], "each candidate once a round, however the sweep resumes"
+
+    now = [0.0]
+    budget = TimeBudget(FakeRunner(np.random.default_rng(0)), 100.0, clock=lambda: now[0])
+    budget.admit("round 1", "a resident round")
+    budget.round_took(40.0)
+    now[0] = 50.0  # 50 s left, and a round took 40 s: 48 s with the margin
+    budget.admit("round 2", "a resident round")
+    now[0] = 60.0
+    try:
+        budget.admit("round 3", "a resident round")
+    except OutOfTime as stop:
+        assert "round 3" in str(stop) and "40 s" in str(stop)
+    else:
+        raise AssertionError("a round the time left cannot hold must not start")

@@ -239,6 +239,7 @@ def sweep_cmd(
                                                 "left cannot hold (a lent machine's limit); a later sweep resumes"),
     resident: bool = typer.Option(False, "--resident", help="launch each round's candidates at once on this machine "
                                   "and measure them in turn, cell by cell: the host's drift falls on all alike"),
+    seats: Optional[int] = typer.Option(None, "--seats", min=2, help="--resident, N engines at once (default: 1 each)"),
     fail_on: Optional[str] = FailOnOption, verdict_format: str = FormatOption, output: Optional[Path] = OutputOption,
     site_url: Optional[str] = SiteUrlOption, set_: list[str] = StudySetOption,
 ):
@@ -261,7 +262,7 @@ def sweep_cmd(
     if ray:
         from ..distributed import sweep_on_ray
 
-        dropped = [flag for flag, given in (("--time-budget", time_budget is not None), ("--resident", resident),
+        dropped = [flag for flag, given in (("--time-budget", time_budget is not None), ("--resident", resident or seats),
                                             ("--until-decided", until_decided), ("--parallel", parallel != "1"),
                                             ("--gpus", gpus is not None)) if given]
         if dropped:
@@ -274,7 +275,7 @@ def sweep_cmd(
         results = sweep(study, j, reporter=Reporter(), retry_failed=retry_failed, kernel_name=kernel,
                         execution_timeout=execution_timeout, max_repeats=max_repeats if until_decided else None,
                         parallel=parallel if parallel == "auto" else (int(parallel) if parallel.isdigit() else parallel),
-                        gpus=gpu_list, time_budget_s=time_budget, resident=resident)
+                        gpus=gpu_list, time_budget_s=time_budget, resident=resident, seats=seats)
     ran = sum(1 for r in results if r.status != "skipped")
     (out if verdict_format == "text" else err).print(f"\n{ran} runs made, {len(results) - ran} skipped (already recorded). "
               f"Results: {j.location}/runs; compare them with `servebook journal ls --journal {j.location}` "

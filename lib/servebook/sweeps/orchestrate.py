@@ -51,6 +51,7 @@ def sweep(
     runner: Runner | None = None,
     time_budget_s: float | None = None,
     resident: bool = False,
+    seats: int | None = None,
 ) -> list[SweepResult]:
     """`study.repeats` runs per candidate not yet recorded under the study's plan, interleaved; failures go on.
     With `max_repeats`, then add repeats where verdicts are undecided until decided.
@@ -61,11 +62,13 @@ def sweep(
     cores measure each other. `runner`: what executes each run (default: papermill on kept kernels).
     `time_budget_s`: start no run the time left cannot hold (a lent machine's limit); the next sweep resumes.
     `resident`: each round's runs launched at once on this machine and measured in turn, cell by cell
-    (sweeps.resident), so the host's drift falls on every candidate of a round alike."""
+    (sweeps.resident), so the host's drift falls on every candidate of a round alike; `seats`: engines resident at
+    once (default: one of each candidate)."""
     reporter = reporter or Reporter()
     journal.ensure_writable()
-    if resident:
+    if resident or seats:
         check_resident(journal, parallel, gpus)
+        resident = True
     if max_repeats is not None and study.verdict.max_runs != max_repeats:
         # A sequential design: its verdicts spend their error over the looks up to max_repeats runs.
         study = study.model_copy(update={"verdict": study.verdict.model_copy(update={"max_runs": max_repeats})})
@@ -77,9 +80,10 @@ def sweep(
         runner = TimeBudget(runner, time_budget_s)
     try:
         results = run_pending(study, entries, journal, runner, reporter, retry_failed, lanes=lanes,
-                              resident=resident)
+                              resident=resident, seats=seats)
         if max_repeats is not None:
-            results += until_decided(study, journal, runner, reporter, max_repeats, lanes=lanes, resident=resident)
+            results += until_decided(study, journal, runner, reporter, max_repeats, lanes=lanes, resident=resident,
+                                     seats=seats)
     except OutOfTime as stop:
         reporter.log(str(stop))
         results = stop.results
@@ -91,7 +95,7 @@ def sweep(
 
 def run_pending(study: Study, entries: list[StudyEntry], journal: Journal, runner: Runner, reporter: Reporter,
                 retry_failed: bool, *, lanes: list[Lane] | None = None, workers: int = 1,
-                title: str | None = None, resident: bool = False) -> list[SweepResult]:
+                title: str | None = None, resident: bool = False, seats: int | None = None) -> list[SweepResult]:
     """Every (repeat, entry) not yet recorded, in interleaved order. On `lanes` (sweeps.placement): each run on
     the lane the cyclic design gives it, GPU lanes one run at a time each, node lanes `workers` at a time.
     `resident`: the runs still to make, round by round, each round's runs resident at once (sweeps.resident)."""
@@ -121,15 +125,15 @@ def run_pending(study: Study, entries: list[StudyEntry], journal: Journal, runne
         for _ in done:
             task.advance()
         todo = [i for i in range(len(placed)) if i not in done]
-        for indices in _round_indices(placed, todo):
+        for indices in _round_indices(placed, todo, seats):
             results = run_round([placed[i] for i in indices], one, journal.root / ".sweeps", runner, task.advance)
             done.update(zip(indices, results))
         return [done[i] for i in range(len(placed))]
 
 
-def _round_indices(placed: list[Placed], todo: list[int]) -> list[list[int]]:
-    """The runs still to make, cut into resident rounds (a candidate once per round)."""
-    rounds = rounds_of([placed[i] for i in todo])
+def _round_indices(placed: list[Placed], todo: list[int], seats: int | None) -> list[list[int]]:
+    """The runs still to make, cut into resident rounds (a candidate once per round, or `seats` runs each)."""
+    rounds = rounds_of([placed[i] for i in todo], seats)
     it = iter(todo)
     return [[next(it) for _ in items] for items in rounds]
 
@@ -185,7 +189,8 @@ def spread(runs: list[T], extra: T, count: int) -> list[T]:
 
 
 def until_decided(study: Study, journal: Journal, runner: Runner, reporter: Reporter,
-                  max_repeats: int, *, lanes: list[Lane] | None = None, resident: bool = False) -> list[SweepResult]:
+                  max_repeats: int, *, lanes: list[Lane] | None = None, resident: bool = False,
+                  seats: int | None = None) -> list[SweepResult]:
     """One more run for every undecided candidate (and the baseline, more often than any one of them), interleaved,
     until every verdict is decided or `max_repeats` runs each are spent. The study's verdicts spend their error
     over these looks (verdict.max_runs), so looking after every run does not inflate it."""
@@ -221,9 +226,8 @@ def until_decided(study: Study, journal: Journal, runner: Runner, reporter: Repo
             added = [item or placed(index, base, next(baseline_repeats))
                      for item in spread(candidates, None, max(short, 0))]
         if resident:  # the added runs are the next rounds, each no larger than the study's first ones
-            seats = len(study.expand())
-            for start in range(0, len(added), seats):
-                results += run_round(added[start:start + seats],
+            for items in rounds_of(added, seats or len(study.expand())):
+                results += run_round(items,
                                      lambda _, entry, lane, seat: seated_run(runner, study, entry, journal, reporter,
                                                                              lane, seat),
                                      journal.root / ".sweeps", runner)

@@ -36,8 +36,12 @@ def seated_run(runner: Runner, study: Study, entry: StudyEntry, journal: Journal
     return runner.run(study, entry, journal, reporter, lane, seat)
 
 
-def rounds_of(placed: list[Placed]) -> list[list[Placed]]:
-    """The interleaved order cut into rounds: a round ends where a candidate would come a second time."""
+def rounds_of(placed: list[Placed], seats: int | None = None) -> list[list[Placed]]:
+    """The interleaved order cut into rounds: a round ends where a candidate would come a second time, or, given
+    `seats`, after that many runs (a candidate can then have several launches resident in one round, whose
+    spread is the launch-to-launch noise within the round)."""
+    if seats:
+        return [placed[start:start + seats] for start in range(0, len(placed), seats)]
     out: list[list[Placed]] = []
     seen: set[str] = set()
     for item in placed:
