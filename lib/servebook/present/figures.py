@@ -14,6 +14,7 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
+from ..config.rules import LOWER_IS_BETTER
 from ..journal.store import RunRecord
 from .frontier import frontier_context, frontier_specs
 from .style import AXIS as _AXIS
@@ -148,7 +149,7 @@ def forest_spec(comparisons: list[dict]) -> dict:
     """Change vs the baseline with its interval, per candidate and judged cell, the rule's limit drawn:
     a cell whose bar crosses the limit line is what an inconclusive verdict waits on."""
     traces, shapes = [], []
-    limits: dict[float, list[str]] = {}
+    limits: dict[float, dict[str, list[str]]] = {}  # limit -> metric -> the cells it binds
     cells = list(dict.fromkeys(f"{c['metric']} {c['cell_id']}" for c in comparisons))
     candidates = list(dict.fromkeys(c["candidate"] for c in comparisons))
     row = {name: i for i, name in enumerate(reversed(candidates))}
@@ -171,12 +172,14 @@ def forest_spec(comparisons: list[dict]) -> dict:
             "hovertemplate": "%{text}: %{x:+.1f}% (%{customdata[0]}; %{customdata[1]} vs %{customdata[2]} runs)"
                              "<extra>%{fullData.name}</extra>",
         })
-        limits.setdefault(rows[0]["limit_pct"] * (1 if rows[0]["metric"] in ("ttft_s", "ttft_p90_s") else -1),
-                          []).append(cell)
+        metric = rows[0]["metric"]
+        limits.setdefault(rows[0]["limit_pct"] * (1 if metric in LOWER_IS_BETTER else -1), {}).setdefault(
+            metric, []).append(rows[0]["cell_id"])
     # The rule's limits, drawn neutrally (not in a cell's colour) and named in the legend with the cells they bind.
     for k, (limit, bound) in enumerate(sorted(limits.items())):
+        binds = "; ".join(f"{metric} {', '.join(cell_ids)}" for metric, cell_ids in bound.items())
         traces.append({"type": "scatter", "mode": "lines", "x": [limit, limit], "y": [-0.6, len(row) - 0.4],
-                       "name": f"limit {limit:+g}% ({', '.join(bound)})" if len(limits) > 1 else f"limit {limit:+g}%",
+                       "name": f"limit {limit:+g}% ({binds})" if len(limits) > 1 else f"limit {limit:+g}%",
                        "line": {"color": "#374151", "dash": ["dash", "dot", "dashdot"][k % 3], "width": 1.2},
                        "hoverinfo": "skip", "legendgroup": "limits"})
     shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": 0, "x1": 0, "y0": 0, "y1": 1,

@@ -4,7 +4,6 @@ to chart), white paper, light grid, and a legend that fits its frame at any widt
 from __future__ import annotations
 
 import functools
-import math
 import textwrap
 from typing import Any, Callable
 
@@ -40,8 +39,8 @@ def _legend_px(names: list[str], has_title: bool) -> int:
     lines = [name.split("<br>") for name in names]
     widest = max(len(line) for entry in lines for line in entry)
     per_row = max(1, int(_PHONE_PX // (_SYMBOL_PX + _CHAR_PX * widest)))
-    tallest = max(len(entry) for entry in lines)
-    return (math.ceil(len(names) / per_row) * tallest + (1 if has_title else 0)) * _LINE_PX + 12
+    rows = sum(max(len(entry) for entry in lines[i:i + per_row]) for i in range(0, len(lines), per_row))
+    return (rows + (1 if has_title else 0)) * _LINE_PX + 12
 
 
 def fit(spec: dict[str, Any]) -> dict[str, Any]:
