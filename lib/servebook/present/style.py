@@ -29,7 +29,7 @@ def wrap(text: str, width: int) -> str:
     """`text` broken into lines of at most `width` characters with plotly's <br>; a name already broken is kept."""
     if len(text) <= width or "<br>" in text:
         return text
-    return "<br>".join(textwrap.wrap(text, width, break_on_hyphens=False))
+    return "<br>".join(textwrap.wrap(text, width))
 
 
 def _legend_px(names: list[str], has_title: bool) -> int:
@@ -64,11 +64,10 @@ def fit(spec: dict[str, Any]) -> dict[str, Any]:
     for key, axis in layout.items():
         if key.startswith(("xaxis", "yaxis")) and axis.get("ticktext"):
             axis["ticktext"] = [wrap(str(t), TICK_CHARS) for t in axis["ticktext"]]
-    shown = layout.get("showlegend", len(entries) > 1)
-    if not shown:
+    layout["showlegend"] = layout.get("showlegend", len(entries) > 1)
+    if not layout["showlegend"]:
         return spec
     legend = layout.get("legend") or {}
-    layout["showlegend"] = True
     layout["legend"] = {**legend, "orientation": "h", "xref": "container", "x": 0, "xanchor": "left",
                         "yref": "container", "y": 0, "yanchor": "bottom", "valign": "top",
                         "title": {**legend.get("title", {}), "side": "top"}}
