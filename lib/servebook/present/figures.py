@@ -369,7 +369,7 @@ def run_figures(runs: list[RunRecord]) -> list:
     by_candidate: dict[str, list[RunRecord]] = {}
     for run in runs:
         by_candidate.setdefault(run.candidate_label, []).append(run)
-    specs = figure_specs(cells_frame(runs),
-                         {name: mean_gap_histogram(map(chunk_gap_histogram_data, own)) for name, own in by_candidate.items()},
-                         {name: mean_turns(map(turn_ttft_data, own)) for name, own in by_candidate.items()})
+    gaps = {name: mean_gap_histogram(map(chunk_gap_histogram_data, own)) for name, own in by_candidate.items()}
+    specs = figure_specs(cells_frame(runs), gaps, {name: mean_turns(map(turn_ttft_data, own))
+                                                   for name, own in by_candidate.items()})
     return [as_figure(spec) for spec in specs]
