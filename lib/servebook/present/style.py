@@ -22,7 +22,7 @@ LEGEND_CHARS = 34
 TITLE_CHARS = 42
 TICK_CHARS = 22
 #: What the height allows for the legend: rows as a phone's chart (about 330 px wide) lays them out.
-_PHONE_PX, _CHAR_PX, _SYMBOL_PX, _LINE_PX = 330, 6.6, 44, 17
+_PHONE_PX, _CHAR_PX, _SYMBOL_PX, _LINE_PX, _ENTRY_GAP_PX, _TITLE_PX = 330, 6.6, 44, 16, 9, 24
 
 
 def wrap(text: str, width: int) -> str:
@@ -39,8 +39,8 @@ def _legend_px(names: list[str], has_title: bool) -> int:
     lines = [name.split("<br>") for name in names]
     widest = max(len(line) for entry in lines for line in entry)
     per_row = max(1, int(_PHONE_PX // (_SYMBOL_PX + _CHAR_PX * widest)))
-    rows = sum(max(len(entry) for entry in lines[i:i + per_row]) for i in range(0, len(lines), per_row))
-    return (rows + (1 if has_title else 0)) * _LINE_PX + 12
+    rows = [max(len(entry) for entry in lines[i:i + per_row]) for i in range(0, len(lines), per_row)]
+    return sum(_LINE_PX * n + _ENTRY_GAP_PX for n in rows) + (_TITLE_PX if has_title else 0) + 12
 
 
 def fit(spec: dict[str, Any]) -> dict[str, Any]:
@@ -70,6 +70,7 @@ def fit(spec: dict[str, Any]) -> dict[str, Any]:
     legend = layout.get("legend") or {}
     layout["legend"] = {**legend, "orientation": "h", "xref": "container", "x": 0, "xanchor": "left",
                         "yref": "container", "y": 0, "yanchor": "bottom", "valign": "top",
+                        "maxheight": 1,  # the whole figure, never half of it: a legend that scrolls hides names
                         "title": {**legend.get("title", {}), "side": "top"}}
     layout["height"] = layout.get("height", LAYOUT["height"]) + _legend_px(entries, bool(legend.get("title")))
     return spec
