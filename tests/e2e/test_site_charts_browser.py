@@ -25,12 +25,13 @@ MEASURE = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(
   const size = gd._fullLayout._size;
   const bg = gd.querySelector('.legend .bg');
   const titles = Array.from(gd.querySelectorAll('.g-xtitle, .g-x2title, .g-x3title')).map(t => box(t.getBoundingClientRect()));
+  const ticks = Array.from(gd.querySelectorAll('.xaxislayer-above text')).map(t => box(t.getBoundingClientRect()));
   const y = gd._fullLayout.yaxis || {};
   return {
     id: gd.id, title: (gd._fullLayout.title || {}).text || '', frame: box(frame),
     plot: {left: frame.left + size.l, top: frame.top + size.t, right: frame.left + size.l + size.w,
            bottom: frame.top + size.t + size.h, w: size.w, h: size.h},
-    legend: bg ? box(bg.getBoundingClientRect()) : null, xtitles: titles,
+    legend: bg ? box(bg.getBoundingClientRect()) : null, xtitles: titles, xticks: ticks,
     entries: Array.from(gd.querySelectorAll('.legend .traces')).map(t => ({
       text: t.querySelector('.legendtext').textContent, box: box(t.getBoundingClientRect())})),
     names: gd._fullData.filter(t => t.visible !== false).map(t => String(t.name || '').replace(/<br>/g, '')),
@@ -68,9 +69,11 @@ def check_chart(chart: dict, where: str, candidates: set[str], forest: bool = Fa
     if chart["legend"] is not None:
         assert inside(chart["legend"], chart["frame"]), f"{label}: legend {chart['legend']} outside {chart['frame']}"
         assert chart["legend"]["top"] >= chart["plot"]["bottom"] - 1, f"{label}: legend over the plot"
-        assert all(t["bottom"] <= chart["legend"]["top"] + 1 for t in chart["xtitles"]), f"{label}: legend over an axis title"
+        below = chart["xtitles"] + chart["xticks"]
+        assert all(t["bottom"] <= chart["legend"]["top"] + 1 for t in below), f"{label}: legend over an x axis"
         for entry in chart["entries"]:
             assert inside(entry["box"], chart["legend"]), f"{label}: legend entry {entry['text']} clipped"
+    assert all(t["top"] >= chart["plot"]["bottom"] - 1 for t in chart["xtitles"]), f"{label}: x title in the plot"
     wanted = {squeezed(c) for c in candidates}  # names as drawn: wrapped into lines, so compared without spaces
     if forest:  # its rows are candidates, its traces cells and limits
         assert {squeezed(t) for t in chart["ticks"]} <= wanted, f"{label}: rows {chart['ticks']}"

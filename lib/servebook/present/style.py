@@ -62,8 +62,12 @@ def fit(spec: dict[str, Any]) -> dict[str, Any]:
         layout["margin"]["t"] += 18 * lines
         layout["height"] = layout.get("height", LAYOUT["height"]) + 18 * lines
     for key, axis in layout.items():
-        if key.startswith(("xaxis", "yaxis")) and axis.get("ticktext"):
-            axis["ticktext"] = [wrap(str(t), TICK_CHARS) for t in axis["ticktext"]]
+        if key.startswith(("xaxis", "yaxis")):
+            # The legend's reserved room replaces the bottom margin rather than adding to it: without automargin
+            # the tick labels and the axis title were drawn under the legend.
+            axis.setdefault("automargin", True)
+            if axis.get("ticktext"):
+                axis["ticktext"] = [wrap(str(t), TICK_CHARS) for t in axis["ticktext"]]
     layout["showlegend"] = layout.get("showlegend", len(entries) > 1)
     if not layout["showlegend"]:
         return spec
