@@ -14,11 +14,12 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
+from ..config.rules import LOWER_IS_BETTER
 from ..journal.store import RunRecord
 from .frontier import frontier_context, frontier_specs
 from .style import AXIS as _AXIS
 from .style import LAYOUT as _LAYOUT
-from .style import PALETTE
+from .style import PALETTE, fitted
 from .tables import number, records
 
 
@@ -77,6 +78,7 @@ def _points(group: list[dict], x: str, y: str, scale: float) -> dict:
     return {"x": xs, "y": ys, "plus": plus, "minus": minus, "runs": runs, "bad": bad}
 
 
+@fitted
 def _line_spec(cells, x: str, y: str, title: str, x_title: str, y_title: str, kind: str,
                scale: float = 1.0, split_category: bool = True) -> dict:
     """One line per candidate, the mean over its runs with a 95% interval; decode categories side by side
@@ -85,7 +87,7 @@ def _line_spec(cells, x: str, y: str, title: str, x_title: str, y_title: str, ki
     subset = [c for c in records(cells) if c.get("kind") == kind]
     categories = list(dict.fromkeys(c.get("category") for c in subset)) if split_category and kind == "decode" \
         and subset else [None]
-    colors: dict[str, str] = {}
+    colors: dict[str, str] = {}  # also: the candidates already in the legend, whichever panel drew them first
     layout = {**_LAYOUT, "title": {"text": title}}
     width = 1.0 / len(categories)
     for i, category in enumerate(categories):
@@ -108,11 +110,12 @@ def _line_spec(cells, x: str, y: str, title: str, x_title: str, y_title: str, ki
         for row in part:
             by_candidate.setdefault(row.get("candidate"), []).append(row)
         for candidate, group in by_candidate.items():
+            first = candidate not in colors
             color = colors.setdefault(candidate, PALETTE[len(colors) % len(PALETTE)])
             points = _points(group, x, y, scale)
             traces.append({
                 "type": "scatter", "mode": "lines+markers", "name": str(candidate), "legendgroup": str(candidate),
-                "showlegend": i == 0, "xaxis": f"x{axis}", "yaxis": f"y{axis}",
+                "showlegend": first, "xaxis": f"x{axis}", "yaxis": f"y{axis}",
                 "x": points["x"], "y": points["y"], "customdata": points["runs"],
                 "error_y": {"type": "data", "symmetric": False, "array": points["plus"],
                             "arrayminus": points["minus"], "thickness": 1.2, "width": 4},
@@ -121,10 +124,8 @@ def _line_spec(cells, x: str, y: str, title: str, x_title: str, y_title: str, ki
                 "hovertemplate": f"%{{x}}: %{{y:.1f}} {y_title} (mean of %{{customdata}} runs)"
                                  "<extra>%{fullData.name}</extra>",
             })
-    layout["legend"] = {"title": {"text": "candidate (mean of runs, 95% interval)"}, "orientation": "h",
-                        "y": -0.25, "x": 0}
-    layout["height"] = 460
-    layout["margin"] = {**_LAYOUT["margin"], "b": 110}
+    layout["legend"] = {"title": {"text": "candidate (mean of runs, 95% interval)"}}
+    layout["height"] = 400
     if not traces:
         layout["annotations"] = [{"text": "no measured cells", "showarrow": False, "xref": "paper", "yref": "paper",
                                   "x": 0.5, "y": 0.5}]
@@ -143,11 +144,12 @@ def _measured_ticks(values: list) -> dict:
     return ticks
 
 
+@fitted
 def forest_spec(comparisons: list[dict]) -> dict:
     """Change vs the baseline with its interval, per candidate and judged cell, the rule's limit drawn:
     a cell whose bar crosses the limit line is what an inconclusive verdict waits on."""
     traces, shapes = [], []
-    limits: dict[float, list[str]] = {}
+    limits: dict[float, dict[str, list[str]]] = {}  # limit -> metric -> the cells it binds
     cells = list(dict.fromkeys(f"{c['metric']} {c['cell_id']}" for c in comparisons))
     candidates = list(dict.fromkeys(c["candidate"] for c in comparisons))
     row = {name: i for i, name in enumerate(reversed(candidates))}
@@ -170,12 +172,14 @@ def forest_spec(comparisons: list[dict]) -> dict:
             "hovertemplate": "%{text}: %{x:+.1f}% (%{customdata[0]}; %{customdata[1]} vs %{customdata[2]} runs)"
                              "<extra>%{fullData.name}</extra>",
         })
-        limits.setdefault(rows[0]["limit_pct"] * (1 if rows[0]["metric"] in ("ttft_s", "ttft_p90_s") else -1),
-                          []).append(cell)
+        metric = rows[0]["metric"]
+        limits.setdefault(rows[0]["limit_pct"] * (1 if metric in LOWER_IS_BETTER else -1), {}).setdefault(
+            metric, []).append(rows[0]["cell_id"])
     # The rule's limits, drawn neutrally (not in a cell's colour) and named in the legend with the cells they bind.
     for k, (limit, bound) in enumerate(sorted(limits.items())):
+        binds = "; ".join(f"{metric} {', '.join(cell_ids)}" for metric, cell_ids in bound.items())
         traces.append({"type": "scatter", "mode": "lines", "x": [limit, limit], "y": [-0.6, len(row) - 0.4],
-                       "name": f"limit {limit:+g}% ({', '.join(bound)})" if len(limits) > 1 else f"limit {limit:+g}%",
+                       "name": f"limit {limit:+g}% ({binds})" if len(limits) > 1 else f"limit {limit:+g}%",
                        "line": {"color": "#374151", "dash": ["dash", "dot", "dashdot"][k % 3], "width": 1.2},
                        "hoverinfo": "skip", "legendgroup": "limits"})
     shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": 0, "x1": 0, "y0": 0, "y1": 1,
@@ -217,6 +221,15 @@ def prefill_vs_prompt_size_spec(cells: pd.DataFrame) -> dict:
 GAP_EDGES_MS = np.round(0.1 * 2.0 ** (np.arange(0, 17 * 8 + 1) / 8), 6)
 
 
+def _trimmed(counts) -> dict:
+    """Counts over the shared bins, cut to the bins from the first to the last that counted anything."""
+    used = np.nonzero(counts)[0]
+    if used.size == 0:
+        return {"edges": [], "counts": []}
+    first, last = int(used[0]), int(used[-1]) + 1
+    return {"edges": GAP_EDGES_MS[first:last + 1].tolist(), "counts": np.asarray(counts)[first:last].tolist()}
+
+
 def chunk_gap_histogram_data(run: RunRecord) -> dict:
     """Gaps between content chunks of a run's decode requests (ms), counted in the shared bins `GAP_EDGES_MS`."""
     path = run.table_path("chunks")
@@ -228,11 +241,23 @@ def chunk_gap_histogram_data(run: RunRecord) -> dict:
     if gaps.size == 0:
         return {"edges": [], "counts": []}
     counts, _ = np.histogram(np.clip(gaps, GAP_EDGES_MS[0], GAP_EDGES_MS[-1]), bins=GAP_EDGES_MS)
-    used = np.nonzero(counts)[0]
-    first, last = int(used[0]), int(used[-1]) + 1
-    return {"edges": GAP_EDGES_MS[first:last + 1].tolist(), "counts": counts[first:last].tolist()}
+    return _trimmed(counts)
 
 
+def mean_gap_histogram(histograms: Iterable[dict]) -> dict:
+    """A candidate's runs as one outline: chunks per run in each shared bin, so that every run counts (not just the
+    newest) and a candidate with more runs does not draw taller."""
+    total, runs = np.zeros(len(GAP_EDGES_MS) - 1), 0
+    for h in histograms:
+        if not h.get("counts"):
+            continue
+        first = int(np.abs(GAP_EDGES_MS - h["edges"][0]).argmin())
+        total[first:first + len(h["counts"])] += h["counts"]
+        runs += 1
+    return _trimmed(total / max(runs, 1))
+
+
+@fitted
 def chunk_gap_spec(histograms: dict[str, dict]) -> dict:
     """Gaps between content chunks in decode cells, per candidate, as outlines over the same bins (one candidate
     never hides another). A gap is not a per-token figure when a drafter sends several tokens in one chunk."""
@@ -244,11 +269,11 @@ def chunk_gap_spec(histograms: dict[str, dict]) -> dict:
         traces.append({"type": "scatter", "mode": "lines", "name": name, "line": {"shape": "hv", "width": 1.8,
                                                                               "color": PALETTE[i % len(PALETTE)]},
                        "x": edges, "y": [*counts, counts[-1]],
-                       "hovertemplate": "from %{x:.2f} ms: %{y} chunks<extra>%{fullData.name}</extra>"})
+                       "hovertemplate": "from %{x:.2f} ms: %{y:.4g} chunks per run<extra>%{fullData.name}</extra>"})
     layout = {**_LAYOUT, "title": {"text": "Chunk gaps in decode cells (shared bins, 8 per doubling)"},
               "legend": {"title": {"text": "candidate"}},
               "xaxis": {**_AXIS, "title": {"text": "gap between chunks (ms, log scale)"}, "type": "log"},
-              "yaxis": {**_AXIS, "title": {"text": "chunks"}, "rangemode": "nonnegative"}}
+              "yaxis": {**_AXIS, "title": {"text": "chunks per run"}, "rangemode": "nonnegative"}}
     if not traces:
         layout["annotations"] = [{"text": "no chunk timings recorded", "showarrow": False, "xref": "paper",
                                   "yref": "paper", "x": 0.5, "y": 0.5}]
@@ -277,19 +302,36 @@ def turn_ttft_data(run: RunRecord) -> list[dict]:
     return out
 
 
+def mean_turns(runs: Iterable[list[dict]]) -> list[dict]:
+    """A candidate's runs as one line: per turn, the mean over runs of each run's median TTFT and cached share."""
+    at: dict[int, list[dict]] = {}
+    for points in runs:
+        for point in points:
+            at.setdefault(point["turn"], []).append(point)
+    out = []
+    for turn in sorted(at):
+        rows = at[turn]
+        shares = [p["cached_share"] for p in rows]
+        out.append({"turn": turn, "ttft_ms": float(np.mean([p["ttft_ms"] for p in rows])), "runs": len(rows),
+                    "cached_share": None if None in shares else float(np.mean(shares))})
+    return out
+
+
+@fitted
 def turn_ttft_spec(turns: dict[str, list[dict]]) -> dict:
     """TTFT of each turn of a growing conversation: turn 1 reads its prompt cold, later turns mostly from cache."""
     traces = [{"type": "scatter", "mode": "lines+markers", "name": name, "x": [t["turn"] for t in points],
                "y": [t["ttft_ms"] for t in points], "line": {"color": PALETTE[i % len(PALETTE)]},
-               "customdata": [None if t["cached_share"] is None else round(100 * t["cached_share"]) for t in points],
-               "hovertemplate": "turn %{x}: %{y:.0f} ms, %{customdata}% of the prompt cached<extra>%{fullData.name}"
-                                "</extra>"}
+               "customdata": [[None if t["cached_share"] is None else round(100 * t["cached_share"]), t.get("runs", 1)]
+                              for t in points],
+               "hovertemplate": "turn %{x}: %{y:.0f} ms, %{customdata[0]}% of the prompt cached (mean of "
+                                "%{customdata[1]} runs)<extra>%{fullData.name}</extra>"}
               for i, (name, points) in enumerate(turns.items()) if points]
     layout = {**_LAYOUT, "title": {"text": "Prompt reuse: TTFT per turn of a growing conversation (median over "
-                                            "conversations)"},
+                                            "conversations, mean of runs)"},
               "xaxis": {**_AXIS, "title": {"text": "turn"}, "dtick": 1},
               "yaxis": {**_AXIS, "title": {"text": "TTFT (ms)"}, "rangemode": "tozero"},
-              "legend": {"title": {"text": "run"}}}
+              "legend": {"title": {"text": "candidate"}}}
     return {"data": traces, "layout": layout}
 
 
@@ -324,6 +366,10 @@ def as_figure(spec: dict):
 
 def run_figures(runs: list[RunRecord]) -> list:
     """The same charts as plotly figures, for notebooks."""
-    specs = figure_specs(cells_frame(runs), {run.candidate_label: chunk_gap_histogram_data(run) for run in runs},
-                         {f"{run.candidate_label} {run.run_id[-4:]}": turn_ttft_data(run) for run in runs})
+    by_candidate: dict[str, list[RunRecord]] = {}
+    for run in runs:
+        by_candidate.setdefault(run.candidate_label, []).append(run)
+    gaps = {name: mean_gap_histogram(map(chunk_gap_histogram_data, own)) for name, own in by_candidate.items()}
+    specs = figure_specs(cells_frame(runs), gaps, {name: mean_turns(map(turn_ttft_data, own))
+                                                   for name, own in by_candidate.items()})
     return [as_figure(spec) for spec in specs]

@@ -12,11 +12,10 @@ from typing import Any
 
 from ..estimates import Estimate
 from .style import AXIS as _AXIS
-from .style import LAYOUT, PALETTE
+from .style import LAYOUT, PALETTE, fitted
 from .tables import number
 
-_LAYOUT = {**LAYOUT, "height": 420, "margin": {"t": 60, "b": 100, "l": 60, "r": 20},
-           "legend": {"orientation": "h", "y": -0.25, "x": 0}}
+_LAYOUT = {**LAYOUT, "height": 400, "margin": {"t": 60, "b": 50, "l": 60, "r": 20}, "legend": {}}
 
 
 def frontier_context(plan: dict[str, Any] | None, candidate: dict[str, Any] | None, host_gpus: int) -> dict[str, Any]:
@@ -63,6 +62,7 @@ def _probe_line(candidate: str, color: str, group: list[dict], x: list[float], y
             "customdata": customdata, "hovertemplate": hover + "<extra>%{fullData.name}</extra>"}
 
 
+@fitted
 def latency_vs_load_spec(cells: list[dict]) -> dict:
     """TTFT p90 and time per output token p90 against offered requests/s, one line per run (a capacity search's
     probes in rate order), the objectives dashed. A probe the client could not offer, or otherwise invalid, is an x."""
@@ -101,6 +101,7 @@ def _arrived(cell: dict) -> float:
     return float(number(cell.get("achieved_rps")) or cell["offered_rps"])
 
 
+@fitted
 def goodput_vs_load_spec(cells: list[dict]) -> dict:
     """Requests/s that met every objective against requests/s that arrived in the window (a Poisson draw around the
     offered rate: 33 arrivals where 40 were meant is 6.6/s at 8 offered); on the dotted diagonal every request met
@@ -141,6 +142,7 @@ def capacity_rows(cells: list[dict]) -> dict[str, list[dict]]:
     return out
 
 
+@fitted
 def capacity_spec(cells: list[dict]) -> dict:
     """Each run's capacity with the interval its probes give (a triangle where the next probe fell off a cliff),
     and, with two runs or more, the candidate's mean over runs with its 95% interval (a diamond)."""
@@ -210,6 +212,7 @@ def pareto_points(cells: list[dict]) -> list[dict]:
     return points
 
 
+@fitted
 def pareto_spec(cells: list[dict]) -> dict:
     """Speed each user sees against throughput per GPU, one point per candidate and concurrency (mean over runs),
     each candidate's points joined in concurrency order; the front (no other point better on both) is a grey step

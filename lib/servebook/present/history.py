@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from ..config.rules import METRIC_WORDS
 from ..util.render import Block, Renderable, Table, Text
 from ..verdicts import History, SliceComparison
+from .style import fitted
 
 
 def _short(cell_id: str) -> str:
@@ -85,6 +86,7 @@ def _figure(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
 
 
+@fitted
 def history_spec(history: History) -> dict:
     """Each followed cell relative to its first runs (100 = the median before the first step), run by run; dashed
     lines where the engine, image, driver or configuration changed, red rings where a step was confirmed."""

@@ -4,8 +4,10 @@ so far), beside the tables of what was pruned, screened and confirmed (SearchRes
 from __future__ import annotations
 
 from ..sweeps.search import SearchResult
+from .style import fitted
 
 
+@fitted
 def search_spec(result: SearchResult) -> dict:
     """Screening launches in order with the best figure so far, then each confirmed configuration's runs."""
     from .figures import _AXIS, _LAYOUT, PALETTE

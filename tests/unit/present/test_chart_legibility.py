@@ -14,8 +14,8 @@ def test_the_forest_plot_names_its_limits_in_the_legend_in_a_neutral_colour():
     spec = forest_spec([comparison("a", "decode@1", -1.0), comparison("b", "decode@1", -7.0),
                         comparison("a", "prefill@8192", -2.0, "prefill_tok_s", 10.0)])
     limits = [t for t in spec["data"] if t.get("legendgroup") == "limits"]
-    assert [t["name"] for t in limits] == ["limit -10% (prefill_tok_s prefill@8192)",
-                                          "limit -5% (aggregate_tok_s decode@1)"]
+    assert [t["name"].replace("<br>", " ") for t in limits] == ["limit -10% (prefill_tok_s prefill@8192)",
+                                                                "limit -5% (aggregate_tok_s decode@1)"]
     assert {t["line"]["color"] for t in limits} == {"#374151"}
     assert all(s["x0"] == 0 for s in spec["layout"]["shapes"])  # only the zero line is a shape
 

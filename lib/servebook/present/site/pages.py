@@ -20,7 +20,14 @@ from ...config.secrets import Scrubber, redact_argv
 from ...journal.index import index_row
 from ...journal.store import RunRecord
 from ...util.render import Row, Table
-from ..figures import chunk_gap_histogram_data, figure_specs, run_context, turn_ttft_data
+from ..figures import (
+    chunk_gap_histogram_data,
+    figure_specs,
+    mean_gap_histogram,
+    mean_turns,
+    run_context,
+    turn_ttft_data,
+)
 from ..load_tables import (
     CAPACITY_DEFINITIONS,
     LATENCY_DEFINITIONS,
@@ -189,8 +196,11 @@ def charts(summaries: list[dict], prefix: str) -> list[dict]:
     cells = cell_records(summaries)
     if not cells:
         return []
-    specs = figure_specs(cells, {s["label"]: s["chunk_gaps"] for s in summaries},
-                         {f"{s['label']} {s['run_id'][-4:]}": s.get("reuse_turns") or [] for s in summaries})
+    by_label: dict[str, list[dict]] = {}
+    for s in summaries:  # each candidate's every run, in one line per chart
+        by_label.setdefault(s["label"], []).append(s)
+    specs = figure_specs(cells, {label: mean_gap_histogram(s["chunk_gaps"] for s in own) for label, own in by_label.items()},
+                         {label: mean_turns(s.get("reuse_turns") or [] for s in own) for label, own in by_label.items()})
     return [{"id": f"{prefix}-chart-{i}", "figure": spec} for i, spec in enumerate(specs)]
 
 
