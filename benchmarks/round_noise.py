@@ -26,9 +26,7 @@ from servebook.verdicts.evidence import baseline_evidence, run_cells
 def blocked_cv(rows: list[tuple[str, str, float]]) -> tuple[float, int] | None:
     """The residual spread (percent, on the log scale) of log(value) ~ candidate + round, and its df."""
     names = sorted({n for n, _, _ in rows})
-    rounds = sorted({r for _, r, _ in rows})
-    if len(rounds) < 2:
-        return None
+    rounds = sorted({r for _, r, _ in rows})  # one round: no round factor, the spread of repeated launches in it
     x = np.zeros((len(rows), len(names) + len(rounds) - 1))
     for i, (name, block, _) in enumerate(rows):
         x[i, names.index(name)] = 1.0
