@@ -97,6 +97,15 @@ class RayRunner:
         return None
 
 
+def refuse_on_ray(given: dict[str, bool]) -> None:
+    """Ray places a study's runs on its nodes at once, each on the GPUs Ray gives it: the sweep options that assume one
+    machine, or a look at the verdicts between runs, are refused by name, never dropped."""
+    dropped = [flag for flag, on in given.items() if on]
+    if dropped:
+        raise InputError(f"{', '.join(dropped)}: not with --ray (a cluster's runs are placed at once, each on the "
+                         "GPUs Ray gives it); drop one of them")
+
+
 def _connect(address: str | None, init: dict[str, Any] | None) -> Any:
     try:
         import ray

@@ -166,7 +166,8 @@ def _endpoint(candidate: Candidate, adapter: EngineAdapter, engine_info: EngineI
 
 
 def _measure(engine: Engine, endpoint: Endpoint, candidate: Candidate, plan: Plan, writer: RunWriter,
-             log: MeasurementLog, engine_info: EngineInfo, reporter: Reporter, turns: Turns | NoTurns) -> None:
+             log: MeasurementLog, engine_info: EngineInfo, reporter: Reporter,
+             turns: Turns | NoTurns | None = None) -> None:
     """Measure the ready engine; EngineFailed when it did not serve the plan."""
 
     def alive_check() -> None:
@@ -325,10 +326,9 @@ def run_candidate(
         # Before anything is recorded: a server that is not the one the candidate describes is refused.
         served_model, verification = verify_attached(candidate, adapter, target.base_url, _auth_headers(api_key),
                                                      paths.model_path, plan.needs_tokenizer)
-    if seat is not None:
-        extra_manifest = {**(extra_manifest or {}), "resident": seat}
     turns = turns_for(seat)
-    writer, identity = _start(candidate, plan, journal, paths, target, extra_manifest, run_id)
+    writer, identity = _start(candidate, plan, journal, paths, target,
+                              {**(extra_manifest or {}), "resident": seat} if seat else extra_manifest, run_id)
     environment = _environment(candidate, adapter, paths)
     engine = _engine(candidate, adapter, target, writer)
     reporter.log(f"run {writer.run_id}: {candidate.label} ({candidate.id}) on {target.base_url}")
@@ -352,6 +352,12 @@ def run_candidate(
         interrupted = True
     _write_raw(writer, log)
     sealed = {**identity.model_dump(), "environment": environment, "engine": engine_info, "finished_at": utc_now()}
+    return _seal(journal, writer, log, sealed, failure, interrupted, reporter)
+
+
+def _seal(journal: Journal, writer: RunWriter, log: MeasurementLog, sealed: dict[str, Any],
+          failure: EngineFailed | None, interrupted: bool, reporter: Reporter) -> RunRecord:
+    """The run's manifest, last: interrupted (raised), failed, or completed with its summary."""
     if interrupted:
         raise _seal_interrupted(writer, sealed, log) from None
     if failure is not None:

@@ -56,8 +56,9 @@ def test_a_clearly_failing_cell_among_passing_ones_is_named():
     verdict = judge_runs([(DONE, c) for c in mine], baseline, rules, is_baseline=False)
     assert verdict.outcome == "rejected"
     assert verdict.reasons[0].startswith("aggregate decode, prose at 4 requests: -3")
-    assert "[" in verdict.reasons[0] and "(limit -7%)" in verdict.reasons[0]
-    assert not any("code at 4" in r for r in verdict.reasons if not r.startswith("within"))
+    assert "[" in verdict.reasons[0] and "(limit -7%; beyond it, Holm over 3 cells)" in verdict.reasons[0]
+    assert not any("code at 4" in r for r in verdict.reasons if not r.startswith(("within", "better beyond")))
+    assert any(r.startswith("better beyond the noise: aggregate decode, code at 4") for r in verdict.reasons)
     typed = verdict.to_event()["comparisons"][0]
     assert isinstance(typed["ok"], bool) and isinstance(typed["runs"], int)
 

@@ -260,15 +260,10 @@ def sweep_cmd(
     except ValueError:
         raise InputError(f"--gpus {gpus!r}: comma-separated GPU indices, e.g. 0,1,2,3") from None
     if ray:
-        from ..distributed import sweep_on_ray
+        from ..distributed import refuse_on_ray, sweep_on_ray
 
-        dropped = [flag for flag, given in (("--time-budget", time_budget is not None), ("--resident", resident or seats),
-                                            ("--until-decided", until_decided), ("--parallel", parallel != "1"),
-                                            ("--gpus", gpus is not None)) if given]
-        if dropped:
-            # Ray places a study's runs on its nodes at once, each asking for its own GPUs: none of these applies
-            raise InputError(f"{', '.join(dropped)}: not with --ray (a cluster's runs are placed at once, each on the "
-                             "GPUs Ray gives it); drop one of them")
+        refuse_on_ray({"--time-budget": time_budget is not None, "--resident": bool(resident or seats),
+                       "--until-decided": until_decided, "--parallel": parallel != "1", "--gpus": gpus is not None})
         results = sweep_on_ray(study, j, address=ray, reporter=Reporter(), retry_failed=retry_failed,
                                kernel_name=kernel, execution_timeout=execution_timeout)
     else:

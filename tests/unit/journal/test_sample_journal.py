@@ -77,3 +77,33 @@ def test_the_h200_vllm_study_reads_and_judges_as_recorded(tmp_path):
     assert outcomes == {"baseline": "accepted", "seqs-8": "inconclusive", "chunk-2048": "inconclusive",
                         "ngram": "rejected", "draft-model": "rejected", "kv-fp8": "inconclusive",
                         "no-prefix-cache": "inconclusive"}
+
+
+def test_the_h200_vllm_resident_pilot_reads_and_judges_with_its_rounds_as_blocks(tmp_path):
+    """vLLM 0.26.0 on one lent H200 (2026-12-02, 16:36 to 16:50 UTC): data/studies/h200-vllm-1b-resident-pilot.yaml
+    swept with `--resident --seats 8`: a round of eight engines resident at once (two launches each of four
+    configurations), then a round of five the until-decided step added (three baselines); the device time ran out
+    while a third started, whose three runs stay incomplete."""
+    import shutil
+
+    from servebook.verdicts.evidence import run_cells
+
+    shutil.copytree(ROOT / "data" / "sample-journal-vllm-resident", tmp_path / "journal")
+    journal = Journal(tmp_path / "journal")
+    runs = journal.runs()
+    completed = [r for r in runs if r.status == "completed"]
+    assert len(completed) == 13 and {r.status for r in runs} == {"completed", "incomplete"}
+    rounds = {r.manifest.resident.round_id: [] for r in completed}
+    for record in completed:
+        rounds[record.manifest.resident.round_id].append(record.manifest.study_entry)
+        cells = record.table("cells")
+        assert cells["valid"].all() and (cells["reconciliation"] == "ok").all()
+        assert record.manifest.engine.pinned["cpus"] == [5, 6, 7]
+    assert sorted(map(len, rounds.values())) == [5, 8]
+    assert {tuple(c.attrs["block"])[1] for c in run_cells(completed) if c is not None} == set(rounds)
+    judged = {item.entry.name: item.verdict for item in
+              judge(load_study(ROOT / "data/studies/h200-vllm-1b-resident-pilot.yaml"), journal, append=False)}
+    assert {name: v.outcome for name, v in judged.items()} == {
+        "baseline": "accepted", "chunk-2048": "rejected", "kv-fp8": "inconclusive", "no-prefix-cache": "inconclusive"}
+    assert any("cold prefill, at 8192 tokens" in reason for reason in judged["chunk-2048"].reasons)
+    assert any("blocks: 2 interleaving rounds" in reason for reason in judged["kv-fp8"].reasons)
