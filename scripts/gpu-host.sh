@@ -64,7 +64,9 @@ case "$step" in
     ;;
   study)
     if [ $# -eq 0 ]; then set -- --until-decided --max-repeats 6; fi
-    "${SB[@]}" sweep "$STUDY" --journal "$JOURNAL" ${BUDGET:+--time-budget "$BUDGET"} "$@"
+    # exec: a `timeout` around this step must reach servebook itself, which then stops its engines (a shell in
+    # between took the signal alone once, and the sweep and its engines ran on)
+    exec "${SB[@]}" sweep "$STUDY" --journal "$JOURNAL" ${BUDGET:+--time-budget "$BUDGET"} "$@"
     ;;
   failures)
     "${SB[@]}" sweep data/studies/h200-vllm-failures.yaml --journal "$JOURNAL" || true
