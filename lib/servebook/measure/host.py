@@ -121,28 +121,34 @@ def foreign_cores(before: CpuSample, after: CpuSample) -> float | None:
     return max(0.0, foreign) / wall
 
 
-def busiest_thread_cpus(engine_pid: int | None, proc: Path = Path("/proc")) -> str | None:
-    """The CPU each of the engine's processes last ran its busiest thread on ("3,11"), read at a cell's end: where
-    the engine's CPU-bound step runs, beside the covariates (None where servebook does not know the engine)."""
+def thread_ticks(engine_pid: int | None, proc: Path = Path("/proc")) -> dict[int, tuple[int, int, int]]:
+    """Every thread of the engine's process tree: tid -> (its process, CPU ticks used, CPU last run on)."""
+    out: dict[int, tuple[int, int, int]] = {}
+    for pid in _tree(proc, {engine_pid}) if engine_pid else ():
+        for task in (proc / str(pid) / "task").glob("*/stat"):
+            try:
+                text = task.read_text()
+                fields = text[text.rindex(")") + 2:].split()
+                out[int(task.parent.name)] = (pid, int(fields[11]) + int(fields[12]), int(fields[36]))
+            except (OSError, ValueError, IndexError):
+                continue
+    return out
+
+
+def busiest_thread_cpus(engine_pid: int | None, proc: Path = Path("/proc"),
+                        since: dict[int, tuple[int, int, int]] | None = None) -> str | None:
+    """The CPU each of the engine's processes ran its busiest thread on ("3,11"), read at a cell's end: where the
+    engine's CPU-bound step runs, beside the covariates (None where servebook does not know the engine). `since`
+    (thread_ticks at the cell's start): busiest by the ticks used during the cell, and a process none of whose
+    threads ran is left out, since the CPU it last ran on dates from before the cell (before a pin, say)."""
     if not engine_pid:
         return None
-    cpus = {busiest[1] for pid in _tree(proc, {engine_pid}) if (busiest := busiest_thread(pid, proc)) is not None}
-    return ",".join(str(c) for c in sorted(cpus)) or None
-
-
-def busiest_thread(pid: int, proc: Path = Path("/proc")) -> tuple[int, int] | None:
-    """(CPU ticks used, CPU last run on) of the process's busiest thread; None where the process is gone."""
-    busiest: tuple[int, int] | None = None
-    for task in (proc / str(pid) / "task").glob("*/stat"):
-        try:
-            text = task.read_text()
-            fields = text[text.rindex(")") + 2:].split()
-            used, cpu = int(fields[11]) + int(fields[12]), int(fields[36])
-        except (OSError, ValueError, IndexError):
-            continue
-        if busiest is None or used > busiest[0]:
-            busiest = (used, cpu)
-    return busiest
+    busiest: dict[int, tuple[int, int]] = {}
+    for tid, (pid, ticks, cpu) in thread_ticks(engine_pid, proc).items():
+        used = ticks - since[tid][1] if since is not None and tid in since else ticks
+        if (since is None or used > 0) and (pid not in busiest or used > busiest[pid][0]):
+            busiest[pid] = (used, cpu)
+    return ",".join(str(c) for c in sorted({cpu for _, cpu in busiest.values()})) or None
 
 
 def steal_cores(before: CpuSample, after: CpuSample) -> float | None:

@@ -45,6 +45,7 @@ from .host import (
     process_trees,
     steal_cores,
     telemetry_rows,
+    thread_ticks,
 )
 from .log import CellOutcome, MeasurementLog
 from .openloop import meets, probe_window, schedule
@@ -190,7 +191,7 @@ class Measurement:
         pid = self.endpoint.engine_pid
         before = await scrape(self.http, self.endpoint.base_url)
         probe_ms = cpu_probe_ms()
-        cpu_before = cpu_sample(pid)
+        cpu_before, threads_before = cpu_sample(pid), thread_ticks(pid)
         with GpuSampler(self.gpus) as gpu:
             records = await self.workloads.run(spec, on_done)
         if any(not r.ok for r in records):
@@ -209,7 +210,7 @@ class Measurement:
         # decode with the engine's own CPU use unchanged)
         summary["cpu_probe_ms"] = probe_ms
         summary["cpu_steal_cores"] = steal_cores(cpu_before, cpu_after)
-        summary["engine_cpus"] = busiest_thread_cpus(pid)
+        summary["engine_cpus"] = busiest_thread_cpus(pid, since=threads_before)
         outcome = CellOutcome(spec, records, before, after, summary)
         self.log.outcomes.append(outcome)
         self.log.telemetry.extend(telemetry_rows(spec.cell_id, cpu_before, cpu_after))

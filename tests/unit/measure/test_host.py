@@ -67,3 +67,11 @@ def test_the_cpu_of_each_engine_processs_busiest_thread_is_recorded(tmp_path):
     thread(101, 103, 1, 0)
     assert busiest_thread_cpus(100, proc) == "3,11"
     assert busiest_thread_cpus(None, proc) is None
+    # during a cell: a process whose threads did not run is left out (its last CPU predates the cell)
+    from servebook.measure.host import thread_ticks
+
+    start = thread_ticks(100, proc)
+    thread(101, 101, 950, 5)     # the engine core stepped, now on CPU 5
+    assert busiest_thread_cpus(100, proc, since=start) == "5"
+    thread(100, 102, 45, 9)      # the API server's second thread ran the most during the cell
+    assert busiest_thread_cpus(100, proc, since=start) == "5,9"
