@@ -167,3 +167,18 @@ def test_resident_rounds_are_cut_where_a_candidate_would_come_again_and_admitted
         assert "round 3" in str(stop) and "40 s" in str(stop)
     else:
         raise AssertionError("a round the time left cannot hold must not start")
+
+
+def test_a_serial_sweep_says_its_verdicts_so_far_after_each_round_and_records_none(tmp_path):
+    path = tmp_path / "study.yaml"
+    path.write_text(textwrap.dedent(STUDY).replace("plan:", "repeats: 2\nplan:"))
+    study = load_study(path)
+    journal = Journal(tmp_path / "journal")
+    said: list[str] = []
+    reporter = Reporter(quiet=True)
+    reporter.log = said.append  # type: ignore[method-assign]
+    sweep_module.run_pending(study, study.expand(), journal, FakeRunner(np.random.default_rng(3)), reporter, False)
+    interim = [line for line in said if line.startswith("verdicts after round")]
+    assert len(interim) == 1 and interim[0].startswith("verdicts after round 1 of 2")
+    assert "clear-loss: rejected (1 run): aggregate decode" in interim[0] and "near-limit:" in interim[0]
+    assert not any(r.verdicts() for r in journal.runs()), "said, not recorded"

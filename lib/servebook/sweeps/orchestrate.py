@@ -118,17 +118,49 @@ def run_pending(study: Study, entries: list[StudyEntry], journal: Journal, runne
 
     label = title or f"sweep {study.name}: {len(entries)} candidates x {study.repeats} repeats"
     with reporter.task(label, total=len(placed), unit="runs") as task:
-        if not resident:
+        if not resident and (lanes or workers > 1):
             return run_placed(placed, one, task.advance, workers)
+        if not resident:  # one run at a time: the verdicts so far after each round, not only at the end
+            rounds = rounds_of(placed)
+            results: list[SweepResult] = []
+            for number, items in enumerate(rounds, 1):
+                results += run_placed(items, one, task.advance)
+                if number < len(rounds) and any(r.status != "skipped" for r in results[-len(items):]):
+                    interim_verdicts(study, journal, reporter, f"after round {number} of {len(rounds)}")
+            return results
         done = {i: result for i, (repeat, entry, _) in enumerate(placed)
                 if (result := skipped(repeat, entry)) is not None}
         for _ in done:
             task.advance()
         todo = [i for i in range(len(placed)) if i not in done]
-        for indices in _round_indices(placed, todo, seats):
-            results = run_round([placed[i] for i in indices], one, journal.root / ".sweeps", runner, task.advance)
-            done.update(zip(indices, results))
+        seated = _round_indices(placed, todo, seats)
+        for number, indices in enumerate(seated, 1):
+            done.update(zip(indices, run_round([placed[i] for i in indices], one, journal.root / ".sweeps", runner,
+                                               task.advance)))
+            if number < len(seated):
+                interim_verdicts(study, journal, reporter, f"after resident round {number} of {len(seated)}")
         return [done[i] for i in range(len(placed))]
+
+
+def interim_verdicts(study: Study, journal: Journal, reporter: Reporter, when: str) -> None:
+    """Each candidate's verdict on the runs so far, one line each and nothing recorded: a reader of a long sweep sees
+    where it is heading (the final verdicts, recorded, come when it ends)."""
+    from ..verdicts import judge
+    from ..verdicts.gate import deciding
+
+    if study.verdict.baseline_entry is None:
+        return
+    lines = []
+    for item in judge(study, journal, append=False):
+        if item.verdict is None or item.entry.name == study.verdict.baseline_entry:
+            continue
+        cell = deciding(item.verdict) if item.verdict.comparisons else None
+        why = cell.text() if cell is not None else (item.verdict.reasons[0] if item.verdict.reasons else "")
+        runs = len(item.records)
+        lines.append(f"  {item.entry.name}: {item.verdict.outcome} ({runs} run{'s' if runs != 1 else ''})"
+                     + (f": {why}" if why else ""))
+    if lines:
+        reporter.log(f"verdicts {when} (not recorded; the sweep records them at its end):\n" + "\n".join(lines))
 
 
 def _round_indices(placed: list[Placed], todo: list[int], seats: int | None) -> list[list[int]]:
