@@ -182,3 +182,27 @@ def test_a_serial_sweep_says_its_verdicts_so_far_after_each_round_and_records_no
     assert len(interim) == 1 and interim[0].startswith("verdicts after round 1 of 2")
     assert "clear-loss: rejected (1 run): aggregate decode" in interim[0] and "near-limit:" in interim[0]
     assert not any(r.verdicts() for r in journal.runs()), "said, not recorded"
+
+
+def test_a_dry_run_says_what_is_recorded_what_will_run_and_roughly_how_long(tmp_path):
+    from servebook.present.views import DryRunView
+    from servebook.sweeps.dryrun import planned
+    from servebook.util.render import to_text
+
+    path = tmp_path / "study.yaml"
+    path.write_text(textwrap.dedent(STUDY).replace("plan:", "repeats: 3\nplan:"))
+    study = load_study(path)
+    journal = Journal(tmp_path / "journal")
+    assert [e.recorded for e in planned(study, None).entries] == [None] * 3, "no journal: nothing said about it"
+    baseline, loss, _ = study.expand()
+    for entry, seconds in ((baseline, 40), (baseline, 50), (loss, 59)):
+        writer = journal.start_run(entry.candidate.id)
+        writer.seal(Manifest(status="completed", candidate_id=entry.candidate.id, plan_id=study.plan.id,
+                             study=study.name, study_entry=entry.name, started_at="2026-12-02T10:00:00+00:00",
+                             finished_at=f"2026-12-02T10:00:{seconds}+00:00"))
+    before = sorted(p.name for p in (tmp_path / "journal").rglob("*"))
+    plan = planned(study, journal)
+    assert [e.recorded for e in plan.entries] == [2, 1, 0] and plan.to_run == 6 and plan.run_s == 50
+    text = to_text(DryRunView(plan.entries, study.plan.id, plan).blocks())
+    assert "baseline" in text and "2 of 3 runs recorded" in text and "to run: 6 runs, about 5 min" in text
+    assert sorted(p.name for p in (tmp_path / "journal").rglob("*")) == before, "a dry run writes nothing"

@@ -245,14 +245,17 @@ def sweep_cmd(
 ):
     """Run notebooks/qualify.ipynb once per candidate of a study, then judge every run."""
     from ..present import DryRunView
-    from ..sweeps import dry_run as plan_dry_run
     from ..sweeps import sweep
 
     study = load_study(study_file, parse_overrides(set_) if set_ else None)
     _check_fail_on(fail_on, verdict_format)
     writable_output(output)  # before the runs, not after hours of them
     if dry_run:
-        out.print(DryRunView(plan_dry_run(study), study.plan.id), soft_wrap=True)
+        from ..sweeps.dryrun import planned
+
+        given = Journal(journal or os.environ.get("SERVEBOOK_JOURNAL") or "journal")
+        plan = planned(study, given if given.exists else None)
+        out.print(DryRunView(plan.entries, study.plan.id, plan), soft_wrap=True)
         return
     j = open_journal(journal, create=True).ensure_writable()
     try:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from ..config.study import Study
 from ..journal.store import RunRecord
+from ..sweeps.dryrun import DryRunPlan
 from ..util.render import Block, Renderable, Table, Text
 from ..verdicts.judge import Judgement
 from .load_tables import LATENCY_DEFINITIONS, capacity_text, cell_tables
@@ -128,10 +129,12 @@ def noise_table(noise: list) -> Table:
 
 @dataclass
 class DryRunView(Renderable):
-    """Every preflight step, compose file and command line a sweep would run."""
+    """Every preflight step, compose file and command line a sweep would run; given the plan (sweeps.DryRunPlan),
+    what the journal holds already and roughly how long the rest takes."""
 
     entries: list  # of sweep.DryRunEntry
     plan_id: str
+    planned: DryRunPlan | None = None
 
     def blocks(self) -> list[Block]:
         blocks: list[Block] = []
@@ -145,9 +148,17 @@ class DryRunView(Renderable):
                                  else "  $ " + shlex.join(command))
             else:
                 lines.append("  $ " + shlex.join(item.argv))
-            blocks += [Text(f"{item.entry.name} ({item.entry.candidate.id})", "heading"),
+            held = "" if item.recorded is None or self.planned is None else \
+                f": {item.recorded} of {self.planned.repeats} runs recorded"
+            blocks += [Text(f"{item.entry.name} ({item.entry.candidate.id}){held}", "heading"),
                        Text("\n".join(lines), pre=True)]
         blocks.append(Text(f"{len(self.entries)} candidates, plan {self.plan_id}; nothing was started (--dry-run)"))
+        plan = self.planned
+        if plan is not None and plan.entries and plan.entries[0].recorded is not None:
+            left, run_s = plan.to_run, plan.run_s
+            when = f", about {left * run_s / 60:.0f} min at the {run_s:.0f} s a run of this plan took here" \
+                if run_s and left else ("" if not left else ", time unknown (no run of this plan recorded yet)")
+            blocks.append(Text(f"to run: {left} runs{when}; --until-decided may add more where verdicts stay open"))
         return blocks
 
 

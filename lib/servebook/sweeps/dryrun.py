@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
+from datetime import datetime
 
 from ..config.secrets import redact_argv
 from ..config.study import Study, StudyEntry
 from ..engines import get_engine
+from ..journal import Journal
+from .pending import recorded
 
 
 @dataclass
@@ -16,6 +20,39 @@ class DryRunEntry:
     argv: list[str]
     compose_yaml: str | None = None
     compose_commands: list[list[str]] | None = None
+    #: of the study's repeats, how many the journal holds already (completed, or a failed load); None: no journal
+    recorded: int | None = None
+
+
+@dataclass
+class DryRunPlan:
+    """What a sweep would do: each candidate's lines, what is recorded, and roughly how long the rest takes."""
+
+    entries: list[DryRunEntry]
+    repeats: int
+    #: the median seconds of this plan's runs in the journal (None: none recorded yet, no estimate)
+    run_s: float | None = None
+
+    @property
+    def to_run(self) -> int:
+        return sum(self.repeats - (e.recorded or 0) for e in self.entries)
+
+
+def planned(study: Study, journal: Journal | None) -> DryRunPlan:
+    """The dry run of `study` against what `journal` already holds (reading it only)."""
+    entries = dry_run(study)
+    if journal is None:
+        return DryRunPlan(entries, study.repeats)
+    for item in entries:
+        item.recorded = sum(recorded(study, item.entry, journal, r, False) is not None for r in range(study.repeats))
+    durations = []
+    for record in journal.runs():
+        manifest = record.manifest
+        if record.status == "completed" and manifest is not None and manifest.plan_id == study.plan.id \
+                and manifest.started_at and manifest.finished_at:
+            span = datetime.fromisoformat(manifest.finished_at) - datetime.fromisoformat(manifest.started_at)
+            durations.append(span.total_seconds())
+    return DryRunPlan(entries, study.repeats, statistics.median(durations) if durations else None)
 
 
 def dry_run(study: Study) -> list[DryRunEntry]:
