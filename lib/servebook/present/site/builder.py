@@ -56,6 +56,7 @@ from .pages import (
     study_figures,
     summarize_run,
 )
+from .study_downloads import STUDY_DOWNLOADS, study_files
 
 _HERE = Path(__file__).parent
 INDEX_PAGE = 100  # runs per page of the index
@@ -263,6 +264,8 @@ class SiteBuilder:
                 "planning": planning_table(chosen),
                 "memory": memory_overview(chosen),
                 "definitions": STUDY_DEFINITIONS,
+                "downloads": [{"href": f"{page_slug(name)}-{suffix}", "label": label}
+                              for suffix, label in STUDY_DOWNLOADS.items()],
             }
             forest = forest_spec(comparisons_of(chosen))
             return self._render("study.html.j2", "../", title=f"study {name}", study=study,
@@ -270,6 +273,8 @@ class SiteBuilder:
                                 + charts([s for s in shown if s["cells"]], "study"))
 
         self._page(f"studies/{page_slug(name)}.html", inputs, render)
+        for suffix, text in study_files(name, chosen).items():  # what the page shows, as files to take away
+            self._page(f"studies/{page_slug(name)}-{suffix}", inputs, lambda t=text: t)
 
     def _history_pages(self, summaries: list[dict], links: Any) -> None:
         """A page per configuration, a name under one plan (`history NAME --plan PLAN`), from the cached summaries'
