@@ -48,7 +48,7 @@ def test_every_reading_command_names_a_damaged_run_and_goes_on(damaged):
     assert f'"run_id": "{run_id}"' in judged.stdout and '"code": "table_unreadable"' in judged.stdout
     shown = servebook("journal", "show", run_id, "--journal", journal)
     assert shown.returncode == 0 and "damaged" in shown.stdout, shown.stderr
-    for args in (["history", "baseline"], ["compare", "--a", "candidate=baseline,plan_id=9f279ee7850f",
+    for args in (["history", "baseline", "--study", "h200-1b-llamacpp"], ["compare", "--a", "candidate=baseline,plan_id=9f279ee7850f",
                                                 "--b", "candidate=chunk-512,plan_id=9f279ee7850f"]):
         result = servebook(*args, "--journal", journal)
         assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr

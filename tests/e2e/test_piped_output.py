@@ -125,7 +125,8 @@ def test_a_site_out_that_cannot_be_written_is_one_line_and_exit_2(journal, tmp_p
     (["journal", "ls", "--candidate", "basline"], "did you mean 'baseline'"),
     (["journal", "ls", "--format", "jsn"], "did you mean 'json'"),
     (["history", "chunk512"], "did you mean 'chunk-512'"),
-    (["compare", "--a", "candidate=baseline", "--b", "candidate=slots8"], "did you mean 'slots-8'"),
+    (["compare", "--a", "candidate=baseline,study=h200-1b-llamacpp", "--b", "candidate=slots8"],
+     "did you mean 'slots-8'"),
 ])
 def test_a_misspelled_name_says_so_and_suggests_the_close_one(journal, args, said):
     result = servebook(*args, "--journal", journal, code=2)

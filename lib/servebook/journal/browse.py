@@ -9,7 +9,6 @@ names the close ones, because a filter that silently matches nothing reads as "n
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from ..config.candidate import Knobs
 from ..config.rules import LOWER_IS_BETTER, Metric
 from ..util.errors import InputError
+from ..util.suggest import close_names
 from .record import RunRecord
 
 STATUSES = ("completed", "failed", "incomplete", "interrupted", "damaged")
@@ -54,8 +54,9 @@ class Condition:
 
 
 def _close(word: str, choices: list[str]) -> str:
-    near = difflib.get_close_matches(word, choices, n=3, cutoff=0.6)
-    return f"; did you mean {' or '.join(near)}?" if near else ""
+    """The close names, said as every command says them (util.suggest)."""
+    near = close_names(word, choices)
+    return "; did you mean " + " or ".join(repr(n) for n in near) + "?" if near else ""
 
 
 def _knob_type(path: str) -> Any:
