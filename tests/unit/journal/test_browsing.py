@@ -31,11 +31,11 @@ def test_filters_and_sorts_are_typed_and_a_typo_names_the_close_field(tmp_path):
     assert list(chosen["aggregate_tok_s"][:3]) == sorted(chosen["aggregate_tok_s"][:3], reverse=True)
     one_cell, _ = browse(frame, journal.run, ["prefill_tok_s@prefill-2048>0", "status=completed"], "knobs.chunk_size")
     assert list(one_cell["run_id"]) == [r.run_id for r in runs]
-    for where, words in [(["knobs.chunk=64"], "did you mean knobs.chunk_size"),
+    for where, words in [(["knobs.chunk=64"], "did you mean 'knobs.chunk_size'"),
                          (["knobs.chunk_size=big"], "valid integer"),
-                         (["status=complete"], "did you mean completed"),
-                         (["study=synthtic"], "did you mean synthetic"),
-                         (["aggregate_toks>1"], "did you mean aggregate_tok_s"),
+                         (["status=complete"], "did you mean 'completed'"),
+                         (["study=synthtic"], "did you mean 'synthetic'"),
+                         (["aggregate_toks>1"], "did you mean 'aggregate_tok_s'"),
                          (["chunk_size 64"], "FIELD OP VALUE")]:
         with pytest.raises(InputError, match=words):
             browse(frame, journal.run, where)
@@ -90,7 +90,7 @@ def test_the_cli_tags_notes_and_archives_and_ls_and_show_say_so(tmp_path, study)
     shown = runner.invoke(app, ["journal", "show", run_id, *where]).output
     assert "archived" in shown and "noisy neighbour" in shown and "tags: warm" in shown and "slow disk" in shown
     typo = runner.invoke(app, ["journal", "ls", "--status", "complete", *where])
-    assert typo.exit_code == 2 and "did you mean completed" in " ".join(typo.output.split())
+    assert typo.exit_code == 2 and "did you mean 'completed'" in " ".join(typo.output.split())
 
 
 def _two_studies(tmp_path, capacity_plan: Plan) -> Journal:
