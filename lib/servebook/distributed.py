@@ -5,7 +5,10 @@ node (i + r) mod L, so every node holds a mix of candidates and the judge compar
 
 The task runs the same papermill notebook as a local sweep, on the worker, into the same journal: a
 shared directory, or (across hosts) an object-store URL (`s3://...`), where each run is sealed by its
-manifest arriving last. The driver judges once every run of the study is in. On Kubernetes, start the
+manifest arriving last. The runner is one of the sweep's (sweeps.orchestrate): `sweep` and `search` run through it
+like any other, the driver pulls the journal before it reads verdicts (`--until-decided` looks between rounds) and
+judges once every run of the study is in; what Ray cannot honour (one machine's GPU groups, resident rounds, a time
+budget) is refused by its flag, from the capabilities it declares. On Kubernetes, start the
 cluster with KubeRay; on Slurm, with Ray's own `ray start` in the job script (see the README).
 """
 
@@ -13,22 +16,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from .config.candidate import Candidate
 from .config.parameters import Seat
 from .config.study import Study, StudyEntry
 from .journal import Journal
-from .sweeps import (
-    QUALIFY_NOTEBOOK,
-    PapermillRunner,
-    SearchResult,
-    SweepResult,
-    check_study_fits,
-    gpus_needed,
-    run_pending,
-    search,
-)
+from .sweeps import PapermillRunner, SweepResult, gpus_needed
+from .sweeps.options import Capabilities, Placement
 from .sweeps.placement import Lane
 from .util.errors import InputError
 from .util.progress import Reporter
@@ -58,24 +53,52 @@ def node_lanes(nodes: list[dict[str, Any]], gpus: int) -> list[Lane]:
 
 @dataclass
 class RayRunner:
-    """A runner whose runs are Ray tasks: `run` submits one and waits for it, so a sweep's worker threads keep
-    as many tasks in flight as it has workers, and Ray starts each where its GPUs are free."""
+    """A runner whose runs are Ray tasks: `run` submits one and waits for it, so the sweep's worker threads keep as
+    many tasks in flight as the cluster can run at once, in the study's interleaved order, and Ray starts each where
+    its GPUs are free. `address`: the cluster (`auto`, `ray://head:10001`); `init`: other `ray.init` arguments (a
+    test starts a local cluster with `{"num_gpus": 4}` fake GPUs); `kernel`: PapermillRunner's settings on the
+    workers (kernel_name, execution_timeout, ...)."""
 
-    kernel: dict[str, Any]
+    kernel: dict[str, Any] = field(default_factory=dict)
+    address: str | None = "auto"
+    init: dict[str, Any] | None = None
+    #: what the orchestration may ask of a cluster: the verdicts between runs, yes; one machine's options, no
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        flag="--ray", why="a cluster's runs are placed at once, each on the GPUs Ray gives it", gpu_lanes=False,
+        resident=False, time_budget=False, sealed_elsewhere=True)
     _remote: Any = field(default=None, init=False, repr=False)
+    _started: float = field(default=0.0, init=False, repr=False)
+    _runs: int = field(default=0, init=False, repr=False)
+    _reporter: Reporter | None = field(default=None, init=False, repr=False)
 
-    def __post_init__(self) -> None:
-        import ray
+    def _connected(self) -> Any:
+        ray = _connect(self.address, self.init)
+        if self._remote is None:
+            self._remote = ray.remote(_run_on_worker)  # once, before worker threads share it
+            self._started = time.monotonic()
+        return ray
 
-        self._remote = ray.remote(_run_on_worker)  # once, before worker threads share it
+    def placement(self, entries: list[StudyEntry], reporter: Reporter) -> Placement:
+        """Connect; each node with the GPUs a lane where there are several; as many runs at once as the cluster's
+        GPUs hold of the widest candidate."""
+        ray = self._connected()
+        self._reporter = reporter
+        reporter.log(f"ray: runs go to {ray.get_runtime_context().gcs_address}")
+        widest = max([gpus_needed(e) for e in entries] or [1])
+        lanes = node_lanes(ray.nodes(), widest)
+        if len(lanes) > 1:
+            reporter.log(f"ray: {len(lanes)} nodes as lanes ({'; '.join(lane.label for lane in lanes)}), each "
+                         "candidate's runs placed on them in turn")
+        width = max(1, int(ray.cluster_resources().get("GPU", 0)) // widest)
+        return Placement(lanes if len(lanes) > 1 else None, workers=width)
 
     def run(self, study: Study, entry: StudyEntry, journal: Journal, reporter: Reporter,
             lane: Lane | None = None, seat: Seat | None = None) -> SweepResult:
         import ray
 
-        if seat is not None:  # sweep() refuses --resident with Ray before this; kept so no caller drops it silently
+        if seat is not None:  # the orchestration refuses --resident with Ray before this; no caller drops it silently
             raise InputError("a resident round measures its runs in turn on one machine; Ray spreads runs over nodes")
-
+        self._connected()
         options: dict[str, Any] = {"num_gpus": gpus_needed(entry), "num_cpus": 1}
         if lane is not None and lane.node is not None:
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -90,20 +113,14 @@ class RayRunner:
         except Exception as error:  # noqa: BLE001 - a lost worker is one failed entry, not a lost sweep
             result = SweepResult(entry.name, entry.candidate.id, None, "error", 0.0,
                                  f"{type(error).__name__}: {error}"[:600])
+        self._runs += 1
         reporter.log(f"candidate {result.name}: {result.status}" + (f" ({result.message})" if result.message else ""))
         return result
 
     def close(self) -> None:
-        return None
-
-
-def refuse_on_ray(given: dict[str, bool]) -> None:
-    """Ray places a study's runs on its nodes at once, each on the GPUs Ray gives it: the sweep options that assume one
-    machine, or a look at the verdicts between runs, are refused by name, never dropped."""
-    dropped = [flag for flag, on in given.items() if on]
-    if dropped:
-        raise InputError(f"{', '.join(dropped)}: not with --ray (a cluster's runs are placed at once, each on the "
-                         "GPUs Ray gives it); drop one of them")
+        if self._runs and self._reporter is not None:
+            self._reporter.log(f"ray: {self._runs} runs in {time.monotonic() - self._started:.1f} s")
+        self._runs = 0
 
 
 def _connect(address: str | None, init: dict[str, Any] | None) -> Any:
@@ -115,48 +132,3 @@ def _connect(address: str | None, init: dict[str, Any] | None) -> Any:
     if not ray.is_initialized():
         ray.init(address=address, **(init or {}), log_to_driver=False)
     return ray
-
-
-def search_on_ray(study: Study, journal: Journal, *, address: str | None = "auto", reporter: Reporter | None = None,
-                  budget: int | None = None, kernel_name: str = "python3", start_timeout: int = 120,
-                  execution_timeout: int | None = 3600, init: dict[str, Any] | None = None) -> "SearchResult":
-    """A configuration search whose launches are Ray tasks: each screening round launches as many configurations
-    as the cluster has GPUs for, and the confirmation's repeats run side by side."""
-    ray = _connect(address, init)
-    runner = RayRunner({"notebook": QUALIFY_NOTEBOOK, "kernel_name": kernel_name, "start_timeout": start_timeout,
-                        "execution_timeout": execution_timeout})
-    widest = max([gpus_needed(e) for e in study.expand()] or [1])
-    width = max(1, int(ray.cluster_resources().get("GPU", 0)) // widest)
-    result = search(study, journal, reporter=reporter, runner=runner, budget=budget, workers=width)
-    journal.pull()
-    return result
-
-
-def sweep_on_ray(study: Study, journal: Journal, *, address: str | None = "auto", reporter: Reporter | None = None,
-                 retry_failed: bool = False, kernel_name: str = "python3", start_timeout: int = 120,
-                 execution_timeout: int | None = 3600, init: dict[str, Any] | None = None) -> list[SweepResult]:
-    """Every (candidate, repeat) of `study` not yet recorded, as Ray tasks; the results once all are in.
-
-    `address`: the cluster (`auto`, `ray://head:10001`); `init`: other `ray.init` arguments (a test starts a local
-    cluster with `{"num_gpus": 4}` fake GPUs)."""
-    reporter = reporter or Reporter()
-    journal.ensure_writable()
-    entries = study.expand()
-    check_study_fits(study, entries)
-    ray = _connect(address, init)
-    runner = RayRunner({"notebook": QUALIFY_NOTEBOOK, "kernel_name": kernel_name, "start_timeout": start_timeout,
-                        "execution_timeout": execution_timeout})
-    reporter.log(f"ray: runs go to {ray.get_runtime_context().gcs_address}")
-    started = time.monotonic()
-    # Every pending run in flight at once (bounded): Ray queues them until GPUs are free.
-    workers = max(1, min(64, len(entries) * study.repeats))
-    lanes = node_lanes(ray.nodes(), max(gpus_needed(e) for e in entries))
-    if len(lanes) > 1:
-        reporter.log(f"ray: {len(lanes)} nodes as lanes ({'; '.join(lane.label for lane in lanes)}), each "
-                     "candidate's runs placed on them in turn")
-    results = run_pending(study, entries, journal, runner, reporter, retry_failed, workers=workers,
-                          lanes=lanes if len(lanes) > 1 else None, title=f"sweep {study.name} on Ray")
-    reporter.log(f"ray: {sum(r.status != 'skipped' for r in results)} runs in {time.monotonic() - started:.1f} s")
-    journal.pull()  # what workers on other hosts sealed in a remote journal
-    journal.index(write=True)
-    return results

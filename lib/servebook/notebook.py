@@ -41,7 +41,6 @@ def qualify(*, candidate: dict | None = None, candidate_path: str | None = None,
     (a block of the design), as a parallel sweep assigns them; `turns`: the run's seat in a resident round
     (`sweep --resident`)."""
     from .config.parameters import QualifyParameters
-    from .launch.environment import LANE_VARIABLE
     from .run import run_candidate
 
     given = validate(QualifyParameters, {
@@ -52,17 +51,11 @@ def qualify(*, candidate: dict | None = None, candidate_path: str | None = None,
     if visible_gpus is not None:
         # The kernel is this run's own process: the engine it starts, and preflight, see only these GPUs.
         os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in visible_gpus)
-    # A kept kernel runs one sweep's runs after another: each run's lane (or none) replaces the last one's.
-    if lane:
-        os.environ[LANE_VARIABLE] = lane
-    else:
-        os.environ.pop(LANE_VARIABLE, None)
-
     resolved = resolve_candidate(candidate, candidate_path, overrides)
     resolved_plan = resolve_plan(plan, plan_path)
     context = {k: v for k, v in {"study": study, "study_entry": study_entry}.items() if v}
     return run_candidate(resolved, resolved_plan, Journal(journal), reporter=Reporter(),
-                         extra_manifest=context, run_id=run_id, seat=given.turns)
+                         extra_manifest=context, run_id=run_id, seat=given.turns, lane=given.lane)
 
 
 def check_gate(run: RunRecord, fail_on: str | None) -> str:

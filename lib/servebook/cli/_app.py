@@ -167,6 +167,19 @@ EXIT_CODES: dict[type[ServebookError], tuple[int, str]] = {
 }
 
 
+def study_runner(ray: Optional[str], kernel: str, execution_timeout: int) -> Any:
+    """What runs a sweep's or a search's runs: Ray tasks on the cluster at `--ray ADDRESS` (connected when the
+    orchestration has checked the options), else papermill on this machine's kept kernels."""
+    settings: dict[str, Any] = {"kernel_name": kernel, "execution_timeout": execution_timeout}
+    if ray:
+        from ..distributed import RayRunner
+
+        return RayRunner(settings, address=ray)
+    from ..sweeps import PapermillRunner
+
+    return PapermillRunner(**settings)
+
+
 def friendly(fn):
     """One clear message and a non-zero exit for anything servebook reports, instead of a traceback."""
 

@@ -29,6 +29,7 @@ from ._app import (
     models_app,
     open_journal,
     out,
+    study_runner,
     writable_output,
     writing_into,
 )
@@ -245,7 +246,8 @@ def sweep_cmd(
 ):
     """Run notebooks/qualify.ipynb once per candidate of a study, then judge every run."""
     from ..present import DryRunView
-    from ..sweeps import sweep
+    from ..sweeps import SweepOptions, sweep
+    from ..sweeps.options import parse_gpus, parse_parallel
 
     study = load_study(study_file, parse_overrides(set_) if set_ else None)
     _check_fail_on(fail_on, verdict_format)
@@ -258,22 +260,11 @@ def sweep_cmd(
         out.print(DryRunView(plan.entries, study.plan.id, plan), soft_wrap=True)
         return
     j = open_journal(journal, create=True).ensure_writable()
-    try:
-        gpu_list = [int(g) for g in gpus.split(",")] if gpus else None
-    except ValueError:
-        raise InputError(f"--gpus {gpus!r}: comma-separated GPU indices, e.g. 0,1,2,3") from None
-    if ray:
-        from ..distributed import refuse_on_ray, sweep_on_ray
-
-        refuse_on_ray({"--time-budget": time_budget is not None, "--resident": bool(resident or seats),
-                       "--until-decided": until_decided, "--parallel": parallel != "1", "--gpus": gpus is not None})
-        results = sweep_on_ray(study, j, address=ray, reporter=Reporter(), retry_failed=retry_failed,
-                               kernel_name=kernel, execution_timeout=execution_timeout)
-    else:
-        results = sweep(study, j, reporter=Reporter(), retry_failed=retry_failed, kernel_name=kernel,
-                        execution_timeout=execution_timeout, max_repeats=max_repeats if until_decided else None,
-                        parallel=parallel if parallel == "auto" else (int(parallel) if parallel.isdigit() else parallel),
-                        gpus=gpu_list, time_budget_s=time_budget, resident=resident, seats=seats)
+    # One orchestration whatever runs the runs: an option the runner cannot honour is refused there, by its flag.
+    options = SweepOptions(retry_failed=retry_failed, max_repeats=max_repeats if until_decided else None,
+                           parallel=parse_parallel(parallel), gpus=parse_gpus(gpus), time_budget_s=time_budget,
+                           resident=resident, seats=seats)
+    results = sweep(study, j, options, runner=study_runner(ray, kernel, execution_timeout), reporter=Reporter())
     ran = sum(1 for r in results if r.status != "skipped")
     (out if verdict_format == "text" else err).print(f"\n{ran} runs made, {len(results) - ran} skipped (already recorded). "
               f"Results: {j.location}/runs; compare them with `servebook journal ls --journal {j.location}` "

@@ -8,9 +8,9 @@ from typing import Optional
 
 import typer
 
-from ..config import InputError, load_study, parse_overrides
+from ..config import load_study, parse_overrides
 from ..util.progress import Reporter
-from ._app import JournalOption, StudySetOption, app, friendly, open_journal, out, writable_output
+from ._app import JournalOption, StudySetOption, app, friendly, open_journal, out, study_runner, writable_output
 
 
 @app.command("search")
@@ -34,24 +34,15 @@ def search_cmd(
     the rest are screened with a short plan where a model of the space expects most, and the best few are
     confirmed with interleaved repeats, so the winner comes with an interval against the runner-up. Resumes
     from the journal."""
-    from ..sweeps import search
+    from ..sweeps import SweepOptions, search
+    from ..sweeps.options import parse_gpus, parse_parallel
 
     study = load_study(study_file, parse_overrides(set_) if set_ else None)
     writable_output(output)  # before the launches, not after the whole budget of them
-    try:
-        gpu_list = [int(g) for g in gpus.split(",")] if gpus else None
-    except ValueError:
-        raise InputError(f"--gpus {gpus!r}: comma-separated GPU indices, e.g. 0,1,2,3") from None
+    options = SweepOptions(parallel=parse_parallel(parallel), gpus=parse_gpus(gpus))
     j = open_journal(journal, create=True).ensure_writable()
-    if ray:
-        from ..distributed import search_on_ray
-
-        result = search_on_ray(study, j, address=ray, reporter=Reporter(), budget=budget, kernel_name=kernel,
-                               execution_timeout=execution_timeout)
-    else:
-        result = search(study, j, reporter=Reporter(), budget=budget, gpus=gpu_list, kernel_name=kernel,
-                        execution_timeout=execution_timeout,
-                        parallel=parallel if parallel == "auto" else (int(parallel) if parallel.isdigit() else parallel))
+    result = search(study, j, options, runner=study_runner(ray, kernel, execution_timeout), reporter=Reporter(),
+                    budget=budget)
     out.print(result)
     if output is not None:
         output.write_text(json.dumps(result.to_json(), indent=1, default=str))

@@ -91,11 +91,9 @@ def machine_identity() -> dict[str, str | None]:
             "boot_id": _first_line("/proc/sys/kernel/random/boot_id")}
 
 
-#: set by a parallel or Ray sweep for each run: the GPU group or node (a block of the design) the run was placed on
-LANE_VARIABLE = "SERVEBOOK_LANE"
-
-
-def fingerprint(*, engine_binary: str | None = None, model_path: str | None = None) -> dict:
+def fingerprint(*, engine_binary: str | None = None, model_path: str | None = None, lane: str | None = None) -> dict:
+    """The machine and what runs on it. `lane`: the GPU group or node (a block of the design) a parallel or Ray sweep
+    placed the run on; it travels with the run, so a kept kernel's next run never inherits it."""
     from .._version import __version__
 
     engine_env = {k: v for k, v in os.environ.items() if k.startswith(("LLAMA_ARG_", "GGML_", "CUDA_VISIBLE"))}
@@ -114,5 +112,5 @@ def fingerprint(*, engine_binary: str | None = None, model_path: str | None = No
         "engine_version": engine_binary_version(engine_binary) if engine_binary else None,
         "model_digest": file_digest(model_path) if model_path else None,
         "engine_env": redact_env(engine_env),
-        "lane": os.environ.get(LANE_VARIABLE) or None,
+        "lane": lane or None,
     }

@@ -1,14 +1,18 @@
 """A sweep: every study candidate's repeats, interleaved, through a runner; then, on request, more runs where
-verdicts are undecided. The journal is the state, so an interrupted sweep resumes where it stopped."""
+verdicts are undecided. The journal is the state, so an interrupted sweep resumes where it stopped.
+
+`orchestration` is the one envelope of every way of running a study (serial, GPU lanes, resident rounds, Ray, a
+search): the runner's capabilities checked against the options, placement, a time budget, release and index."""
 
 from __future__ import annotations
 
 import collections
 import concurrent.futures
 import math
-from collections.abc import Callable
-from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..config.parameters import Seat
 from ..config.study import Study, StudyEntry
@@ -17,10 +21,11 @@ from ..journal import Journal
 from ..util.errors import InputError
 from ..util.progress import Reporter
 from .gpus import gpu_lanes_for
+from .options import Placement, PlacesItself, SweepOptions, capabilities_of, refuse_unsupported
 from .pending import SweepResult, interleaved, recorded
 from .placement import Lane, lane_for, place
 from .resident import Placed, rounds_of, run_round, seated_run
-from .runner import QUALIFY_NOTEBOOK, OutOfTime, PapermillRunner, Runner, TimeBudget
+from .runner import OutOfTime, PapermillRunner, Runner, TimeBudget
 
 T = TypeVar("T")
 
@@ -34,63 +39,92 @@ def check_study_fits(study: Study, entries: list[StudyEntry]) -> None:
         get_engine(entry.candidate.engine).check_plan_fits(entry.candidate, study.plan)
 
 
-def sweep(
-    study: Study,
-    journal: Journal,
-    *,
-    reporter: Reporter | None = None,
-    retry_failed: bool = False,
-    kernel_name: str = "python3",
-    start_timeout: int = 120,
-    execution_timeout: int | None = 3600,
-    notebook: Path = QUALIFY_NOTEBOOK,
-    max_repeats: int | None = None,
-    parallel: str | int = 1,
-    gpus: list[int] | None = None,
-    reuse_kernel: bool = True,
-    runner: Runner | None = None,
-    time_budget_s: float | None = None,
-    resident: bool = False,
-    seats: int | None = None,
-) -> list[SweepResult]:
+def sweep(study: Study, journal: Journal, options: SweepOptions | None = None, *, runner: Runner | None = None,
+          reporter: Reporter | None = None, **flags: Any) -> list[SweepResult]:
     """`study.repeats` runs per candidate not yet recorded under the study's plan, interleaved; failures go on.
-    With `max_repeats`, then add repeats where verdicts are undecided until decided.
+    With `max_repeats`, then add repeats where verdicts are undecided until decided. Every way of running a study
+    comes through here: `runner` executes each run (default: papermill on kept kernels; distributed.RayRunner on a
+    cluster; ModelledRunner in tests), and an option the runner cannot honour is refused by its flag.
 
+    `options` (sweeps.options.SweepOptions; `flags` set its fields for short, as `max_repeats=6`):
     `parallel`: 1 runs one candidate at a time; "auto" (or a number) runs candidates at once on disjoint groups of
     the host's GPUs (`gpus`, default what nvidia-smi lists), each group as wide as the candidate's tensor
     parallel size times its replicas. A host without GPUs stays serial under "auto": two engines sharing CPU
-    cores measure each other. `runner`: what executes each run (default: papermill on kept kernels).
-    `time_budget_s`: start no run the time left cannot hold (a lent machine's limit); the next sweep resumes.
-    `resident`: each round's runs launched at once on this machine and measured in turn, cell by cell
-    (sweeps.resident), so the host's drift falls on every candidate of a round alike; `seats`: engines resident at
-    once (default: one of each candidate)."""
-    reporter = reporter or Reporter()
-    journal.ensure_writable()
-    if resident or seats:
-        check_resident(journal, parallel, gpus)
-        resident = True
+    cores measure each other. `time_budget_s`: start no run the time left cannot hold (a lent machine's limit);
+    the next sweep resumes. `resident`: each round's runs launched at once on this machine and measured in turn,
+    cell by cell (sweeps.resident), so the host's drift falls on every candidate of a round alike; `seats`: engines
+    resident at once (default: one of each candidate)."""
+    options = replace(options or SweepOptions(), **flags)
+    max_repeats = options.max_repeats
     if max_repeats is not None and study.verdict.max_runs != max_repeats:
         # A sequential design: its verdicts spend their error over the looks up to max_repeats runs.
         study = study.model_copy(update={"verdict": study.verdict.model_copy(update={"max_runs": max_repeats})})
     entries = study.expand()
+    with orchestration(study, entries, journal, runner or PapermillRunner(), options, reporter) as run:
+        try:
+            results = run.pending(study, entries)
+            if max_repeats is not None:
+                results += run.until_decided(study, max_repeats)
+        except OutOfTime as stop:
+            run.reporter.log(str(stop))
+            results = stop.results
+    return results
+
+
+@dataclass
+class Orchestration:
+    """One study's runs through one runner, placed: what a sweep and a search share; each decides what to run."""
+
+    journal: Journal
+    runner: Runner
+    reporter: Reporter
+    options: SweepOptions
+    placement: Placement
+    sealed_elsewhere: bool = False
+
+    def pending(self, study: Study, entries: list[StudyEntry], title: str | None = None) -> list[SweepResult]:
+        """Every (repeat, entry) of `study` not yet recorded (run_pending), on this orchestration's lanes."""
+        return run_pending(study, entries, self.journal, self.runner, self.reporter, self.options.retry_failed,
+                           lanes=self.placement.lanes, workers=self.placement.workers, title=title,
+                           resident=self.options.residents, seats=self.options.seats)
+
+    def placed(self, study: Study, placed: list[Placed], advance: Callable[[], None]) -> list[SweepResult]:
+        """Runs already placed (a search's screening picks), `workers` at a time."""
+        return run_placed(placed, lambda _, entry, lane: self.runner.run(study, entry, self.journal, self.reporter,
+                                                                           lane), advance, self.placement.workers)
+
+    def until_decided(self, study: Study, max_repeats: int) -> list[SweepResult]:
+        return until_decided(study, self.journal, self.runner, self.reporter, max_repeats,
+                             lanes=self.placement.lanes, resident=self.options.residents, seats=self.options.seats,
+                             workers=self.placement.workers, pull=self.sealed_elsewhere)
+
+
+@contextmanager
+def orchestration(study: Study, entries: list[StudyEntry], journal: Journal, runner: Runner, options: SweepOptions,
+                  reporter: Reporter | None = None, *, only: set[str] | None = None,
+                  what: str = "") -> Iterator[Orchestration]:
+    """Before any engine starts: the options checked against the runner (and against `only`, the flags this way of
+    running takes), the journal writable, every candidate's fit to `study`'s plan, the runs placed (where the runner
+    places them, else on this host's GPU lanes); then, once the caller's runs are done, the runner released, the
+    journal pulled where runs were sealed on other hosts, and indexed."""
+    refuse_unsupported(options, runner, only=only, what=what)
+    reporter = reporter or Reporter()
+    journal.ensure_writable()
+    if options.residents:
+        check_resident(journal, options.parallel)
     check_study_fits(study, entries)
-    runner = runner or PapermillRunner(notebook, kernel_name, start_timeout, execution_timeout, reuse=reuse_kernel)
-    lanes = gpu_lanes_for(entries, parallel, gpus, reporter)
-    if time_budget_s is not None:
-        runner = TimeBudget(runner, time_budget_s)
+    placement = runner.placement(entries, reporter) if isinstance(runner, PlacesItself) else \
+        Placement(gpu_lanes_for(entries, options.parallel, options.gpus, reporter))
+    elsewhere = capabilities_of(runner).sealed_elsewhere
+    if options.time_budget_s is not None:
+        runner = TimeBudget(runner, options.time_budget_s)
     try:
-        results = run_pending(study, entries, journal, runner, reporter, retry_failed, lanes=lanes,
-                              resident=resident, seats=seats)
-        if max_repeats is not None:
-            results += until_decided(study, journal, runner, reporter, max_repeats, lanes=lanes, resident=resident,
-                                     seats=seats)
-    except OutOfTime as stop:
-        reporter.log(str(stop))
-        results = stop.results
+        yield Orchestration(journal, runner, reporter, options, placement, elsewhere)
     finally:
         runner.close()
+    if elsewhere:
+        journal.pull()  # what workers on other hosts sealed in a remote journal
     journal.index(write=True)
-    return results
 
 
 def run_pending(study: Study, entries: list[StudyEntry], journal: Journal, runner: Runner, reporter: Reporter,
@@ -170,7 +204,7 @@ def _round_indices(placed: list[Placed], todo: list[int], seats: int | None) -> 
     return [[next(it) for _ in items] for items in rounds]
 
 
-def check_resident(journal: Journal, parallel: str | int, gpus: list[int] | None) -> None:
+def check_resident(journal: Journal, parallel: str | int) -> None:
     """A resident round needs one machine and the journal on its disk (the round's turns live beside it)."""
     if journal.url:
         raise InputError("--resident: the journal must be a local directory (the round's seats meet in it)")
@@ -222,15 +256,18 @@ def spread(runs: list[T], extra: T, count: int) -> list[T]:
 
 def until_decided(study: Study, journal: Journal, runner: Runner, reporter: Reporter,
                   max_repeats: int, *, lanes: list[Lane] | None = None, resident: bool = False,
-                  seats: int | None = None) -> list[SweepResult]:
+                  seats: int | None = None, workers: int = 1, pull: bool = False) -> list[SweepResult]:
     """One more run for every undecided candidate (and the baseline, more often than any one of them), interleaved,
     until every verdict is decided or `max_repeats` runs each are spent. The study's verdicts spend their error
-    over these looks (verdict.max_runs), so looking after every run does not inflate it."""
+    over these looks (verdict.max_runs), so looking after every run does not inflate it. `workers`: runs at once
+    off GPU lanes (a cluster's); `pull`: the journal brought up to date before each look (runs sealed elsewhere)."""
     from ..verdicts import judge
 
     results: list[SweepResult] = []
     baseline = study.verdict.baseline_entry  # None: recorded runs are the baseline, none is added
     while True:
+        if pull:
+            journal.pull()
         judged = judge(study, journal, append=False)
         open_ = [j for j in judged if j.verdict is not None and j.verdict.undecided]
         undecided = [j for j in open_ if len(j.records) < max_repeats]
@@ -265,4 +302,4 @@ def until_decided(study: Study, journal: Journal, runner: Runner, reporter: Repo
                                      journal.root / ".sweeps", runner)
         else:
             results += run_placed(added, lambda _, entry, lane: runner.run(study, entry, journal, reporter, lane),
-                                  lambda: None)
+                                  lambda: None, workers)

@@ -11,7 +11,7 @@ appended under searches/ in the journal.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -26,8 +26,8 @@ from ..util.progress import Reporter
 from ..util.render import Block, Renderable, Table, Text
 from ..verdicts.comparisons import select_cells
 from ..verdicts.evidence import cell_codes, run_cells
-from .gpus import gpu_lanes_for
-from .orchestrate import check_study_fits, run_pending, run_placed
+from .options import SweepOptions
+from .orchestrate import Orchestration, orchestration
 from .pending import counted_statuses
 from .runner import PapermillRunner, Runner
 from .space import Config, Space
@@ -172,12 +172,12 @@ def _space_entries(study: Study, result: SearchResult) -> tuple[list[Config], li
     return configs, entries
 
 
-def search(study: Study, journal: Journal, *, reporter: Reporter | None = None, runner: Runner | None = None,
-           budget: int | None = None, parallel: str | int = 1, gpus: list[int] | None = None,
-           kernel_name: str = "python3", execution_timeout: int | None = 3600, workers: int = 1) -> SearchResult:
-    """Prune, screen and confirm the study's search space within `budget` launches (default: the study's).
-    `parallel`/`gpus`: launches at once on disjoint GPU groups (lanes, as a sweep); `workers`: launches at once
-    through a runner that places them itself (Ray)."""
+def search(study: Study, journal: Journal, options: SweepOptions | None = None, *, runner: Runner | None = None,
+           reporter: Reporter | None = None, budget: int | None = None, **flags: Any) -> SearchResult:
+    """Prune, screen and confirm the study's search space within `budget` launches (default: the study's), through
+    the sweep's orchestration: `options.parallel`/`gpus` (or `flags`): launches at once on disjoint GPU groups
+    (lanes, as a sweep); a runner that places its runs itself (Ray) launches as many at once as it can hold."""
+    options = replace(options or SweepOptions(), **flags)
     if study.search is None:
         raise InputError(f"study {study.name}: no search section (space, objective) to search")
     spec = study.search if budget is None else study.search.model_copy(update={"budget": budget})
@@ -196,15 +196,12 @@ def search(study: Study, journal: Journal, *, reporter: Reporter | None = None, 
     if not entries:
         result.decision = "every configuration was pruned"
         return _recorded(result, journal)
-    check_study_fits(study.model_copy(update={"plan": study.screening_plan()}), entries)
-    runner = runner or PapermillRunner(kernel_name=kernel_name, execution_timeout=execution_timeout)
-    lanes = gpu_lanes_for(entries, parallel, gpus, reporter)
-    try:
-        _screen(study, journal, runner, reporter, configs, entries, result, lanes, workers)
-        _confirm(study, journal, runner, reporter, configs, entries, result, lanes, workers)
-    finally:
-        runner.close()
-    journal.index(write=True)
+    screening = study.model_copy(update={"plan": study.screening_plan()})
+    # A search spends its own budget on its own repeats: the sweep's looks, rounds and clock are not its options.
+    with orchestration(screening, entries, journal, runner or PapermillRunner(), options, reporter,
+                       only={"--parallel", "--gpus"}, what="a search") as run:
+        _screen(study, run, configs, entries, result)
+        _confirm(study, run, configs, entries, result)
     return _recorded(result, journal)
 
 
@@ -213,15 +210,15 @@ def _recorded(result: SearchResult, journal: Journal) -> SearchResult:
     return result
 
 
-def _screen(study: Study, journal: Journal, runner: Runner, reporter: Reporter, configs: list[Config],
-            entries: list[StudyEntry], result: SearchResult, lanes: list | None, workers: int) -> None:
+def _screen(study: Study, run: Orchestration, configs: list[Config], entries: list[StudyEntry],
+            result: SearchResult) -> None:
     """Screening launches until their share of the budget is spent: a space-filling start, then expected
     improvement under the model of everything measured so far."""
     assert study.search is not None
-    spec = study.search
+    spec, journal, reporter, lanes = study.search, run.journal, run.reporter, run.placement.lanes
     screen_study = study.model_copy(update={"plan": study.screening_plan(), "repeats": 1})
     features = [c.features for c in configs]
-    width = max(1, len(lanes or []), workers)
+    width = max(1, len(lanes or []), run.placement.workers)
     initial = spec.screen.initial or max(4, 2 * len(spec.space))
     observed: dict[int, float] = {}
     done: set[int] = set()
@@ -237,11 +234,10 @@ def _screen(study: Study, journal: Journal, runner: Runner, reporter: Reporter, 
             count = min(width, spec.screening_launches - len(done))
             picks = _picks(features, observed, done, initial, count, spec.seed, spec.objective.lower_is_better)
             placed = [(0, entries[i], lanes[k % len(lanes)] if lanes else None) for k, (i, _) in enumerate(picks)]
-            finished = run_placed(placed, lambda _, entry, lane: runner.run(screen_study, entry, journal, reporter,
-                                                                              lane), task.advance, workers)
-            for (i, why), run in zip(picks, finished):
+            finished = run.placed(screen_study, placed, task.advance)
+            for (i, why), made in zip(picks, finished):
                 done.add(i)
-                _note(result, journal, study, configs[i], run.run_id, why, observed, i)
+                _note(result, journal, study, configs[i], made.run_id, why, observed, i)
                 reporter.log(f"screened {configs[i].name}: {result.screened[-1].status}, "
                              f"{_figure(result.screened[-1].value)} ({why})")
 
@@ -282,13 +278,13 @@ def _figure(value: float | None) -> str:
     return "-" if value is None else f"{value:.4g}"
 
 
-def _confirm(study: Study, journal: Journal, runner: Runner, reporter: Reporter, configs: list[Config],
-             entries: list[StudyEntry], result: SearchResult, lanes: list | None, workers: int) -> None:
+def _confirm(study: Study, run: Orchestration, configs: list[Config], entries: list[StudyEntry],
+             result: SearchResult) -> None:
     """The best `confirm.top` screened configurations (by the model's mean, which discounts one lucky launch)
     get interleaved repeats under the full plan; the winner is compared with the rest (multiple comparisons
     with the best, Hsu: Bonferroni over the others, one-sided)."""
     assert study.search is not None
-    spec = study.search
+    spec, journal = study.search, run.journal
     index = {c.name: i for i, c in enumerate(configs)}
     measured = {index[s.name]: s.value for s in result.screened if s.value is not None}
     if len(measured) < 2:
@@ -300,9 +296,10 @@ def _confirm(study: Study, journal: Journal, runner: Runner, reporter: Reporter,
         scores = {i: float(mean[i]) for i in scores}
     top = sorted(scores, key=lambda i: -scores[i])[:spec.confirm.top]
     confirm_study = study.model_copy(update={"repeats": spec.confirm.repeats})
-    reporter.log(f"confirming {', '.join(configs[i].name for i in top)}: {spec.confirm.repeats} interleaved runs each")
-    run_pending(confirm_study, [entries[i] for i in top], journal, runner, reporter, retry_failed=False, lanes=lanes,
-                workers=workers, title=f"confirming {study.name}: {len(top)} x {spec.confirm.repeats}")
+    run.reporter.log(f"confirming {', '.join(configs[i].name for i in top)}: {spec.confirm.repeats} interleaved runs "
+                     "each")
+    run.pending(confirm_study, [entries[i] for i in top], title=f"confirming {study.name}: {len(top)} x "
+                                                                f"{spec.confirm.repeats}")
     groups: dict[str, list[tuple[tuple[str, ...], float]]] = {}
     for i in top:
         records = journal.find_all(entries[i].candidate.id, study.plan.id, statuses=counted_statuses(False))
