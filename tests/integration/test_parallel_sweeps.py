@@ -75,20 +75,24 @@ def test_auto_stays_serial_without_gpus(tmp_path):
     assert most_at_once(intervals(journal)) == 1
 
 
-def test_a_ray_cluster_places_each_run_on_its_gpus_and_the_driver_judges(tmp_path):
+def test_a_ray_cluster_places_each_run_on_its_gpus_and_the_driver_judges_until_decided(tmp_path):
     ray = pytest.importorskip("ray")
-    from servebook.distributed import sweep_on_ray
+    from servebook.distributed import RayRunner
 
     journal = Journal(tmp_path)
     data = tp2_study("ray", candidates=2)
     data["verdict"] = {"rules": [{"metric": "aggregate_tok_s", "concurrency": [1], "max_regression_pct": 90}]}
     study = study_from_data(data, "study")
     try:
-        results = sweep_on_ray(study, journal, address=None, reporter=QUIET,
-                               init={"num_cpus": 2, "num_gpus": 4, "include_dashboard": False})
+        # the one sweep, its runs Ray tasks; --until-decided looks at the verdicts between rounds of tasks
+        results = sweep(study, journal, runner=RayRunner(address=None, init={"num_cpus": 2, "num_gpus": 4,
+                                                                             "include_dashboard": False}),
+                        reporter=QUIET, max_repeats=2)
     finally:
         ray.shutdown()
-    assert sorted(r.status for r in results) == ["completed", "completed"]
+    made = [r for r in results if r.status != "skipped"]
+    assert {r.status for r in made} == {"completed"} and 2 <= len(made) <= 4
+    assert all(sum(r.name == e.name for r in made) <= 2 for e in study.expand()), "at most --max-repeats runs each"
     spans = intervals(journal)
     assert {gpus for _, _, gpus in spans} <= {"0,1", "2,3"}  # Ray's assignment reached the engines
     judged = judge(study, journal)

@@ -37,9 +37,13 @@ def lost_connection(*args, **kwargs):
 
 
 def measure(engine, monkeypatch):
+    """The run's measure stage with only what it reads before the connection is lost."""
     monkeypatch.setattr(run_module, "run_blocking", lost_connection)
-    writer = type("Writer", (), {"run_id": "r"})()
-    run_module._measure(engine, None, None, None, writer, None, None, None)
+    monkeypatch.setattr(run_module.RunContext, "endpoint", lambda self: None)
+    run = object.__new__(run_module.RunContext)
+    run.engine, run.writer = engine, type("Writer", (), {"run_id": "r"})()
+    run.measured = run.log = run.reporter = run.turns = None
+    run.measure()
 
 
 def test_a_lost_connection_to_an_engine_being_reaped_is_its_death(monkeypatch):
