@@ -25,6 +25,10 @@ QUALIFY_NOTEBOOK = repo_data_dir().parent / "notebooks" / "qualify.ipynb"
 
 
 class Runner(Protocol):
+    """What executes runs. A runner may also declare `capabilities` (sweeps.options.Capabilities: the options it
+    can honour; none declared is a local runner, which honours all) and a `placement` (options.PlacesItself: where
+    its runs go, for a runner that knows better than this host's GPU list)."""
+
     def run(self, study: Study, entry: StudyEntry, journal: Journal, reporter: Reporter,
             lane: Lane | None = None, seat: Seat | None = None) -> SweepResult:
         """Run `entry` once under the study's plan into `journal` (on `lane`, when the sweep placed it; in `seat`
