@@ -14,7 +14,7 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-from ..config.rules import LOWER_IS_BETTER
+from ..config.metrics import LOWER_IS_BETTER
 from ..journal.store import RunRecord
 from .frontier import frontier_context, frontier_specs
 from .style import AXIS as _AXIS

@@ -13,7 +13,7 @@ from ..config.rules import VerdictRules
 from ..config.study import Study
 from ..estimates import Allocation, Estimate, allocate, detectable_change, runs_needed_for
 from ..journal import Journal
-from ..measure.cells import se_pct
+from ..measure.stats import se_pct
 from .comparisons import figures
 from .evidence import valid_cells
 
