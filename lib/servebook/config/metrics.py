@@ -60,7 +60,3 @@ METRICS: dict[str, JudgedMetric] = {m.name: m for m in (
 LOWER_IS_BETTER = frozenset(name for name, m in METRICS.items() if m.lower_is_better)
 #: how each metric reads in a reason
 METRIC_WORDS = {name: m.words for name, m in METRICS.items()}
-
-
-def metric(name: str) -> JudgedMetric:
-    return METRICS[name]
