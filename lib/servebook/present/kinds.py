@@ -2,8 +2,8 @@
 site section and definitions, its estimate table over runs, its side-by-side figures, and its charts.
 
 Entries are data: the one table builder (tables.py) and the chart builder (figures.py) read them, in the order of
-this registry. A kind whose cells are drawn elsewhere (open-loop load and capacity: load_tables.py, frontier.py)
-has an entry with nothing in it but its section.
+this registry (estimates and side-by-side figures in `summary_rank` order). Open-loop load and capacity are drawn
+by load_tables.py and frontier.py, which read their own columns; their entries only mark them open-loop.
 """
 
 from __future__ import annotations
