@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .load import CapacitySearch, LoadPlan, ServiceObjectives
+from .metrics import METRICS
 from .shown import ShownAsYaml
 
 Category = Literal["prose", "code", "structured"]
@@ -107,6 +108,13 @@ class SteadyWarmup(_Strict):
     output_tokens: int = Field(32, ge=8, le=1024, description="forced output length of each burst's requests")
 
 
+#: what a rule on a metric of each judged cell kind needs of the plan, whose section of that name holds it
+_NEEDS = {"decode": "decode cells", "prefill": "prefill cells", "reuse": "reuse cells", "capacity": "a capacity search"}
+#: per rule selector: the field of the plan's section it must name values of, and how a miss reads
+_SELECTED = {"concurrency": ("concurrency", "is not in"), "category": ("categories", "is not in"),
+             "prompt_tokens": ("prompt_tokens", "are not in")}
+
+
 class Plan(ShownAsYaml, _Strict):
     name: str | None = None
     decode: DecodePlan | None = DecodePlan()
@@ -182,25 +190,22 @@ class Plan(ShownAsYaml, _Strict):
     def unmatched(self, rule) -> list[str]:
         """Why a verdict rule (config.rules.ComparisonRule) would select no cell, or some cell, this plan never
         measures; empty when every selector names cells of this plan."""
-        if rule.kind == "capacity":
-            return [] if self.capacity else [f"{rule.metric} needs a capacity search, and the plan has no capacity "
-                                             "section"]
-        if rule.kind == "reuse":
-            return [] if self.reuse else [f"{rule.metric} needs reuse cells, and the plan has no reuse section"]
-        if rule.kind == "prefill":
-            if self.prefill is None:
-                return [f"{rule.metric} needs prefill cells, and the plan has no prefill section"]
-            missing = sorted(set(rule.prompt_tokens or []) - set(self.prefill.prompt_tokens))
-            return [f"prompt_tokens {missing} are not in plan.prefill.prompt_tokens {self.prefill.prompt_tokens}"] \
-                if missing else []
-        if self.decode is None:
-            return [f"{rule.metric} needs decode cells, and the plan has no decode section"]
+        judged = METRICS[rule.metric]
+        name = judged.kind
+        if getattr(self, name) is None:
+            return [f"{rule.metric} needs {_NEEDS[name]}, and the plan has no {name} section"]
+        measured = getattr(self, name)
         problems = []
-        missing = sorted(set(rule.concurrency or []) - set(self.decode.concurrency))
-        if missing:
-            problems.append(f"concurrency {missing} is not in plan.decode.concurrency {self.decode.concurrency}")
-        if rule.category and rule.category not in self.decode.categories:
-            problems.append(f"category {rule.category!r} is not in plan.decode.categories {self.decode.categories}")
+        for selector in judged.selects:
+            field, phrase = _SELECTED[selector]
+            asked = getattr(rule, selector)
+            if selector == "category":
+                if asked and asked not in getattr(measured, field):
+                    problems.append(f"category {asked!r} is not in plan.{name}.{field} {getattr(measured, field)}")
+                continue
+            missing = sorted(set(asked or []) - set(getattr(measured, field)))
+            if missing:
+                problems.append(f"{selector} {missing} {phrase} plan.{name}.{field} {getattr(measured, field)}")
         return problems
 
     def canonical_json(self) -> str:

@@ -3,25 +3,12 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-Metric = Literal["aggregate_tok_s", "steady_tok_s", "per_request_tok_s", "ttft_s", "ttft_p90_s", "prefill_tok_s",
-                 "capacity_rps", "next_turn_ttft_s"]
-LOWER_IS_BETTER = {"ttft_s", "ttft_p90_s", "next_turn_ttft_s"}
-METRIC_WORDS = {
-    "aggregate_tok_s": "aggregate decode",
-    "steady_tok_s": "steady-state decode",
-    "ttft_p90_s": "TTFT p90",
-    "per_request_tok_s": "per-request decode",
-    "ttft_s": "TTFT",
-    "prefill_tok_s": "cold prefill",
-    "capacity_rps": "capacity under the objectives",
-    # the median TTFT of a reuse cell's later turns, whose earlier turns the engine may have cached: what a prefix
-    # cache (or its absence) costs an agent's next turn
-    "next_turn_ttft_s": "next-turn TTFT",
-}
+from .metrics import LOWER_IS_BETTER, METRIC_WORDS, METRICS, Metric
+
+__all__ = ["LOWER_IS_BETTER", "METRIC_WORDS", "ComparisonRule", "Metric", "RecordedBaseline", "VerdictRules"]
 
 
 class _Strict(BaseModel):
@@ -42,20 +29,20 @@ class ComparisonRule(_Strict):
 
     @model_validator(mode="after")
     def _selectors_fit_metric(self) -> "ComparisonRule":
-        if self.metric == "prefill_tok_s" and (self.concurrency or self.category):
-            raise ValueError("prefill_tok_s rules select cells by prompt_tokens, not concurrency/category")
-        if self.metric == "capacity_rps" and (self.concurrency or self.category or self.prompt_tokens):
-            raise ValueError("capacity_rps rules select no cells: a run has one capacity (plan.capacity)")
-        if self.metric == "next_turn_ttft_s" and (self.concurrency or self.category or self.prompt_tokens):
-            raise ValueError("next_turn_ttft_s rules select no cells: they judge every reuse cell (plan.reuse)")
-        if self.metric != "prefill_tok_s" and self.prompt_tokens:
+        selects = METRICS[self.metric].selects
+        given = [name for name in ("concurrency", "category", "prompt_tokens") if getattr(self, name)]
+        if not selects and given:
+            raise ValueError(f"{self.metric} rules select no cells: {METRICS[self.metric].no_selectors}")
+        if selects == ("prompt_tokens",) and (self.concurrency or self.category):
+            raise ValueError(f"{self.metric} rules select cells by prompt_tokens, not concurrency/category")
+        if "prompt_tokens" not in selects and self.prompt_tokens:
             raise ValueError(f"{self.metric} rules select cells by concurrency/category, not prompt_tokens")
         return self
 
     @property
     def kind(self) -> str:
-        return {"prefill_tok_s": "prefill", "capacity_rps": "capacity", "next_turn_ttft_s": "reuse"}.get(self.metric,
-                                                                                                         "decode")
+        """The cell kind whose cells the rule compares (config.metrics)."""
+        return METRICS[self.metric].kind
 
 
 class RecordedBaseline(_Strict):

@@ -8,7 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from .rules import LOWER_IS_BETTER, METRIC_WORDS, ComparisonRule, Metric
+from .metrics import LOWER_IS_BETTER, METRIC_WORDS, Metric
+from .rules import ComparisonRule
 
 
 class _Strict(BaseModel):

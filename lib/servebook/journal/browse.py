@@ -18,7 +18,7 @@ import pandas as pd
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ..config.candidate import Knobs
-from ..config.rules import LOWER_IS_BETTER, Metric
+from ..config.metrics import LOWER_IS_BETTER, Metric
 from ..util.errors import InputError
 from ..util.suggest import close_names
 from .record import RunRecord

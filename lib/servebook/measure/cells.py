@@ -7,48 +7,20 @@ is kept with its numbers but marked invalid with the reason.
 
 from __future__ import annotations
 
-import math
 import statistics
-from dataclasses import dataclass
-from typing import Any, Literal, TypedDict, cast
+from typing import Any, TypedDict, cast
 
 from ..config.plan import Plan
 from .client import RequestRecord
+from .kinds import CellSpec, kind_of, plan_cells
 from .latency import of_records
-from .openloop import attainment, load_figures, load_for, percentile, read_trace, schedule
+from .openloop import attainment, percentile
 from .reconcile import Reconciliation
+from .stats import median_of, reuse_summary, se_pct, steady_state, total_reported, ttfts_of, wall_of
 from .validity import CellEvidence, InvalidReason, cell_faults, join_codes, join_texts
 
-
-@dataclass(frozen=True)
-class CellSpec:
-    cell_id: str
-    kind: Literal["decode", "prefill", "reuse", "wave", "load"]
-    category: str
-    concurrency: int
-    n_requests: int
-    output_tokens: int
-    prompt_tokens: int | None = None
-    min_s: float | None = None  # keep sending (at the same concurrency) until the cell lasted this long
-    rate: float | None = None  # open-loop cells: requests per second
-    window_s: float | None = None  # open-loop cells: the measured window, when not the load section's (probes)
-
-    @property
-    def max_requests(self) -> int:
-        """A bound on a cell extended by `min_s`, so a very slow engine cannot keep it going forever."""
-        return self.n_requests if self.min_s is None else max(self.n_requests, 64 * self.concurrency)
-
-    @property
-    def label(self) -> str:
-        if self.kind == "decode":
-            return f"decode {self.category} x{self.concurrency}"
-        if self.kind == "reuse":
-            return f"prompt reuse, {self.n_requests} turns"
-        if self.kind == "wave":
-            return f"waves of {self.concurrency} requests"
-        if self.kind == "load":
-            return f"open loop at {self.rate:g} requests/s"
-        return f"cold prefill {self.prompt_tokens} tokens"
+__all__ = ["CellSpec", "CellSummary", "cell_figures", "evidence", "objective_figures", "plan_cells", "reuse_summary",
+           "se_pct", "steady_state", "summarize_cell", "total_reported", "with_engine_split", "with_validity"]
 
 
 class CellSummary(TypedDict, total=False):
@@ -154,99 +126,6 @@ class CellSummary(TypedDict, total=False):
     total_tok_s: float | None
 
 
-def plan_cells(plan: Plan) -> list[CellSpec]:
-    cells: list[CellSpec] = []
-    if plan.decode:
-        for category in plan.decode.categories:
-            for c in plan.decode.concurrency:
-                cells.append(CellSpec(f"decode-{category}-c{c}", "decode", category, c,
-                                      c * plan.decode.rounds, plan.decode.output_tokens,
-                                      prompt_tokens=plan.decode.prompt_tokens, min_s=plan.decode.min_cell_s))
-    if plan.prefill:
-        for n in plan.prefill.prompt_tokens:
-            cells.append(CellSpec(f"prefill-{n}", "prefill", "prose", 1, plan.prefill.requests, 1, n,
-                                  min_s=plan.prefill.min_cell_s))
-    if plan.reuse:
-        reuse = plan.reuse
-        cells.append(CellSpec("reuse", "reuse", "prose", 1, reuse.conversations * reuse.turns, reuse.output_tokens,
-                              reuse.first_prompt_tokens))
-    if plan.waves:
-        for c in plan.waves.concurrency:
-            cells.append(CellSpec(f"wave-c{c}", "wave", "prose", c, c * plan.waves.waves, plan.waves.output_tokens,
-                                  plan.waves.prompt_tokens))
-    if plan.load:
-        trace = read_trace(plan.load.trace) if plan.load.trace else None
-        for rate in plan.load.rates_rps:
-            arrivals = schedule(plan.load, rate, trace)
-            cells.append(CellSpec(f"load-{rate:g}rps", "load", "prose", 0, len(arrivals),
-                                  plan.load.output_tokens.mean, plan.load.prompt_tokens.mean, rate=rate))
-    return cells
-
-
-def _median(values: list[float]) -> float | None:
-    return statistics.median(values) if values else None
-
-
-def se_pct(values: list[float]) -> float | None:
-    """Per-request values' standard error of their mean, in percent of it."""
-    values = [v for v in values if v > 0 and math.isfinite(v)]
-    if len(values) < 2:
-        return None
-    return 100 * statistics.stdev(values) / statistics.fmean(values) / math.sqrt(len(values))
-
-
-def steady_state(records: list[RequestRecord], concurrency: int) -> dict:
-    """The interval in which all `concurrency` requests were in flight, and the output rate inside it.
-
-    The window opens when the c-th request is in flight and closes when, for the last time, one of
-    c in-flight requests finishes; ramp-up (streams starting) and ramp-down (streams draining) are
-    reported as their durations. Tokens are attributed to the window by each request's decode span
-    (completion tokens spread evenly from first to last token), so no chunk timings are needed.
-    """
-    ok = [r for r in records if r.ok and r.t_last is not None]
-    ends = [(r, r.t_last) for r in ok if r.t_last is not None]
-    empty = {"steady_tok_s": None, "steady_s": None, "ramp_up_s": None, "ramp_down_s": None}
-    if not ok:
-        return empty
-    events = sorted([(r.t_send, 1) for r in ok] + [(t, -1) for _, t in ends], key=lambda e: (e[0], -e[1]))
-    in_flight, opened, closed = 0, None, None
-    for t, step in events:
-        if step < 0 and in_flight == concurrency:
-            closed = t
-        in_flight += step
-        if in_flight == concurrency and opened is None:
-            opened = t
-    if opened is None or closed is None or closed <= opened:
-        return empty
-    tokens = 0.0
-    for r, last in ends:
-        if r.t_first is None or r.completion_tokens is None or r.completion_tokens < 2 or last <= r.t_first:
-            continue
-        overlap = min(last, closed) - max(r.t_first, opened)
-        if overlap > 0:
-            tokens += (r.completion_tokens - 1) * overlap / (last - r.t_first)
-    first_send, last_end = min(r.t_send for r in ok), max(t for _, t in ends)
-    return {"steady_tok_s": tokens / (closed - opened), "steady_s": closed - opened,
-            "ramp_up_s": opened - first_send, "ramp_down_s": last_end - closed}
-
-
-def total_reported(records: list[RequestRecord], field: str) -> int | None:
-    """The sum of a usage field over requests, or None when any response left it out (never a silent 0)."""
-    values = [getattr(r, field) for r in records]
-    return None if any(v is None for v in values) else sum(values)
-
-
-def reuse_summary(records: list[RequestRecord]) -> dict:
-    """First-turn against next-turn TTFT, and how much of each next turn's prompt came from the cache."""
-    first = [r for r in records if r.turn == 1]
-    later = [r for r in records if r.turn is not None and r.turn > 1]
-    cached = total_reported(later, "cached_tokens")
-    prompt = total_reported(later, "prompt_tokens")
-    return {"first_turn_ttft_s": _median([r.ttft for r in first if r.ttft is not None]),
-            "next_turn_ttft_s": _median([r.ttft for r in later if r.ttft is not None]),
-            "cached_share": cached / prompt if cached is not None and prompt else None}
-
-
 def with_engine_split(figures: dict[str, Any], records: list[RequestRecord], queue_s: float | None,
                       prefill_s: float | None, engine_ttft_s: float | None = None) -> dict[str, Any]:
     """The TTFT split from the engine's histograms (cell means) where it reports no per-request timings: its
@@ -261,20 +140,16 @@ def with_engine_split(figures: dict[str, Any], records: list[RequestRecord], que
 
 
 def cell_figures(spec: CellSpec, records: list[RequestRecord], slots: int | None = None) -> dict[str, Any]:
-    """The cell's numbers by the metric definitions, whatever their validity."""
+    """The cell's numbers by the metric definitions, whatever their validity: every cell's, with its kind's own
+    figures (measure/kinds/) in their place among them."""
     ok = [r for r in records if r.ok]
-    sends = [r.t_send for r in records]
-    ends = [r.t_last for r in ok if r.t_last is not None]
-    wall = (max(ends) - min(sends)) if ends and sends else None
-    completion = sum(r.completion_tokens or 0 for r in ok)
-    ttfts = [r.ttft for r in ok if r.ttft is not None]
-    rates = [r.decode_rate for r in ok if r.decode_rate is not None]
-    prefill_rates = [r.prompt_tokens / r.ttft for r in ok if r.ttft and r.prompt_tokens]
+    wall = wall_of(records)
+    ttfts = ttfts_of(records)
     engine_prompt = [r.server_prompt_ms / 1000 for r in ok if r.server_prompt_ms is not None and r.ttft is not None]
     outside = [r.ttft - r.server_prompt_ms / 1000 for r in ok if r.server_prompt_ms is not None and r.ttft is not None]
     drafted = [r.server_draft_tokens for r in ok if r.server_draft_tokens is not None]
     accepted = [r.server_draft_accepted for r in ok if r.server_draft_accepted is not None]
-    return {
+    every = {
         "cell_id": spec.cell_id,
         "kind": spec.kind,
         "category": spec.category,
@@ -285,37 +160,36 @@ def cell_figures(spec: CellSpec, records: list[RequestRecord], slots: int | None
         "errors": len(records) - len(ok),
         "prompt_tokens": total_reported(ok, "prompt_tokens"),
         "cached_tokens": total_reported(ok, "cached_tokens"),
-        "completion_tokens": completion,
+        "completion_tokens": sum(r.completion_tokens or 0 for r in ok),
         "wall_s": wall,
-        "aggregate_tok_s": completion / wall if wall and spec.kind in ("decode", "wave") else None,
-        **(steady_state(records, spec.concurrency) if spec.kind == "decode" else
-           {"steady_tok_s": None, "steady_s": None, "ramp_up_s": None, "ramp_down_s": None}),
-        "per_request_tok_s": _median(rates),
-        "ttft_s": _median(ttfts),
+        "aggregate_tok_s": None,  # decode and wave cells (their kinds)
+        "steady_tok_s": None, "steady_s": None, "ramp_up_s": None, "ramp_down_s": None,  # decode cells
+        "per_request_tok_s": median_of([r.decode_rate for r in ok if r.decode_rate is not None]),
+        "ttft_s": median_of(ttfts),
         "ttft_p90_s": percentile(ttfts, 0.9),
-        "prefill_tok_s": _median(prefill_rates) if spec.kind == "prefill" else None,
+        "prefill_tok_s": None,  # prefill cells
         # TTFT split where the engine reports its own prompt time (llama.cpp's timings): the engine's prompt
         # processing, and everything else (client, network, queue, scheduling, the first decode step).
-        "engine_prompt_s": _median(engine_prompt),
+        "engine_prompt_s": median_of(engine_prompt),
         "engine_queue_s": None,
         "engine_ttft_s": None,
-        # the requests' own version of the headline figure: decode rates, prompt rates, or times to first token
-        "within_se_pct": se_pct(rates if spec.kind == "decode" else prefill_rates if spec.kind == "prefill" else ttfts),
-        "ttft_outside_engine_s": _median(outside),
-        **(reuse_summary(ok) if spec.kind == "reuse" else {}),
-        **({"slots": slots, "queued": max(0, spec.concurrency - slots) if slots else None}
-           if spec.kind == "wave" else {}),
-        "draft_acceptance": (sum(accepted) / sum(drafted)) if drafted and sum(drafted) else None,
-        # the peers' percentiles and throughputs (measure.latency); an open-loop cell's are its window's
-        **of_records(records, wall),
+        # the requests' own version of the headline figure: a kind's own (decode rates, prompt rates), else TTFTs
+        "within_se_pct": se_pct(ttfts),
+        "ttft_outside_engine_s": median_of(outside),
     }
+    own = kind_of(spec.kind).figures(spec, records, slots)
+    return {**{key: own.get(key, value) for key, value in every.items()},
+            **{key: value for key, value in own.items() if key not in every},  # the kind's figures no other has
+            "draft_acceptance": (sum(accepted) / sum(drafted)) if drafted and sum(drafted) else None,
+            # the peers' percentiles and throughputs (measure.latency); an open-loop cell's are its window's
+            **of_records(records, wall)}
 
 
 def evidence(spec: CellSpec, records: list[RequestRecord], reconciliation: Reconciliation,
              **host: Any) -> CellEvidence:
     """What the validity of a cell is decided from; `host`: compilations, foreign CPU and GPU use."""
     return CellEvidence(spec.kind, spec.category, spec.output_tokens, spec.prompt_tokens, records, reconciliation,
-                        concurrency=spec.concurrency, **host)
+                        concurrency=spec.concurrency, checks=kind_of(spec.kind).checks, **host)
 
 
 def with_validity(figures: dict[str, Any], reconciliation: Reconciliation,
@@ -335,23 +209,17 @@ def summarize_cell(spec: CellSpec, records: list[RequestRecord], reconciliation:
 
 def objective_figures(spec: CellSpec, records: list[RequestRecord], plan: Plan,
                       wall_s: float | None = None) -> dict[str, Any]:
-    """An open-loop cell's window figures (measure.openloop), and every decode, wave and load cell's attainment of
-    the plan's objectives with goodput (per second of `wall_s`, the cell's own, outside open-loop cells); empty
-    where neither applies."""
+    """An open-loop cell's window figures (its kind's `window`), and the attainment of the plan's objectives with
+    goodput (per second of `wall_s`, the cell's own, outside open-loop cells) of every kind that reports them;
+    empty where neither applies."""
+    kind = kind_of(spec.kind)
     out: dict[str, Any] = {}
-    window = None
-    if spec.kind == "load" and plan.load and spec.rate:
-        load = load_for(spec, plan.load)
-        out.update(load_figures(records, load, spec.rate))
-        measured = [r for r in records if r.measured]
-        window = load.duration_s
-        completion = sum(r.completion_tokens or 0 for r in measured if r.ok)
-        out["aggregate_tok_s"] = completion / window  # output of the window's arrivals per second of the window
-        out["arrival_seed"] = plan.load.seed
-        out.update(of_records(measured, window))
+    window = kind.window(spec, records, plan)
+    if window is not None:
+        out.update(window.figures)
+        measured, seconds = window.measured, window.seconds
     else:
-        measured, window = records, wall_s
-    if plan.slo and spec.kind in ("decode", "wave", "load"):
-        out.update(attainment(measured, plan.slo, window))
+        measured, seconds = records, wall_s
+    if plan.slo and kind.reports_slo:
+        out.update(attainment(measured, plan.slo, seconds))
     return out
-

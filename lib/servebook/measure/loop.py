@@ -11,14 +11,12 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
-from typing import cast
 
 from ..config.plan import Plan
 from ..engines import EngineAdapter, EngineFailed
 from ..engines.counters import histogram_mean
 from ..util.files import tail_of
 from ..util.progress import Reporter
-from .capacity import Probe, capacity_row, describe_capacity, search, stalls_cannot_flip
 from .cells import (
     CellSpec,
     CellSummary,
@@ -47,13 +45,13 @@ from .host import (
     telemetry_rows,
     thread_ticks,
 )
+from .kinds import cell_line, kind_of, kinds, label
 from .log import CellOutcome, MeasurementLog
-from .openloop import meets, probe_window, schedule
 from .prompts import decode_prompt, filler_text
 from .reconcile import ClientCounts, reconcile
 from .scrape import scrape
 from .turns import NoTurns, Turns
-from .validity import cell_faults, stalled_requests
+from .validity import cell_faults
 from .warmup import Burst, warm_until_steady
 from .workloads import OnDone, Workloads
 
@@ -244,7 +242,7 @@ class Measurement:
             # Not checked (None) where servebook does not know the engine's processes (attach, compose).
             foreign_cpu_cores=foreign, foreign_cpu_limit=self.plan.max_foreign_cpu_cores or DEFAULT_MAX_FOREIGN_CORES,
             gpu_foreign_pids=gpu["gpu_foreign_pids"] if pid else None,
-            max_lag_ms=self.plan.load.max_lag_ms if self.plan.load and spec.kind == "load" else None))
+            max_lag_ms=kind_of(spec.kind).lag_limit_ms(self.plan)))
         return with_validity({**figures, "foreign_cpu_cores": foreign, **gpu}, reconciliation, faults)
 
 
@@ -276,13 +274,14 @@ async def _measure_steps(endpoint: Endpoint, plan: Plan, log: MeasurementLog, ta
             reporter.log(f"  {log.warmup.describe()}")
         with reporter.task(f"measure {len(cells)} cells", total=total_requests, unit="requests") as task:
             for spec in cells:
-                task.update(task.completed, description=f"measure: {spec.label}")
+                task.update(task.completed, description=f"measure: {label(spec)}")
                 async with turns.step():
                     outcome = await m.run_cell(spec, on_done=task.advance)
                     on_cell()
-                reporter.log(f"  {spec.label}: {cell_line(spec, outcome.summary)}")
-        if plan.capacity:
-            await _search_capacity(m, plan, log, reporter, on_cell, turns)
+                reporter.log(f"  {label(spec)}: {cell_line(spec, outcome.summary)}")
+        for kind in kinds():
+            if kind.derives(plan):
+                await kind.derive(m, plan, log, reporter, on_cell, turns)
         if plan.equivalence:
             with reporter.task("output equivalence: greedy, alone and batched"):
                 async with turns.step():
@@ -293,68 +292,6 @@ async def _measure_steps(endpoint: Endpoint, plan: Plan, log: MeasurementLog, ta
             with reporter.task(f"gates: {', '.join(plan.gates)}"):
                 async with turns.step():
                     await m.run_gates()
-
-
-async def _search_capacity(m: "Measurement", plan: Plan, log: MeasurementLog, reporter: Reporter,
-                           on_cell: Callable[[], None], turns: Turns | NoTurns) -> None:
-    """Open-loop probes chosen one after another (measure.capacity), each a recorded cell; then the capacity row."""
-    assert plan.capacity is not None and plan.load is not None and plan.slo is not None  # the plan checked it
-    search_spec, slo, load = plan.capacity, plan.slo, plan.load
-    base_window = search_spec.probe_s or load.duration_s
-    rows: list[dict] = []
-
-    async def probe(rate: float, requests: int) -> Probe:
-        window = probe_window(load, rate, base_window, requests)
-        n = len(schedule(load.model_copy(update={"duration_s": window}), rate))
-        spec = CellSpec(f"capacity-{rate:.4g}rps", "load", "prose", 0, n, load.output_tokens.mean,
-                        load.prompt_tokens.mean, rate=rate, window_s=window)
-        with reporter.task(f"capacity probe at {rate:.4g} requests/s", total=n, unit="requests") as task:
-            async with turns.step():
-                outcome = await m.run_cell(spec, on_done=task.advance)
-                on_cell()
-        s = outcome.summary
-        rows.append(dict(s))
-        reporter.log(f"  {spec.label}: {cell_line(spec, s)}")
-        codes = str(s.get("invalid_codes") or "").split(",")
-        measured = [r for r in outcome.records if r.measured]
-        stalled = {id(r) for r in stalled_requests(measured, spec.category)}
-        bounded = codes == ["client_stall"] and stalls_cannot_flip([meets(r, slo) for r in measured],
-                                                                   [id(r) in stalled for r in measured],
-                                                                   slo.attainment)
-        return Probe(rate, len(measured), s.get("slo_attainment"), s.get("slo_attainment_low"),
-                     s.get("slo_attainment_high"), valid=bool(s["valid"]), client_limited="client_lag" in codes,
-                     stall_bounded=bounded)
-
-    probes = await search(probe, search_spec, slo.attainment)
-    row = capacity_row(probes, rows, slo.attainment, search_spec.precision_pct)
-    log.derived.append(cast(CellSummary, row))
-    reporter.log(f"  capacity: {describe_capacity(row, slo.describe())}")
-    on_cell()
-
-
-def cell_line(spec: CellSpec, s: CellSummary) -> str:
-    """One progress line per measured cell: its headline figure, reconciliation and validity."""
-    flag = "valid" if s["valid"] else f"INVALID ({s['invalid_reasons']})"
-    aggregate = s.get("aggregate_tok_s")
-    if spec.kind == "reuse" and s.get("next_turn_ttft_s") is not None:
-        share = s.get("cached_share")
-        figure = (f"next-turn TTFT {(s.get('next_turn_ttft_s') or 0) * 1000:.0f} ms, "
-                  f"{'-' if share is None else f'{share:.0%}'} of it cached")
-    elif spec.kind == "wave" and aggregate:
-        figure = f"{aggregate:.1f} tok/s aggregate, TTFT p90 {(s.get('ttft_p90_s') or 0) * 1000:.0f} ms"
-    elif spec.kind == "decode" and aggregate:
-        figure = f"{aggregate:.1f} tok/s aggregate"
-    elif spec.kind == "load":
-        figure = (f"{s.get('achieved_rps') or 0:.2f} requests/s done of {s.get('offered_rps') or 0:g} offered, "
-                  f"TTFT p50 {(s.get('ttft_p50_s') or 0) * 1000:.0f} ms")
-    elif s.get("prefill_tok_s"):
-        figure = f"{s.get('prefill_tok_s') or 0:.0f} tok/s prefill"
-    else:
-        figure = "no figure"
-    if s.get("slo_attainment") is not None:
-        figure += (f"; SLO met by {100 * (s.get('slo_attainment') or 0):.0f}% of requests, goodput "
-                   f"{s.get('goodput_rps') or 0:.2f}/s")
-    return f"{figure}; {s['reconciliation']}; {flag}"
 
 
 def inactive_drafter(drafter: str, adapter: EngineAdapter, log: MeasurementLog, engine_log: Path) -> None:

@@ -86,6 +86,19 @@ class InvalidReason:
 
 
 @dataclass(frozen=True)
+class CellChecks:
+    """Which of the checks that depend on what a cell asks apply to a kind's cells (each kind says, in its module
+    under measure/kinds/); the rest apply to every cell."""
+
+    #: each request's own drawn length is forced (open-loop cells), not the cell's one output length
+    per_request_lengths: bool = False
+    #: prompts of exactly the cell's prompt length, read cold (no cache hit), verified by the counters
+    cold_exact_prompts: bool = False
+    #: with an exact prompt length, the prompts share no prefix: a cache hit means they did
+    unshared_prompts: bool = False
+
+
+@dataclass(frozen=True)
 class CellEvidence:
     """What validity is decided from: the cell as asked, its requests, the counters, and the host around it."""
 
@@ -104,6 +117,8 @@ class CellEvidence:
     concurrency: int = 1
     #: open-loop cells: how late after its due time a request may leave
     max_lag_ms: float | None = None
+    #: the checks the cell's kind asks for
+    checks: CellChecks = CellChecks()
 
 
 def cell_faults(evidence: CellEvidence) -> list[InvalidReason]:
@@ -122,15 +137,15 @@ def _request_faults(e: CellEvidence) -> list[InvalidReason]:
     if e.category == "structured":
         # A grammar decides when the JSON ends, so the length is capped, not forced.
         wrong = [r for r in ok if not 1 <= (r.completion_tokens or 0) <= e.output_tokens]
-    elif e.kind == "load":  # open-loop cells draw a forced length per request
+    elif e.checks.per_request_lengths:
         wrong = [r for r in ok if r.completion_tokens != r.expected_completion_tokens]
     else:
         wrong = [r for r in ok if r.completion_tokens != e.output_tokens]
     if wrong:
-        expected = sorted({r.expected_completion_tokens if e.kind == "load" else e.output_tokens for r in wrong})
+        expected = sorted({r.expected_completion_tokens if e.checks.per_request_lengths else e.output_tokens for r in wrong})
         out.append(InvalidReason.of("wrong_length", count=len(wrong), expected=expected[0] if len(expected) == 1
                                     else "their forced lengths", got=sorted({r.completion_tokens or 0 for r in wrong})))
-    if e.kind == "prefill":
+    if e.checks.cold_exact_prompts:
         short = [r for r in ok if r.prompt_tokens != e.prompt_tokens]
         if short:
             out.append(InvalidReason.of("wrong_prompt_length", count=len(short), expected=e.prompt_tokens,
@@ -140,12 +155,12 @@ def _request_faults(e: CellEvidence) -> list[InvalidReason]:
 
 def _cache_faults(e: CellEvidence) -> list[InvalidReason]:
     ok = [r for r in e.records if r.ok]
-    if e.kind == "prefill":
+    if e.checks.cold_exact_prompts:
         cold, why = cold_evidence(ok, e.reconciliation)
         if cold is None:
             return [InvalidReason.of("cold_not_verified", why=why)]
         return [] if cold else [InvalidReason.of("not_cold", why=why)]
-    if e.kind in ("decode", "wave") and e.prompt_tokens is not None and e.category != "structured":
+    if e.checks.unshared_prompts and e.prompt_tokens is not None and e.category != "structured":
         # The plan asked for prompts that share no prefix: any cache hit means they did.
         shared = [r for r in ok if r.cached_tokens]
         if shared:

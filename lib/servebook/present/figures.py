@@ -14,9 +14,10 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-from ..config.rules import LOWER_IS_BETTER
+from ..config.metrics import LOWER_IS_BETTER
 from ..journal.store import RunRecord
 from .frontier import frontier_context, frontier_specs
+from .kinds import PRESENT, LineChart, open_loop_kinds
 from .style import AXIS as _AXIS
 from .style import LAYOUT as _LAYOUT
 from .style import PALETTE, fitted
@@ -80,13 +81,12 @@ def _points(group: list[dict], x: str, y: str, scale: float) -> dict:
 
 @fitted
 def _line_spec(cells, x: str, y: str, title: str, x_title: str, y_title: str, kind: str,
-               scale: float = 1.0, split_category: bool = True) -> dict:
+               scale: float = 1.0, split_category: bool = False, log2_ticks: bool = False) -> dict:
     """One line per candidate, the mean over its runs with a 95% interval; decode categories side by side
     (one panel each), so ten candidates stay ten lines per panel. `cells`: a frame or its records."""
     traces = []
     subset = [c for c in records(cells) if c.get("kind") == kind]
-    categories = list(dict.fromkeys(c.get("category") for c in subset)) if split_category and kind == "decode" \
-        and subset else [None]
+    categories = list(dict.fromkeys(c.get("category") for c in subset)) if split_category and subset else [None]
     colors: dict[str, str] = {}  # also: the candidates already in the legend, whichever panel drew them first
     layout = {**_LAYOUT, "title": {"text": title}}
     width = 1.0 / len(categories)
@@ -102,7 +102,7 @@ def _line_spec(cells, x: str, y: str, title: str, x_title: str, y_title: str, ki
                 "text": f"{category} prompts", "showarrow": False, "xref": "paper", "yref": "paper",
                 "x": (domain[0] + domain[1]) / 2, "y": 1.02, "xanchor": "center", "yanchor": "bottom"})
         part = subset if category is None else [c for c in subset if c.get("category") == category]
-        if kind == "decode":
+        if log2_ticks:
             layout[f"xaxis{axis}"]["dtick"] = 0.30103  # log2 steps: 1, 2, 4, 8 evenly spaced
         else:
             layout[f"xaxis{axis}"].update(_measured_ticks([row.get(x) for row in part]))
@@ -197,24 +197,18 @@ def forest_spec(comparisons: list[dict]) -> dict:
     return {"data": traces, "layout": layout}
 
 
-def aggregate_vs_concurrency_spec(cells: pd.DataFrame) -> dict:
-    return _line_spec(cells, "concurrency", "aggregate_tok_s", "Aggregate decode rate vs concurrency",
-                      "concurrent requests", "tok/s", "decode")
+def chart_spec(cells, kind: str, chart: LineChart) -> dict:
+    """One of a kind's charts (present/kinds.py)."""
+    return _line_spec(cells, chart.x, chart.y, chart.title, chart.x_title, chart.y_title, kind, scale=chart.scale,
+                      split_category=chart.split_category, log2_ticks=chart.log2_ticks)
 
 
-def per_request_vs_concurrency_spec(cells: pd.DataFrame) -> dict:
-    return _line_spec(cells, "concurrency", "per_request_tok_s", "Per-request decode rate vs concurrency",
-                      "concurrent requests", "tok/s per request", "decode")
+def aggregate_vs_concurrency_spec(cells) -> dict:
+    return chart_spec(cells, "decode", PRESENT["decode"].charts[0])
 
 
-def ttft_vs_concurrency_spec(cells: pd.DataFrame) -> dict:
-    return _line_spec(cells, "concurrency", "ttft_s", "Median TTFT vs concurrency", "concurrent requests", "ms",
-                      "decode", scale=1000.0)
-
-
-def prefill_vs_prompt_size_spec(cells: pd.DataFrame) -> dict:
-    return _line_spec(cells, "target_prompt_tokens", "prefill_tok_s", "Cold prefill rate vs prompt size",
-                      "prompt tokens", "tok/s", "prefill", split_category=False)
+def prefill_vs_prompt_size_spec(cells) -> dict:
+    return chart_spec(cells, "prefill", PRESENT["prefill"].charts[0])
 
 
 #: Chunk-gap bins, the same for every run so that histograms overlay: 8 per doubling from 0.1 ms to about 13 s.
@@ -280,11 +274,6 @@ def chunk_gap_spec(histograms: dict[str, dict]) -> dict:
     return {"data": traces, "layout": layout}
 
 
-def wave_wait_spec(cells: pd.DataFrame) -> dict:
-    return _line_spec(cells, "concurrency", "ttft_p90_s", "Queue wait in waves: TTFT p90 vs requests sent at once",
-                      "requests sent at once", "ms", "wave", scale=1000.0, split_category=False)
-
-
 def turn_ttft_data(run: RunRecord) -> list[dict]:
     """Median TTFT per turn of a run's reuse cell (ms), with the share of each turn's prompt read from the cache."""
     cells = run.table("cells") if run.status == "completed" else None
@@ -337,23 +326,21 @@ def turn_ttft_spec(turns: dict[str, list[dict]]) -> dict:
 
 def figure_specs(cells, gap_histograms: dict[str, dict],
                  turns: dict[str, list[dict]] | None = None) -> list[dict]:
-    """Every chart of a set of runs, as figure dicts (what the site embeds); the reuse and wave charts only where
-    the plan measured them."""
+    """Every chart of a set of runs, as figure dicts (what the site embeds): each kind's (present/kinds.py) where
+    the runs measured it, and the closed-loop charts, empty, for runs that measured no open-loop load."""
     cells = records(cells)  # once, for every chart
     kinds = {c.get("kind") for c in cells}
-    specs = []
     # A run that measured only open-loop load gets no empty closed-loop charts
-    if "decode" in kinds or not kinds & {"load", "capacity"}:
-        specs += [aggregate_vs_concurrency_spec(cells), per_request_vs_concurrency_spec(cells),
-                  ttft_vs_concurrency_spec(cells)]
-    if "prefill" in kinds or not kinds & {"load", "capacity"}:
-        specs.append(prefill_vs_prompt_size_spec(cells))
-    if "wave" in kinds:
-        specs.append(wave_wait_spec(cells))
-    if turns and any(turns.values()):
+    closed = not kinds & open_loop_kinds()
+    specs = []
+    for kind, entry in PRESENT.items():
+        if kind in kinds or (entry.drawn_unmeasured and closed):
+            specs += [chart_spec(cells, kind, chart) for chart in entry.charts]
+    # the per-turn chart is read from requests, not cells, and follows the cells' charts
+    if turns and any(turns.values()) and any(entry.turn_chart for entry in PRESENT.values()):
         specs.append(turn_ttft_spec(turns))
     specs += frontier_specs(cells)
-    if any(h.get("counts") for h in gap_histograms.values()) or not kinds & {"load", "capacity"}:
+    if any(h.get("counts") for h in gap_histograms.values()) or closed:
         specs.append(chunk_gap_spec(gap_histograms))
     return specs
 

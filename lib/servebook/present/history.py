@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config.rules import METRIC_WORDS
+from ..config.metrics import METRIC_WORDS
 from ..util.render import Block, Renderable, Table, Text
 from ..verdicts import History, SliceComparison
 from .style import fitted

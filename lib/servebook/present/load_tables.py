@@ -7,18 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..util.render import Table
-from .tables import (
-    _rows,
-    cell_check,
-    decode_tables,
-    estimate_text,
-    fmt,
-    number,
-    prefill_table,
-    records,
-    reuse_table,
-    wave_table,
-)
+from .tables import _rows, cell_check, estimate_text, fmt, kind_tables, number, records
 
 LATENCY_DEFINITIONS = [
     "TTFT: send to the first content-bearing chunk. TPOT: (end to end - TTFT) / (completion tokens - 1), per "
@@ -181,6 +170,6 @@ def capacity_cells(runs: dict[str, list], label: str = "candidate") -> list[dict
 def cell_tables(cells, label: str | None = None) -> list[Table]:
     """Every table of a run's (or runs') cells, in the order a report prints them."""
     rows = records(cells)
-    extra = [prefill_table(rows, label), reuse_table(rows, label), wave_table(rows, label), load_table(rows, label),
-             capacity_table(rows, label), latency_table(rows, label), throughput_table(rows, label)]
-    return decode_tables(rows, label) + [t for t in extra if t is not None]
+    extra = [load_table(rows, label), capacity_table(rows, label), latency_table(rows, label),
+             throughput_table(rows, label)]
+    return kind_tables(rows, label) + [t for t in extra if t is not None]

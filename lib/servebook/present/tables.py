@@ -7,36 +7,21 @@ from typing import Any
 import pandas as pd
 
 from ..util.render import Table
+from .kinds import (
+    DECODE_DEFINITIONS,
+    GAP_NOTE,
+    PREFILL_DEFINITIONS,
+    PRESENT,
+    REUSE_DEFINITIONS,
+    WAVE_DEFINITIONS,
+    Column,
+    RunTable,
+    summarised,
+)
 
-DECODE_DEFINITIONS = [
-    "Aggregate tok/s: sum of completion tokens over the cell / (first send to last finish).",
-    "Per request tok/s: median over requests of (completion_tokens - 1) / (t_last - t_first); prompt reading "
-    "excluded.",
-    "TTFT: median time from send to the first content-bearing chunk.",
-    "Output length is forced (ignore_eos + max_tokens) and checked per request; a wrong length makes the cell "
-    "invalid.",
-    "Reconciliation: the engine's prompt, cached and generated token counters over the cell must equal the client's "
-    "usage sums; otherwise the cell is invalid and says by how much.",
-]
-PREFILL_DEFINITIONS = [
-    "Cold prefill tok/s: prompt_tokens / TTFT with max_tokens=1 and a unique first token per request, so nothing "
-    "is cached; includes scheduling and first-token overhead. Verified cold by the cached-token counters.",
-    "First token: median TTFT of those requests.",
-]
-REUSE_DEFINITIONS = [
-    "Each conversation's turn resends the whole conversation so far plus new tokens, as agents do; conversations "
-    "run one after another and start with their own first token, so turn 1 is cold.",
-    "First-turn / next-turn TTFT: medians over conversations. Cached share: cached prompt tokens over prompt tokens "
-    "of the next turns, as the responses report them; the engine's cache counter is reconciled with that sum.",
-]
-WAVE_DEFINITIONS = [
-    "A wave sends all its requests at once; the next wave goes when the last one finished. Requests beyond the "
-    "candidate's slots (as the engine reports them, else as the candidate sets them) wait in the queue.",
-    "TTFT p50 / p90: over every request of the cell; the queue wait is in them.",
-]
-GAP_NOTE = ("Chunk gaps (ITL) are recorded per streamed chunk: speculative decoding sends several tokens in one "
-            "chunk, so a gap is not a per-token figure.")
-
+__all__ = ["DECODE_DEFINITIONS", "GAP_NOTE", "PREFILL_DEFINITIONS", "REUSE_DEFINITIONS", "WAVE_DEFINITIONS",
+           "cell_check", "estimate_tables", "estimate_text", "fit_table", "fmt", "kind_tables", "memory_table",
+           "number", "records", "run_tables", "side_by_side", "verification_table"]
 
 def number(value: Any) -> float | None:
     """A float, or None for missing values (None, NaN, pandas NA, text)."""
@@ -91,84 +76,37 @@ def _by(rows: list[dict], column: str) -> dict:
     return groups
 
 
-def decode_tables(cells, label: str | None = None) -> list[Table]:
-    """Per prompt category: Concurrency | Aggregate | Per request | TTFT | Check (and the candidate first
-    when `label` names a column that tells runs apart)."""
+def _figure(cell: dict, column: Column) -> Any:
+    if column.format == "check":
+        return cell_check(cell)
+    if column.format == "int":
+        value = number(cell.get(column.column))
+        return "-" if value is None else int(value)
+    return fmt(cell.get(column.column), column.format, column.scale, column.suffix)
+
+
+def run_tables(cells, spec: RunTable, kind: str, label: str | None = None) -> list[Table]:
+    """A kind's cells as its present entry lays them out (present/kinds.py): one row per cell, one table per prompt
+    category where it says so, and the candidate first when `label` names a column that tells runs apart."""
     tables = []
-    for category, group in _by(_of_kind(cells, "decode"), "category").items():
-        table = Table(([label.capitalize()] if label else []) + ["Concurrency", "Aggregate tok/s",
-                                                                 "Per request tok/s", "TTFT", "Check"],
-                      title=f"Decode, {category} prompts")
-        for cell in _rows(group, ["order", "concurrency"] if label else ["concurrency"]):
-            table.add(([cell[label]] if label else []) + [
-                int(cell["concurrency"]), fmt(cell["aggregate_tok_s"]), fmt(cell["per_request_tok_s"]),
-                fmt(cell["ttft_s"], ".0f", 1000, " ms"), cell_check(cell)], "" if cell["valid"] else "invalid")
+    groups = _by(_of_kind(cells, kind), "category") if spec.by_category else {None: _of_kind(cells, kind)}
+    for category, group in groups.items():
+        if not group:
+            continue
+        table = Table(([label.capitalize()] if label else []) + [c.title for c in spec.columns],
+                      title=spec.title.format(category=category))
+        for cell in _rows(group, ["order", *spec.sort] if label else list(spec.sort)):
+            table.add(([cell[label]] if label else []) + [_figure(cell, c) for c in spec.columns],
+                      "" if cell["valid"] else "invalid")
         tables.append(table)
     return tables
 
 
-def prefill_table(cells, label: str | None = None) -> Table | None:
-    prefill = _of_kind(cells, "prefill")
-    if not prefill:
-        return None
-    table = Table(([label.capitalize()] if label else []) + ["Prompt tokens", "Prefill tok/s", "First token",
-                                                             "Engine's first token", "Engine's prompt time",
-                                                             "Check"], title="Cold prefill")
-    for cell in _rows(prefill, ["order", "target_prompt_tokens"] if label else ["target_prompt_tokens"]):
-        table.add(([cell[label]] if label else []) + [
-            int(cell["target_prompt_tokens"]), fmt(cell["prefill_tok_s"], ".0f"),
-            fmt(cell["ttft_s"], ".0f", 1000, " ms"), fmt(cell.get("engine_ttft_s"), ".0f", 1000, " ms"),
-            fmt(cell.get("engine_prompt_s"), ".0f", 1000, " ms"), cell_check(cell)], "" if cell["valid"] else "invalid")
-    return table
-
-
-def wave_table(cells, label: str | None = None) -> Table | None:
-    """Bursts beyond the slot count: how long the queued requests wait for their first token."""
-    waves = _of_kind(cells, "wave")
-    if not waves:
-        return None
-    table = Table(([label.capitalize()] if label else []) + ["Requests at once", "Slots", "Queued", "Aggregate tok/s",
-                                                             "TTFT p50", "TTFT p90", "Engine's queue (mean)",
-                                                             "Check"],
-                  title="Waves beyond the slot count (queue wait shows in TTFT)")
-    for cell in _rows(waves, ["order", "concurrency"] if label else ["concurrency"]):
-        slots = number(cell.get("slots"))
-        table.add(([cell[label]] if label else []) + [
-            int(cell["concurrency"]), "-" if slots is None else int(slots),
-            "-" if number(cell.get("queued")) is None else int(cell["queued"]), fmt(cell["aggregate_tok_s"]),
-            fmt(cell["ttft_s"], ".0f", 1000, " ms"), fmt(cell["ttft_p90_s"], ".0f", 1000, " ms"),
-            fmt(cell.get("engine_queue_s"), ".0f", 1000, " ms"), cell_check(cell)],
-            "" if cell["valid"] else "invalid")
-    return table
-
-
-def reuse_table(cells, label: str | None = None) -> Table | None:
-    """Prompt reuse across turns: what the cache saves the next turn."""
-    reuse = _of_kind(cells, "reuse")
-    if not reuse:
-        return None
-    table = Table(([label.capitalize()] if label else []) + ["Requests", "First-turn TTFT", "Next-turn TTFT",
-                                                             "Cached share (next turns)", "Check"],
-                  title="Prompt reuse across turns")
-    for cell in _rows(reuse, ["order"] if label else ["cell_id"]):
-        table.add(([cell[label]] if label else []) + [
-            int(cell["requests"]), fmt(cell.get("first_turn_ttft_s"), ".0f", 1000, " ms"),
-            fmt(cell.get("next_turn_ttft_s"), ".0f", 1000, " ms"), fmt(cell.get("cached_share"), ".0%"),
-            cell_check(cell)], "" if cell["valid"] else "invalid")
-    return table
-
-
-#: (title, metric, cell kind, format spec, scale) of the side-by-side figures of a comparison
-COMPARED_METRICS = [
-    ("Aggregate decode tok/s", "aggregate_tok_s", "decode", ".1f", 1.0),
-    ("Per-request decode tok/s (median)", "per_request_tok_s", "decode", ".0f", 1.0),
-    ("TTFT ms (median)", "ttft_s", "decode", ".0f", 1000.0),
-    ("Cold prefill tok/s", "prefill_tok_s", "prefill", ".0f", 1.0),
-    ("Waves: TTFT p90 ms (queue wait)", "ttft_p90_s", "wave", ".0f", 1000.0),
-    ("Waves: aggregate tok/s", "aggregate_tok_s", "wave", ".1f", 1.0),
-    ("Reuse: next-turn TTFT ms", "next_turn_ttft_s", "reuse", ".0f", 1000.0),
-    ("Reuse: cached share of next turns", "cached_share", "reuse", ".0%", 1.0),
-]
+def kind_tables(cells, label: str | None = None) -> list[Table]:
+    """Every kind's run tables (those the present registry lays out), in the registry's order."""
+    rows = records(cells)
+    return [table for kind, entry in PRESENT.items() if entry.table
+            for table in run_tables(rows, entry.table, kind, label)]
 
 
 def side_by_side(cells: pd.DataFrame, labels: list[str]) -> list[Table]:
@@ -176,7 +114,9 @@ def side_by_side(cells: pd.DataFrame, labels: list[str]) -> list[Table]:
     tables = []
     if cells.empty:
         return tables
-    for title, metric, kind, spec, scale in COMPARED_METRICS:
+    compared = [(title, metric, kind, spec, scale) for kind, entry in summarised()
+                for title, metric, spec, scale in entry.compared]
+    for title, metric, kind, spec, scale in compared:
         subset = cells[cells["kind"] == kind]
         if subset.empty:
             continue
@@ -187,18 +127,6 @@ def side_by_side(cells: pd.DataFrame, labels: list[str]) -> list[Table]:
             table.add([cell_id] + [fmt(v, spec, scale) for v in row.values])
         tables.append(table)
     return tables
-
-
-#: (column, metric, format spec, scale) of a decode estimate table
-_DECODE_ESTIMATES = [("Aggregate tok/s", "aggregate_tok_s", ".1f", 1.0),
-                     ("Steady-state tok/s", "steady_tok_s", ".1f", 1.0),
-                     ("Per request tok/s", "per_request_tok_s", ".1f", 1.0),
-                     ("TTFT ms", "ttft_s", ".0f", 1000.0)]
-_PREFILL_ESTIMATES = [("Prefill tok/s", "prefill_tok_s", ".0f", 1.0), ("First token ms", "ttft_s", ".0f", 1000.0)]
-_WAVE_ESTIMATES = [("Aggregate tok/s", "aggregate_tok_s", ".1f", 1.0), ("TTFT p50 ms", "ttft_s", ".0f", 1000.0),
-                   ("TTFT p90 ms", "ttft_p90_s", ".0f", 1000.0)]
-_REUSE_ESTIMATES = [("First-turn TTFT ms", "first_turn_ttft_s", ".0f", 1000.0),
-                    ("Next-turn TTFT ms", "next_turn_ttft_s", ".0f", 1000.0)]
 
 
 def estimate_text(values: list, spec: str, scale: float = 1.0) -> str:
@@ -221,24 +149,23 @@ def estimate_tables(cells: pd.DataFrame, label: str = "candidate") -> list[Table
         return []
     valid = cells[cells["valid"].astype(bool)]
     tables = []
-    titles = {"prefill": ("Cold prefill", "Prompt tokens"), "wave": ("Waves beyond the slot count", "Requests at once"),
-              "reuse": ("Prompt reuse across turns", "Requests")}
-    for kind, key, columns in (("decode", "concurrency", _DECODE_ESTIMATES),
-                               ("prefill", "target_prompt_tokens", _PREFILL_ESTIMATES),
-                               ("wave", "concurrency", _WAVE_ESTIMATES), ("reuse", "requests", _REUSE_ESTIMATES)):
+    for kind, entry in summarised():
+        spec = entry.estimates
+        if spec is None:
+            continue
         part = valid[valid["kind"] == kind]
-        for category, group in (part.groupby("category", sort=False) if kind == "decode" else [(None, part)]):
+        for category, group in (part.groupby("category", sort=False) if spec.by_category else [(None, part)]):
             if group.empty:
                 continue
-            title, key_title = (f"Decode, {category} prompts", "Concurrency") if kind == "decode" else titles[kind]
-            table = Table([label.capitalize(), key_title, "Runs"]
-                          + [c[0] for c in columns if c[1] in group], title=title + " (mean of runs, 95% interval)")
+            columns = [c for c in spec.columns if c.column in group]
+            table = Table([label.capitalize(), spec.key_title, "Runs"] + [c.title for c in columns],
+                          title=spec.title.format(category=category) + " (mean of runs, 95% interval)")
             order = list(dict.fromkeys(group[label]))
             for name in order:
                 mine = group[group[label] == name]
-                for at, rows in mine.groupby(key, sort=True):
-                    table.add([name, int(at), len(rows)] + [estimate_text(list(rows[metric]), spec, scale)
-                                                            for _, metric, spec, scale in columns if metric in group])
+                for at, rows in mine.groupby(spec.key, sort=True):
+                    table.add([name, int(at), len(rows)] + [estimate_text(list(rows[c.column]), c.format, c.scale)
+                                                            for c in columns])
             tables.append(table)
     return tables
 

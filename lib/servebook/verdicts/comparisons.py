@@ -9,7 +9,8 @@ from typing import Any
 
 import pandas as pd
 
-from ..config.rules import LOWER_IS_BETTER, METRIC_WORDS, ComparisonRule
+from ..config.metrics import LOWER_IS_BETTER, METRIC_WORDS, METRICS
+from ..config.rules import ComparisonRule
 from ..estimates import ALPHA, Block, Contrast, Decision, Estimate, fit_contrasts, holm
 
 
@@ -59,10 +60,9 @@ class Comparison:
 
     @property
     def where(self) -> str:
-        if self.metric == "capacity_rps":
-            return "per run"
-        if self.metric == "next_turn_ttft_s":
-            return "prompt reuse"
+        where = METRICS[self.metric].where
+        if where is not None:
+            return where
         if self.prompt_tokens is not None and self.concurrency is None:
             return f"at {self.prompt_tokens} tokens"
         n = self.concurrency
@@ -204,7 +204,7 @@ def comparison_of(rule: ComparisonRule, row: dict[str, Any], values: list[tuple[
     prompt = row.get("target_prompt_tokens")
     return Comparison(
         metric=rule.metric, cell_id=str(row["cell_id"]), category=row.get("category"),
-        concurrency=int(row["concurrency"]) if rule.kind == "decode" else None,
+        concurrency=int(row["concurrency"]) if "concurrency" in METRICS[rule.metric].selects else None,
         prompt_tokens=None if prompt is None or pd.isna(prompt) else int(prompt),
         value=Estimate.of([v for _, v in values]).mean, baseline=Estimate.of([v for _, v in baseline]).mean,
         runs=len(values), baseline_runs=len(baseline),

@@ -15,7 +15,8 @@ from typing import Literal
 
 import pandas as pd
 
-from ..config.rules import METRIC_WORDS, VerdictRules
+from ..config.metrics import METRIC_WORDS
+from ..config.rules import VerdictRules
 from ..config.study import Study, StudyEntry
 from ..estimates import ALPHA, spent_alpha
 from ..journal import Journal, RunRecord

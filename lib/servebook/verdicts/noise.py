@@ -13,7 +13,8 @@ from ..config.rules import VerdictRules
 from ..config.study import Study
 from ..estimates import Allocation, Estimate, allocate, detectable_change, runs_needed_for
 from ..journal import Journal
-from ..measure.cells import se_pct
+from ..measure.kinds import kind_of
+from ..measure.stats import se_pct
 from .comparisons import figures
 from .evidence import valid_cells
 
@@ -67,8 +68,13 @@ def noise_rows(baseline_runs: list[pd.DataFrame], rules: VerdictRules,
     return out
 
 
-#: the metrics whose within-run error a cell records at measurement time (`within_se_pct`): its headline figure
-_HEADLINE = {"decode": "aggregate_tok_s", "prefill": "prefill_tok_s"}
+def _headline(kind: str) -> str | None:
+    """The metric whose within-run error a cell records at measurement time (`within_se_pct`): its kind's headline
+    figure (measure/kinds/); None for kinds a journal names that this servebook does not know."""
+    try:
+        return kind_of(kind).headline
+    except KeyError:
+        return None
 
 
 def _recorded_within(runs: list[pd.DataFrame], cell_id: str, metric: str) -> float | None:
@@ -77,7 +83,7 @@ def _recorded_within(runs: list[pd.DataFrame], cell_id: str, metric: str) -> flo
     errors = [float(e) for cells in runs if "within_se_pct" in cells
               for kind, e in zip(cells.loc[cells["cell_id"] == cell_id, "kind"],
                                  cells.loc[cells["cell_id"] == cell_id, "within_se_pct"])
-              if _HEADLINE.get(kind) == metric and pd.notna(e)]
+              if _headline(kind) == metric and pd.notna(e)]
     return _rms(errors)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, fields
 
-from ..config.rules import LOWER_IS_BETTER
+from ..config.metrics import LOWER_IS_BETTER
 from ..config.study import Study
 from .comparisons import Comparison
 from .gate import deciding

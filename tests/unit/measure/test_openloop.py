@@ -9,6 +9,7 @@ from servebook.config import Plan
 from servebook.config.load import LoadPlan, ServiceObjectives
 from servebook.measure.cells import objective_figures, plan_cells
 from servebook.measure.client import RequestRecord
+from servebook.measure.kinds import kind_of
 from servebook.measure.openloop import attainment, probe_window, read_trace, schedule
 from servebook.measure.reconcile import Reconciliation
 from servebook.measure.validity import CellEvidence, cell_faults
@@ -107,7 +108,8 @@ def test_attainment_counts_requests_meeting_every_objective_with_an_exact_interv
 def test_a_client_that_fell_behind_its_schedule_makes_the_cell_disturbed():
     def faults(lags_ms):
         records = [record(i, 0.1, 0.2, due=float(i), send=i + lag / 1000) for i, lag in enumerate(lags_ms)]
-        evidence = CellEvidence("load", "prose", 11, 100, records, Reconciliation("ok", ""), max_lag_ms=10)
+        evidence = CellEvidence("load", "prose", 11, 100, records, Reconciliation("ok", ""), max_lag_ms=10,
+                                checks=kind_of("load").checks)
         return [f.code for f in cell_faults(evidence)]
 
     assert faults([1] * 200 + [40] * 5) == []  # a few late sends are the host's blips

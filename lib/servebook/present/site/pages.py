@@ -28,6 +28,7 @@ from ..figures import (
     run_context,
     turn_ttft_data,
 )
+from ..kinds import DECODE_DEFINITIONS, GAP_NOTE, PREFILL_DEFINITIONS, PRESENT
 from ..load_tables import (
     CAPACITY_DEFINITIONS,
     LATENCY_DEFINITIONS,
@@ -38,20 +39,7 @@ from ..load_tables import (
     load_table,
     throughput_table,
 )
-from ..tables import (
-    DECODE_DEFINITIONS,
-    GAP_NOTE,
-    PREFILL_DEFINITIONS,
-    REUSE_DEFINITIONS,
-    WAVE_DEFINITIONS,
-    decode_tables,
-    estimate_tables,
-    fmt,
-    number,
-    prefill_table,
-    reuse_table,
-    wave_table,
-)
+from ..tables import estimate_tables, fmt, number, run_tables
 
 LOG_LINES = 60
 REPLICAS = (1, 2, 4, 8)
@@ -209,18 +197,10 @@ def sections(summaries: list[dict]) -> list[dict]:
     cells = cell_records(summaries)
     label = "candidate" if len(summaries) > 1 else None
     out = []
-    decode = decode_tables(cells, label)
-    if decode:
-        out.append({"title": "Decode", "tables": decode, "definitions": DECODE_DEFINITIONS + [GAP_NOTE]})
-    prefill = prefill_table(cells, label)
-    if prefill is not None:
-        out.append({"title": "Cold prefill", "tables": [prefill], "definitions": PREFILL_DEFINITIONS})
-    reuse = reuse_table(cells, label)
-    if reuse is not None:
-        out.append({"title": "Prompt reuse across turns", "tables": [reuse], "definitions": REUSE_DEFINITIONS})
-    waves = wave_table(cells, label)
-    if waves is not None:
-        out.append({"title": "Waves beyond the slot count", "tables": [waves], "definitions": WAVE_DEFINITIONS})
+    for kind, entry in PRESENT.items():
+        tables = run_tables(cells, entry.table, kind, label) if entry.table else []
+        if tables and entry.section:
+            out.append({"title": entry.section.title, "tables": tables, "definitions": entry.section.definitions})
     load = [t for t in (capacity_table(cells, label), load_table(cells, label)) if t is not None]
     if load:
         out.append({"title": "Capacity and open-loop load", "tables": load, "definitions": CAPACITY_DEFINITIONS})

@@ -1,0 +1,62 @@
+"""The judged metrics: one row each, read by verdict rules, verdicts, search objectives, browsing and the site.
+
+A metric is a column of cells.parquet measured by one cell kind (measure/kinds/); its row says in which direction
+it regresses, how it reads in a reason, and which selectors a rule may narrow its cells by. Adding a judged metric
+is a name in `Metric` and its row here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Metric = Literal["aggregate_tok_s", "steady_tok_s", "per_request_tok_s", "ttft_s", "ttft_p90_s", "prefill_tok_s",
+                 "capacity_rps", "next_turn_ttft_s"]
+Selector = Literal["concurrency", "category", "prompt_tokens"]
+
+
+@dataclass(frozen=True)
+class JudgedMetric:
+    """One judged figure: the cell kind that measures it, its words and unit, its direction and its column."""
+
+    name: str
+    kind: str
+    words: str
+    unit: str
+    direction: Literal["lower", "higher"]
+    #: the selectors a rule may narrow this metric's cells by (none: every cell of the kind is judged)
+    selects: tuple[Selector, ...] = ("concurrency", "category")
+    #: where a comparison of it is, in words, when no selector says (a run has one capacity)
+    where: str | None = None
+    #: why a rule on it selects no cells, where `selects` is empty
+    no_selectors: str = ""
+
+    @property
+    def column(self) -> str:
+        """The cells.parquet column it is read from (its name: a rule names the column it judges)."""
+        return self.name
+
+    @property
+    def lower_is_better(self) -> bool:
+        return self.direction == "lower"
+
+
+METRICS: dict[str, JudgedMetric] = {m.name: m for m in (
+    JudgedMetric("aggregate_tok_s", "decode", "aggregate decode", "tok/s", "higher"),
+    JudgedMetric("steady_tok_s", "decode", "steady-state decode", "tok/s", "higher"),
+    JudgedMetric("per_request_tok_s", "decode", "per-request decode", "tok/s", "higher"),
+    JudgedMetric("ttft_s", "decode", "TTFT", "s", "lower"),
+    JudgedMetric("ttft_p90_s", "decode", "TTFT p90", "s", "lower"),
+    JudgedMetric("prefill_tok_s", "prefill", "cold prefill", "tok/s", "higher", selects=("prompt_tokens",)),
+    JudgedMetric("capacity_rps", "capacity", "capacity under the objectives", "requests/s", "higher", selects=(),
+                 where="per run", no_selectors="a run has one capacity (plan.capacity)"),
+    # the median TTFT of a reuse cell's later turns, whose earlier turns the engine may have cached: what a prefix
+    # cache (or its absence) costs an agent's next turn
+    JudgedMetric("next_turn_ttft_s", "reuse", "next-turn TTFT", "s", "lower", selects=(), where="prompt reuse",
+                 no_selectors="they judge every reuse cell (plan.reuse)"),
+)}
+
+#: the metrics whose regression is a rise (times); the rest regress by falling (rates)
+LOWER_IS_BETTER = frozenset(name for name, m in METRICS.items() if m.lower_is_better)
+#: how each metric reads in a reason
+METRIC_WORDS = {name: m.words for name, m in METRICS.items()}

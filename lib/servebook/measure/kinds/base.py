@@ -1,0 +1,143 @@
+"""What a cell kind is: the cells a plan yields for it, how they are sent, summarised, checked, named and reported.
+
+Every kind is one module of this package that registers itself (registry.py); the rest of servebook asks the
+registry by the kind's name (`CellSpec.kind`, the `kind` column of cells.parquet) and never spells a kind itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ...config.plan import Plan
+from ..client import RequestRecord
+from ..validity import CellChecks
+
+if TYPE_CHECKING:
+    from ...util.progress import Reporter
+    from ..log import MeasurementLog
+    from ..loop import Measurement
+    from ..turns import NoTurns, Turns
+    from ..workloads import Workloads
+
+OnDone = Callable[[], None]
+
+
+@dataclass(frozen=True)
+class CellSpec:
+    cell_id: str
+    #: the cell's kind: a name in the registry (measure/kinds/)
+    kind: str
+    category: str
+    concurrency: int
+    n_requests: int
+    output_tokens: int
+    prompt_tokens: int | None = None
+    min_s: float | None = None  # keep sending (at the same concurrency) until the cell lasted this long
+    rate: float | None = None  # open-loop cells: requests per second
+    window_s: float | None = None  # open-loop cells: the measured window, when not the load section's (probes)
+
+    @property
+    def max_requests(self) -> int:
+        """A bound on a cell extended by `min_s`, so a very slow engine cannot keep it going forever."""
+        return self.n_requests if self.min_s is None else max(self.n_requests, 64 * self.concurrency)
+
+
+@dataclass(frozen=True)
+class Window:
+    """An open-loop cell's measured window: its figures, the requests counted in it, and its length."""
+
+    figures: dict[str, Any]
+    measured: list[RequestRecord]
+    seconds: float | None
+
+
+class CellKind(Protocol):
+    """One kind of cell. `KindBase` gives every hook a default, so a kind writes only what it does differently."""
+
+    #: its name: `CellSpec.kind`, the `kind` column of cells.parquet, the key of present/kinds.py
+    name: str
+    #: where its cells come among a run's (ascending)
+    order: int
+    #: the metric whose within-run error its cells record (`within_se_pct`); None: their TTFT's
+    headline: str | None
+    #: the validity checks that depend on what its cells ask (measure.validity)
+    checks: CellChecks
+    #: whether its cells report their attainment of the plan's objectives (plan.slo) and goodput
+    reports_slo: bool
+
+    def cells(self, plan: Plan) -> list[CellSpec]:
+        """The cells `plan` measures of this kind, in order (none where the plan has no section for it)."""
+        ...
+
+    async def send(self, workloads: "Workloads", spec: CellSpec, on_done: OnDone) -> list[RequestRecord]:
+        """Send the cell's requests and record them, calling `on_done` after each (progress)."""
+        ...
+
+    def figures(self, spec: CellSpec, records: list[RequestRecord], slots: int | None) -> dict[str, Any]:
+        """Its own figures of a cell's counted requests, beside (or in place of) every cell's (measure.cells)."""
+        ...
+
+    def window(self, spec: CellSpec, records: list[RequestRecord], plan: Plan) -> Window | None:
+        """The measured window of an open-loop cell; None: the whole cell is measured."""
+        ...
+
+    def lag_limit_ms(self, plan: Plan) -> float | None:
+        """How late a request may leave after it was due (open-loop cells); None: not checked."""
+        ...
+
+    def label(self, spec: CellSpec) -> str:
+        """The cell in a few words, for progress."""
+        ...
+
+    def line(self, summary: dict[str, Any]) -> str | None:
+        """A measured cell's headline figure in words, for its progress line; None: no figure."""
+        ...
+
+    def derives(self, plan: Plan) -> bool:
+        """Whether this kind's rows are derived from other cells the run measures (a capacity search)."""
+        ...
+
+    async def derive(self, measurement: "Measurement", plan: Plan, log: "MeasurementLog", reporter: "Reporter",
+                     on_cell: Callable[[], None], turns: "Turns | NoTurns") -> None:
+        """Measure what the derived rows need and add them to `log.derived`."""
+        ...
+
+
+class KindBase:
+    """The defaults of every hook: closed-loop cells with no figures of their own, judged on their TTFT."""
+
+    name: str = ""
+    order: int = 1000
+    headline: str | None = None
+    checks: CellChecks = CellChecks()
+    reports_slo: bool = False
+
+    def cells(self, plan: Plan) -> list[CellSpec]:
+        return []
+
+    async def send(self, workloads: "Workloads", spec: CellSpec, on_done: OnDone) -> list[RequestRecord]:
+        raise TypeError(f"{self.name} cells are derived from other cells, not sent")
+
+    def figures(self, spec: CellSpec, records: list[RequestRecord], slots: int | None) -> dict[str, Any]:
+        return {}
+
+    def window(self, spec: CellSpec, records: list[RequestRecord], plan: Plan) -> Window | None:
+        return None
+
+    def lag_limit_ms(self, plan: Plan) -> float | None:
+        return None
+
+    def label(self, spec: CellSpec) -> str:
+        return spec.cell_id
+
+    def line(self, summary: dict[str, Any]) -> str | None:
+        return None
+
+    def derives(self, plan: Plan) -> bool:
+        return False
+
+    async def derive(self, measurement: "Measurement", plan: Plan, log: "MeasurementLog", reporter: "Reporter",
+                     on_cell: Callable[[], None], turns: "Turns | NoTurns") -> None:
+        return None

@@ -1,0 +1,89 @@
+"""Decode: closed-loop streams at a concurrency with a forced output length, per prompt category."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, Any
+
+from ...config.plan import Plan
+from ..client import RequestRecord, StreamRequest, stream_request
+from ..prompts import decode_prompt, structured_format, structured_prompt
+from ..stats import completion_of, decode_rates_of, se_pct, steady_state, wall_of
+from ..validity import CellChecks
+from .base import CellSpec, KindBase, OnDone
+from .registry import register
+
+if TYPE_CHECKING:
+    from ..workloads import Workloads
+
+
+class Decode(KindBase):
+    name = "decode"
+    order = 10
+    headline: str | None = "aggregate_tok_s"
+    checks = CellChecks(unshared_prompts=True)
+    reports_slo = True
+
+    def cells(self, plan: Plan) -> list[CellSpec]:
+        decode = plan.decode
+        if not decode:
+            return []
+        return [CellSpec(f"decode-{category}-c{c}", "decode", category, c, c * decode.rounds, decode.output_tokens,
+                         prompt_tokens=decode.prompt_tokens, min_s=decode.min_cell_s)
+                for category in decode.categories for c in decode.concurrency]
+
+    async def send(self, workloads: "Workloads", spec: CellSpec, on_done: OnDone) -> list[RequestRecord]:
+        """`concurrency` streams, each sending its next request when the last one finished, until the cell
+        has its requests (and, with `min_s`, has lasted that long)."""
+        extras = workloads.endpoint.extras(spec.output_tokens)
+        records: list[RequestRecord] = []
+        started = time.monotonic()
+
+        def more() -> bool:
+            if len(records) < spec.n_requests:
+                return True
+            return spec.min_s is not None and len(records) < spec.max_requests and \
+                time.monotonic() - started < spec.min_s
+
+        async def stream() -> None:
+            while more():
+                i = len(records)
+                record = workloads.record(spec, f"{spec.cell_id}-{i}", spec.output_tokens)
+                records.append(record)
+                await stream_request(workloads.openai, record, await _request(workloads, spec, i, extras))
+                on_done()
+
+        await asyncio.gather(*(stream() for _ in range(spec.concurrency)))
+        return records
+
+    def figures(self, spec: CellSpec, records: list[RequestRecord], slots: int | None) -> dict[str, Any]:
+        wall = wall_of(records)
+        return {"aggregate_tok_s": completion_of(records) / wall if wall else None,
+                **steady_state(records, spec.concurrency), "within_se_pct": se_pct(decode_rates_of(records))}
+
+    def label(self, spec: CellSpec) -> str:
+        return f"decode {spec.category} x{spec.concurrency}"
+
+    def line(self, summary: dict[str, Any]) -> str | None:
+        aggregate = summary.get("aggregate_tok_s")
+        return f"{aggregate:.1f} tok/s aggregate" if aggregate else None
+
+
+async def _request(workloads: "Workloads", spec: CellSpec, i: int, extras: dict[str, Any]) -> StreamRequest:
+    """Chat prompts from the category's corpus, or, when the plan sets prompt_tokens, token prompts of exactly
+    that length that share no prefix; `structured` asks for JSON under a json_schema."""
+    tag = f"{workloads.tag}:{spec.cell_id}:{i}"
+    if spec.category == "structured":
+        # No forced length under a grammar: an engine that must not stop where the JSON ends fails the request.
+        free = {k: v for k, v in extras.items() if k not in ("ignore_eos", "min_tokens")}
+        return workloads.request(spec.output_tokens, messages=structured_prompt(i, tag),
+                                 extra_body={**free, "response_format": structured_format(spec.output_tokens)})
+    if spec.prompt_tokens is None:
+        return workloads.request(spec.output_tokens, messages=decode_prompt(spec.category, i, tag),
+                                 extra_body=extras)
+    prompt = await workloads.unique_prompt(spec.category, spec.prompt_tokens, tag)
+    return workloads.request(spec.output_tokens, prompt=prompt, extra_body=extras)
+
+
+register(Decode())

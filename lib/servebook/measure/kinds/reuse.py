@@ -1,0 +1,64 @@
+"""Prompt reuse: agent-style conversations whose every turn resends the conversation so far and appends to it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ...config.plan import Plan
+from ..client import RequestRecord, stream_request
+from ..stats import ok_records, reuse_summary
+from .base import CellSpec, KindBase, OnDone
+from .registry import register
+
+if TYPE_CHECKING:
+    from ..workloads import Workloads
+
+
+class Reuse(KindBase):
+    name = "reuse"
+    order = 30
+
+    def cells(self, plan: Plan) -> list[CellSpec]:
+        reuse = plan.reuse
+        if not reuse:
+            return []
+        return [CellSpec("reuse", "reuse", "prose", 1, reuse.conversations * reuse.turns, reuse.output_tokens,
+                         reuse.first_prompt_tokens)]
+
+    async def send(self, workloads: "Workloads", spec: CellSpec, on_done: OnDone) -> list[RequestRecord]:
+        """Conversations one after another; each turn resends the conversation so far plus `turn_tokens`."""
+        reuse = workloads.plan.reuse
+        assert reuse is not None  # a reuse cell exists only when the plan has a reuse section
+        extras = workloads.endpoint.extras(spec.output_tokens)
+        filler = await workloads.filler("prose")
+        records: list[RequestRecord] = []
+        for conversation in range(reuse.conversations):
+            prompt = await workloads.unique_prompt("prose", reuse.first_prompt_tokens,
+                                                   f"{workloads.tag}:{spec.cell_id}:conversation-{conversation}")
+            offset = conversation * 7919
+            for turn in range(1, reuse.turns + 1):
+                record = workloads.record(spec, f"{spec.cell_id}-{conversation}-{turn}", spec.output_tokens,
+                                          turn=turn, conversation=conversation)
+                records.append(record)
+                await stream_request(workloads.openai, record, workloads.request(
+                    spec.output_tokens, prompt=list(prompt), extra_body=extras))
+                on_done()
+                start = (offset + turn * reuse.turn_tokens) % max(1, len(filler) - reuse.turn_tokens)
+                prompt += filler[start:start + reuse.turn_tokens]
+        return records
+
+    def figures(self, spec: CellSpec, records: list[RequestRecord], slots: int | None) -> dict[str, Any]:
+        return reuse_summary(ok_records(records))
+
+    def label(self, spec: CellSpec) -> str:
+        return f"prompt reuse, {spec.n_requests} turns"
+
+    def line(self, summary: dict[str, Any]) -> str | None:
+        if summary.get("next_turn_ttft_s") is None:
+            return None
+        share = summary.get("cached_share")
+        return (f"next-turn TTFT {(summary.get('next_turn_ttft_s') or 0) * 1000:.0f} ms, "
+                f"{'-' if share is None else f'{share:.0%}'} of it cached")
+
+
+register(Reuse())

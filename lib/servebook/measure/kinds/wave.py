@@ -1,0 +1,69 @@
+"""Waves: bursts of requests sent at once, typically more than the candidate has slots; the queue wait shows in
+TTFT and in aggregate throughput."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from ...config.plan import Plan
+from ..client import RequestRecord, stream_request
+from ..stats import completion_of, wall_of
+from ..validity import CellChecks
+from .base import CellSpec, KindBase, OnDone
+from .registry import register
+
+if TYPE_CHECKING:
+    from ..workloads import Workloads
+
+
+class Wave(KindBase):
+    name = "wave"
+    order = 40
+    checks = CellChecks(unshared_prompts=True)
+    reports_slo = True
+
+    def cells(self, plan: Plan) -> list[CellSpec]:
+        waves = plan.waves
+        if not waves:
+            return []
+        return [CellSpec(f"wave-c{c}", "wave", "prose", c, c * waves.waves, waves.output_tokens, waves.prompt_tokens)
+                for c in waves.concurrency]
+
+    async def send(self, workloads: "Workloads", spec: CellSpec, on_done: OnDone) -> list[RequestRecord]:
+        """Bursts of `concurrency` requests sent at once; the next burst when the last one finished."""
+        extras = workloads.endpoint.extras(spec.output_tokens)
+        records: list[RequestRecord] = []
+        length = spec.prompt_tokens or 0
+
+        async def one(i: int, prompt: list[int]) -> None:
+            record = workloads.record(spec, f"{spec.cell_id}-{i}", spec.output_tokens)
+            records.append(record)
+            await stream_request(workloads.openai, record, workloads.request(spec.output_tokens, prompt=prompt,
+                                                                             extra_body=extras))
+            on_done()
+
+        for wave in range(spec.n_requests // spec.concurrency):
+            ids = [wave * spec.concurrency + k for k in range(spec.concurrency)]
+            # Prompts are built before the burst, so the burst itself is only sends.
+            prompts = [await workloads.unique_prompt(spec.category, length, f"{workloads.tag}:{spec.cell_id}:{i}")
+                       for i in ids]
+            await asyncio.gather(*(one(i, prompt) for i, prompt in zip(ids, prompts)))
+        return records
+
+    def figures(self, spec: CellSpec, records: list[RequestRecord], slots: int | None) -> dict[str, Any]:
+        wall = wall_of(records)
+        return {"aggregate_tok_s": completion_of(records) / wall if wall else None,
+                "slots": slots, "queued": max(0, spec.concurrency - slots) if slots else None}
+
+    def label(self, spec: CellSpec) -> str:
+        return f"waves of {spec.concurrency} requests"
+
+    def line(self, summary: dict[str, Any]) -> str | None:
+        aggregate = summary.get("aggregate_tok_s")
+        if not aggregate:
+            return None
+        return f"{aggregate:.1f} tok/s aggregate, TTFT p90 {(summary.get('ttft_p90_s') or 0) * 1000:.0f} ms"
+
+
+register(Wave())

@@ -1,0 +1,211 @@
+"""What the present layer shows of each cell kind, keyed by the kinds' names (measure/kinds/): its run table, its
+site section and definitions, its estimate table over runs, its side-by-side figures, and its charts.
+
+Entries are data: the one table builder (tables.py) and the chart builder (figures.py) read them, in the order of
+this registry (estimates and side-by-side figures in `summary_rank` order). Open-loop load and capacity are drawn
+by load_tables.py and frontier.py, which read their own columns; their entries only mark them open-loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: how a column's figures read: a number format (with `scale` and `suffix`), "int" (a count, "-" where missing),
+#: or "check" (the cell's validity and reconciliation)
+Format = str
+
+
+@dataclass(frozen=True)
+class Column:
+    title: str
+    column: str
+    format: Format = ".1f"
+    scale: float = 1.0
+    suffix: str = ""
+
+
+@dataclass(frozen=True)
+class RunTable:
+    """The kind's cells of a run (or of runs side by side), one row per cell."""
+
+    title: str
+    columns: tuple[Column, ...]
+    #: the cell columns rows are sorted by (after the runs' order when several runs share the table)
+    sort: tuple[str, ...]
+    #: one table per prompt category, titled with it ("{category}" in `title`)
+    by_category: bool = False
+
+
+@dataclass(frozen=True)
+class EstimateTable:
+    """Each candidate's mean over runs with a 95% interval, per value of `key`."""
+
+    title: str
+    key: str
+    key_title: str
+    columns: tuple[Column, ...]
+    by_category: bool = False
+
+
+@dataclass(frozen=True)
+class LineChart:
+    """One line per candidate of `y` against `x` (figures._line_spec)."""
+
+    x: str
+    y: str
+    title: str
+    x_title: str
+    y_title: str
+    scale: float = 1.0
+    #: one panel per prompt category, side by side
+    split_category: bool = False
+    #: x ticks in doublings (1, 2, 4, 8), else at the measured values only
+    log2_ticks: bool = False
+
+
+@dataclass(frozen=True)
+class Section:
+    title: str
+    definitions: list[str]
+
+
+@dataclass(frozen=True)
+class PresentKind:
+    table: RunTable | None = None
+    section: Section | None = None
+    estimates: EstimateTable | None = None
+    #: (title, column, format, scale) of the figures compared side by side, a column per candidate
+    compared: tuple[tuple[str, str, str, float], ...] = ()
+    charts: tuple[LineChart, ...] = ()
+    #: a per-turn chart from the requests (figures.turn_ttft_spec), not from the cells
+    turn_chart: bool = False
+    #: charts drawn, empty, for runs that measured none of this kind (unless they measured only open-loop load)
+    drawn_unmeasured: bool = False
+    #: the kinds whose rows only open-loop runs have: runs with nothing else get no empty closed-loop charts
+    open_loop: bool = False
+    #: where its estimates and side-by-side figures come among the kinds' (ascending; ties in registry order)
+    summary_rank: int = 100
+
+
+CHECK = Column("Check", "", "check")
+_MS = {"format": ".0f", "scale": 1000.0, "suffix": " ms"}
+
+DECODE_DEFINITIONS = [
+    "Aggregate tok/s: sum of completion tokens over the cell / (first send to last finish).",
+    "Per request tok/s: median over requests of (completion_tokens - 1) / (t_last - t_first); prompt reading "
+    "excluded.",
+    "TTFT: median time from send to the first content-bearing chunk.",
+    "Output length is forced (ignore_eos + max_tokens) and checked per request; a wrong length makes the cell "
+    "invalid.",
+    "Reconciliation: the engine's prompt, cached and generated token counters over the cell must equal the client's "
+    "usage sums; otherwise the cell is invalid and says by how much.",
+]
+PREFILL_DEFINITIONS = [
+    "Cold prefill tok/s: prompt_tokens / TTFT with max_tokens=1 and a unique first token per request, so nothing "
+    "is cached; includes scheduling and first-token overhead. Verified cold by the cached-token counters.",
+    "First token: median TTFT of those requests.",
+]
+REUSE_DEFINITIONS = [
+    "Each conversation's turn resends the whole conversation so far plus new tokens, as agents do; conversations "
+    "run one after another and start with their own first token, so turn 1 is cold.",
+    "First-turn / next-turn TTFT: medians over conversations. Cached share: cached prompt tokens over prompt tokens "
+    "of the next turns, as the responses report them; the engine's cache counter is reconciled with that sum.",
+]
+WAVE_DEFINITIONS = [
+    "A wave sends all its requests at once; the next wave goes when the last one finished. Requests beyond the "
+    "candidate's slots (as the engine reports them, else as the candidate sets them) wait in the queue.",
+    "TTFT p50 / p90: over every request of the cell; the queue wait is in them.",
+]
+GAP_NOTE = ("Chunk gaps (ITL) are recorded per streamed chunk: speculative decoding sends several tokens in one "
+            "chunk, so a gap is not a per-token figure.")
+
+PRESENT: dict[str, PresentKind] = {
+    "decode": PresentKind(
+        summary_rank=10,
+        table=RunTable("Decode, {category} prompts", (
+            Column("Concurrency", "concurrency", "int"), Column("Aggregate tok/s", "aggregate_tok_s"),
+            Column("Per request tok/s", "per_request_tok_s"), Column("TTFT", "ttft_s", **_MS), CHECK),
+            sort=("concurrency",), by_category=True),
+        section=Section("Decode", DECODE_DEFINITIONS + [GAP_NOTE]),
+        estimates=EstimateTable("Decode, {category} prompts", "concurrency", "Concurrency", (
+            Column("Aggregate tok/s", "aggregate_tok_s", ".1f"), Column("Steady-state tok/s", "steady_tok_s", ".1f"),
+            Column("Per request tok/s", "per_request_tok_s", ".1f"), Column("TTFT ms", "ttft_s", ".0f", 1000.0)),
+            by_category=True),
+        compared=(("Aggregate decode tok/s", "aggregate_tok_s", ".1f", 1.0),
+                  ("Per-request decode tok/s (median)", "per_request_tok_s", ".0f", 1.0),
+                  ("TTFT ms (median)", "ttft_s", ".0f", 1000.0)),
+        charts=(LineChart("concurrency", "aggregate_tok_s", "Aggregate decode rate vs concurrency",
+                          "concurrent requests", "tok/s", split_category=True, log2_ticks=True),
+                LineChart("concurrency", "per_request_tok_s", "Per-request decode rate vs concurrency",
+                          "concurrent requests", "tok/s per request", split_category=True, log2_ticks=True),
+                LineChart("concurrency", "ttft_s", "Median TTFT vs concurrency", "concurrent requests", "ms",
+                          scale=1000.0, split_category=True, log2_ticks=True)),
+        drawn_unmeasured=True),
+    "prefill": PresentKind(
+        summary_rank=20,
+        table=RunTable("Cold prefill", (
+            Column("Prompt tokens", "target_prompt_tokens", "int"), Column("Prefill tok/s", "prefill_tok_s", ".0f"),
+            Column("First token", "ttft_s", **_MS), Column("Engine's first token", "engine_ttft_s", **_MS),
+            Column("Engine's prompt time", "engine_prompt_s", **_MS), CHECK), sort=("target_prompt_tokens",)),
+        section=Section("Cold prefill", PREFILL_DEFINITIONS),
+        estimates=EstimateTable("Cold prefill", "target_prompt_tokens", "Prompt tokens", (
+            Column("Prefill tok/s", "prefill_tok_s", ".0f"), Column("First token ms", "ttft_s", ".0f", 1000.0))),
+        compared=(("Cold prefill tok/s", "prefill_tok_s", ".0f", 1.0),),
+        charts=(LineChart("target_prompt_tokens", "prefill_tok_s", "Cold prefill rate vs prompt size",
+                          "prompt tokens", "tok/s"),),
+        drawn_unmeasured=True),
+    "reuse": PresentKind(
+        summary_rank=40,
+        table=RunTable("Prompt reuse across turns", (
+            Column("Requests", "requests", "int"), Column("First-turn TTFT", "first_turn_ttft_s", **_MS),
+            Column("Next-turn TTFT", "next_turn_ttft_s", **_MS),
+            Column("Cached share (next turns)", "cached_share", ".0%"), CHECK), sort=("cell_id",)),
+        section=Section("Prompt reuse across turns", REUSE_DEFINITIONS),
+        estimates=EstimateTable("Prompt reuse across turns", "requests", "Requests", (
+            Column("First-turn TTFT ms", "first_turn_ttft_s", ".0f", 1000.0),
+            Column("Next-turn TTFT ms", "next_turn_ttft_s", ".0f", 1000.0))),
+        compared=(("Reuse: next-turn TTFT ms", "next_turn_ttft_s", ".0f", 1000.0),
+                  ("Reuse: cached share of next turns", "cached_share", ".0%", 1.0)),
+        turn_chart=True),
+    "wave": PresentKind(
+        summary_rank=30,
+        table=RunTable("Waves beyond the slot count (queue wait shows in TTFT)", (
+            Column("Requests at once", "concurrency", "int"), Column("Slots", "slots", "int"),
+            Column("Queued", "queued", "int"), Column("Aggregate tok/s", "aggregate_tok_s"),
+            Column("TTFT p50", "ttft_s", **_MS), Column("TTFT p90", "ttft_p90_s", **_MS),
+            Column("Engine's queue (mean)", "engine_queue_s", **_MS), CHECK), sort=("concurrency",)),
+        section=Section("Waves beyond the slot count", WAVE_DEFINITIONS),
+        estimates=EstimateTable("Waves beyond the slot count", "concurrency", "Requests at once", (
+            Column("Aggregate tok/s", "aggregate_tok_s", ".1f"), Column("TTFT p50 ms", "ttft_s", ".0f", 1000.0),
+            Column("TTFT p90 ms", "ttft_p90_s", ".0f", 1000.0))),
+        compared=(("Waves: TTFT p90 ms (queue wait)", "ttft_p90_s", ".0f", 1000.0),
+                  ("Waves: aggregate tok/s", "aggregate_tok_s", ".1f", 1.0)),
+        charts=(LineChart("concurrency", "ttft_p90_s", "Queue wait in waves: TTFT p90 vs requests sent at once",
+                          "requests sent at once", "ms", scale=1000.0),)),
+    # drawn by load_tables.py (open-loop and capacity tables, one site section) and frontier.py (their charts)
+    "load": PresentKind(open_loop=True),
+    "capacity": PresentKind(open_loop=True),
+}
+
+
+def register_present(name: str, entry: PresentKind) -> PresentKind:
+    """Add what a kind shows (a kind registered in measure/kinds/ under the same name)."""
+    if name in PRESENT and PRESENT[name] is not entry:
+        raise ValueError(f"cell kind {name!r} has a present entry already")
+    PRESENT[name] = entry
+    return entry
+
+
+def unregister_present(name: str) -> None:
+    PRESENT.pop(name, None)
+
+
+def summarised() -> list[tuple[str, PresentKind]]:
+    """The kinds in the order their estimates and side-by-side figures are shown."""
+    return sorted(PRESENT.items(), key=lambda item: item[1].summary_rank)
+
+
+def open_loop_kinds() -> set[str]:
+    return {name for name, entry in PRESENT.items() if entry.open_loop}
+
+
