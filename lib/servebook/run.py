@@ -15,14 +15,12 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import httpx
-import openai
-
 from .config.candidate import Candidate
 from .config.parameters import Seat
 from .config.plan import Plan
 from .config.secrets import Scrubber, redact_argv, redact_env
 from .engines import EngineAdapter, get_engine
+from .engines.http_client import TRANSPORT_ERRORS, engine_error
 from .engines.random_models import model_file_name
 from .engines.sizing import logged_memory_check
 from .journal import Journal, RunRecord, RunWriter, utc_now
@@ -178,12 +176,14 @@ def _measure(engine: Engine, endpoint: Endpoint, candidate: Candidate, plan: Pla
     try:
         run_blocking(lambda: measure_plan(endpoint, plan, log, tag=writer.run_id, alive_check=alive_check,
                                         reporter=reporter, on_cell=lambda: _write_raw(writer, log), turns=turns))
-    except (OSError, httpx.HTTPError, openai.OpenAIError):
+    except TRANSPORT_ERRORS as error:
         # The engine's death explains a lost connection; its socket can close a moment before it can be reaped
         # (a vLLM killed mid-cell on an H200 refused the next connection while it still ran)
-        if engine.wait_exit(2.0) or engine.exit_code() is not None:
-            raise engine.failure().at("measure") from None
-        raise
+        died = engine.wait_exit(2.0) or engine.exit_code() is not None
+        mapped = engine_error(error, failure=engine.failure() if died else None)
+        if mapped is error:
+            raise
+        raise (mapped.at("measure") if isinstance(mapped, EngineFailed) else mapped) from None
     engine_info.measure_s = round(time.monotonic() - started, 3)
     if engine.exit_code() is not None:
         raise engine.failure().at("measure")
@@ -201,7 +201,7 @@ def _select_model(candidate: Candidate, adapter: EngineAdapter, engine_info: Eng
     writer.write_json("self_report.json", report.bodies)
     # the file the engine was given: llama.cpp's -m, else the candidate's model as this engine reads it (a vLLM
     # `random:1b` is the Hugging Face directory it resolves to, which is what the server reports back)
-    model_file = _model_file(engine_info.argv) or model_file_name(candidate.model.path, adapter.model_format)
+    model_file = adapter.model_file(engine_info.argv) or model_file_name(candidate.model.path, adapter.model_format)
     claims, _ = verify_claims(candidate, report, model_file)
     if candidate.launch.mode != "attach":
         claims = launched_claims(claims, adapter, engine_info.argv)
@@ -210,11 +210,6 @@ def _select_model(candidate: Candidate, adapter: EngineAdapter, engine_info: Eng
         engine_info.served_model = select_model(report, candidate.model.served_name, base_url)
     except InputError as error:
         raise EngineFailed("model_not_served", str(error), stage="launch") from None
-
-
-def _model_file(argv: list[str]) -> str | None:
-    """The model file a launched llama.cpp engine was given."""
-    return next((argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("-m", "--model")), None)
 
 
 def _slots(candidate: Candidate, engine_info: EngineInfo) -> int | None:
@@ -245,7 +240,7 @@ def _launch_and_measure(engine: Engine, candidate: Candidate, plan: Plan, writer
         engine_info.ready_s = round(ready_s, 3)
         if candidate.launch.cpus and engine.pid:
             engine_info.pinned = {"cpus": candidate.launch.cpus, "threads": pin_engine(engine.pid, candidate.launch.cpus)}
-        engine_info.memory = logged_memory_check(adapter, _model_file(engine_info.argv), writer.engine_log)
+        engine_info.memory = logged_memory_check(adapter, adapter.model_file(engine_info.argv), writer.engine_log)
         _select_model(candidate, adapter, engine_info, writer, api_key)
         _record_server_info(adapter, engine_info, environment, writer, api_key)
         _check_pinned_version(candidate, environment)

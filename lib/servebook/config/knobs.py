@@ -70,7 +70,7 @@ def _owners(model: type[EngineOwned], key: str) -> list[str]:
     """The engines whose model at the same place has `key` (their titles, sorted)."""
     found = set()
     for knobs in KNOB_MODELS.values():
-        at = knobs if model.where == "knobs" else knobs.model_fields["drafter"].annotation
+        at: Any = knobs if model.where == "knobs" else knobs.model_fields["drafter"].annotation
         if isinstance(at, type) and issubclass(at, EngineOwned) and key in at.model_fields:
             found.add(knobs.engine_title)
     return sorted(found - {model.engine_title})

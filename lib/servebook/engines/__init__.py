@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..config.candidate import ENGINE_CHECKS
 from ..config.knobs import register_knobs
 from ..util.errors import EngineFailed, FailureCause
-from ._base import Diagnosis, EngineAdapter, KvLog, ServerCounts
+from ._base import Diagnosis, EngineAdapter, KvLog, ServerCounts, ServerTimings
 
 _REGISTRY: dict[str, EngineAdapter] = {}
 
@@ -35,5 +35,5 @@ def known_engines() -> list[str]:
 
 from . import llamacpp, openai, sglang, vllm  # noqa: E402,F401  (each registers itself)
 
-__all__ = ["Diagnosis", "EngineAdapter", "EngineFailed", "FailureCause", "KvLog", "ServerCounts", "get_engine",
-           "known_engines", "register"]
+__all__ = ["Diagnosis", "EngineAdapter", "EngineFailed", "FailureCause", "KvLog", "ServerCounts", "ServerTimings",
+           "get_engine", "known_engines", "register"]

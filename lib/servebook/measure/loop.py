@@ -14,7 +14,7 @@ from types import TracebackType
 from typing import cast
 
 from ..config.plan import Plan
-from ..engines import EngineAdapter, EngineFailed
+from ..engines import EngineFailed
 from ..engines.counters import histogram_mean
 from ..util.files import tail_of
 from ..util.progress import Reporter
@@ -51,6 +51,7 @@ from .log import CellOutcome, MeasurementLog
 from .openloop import meets, probe_window, schedule
 from .prompts import decode_prompt, filler_text
 from .reconcile import ClientCounts, reconcile
+from .roles import MeasuredEngine
 from .scrape import scrape
 from .turns import NoTurns, Turns
 from .validity import cell_faults, stalled_requests
@@ -67,7 +68,7 @@ class Measurement:
                  log: MeasurementLog | None = None, turns: Turns | NoTurns | None = None):
         self.endpoint = endpoint
         self.turns = turns or NoTurns()
-        self.adapter: EngineAdapter = endpoint.adapter
+        self.adapter: MeasuredEngine = endpoint.adapter
         self.plan = plan
         self.tag = tag
         self.alive_check = alive_check or (lambda: None)
@@ -357,7 +358,7 @@ def cell_line(spec: CellSpec, s: CellSummary) -> str:
     return f"{figure}; {s['reconciliation']}; {flag}"
 
 
-def inactive_drafter(drafter: str, adapter: EngineAdapter, log: MeasurementLog, engine_log: Path) -> None:
+def inactive_drafter(drafter: str, adapter: MeasuredEngine, log: MeasurementLog, engine_log: Path) -> None:
     """Raise when a configured drafter never drafted: the engine did not run the candidate as stated
     (llama.cpp, for one, logs a drafter it cannot load and serves on without it)."""
     # An n-gram drafter legitimately drafts nothing when the output never repeats itself.

@@ -61,7 +61,8 @@ class Workloads:
 
     def _request(self, output_tokens: int, **fields: Any) -> StreamRequest:
         return StreamRequest(self.model, output_tokens, stream_options=self.endpoint.adapter.stream_options(),
-                             keep_chunk_times=self.plan.record_chunks, **fields)
+                             keep_chunk_times=self.plan.record_chunks, server_timings=self.endpoint.adapter.server_timings,
+                             **fields)
 
     async def decode(self, spec: CellSpec, on_done: OnDone) -> list[RequestRecord]:
         """`concurrency` streams, each sending its next request when the last one finished, until the cell
