@@ -133,3 +133,14 @@ def test_a_knob_added_in_the_engines_module_alone_works_everywhere(threaded):
     with pytest.raises(ValidationError, match="knobs.threads is a llama.cpp setting; vLLM has no such knob"):
         candidate("vllm", knobs={"threads": 8})  # and every other engine refuses it, naming whose it is
     assert "threads" not in type(candidate("llamacpp").knobs).model_fields  # the shipped engine is untouched
+
+
+def test_journal_filters_know_every_engines_knobs():
+    from servebook.config.errors import InputError
+    from servebook.journal.browse import typed
+
+    assert typed("knobs.prefix_caching", "false", []) is False  # vLLM's and SGLang's
+    assert typed("knobs.gpu_layers", "3", []) == 3  # llama.cpp's
+    assert typed("knobs.drafter.num_steps", "2", []) == 2  # SGLang's drafter
+    with pytest.raises(InputError, match="did you mean 'knobs.prefix_caching'"):
+        typed("knobs.prefix_cachin", "false", [])
