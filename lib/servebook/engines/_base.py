@@ -256,9 +256,9 @@ class EngineAdapter(ABC):
         checked by the engine's knob model already; what is left involves the rest of the candidate."""
         self.check_extra_args(candidate)
 
+    @abstractmethod
     def fixed_args(self, candidate: "Candidate", *, port: int, model_path: str, binary: str | None) -> list[str]:
         """The start of the command line, before the mapped settings: the program and what servebook always sets."""
-        raise NotImplementedError(f"{self.kind}: launched by a command template, not by flags")
 
     def argv(self, candidate: "Candidate", *, port: int, model_path: str, draft_path: str | None,
              binary: str | None = None, backend: str | None = None) -> list[str]:

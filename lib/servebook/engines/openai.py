@@ -60,11 +60,11 @@ class OpenAIAdapter(EngineAdapter):
         if launch.command and not any(p in arg for arg in launch.command for p in ("{port}",)):
             raise ValueError("launch.command: the template must place {port} so servebook can find the server")
 
-    def argv(self, candidate: "Candidate", *, port: int, model_path: str, draft_path: str | None,
-             binary: str | None = None, backend: str | None = None) -> list[str]:
+    def fixed_args(self, candidate: "Candidate", *, port: int, model_path: str, binary: str | None) -> list[str]:
+        # the user's template is the whole command line: servebook maps no knob to a flag of a server it does not know
         template = candidate.launch.command or []
         values = {"host": candidate.launch.host, "port": str(port), "model": model_path}
-        return [arg.format(**values) for arg in template] + list(candidate.extra_args)
+        return [arg.format(**values) for arg in template]
 
     def request_extras(self, output_tokens: int) -> dict:
         # Unknown servers may reject unknown fields; the length is checked against usage instead.

@@ -11,7 +11,7 @@ from pydantic import Field, ValidationError
 import servebook.engines as engines
 from servebook.config import candidate as candidate_module
 from servebook.config import knobs as knobs_module
-from servebook.config.candidate import Candidate
+from servebook.config.candidate import Candidate, Knobs
 from servebook.config.loading import load_candidate, load_study
 from servebook.engines import get_engine
 from servebook.engines.flags import Flag, on_command_line
@@ -144,3 +144,12 @@ def test_journal_filters_know_every_engines_knobs():
     assert typed("knobs.drafter.num_steps", "2", []) == 2  # SGLang's drafter
     with pytest.raises(InputError, match="did you mean 'knobs.prefix_caching'"):
         typed("knobs.prefix_cachin", "false", [])
+
+
+@pytest.mark.parametrize(("engine", "flagless"), [("llamacpp", {"tensor_parallel_size"}), ("vllm", set()),
+                                                  ("sglang", set()), ("openai", set(Knobs.model_fields))])
+def test_every_knob_an_engine_takes_has_its_flags_in_the_one_map(engine, flagless):
+    adapter = get_engine(engine)
+    mapped = {path.removeprefix("knobs.") for path in adapter.flags if path.startswith("knobs.")}
+    # llama.cpp's tensor_parallel_size only takes 1, and the generic engine's knobs only their defaults
+    assert set(adapter.knobs_model.model_fields) - mapped == flagless
