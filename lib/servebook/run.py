@@ -14,14 +14,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-import openai
-
 from .config.candidate import Candidate
 from .config.parameters import Seat
 from .config.plan import Plan
 from .config.secrets import Scrubber, redact_argv, redact_env
 from .engines import EngineAdapter, get_engine
+from .engines.http_client import TRANSPORT_ERRORS, engine_error
 from .engines.random_models import model_file_name
 from .engines.sizing import logged_memory_check
 from .journal import Journal, RunRecord, RunWriter, utc_now
@@ -97,9 +95,6 @@ def _engine(candidate: Candidate, adapter: EngineAdapter, target: Target, writer
                          env={**adapter.launch_env(candidate), **launch.env})
 
 
-def _model_file(argv: list[str]) -> str | None:
-    """The model file a launched llama.cpp engine was given."""
-    return next((argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("-m", "--model")), None)
 
 
 def _auth_headers(api_key: str | None) -> dict[str, str]:
@@ -192,7 +187,7 @@ class RunContext:
         info.ready_s = round(ready_s, 3)
         if candidate.launch.cpus and engine.pid:
             info.pinned = {"cpus": candidate.launch.cpus, "threads": pin_engine(engine.pid, candidate.launch.cpus)}
-        info.memory = logged_memory_check(self.adapter, _model_file(info.argv), self.writer.engine_log)
+        info.memory = logged_memory_check(self.adapter, self.adapter.model_file(info.argv), self.writer.engine_log)
 
     def identify(self) -> None:
         """Which model the engine serves and what it reports of itself, checked against the candidate."""
@@ -216,7 +211,7 @@ class RunContext:
         self.writer.write_json("self_report.json", report.bodies)
         # the file the engine was given: llama.cpp's -m, else the candidate's model as this engine reads it (a vLLM
         # `random:1b` is the Hugging Face directory it resolves to, which is what the server reports back)
-        model_file = _model_file(info.argv) or model_file_name(candidate.model.path, adapter.model_format)
+        model_file = self.adapter.model_file(info.argv) or model_file_name(candidate.model.path, adapter.model_format)
         claims, _ = verify_claims(candidate, report, model_file)
         if candidate.launch.mode != "attach":
             claims = launched_claims(claims, adapter, info.argv)
@@ -271,12 +266,14 @@ class RunContext:
             run_blocking(lambda: measure_plan(endpoint, self.measured, self.log, tag=self.writer.run_id,
                                               alive_check=alive_check, reporter=self.reporter,
                                               on_cell=self.write_raw, turns=self.turns))
-        except (OSError, httpx.HTTPError, openai.OpenAIError):
+        except TRANSPORT_ERRORS as error:
             # The engine's death explains a lost connection; its socket can close a moment before it can be reaped
             # (a vLLM killed mid-cell on an H200 refused the next connection while it still ran)
-            if engine.wait_exit(2.0) or engine.exit_code() is not None:
-                raise engine.failure().at("measure") from None
-            raise
+            died = engine.wait_exit(2.0) or engine.exit_code() is not None
+            mapped = engine_error(error, failure=engine.failure() if died else None)
+            if mapped is error:
+                raise
+            raise (mapped.at("measure") if isinstance(mapped, EngineFailed) else mapped) from None
         self.engine_info.measure_s = round(time.monotonic() - started, 3)
         if engine.exit_code() is not None:
             raise engine.failure().at("measure")

@@ -13,13 +13,13 @@ import json
 from typing import Any, Callable, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationInfo, field_validator, model_validator
 
+from .knobs import DRAFTERS_WITH_MODEL, Drafter, DrafterKind, Knobs, knobs_for
 from .secrets import SECRET_FLAGS, looks_secret
 from .shown import ShownAsYaml
 
-DrafterKind = Literal["none", "draft_model", "eagle", "eagle3", "mtp", "dflash", "ngram"]
-DRAFTERS_WITH_MODEL = {"draft_model", "eagle", "eagle3", "dflash"}
+__all__ = ["DRAFTERS_WITH_MODEL", "Candidate", "Drafter", "DrafterKind", "Knobs", "Launch", "ModelRef", "Pins"]
 
 
 class _Strict(BaseModel):
@@ -43,58 +43,6 @@ class ModelRef(_Strict):
     @property
     def label(self) -> str:
         return self.path or f"{self.id}@{self.revision or 'unpinned'}"
-
-
-class Drafter(_Strict):
-    """Speculative decoding: which drafter, and how far it may look ahead."""
-
-    kind: DrafterKind = "none"
-    model: str | None = Field(None, description="draft model path (or tiny:NAME)")
-    max_draft_tokens: int | None = Field(None, ge=1, le=64, description="tokens drafted per step")
-    num_steps: int | None = Field(None, ge=1, le=16, description="SGLang: speculative steps (EAGLE tree depth)")
-    topk: int | None = Field(None, ge=1, le=16, description="SGLang: EAGLE top-k branching")
-    synthetic_length: int | None = Field(
-        None, ge=1, description="llama.cpp benchmarking: accepted run length a random draft is given"
-    )
-    synthetic_rates: list[float] | None = Field(
-        None, description="llama.cpp benchmarking: acceptance probability per draft position"
-    )
-
-    @model_validator(mode="after")
-    def _consistent(self) -> "Drafter":
-        if self.kind in DRAFTERS_WITH_MODEL and not self.model:
-            raise ValueError(f"drafter.kind={self.kind} needs drafter.model (a draft model path)")
-        if self.kind not in DRAFTERS_WITH_MODEL and self.model:
-            raise ValueError(f"drafter.model is only meaningful for kinds {sorted(DRAFTERS_WITH_MODEL)}, not {self.kind}")
-        if self.kind == "none" and (
-            self.max_draft_tokens or self.synthetic_length or self.synthetic_rates
-        ):
-            raise ValueError("drafter.kind=none takes no other drafter settings")
-        for rate in self.synthetic_rates or []:
-            if not 0.0 <= rate <= 1.0:
-                raise ValueError(f"drafter.synthetic_rates must lie in [0, 1], got {rate}")
-        return self
-
-
-class Knobs(_Strict):
-    """The settings a qualification varies. None means: the engine's own default."""
-
-    chunk_size: int | None = Field(None, ge=16, description="prefill chunk (tokens per prompt batch)")
-    max_running_requests: int | None = Field(None, ge=1, description="concurrent sequences (slots)")
-    drafter: Drafter = Drafter()
-    kv_dtype: str | None = Field(None, description="KV cache element type, engine-specific names")
-    context_length: int | None = Field(None, ge=256)
-    tensor_parallel_size: int = Field(1, ge=1, le=64)
-    prefix_caching: bool | None = Field(
-        None, description="the engine's cache of prompt prefixes shared across requests (vLLM's prefix caching, "
-                          "SGLang's radix cache; both on by default); false turns it off")
-    gpu_layers: int | None = Field(None, ge=0, description="llama.cpp: layers offloaded to the GPU (-ngl); every "
-                                                             "layer on a CUDA build when unset, none on a CPU build")
-    prompt_cache_mib: int | None = Field(
-        None, ge=-1, description="llama.cpp: the host-memory prompt cache (--cache-ram, MiB; -1 unlimited). 0 turns it "
-                                 "off: saving the previous request's KV state to host memory before a new prompt "
-                                 "starts made cold prefill depend on which request came before (150-200 ms at 8K on "
-                                 "an H200)")
 
 
 class Resources(_Strict):
@@ -194,13 +142,20 @@ class Candidate(ShownAsYaml, _Strict):
     name: str | None = Field(None, description="display label; not part of the identity")
     engine: str = Field("llamacpp", description="an engine kind registered by servebook.engines")
     model: ModelRef
-    knobs: Knobs = Knobs()
+    # The engine's own knob model, chosen by `engine` (declared before it, so validated first): serialised as that
+    # model, not as the shared base, so a llama.cpp candidate's gpu_layers is dumped, hashed and recorded.
+    knobs: SerializeAsAny[Knobs] = Field(default_factory=Knobs, validate_default=True)
     extra_args: list[str] = Field(default_factory=list, description="engine flags servebook does not model")
     request_extras: dict[str, Any] = Field(
         default_factory=dict,
         description="fields added to every request body (e.g. {ignore_eos: true} for a server servebook does not know)")
     launch: Launch = Launch()
     pins: Pins = Pins()
+
+    @field_validator("knobs", mode="before")
+    @classmethod
+    def _engine_knobs(cls, value: Any, info: ValidationInfo) -> Any:
+        return knobs_for(info.data.get("engine"), value)
 
     @model_validator(mode="after")
     def _no_literal_secrets(self) -> "Candidate":

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 from ..util.paths import locate, not_found
 from .candidate import Candidate, set_dotted
 from .errors import InputError, format_validation_error
+from .knobs import knobs_model
 from .plan import Plan
 from .study import Study
 
@@ -103,10 +104,15 @@ def _override_keys(data: dict) -> list[tuple[str, str]]:
 def _check_override_paths(data: dict, source: str) -> None:
     """Walk each axis and variant key through the candidate model, so an unknown field is reported
     under the axis that names it rather than under some expanded candidate."""
+    base = data.get("base")
+    engine = base.get("engine", "llamacpp") if isinstance(base, dict) else None
     for where, dotted in _override_keys(data):
         parts = dotted.split(".")
         model: Any = Candidate
         for depth, part in enumerate(parts):
+            if model is Candidate and part == "knobs":
+                model = knobs_model(str(engine))  # the base engine's own knobs; a field of another engine's is unknown
+                continue
             fields = getattr(model, "model_fields", None)
             if fields is None:
                 break

@@ -1,20 +1,23 @@
 """Engine adapters: each owns all of its engine's facts (flags, counters, readiness, failures).
 
-Adapters register themselves on import, in the engine registry here and with their candidate
-check in `config.ENGINE_CHECKS`, so a candidate naming an engine is validated by that engine.
+Adapters register themselves on import, in the engine registry here, with their knob model in
+`config.knobs.KNOB_MODELS` and their candidate check in `config.ENGINE_CHECKS`, so a candidate naming an engine
+is validated by that engine.
 """
 
 from __future__ import annotations
 
 from ..config.candidate import ENGINE_CHECKS
+from ..config.knobs import register_knobs
 from ..util.errors import EngineFailed, FailureCause
-from ._base import Diagnosis, EngineAdapter, KvLog, ServerCounts
+from ._base import Diagnosis, EngineAdapter, KvLog, ServerCounts, ServerTimings
 
 _REGISTRY: dict[str, EngineAdapter] = {}
 
 
 def register(adapter: EngineAdapter) -> EngineAdapter:
     _REGISTRY[adapter.kind] = adapter
+    register_knobs(adapter.kind, adapter.knobs_model)
     ENGINE_CHECKS[adapter.kind] = adapter.check
     return adapter
 
@@ -32,5 +35,5 @@ def known_engines() -> list[str]:
 
 from . import llamacpp, openai, sglang, vllm  # noqa: E402,F401  (each registers itself)
 
-__all__ = ["Diagnosis", "EngineAdapter", "EngineFailed", "FailureCause", "KvLog", "ServerCounts", "get_engine",
-           "known_engines", "register"]
+__all__ = ["Diagnosis", "EngineAdapter", "EngineFailed", "FailureCause", "KvLog", "ServerCounts", "ServerTimings",
+           "get_engine", "known_engines", "register"]

@@ -1,17 +1,30 @@
-"""The small interface every engine adapter implements."""
+"""The interface every engine adapter implements; its consumers name the parts they use.
+
+`launch.roles.LaunchedEngine` is what starting, watching and verifying an engine needs of it, and
+`measure.roles.MeasuredEngine` what measuring it needs: each consumer owns its protocol, and every adapter here
+satisfies both (mypy checks it where run.py hands an adapter over). The knobs an engine takes are its own pydantic
+model (`knobs_model`), and the flags they set one map (`flags`), which builds the command line, guards extra_args
+and reads a launched engine's settings back.
+"""
 
 from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from ..config.knobs import Knobs
 from ..util.errors import EngineFailed, FailureCause, InputError
 from .contracts import contract_for, spelled_flag
+from .flags import Flag, Resolved, command_args, flag_after
+from .flags import owned as owned_flags
 
 if TYPE_CHECKING:
+    import httpx
+
     from ..config.candidate import Candidate
+    from ..config.plan import Plan
     from .contracts import Contract
     from .counters import Scrape
     from .model_specs import ModelFormat
@@ -73,10 +86,27 @@ class KvLog:
     k_type: str | None = None
 
 
+@dataclass(frozen=True)
+class ServerTimings:
+    """What an engine says, per request, of its own time (llama.cpp's `timings`): the prompt, the decode rate, and
+    the drafts it made and had accepted."""
+
+    prompt_ms: float | None = None
+    predicted_per_second: float | None = None
+    draft_tokens: int | None = None
+    draft_accepted: int | None = None
+
+
 class EngineAdapter(ABC):
     kind: str
-    #: knob name -> every spelling of the flags that knob sets; the same flag in extra_args is refused
-    owned: dict[str, tuple[str, ...]] = {}
+    #: the engine's knob model (its own fields, checks and words); registered with config by `register`
+    knobs_model: ClassVar[type[Knobs]] = Knobs
+    #: candidate field -> the flags that set it, in command-line order (see flags.py): written once, read three ways
+    flags: ClassVar[dict[str, Flag]] = {}
+    #: flags servebook always sets itself (host, port, the model, metrics): refused in extra_args as "launch"
+    launch_flags: ClassVar[tuple[str, ...]] = ()
+    #: the flags that give a launched engine its model file, where the model is a flag's value
+    model_file_flags: ClassVar[tuple[str, ...]] = ()
     #: log lines that mean the engine compiled something (a measured interval must not contain one)
     compile_pattern: re.Pattern | None = None
     #: where the engine describes itself (version, server args), for the environment fingerprint
@@ -115,6 +145,23 @@ class EngineAdapter(ABC):
     #: the engine's own time-to-first-token histogram (vLLM's clock starts when its front end has the request)
     ttft_histogram: str | None = None
 
+    @property
+    def owned(self) -> dict[str, tuple[str, ...]]:
+        """Knob -> every spelling of the flags that knob sets; the same flag in extra_args is refused."""
+        return owned_flags(self.flags, self.launch_flags)
+
+    def model_file(self, argv: list[str]) -> str | None:
+        """The model file a launched engine was given on its command line (None: not given as a flag's value)."""
+        return flag_after(argv, self.model_file_flags) if self.model_file_flags else None
+
+    def context_matches(self, claimed: int, settings: dict[str, Any], slots: int | None) -> bool | None:
+        """Whether the context the engine reports is the one claimed (None: it reports none)."""
+        return settings["context_length"] == claimed if "context_length" in settings else None
+
+    def server_timings(self, extra: dict[str, Any] | None) -> ServerTimings | None:
+        """The engine's own timings of one request, from the extra fields of a streamed chunk (None: it sends none)."""
+        return None
+
     def launch_env(self, candidate: "Candidate") -> dict[str, str]:
         """Environment servebook gives a launched engine besides the candidate's own `launch.env` (which wins):
         what makes the engine report its settings, never what changes how it serves."""
@@ -124,7 +171,7 @@ class EngineAdapter(ABC):
         """The most tokens one request may hold under this candidate, when its knobs say (None: unknown)."""
         return candidate.knobs.context_length
 
-    def check_plan_fits(self, candidate: "Candidate", plan) -> None:
+    def check_plan_fits(self, candidate: "Candidate", plan: "Plan") -> None:
         """Refuse, before launch, a plan whose longest request cannot fit the candidate's context per request."""
         limit = self.context_per_request(candidate)
         if limit is None:
@@ -159,16 +206,7 @@ class EngineAdapter(ABC):
         """Whether this candidate runs on the host's GPUs (so preflight checks them and telemetry samples them)."""
         return False
 
-    def check_common_knobs(self, candidate: "Candidate") -> None:
-        if candidate.knobs.gpu_layers is not None:
-            raise ValueError(f"knobs.gpu_layers is a llama.cpp setting; {self.kind} places every layer itself")
-        if candidate.knobs.prefix_caching is not None and "prefix_caching" not in self.owned:
-            raise ValueError(f"knobs.prefix_caching: servebook cannot set {self.kind}'s prefix cache; leave it unset")
-        if candidate.knobs.prompt_cache_mib is not None:
-            raise ValueError(f"knobs.prompt_cache_mib is llama.cpp's host-memory prompt cache (--cache-ram); {self.kind} "
-                             "has no such cache: leave it unset")
-
-    def local_binary(self, candidate: "Candidate", reporter) -> str:
+    def local_binary(self, candidate: "Candidate", reporter: Any) -> str:
         """The program that launches this engine on this host; InputError when it is not installed."""
         if candidate.launch.command:
             return candidate.launch.command[0]
@@ -208,19 +246,26 @@ class EngineAdapter(ABC):
                 spelled = "" if owned == flag else f" (the engine reads it as {owned})"
                 raise ValueError(f"extra_args: {flag}{spelled} conflicts with {where}; set it there instead")
 
-    async def tokenize(self, http, base_url: str, text: str, model: str, headers: dict) -> list[int] | None:
+    async def tokenize(self, http: "httpx.AsyncClient", base_url: str, text: str, model: str,
+                       headers: dict[str, str]) -> list[int] | None:
         """Token ids of `text` without special tokens, through the engine's own tokenizer; None if it has none."""
         return None
 
-    @abstractmethod
     def check(self, candidate: "Candidate") -> None:
-        """Raise ValueError naming the field when a knob is unknown to or unsupported by this engine."""
+        """Raise ValueError naming the field when the candidate asks what this engine cannot do. Its knobs were
+        checked by the engine's knob model already; what is left involves the rest of the candidate."""
+        self.check_extra_args(candidate)
 
     @abstractmethod
+    def fixed_args(self, candidate: "Candidate", *, port: int, model_path: str, binary: str | None) -> list[str]:
+        """The start of the command line, before the mapped settings: the program and what servebook always sets."""
+
     def argv(self, candidate: "Candidate", *, port: int, model_path: str, draft_path: str | None,
              binary: str | None = None, backend: str | None = None) -> list[str]:
         """The engine's command line, as a list (never a shell string). Pure: `binary` and `backend` are what
         preflight resolved (None in a dry run), so the same candidate gives the same line whatever is cached."""
+        return [*self.fixed_args(candidate, port=port, model_path=model_path, binary=binary),
+                *command_args(candidate, self.flags, Resolved(draft_path, backend)), *candidate.extra_args]
 
     @abstractmethod
     def server_counts(self, before: "Scrape", after: "Scrape") -> ServerCounts | None:

@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from pydantic import Field, model_validator
+
+from ..config.knobs import Drafter, Knobs
 from ..util.errors import FailureCause
 from ._base import Diagnosis, EngineAdapter, classify_by_patterns
+from .flags import Resolved
+
+if TYPE_CHECKING:
+    import httpx
+
+    from ..config.candidate import Candidate
 
 FAILURE_PATTERNS: list[tuple[FailureCause, re.Pattern[str]]] = [
     ("port_in_use", re.compile(r"address already in use|errno 98", re.I)),
@@ -33,7 +43,8 @@ def error_lines(log_text: str) -> list[str]:
             if re.search(r"\b(ERROR|Traceback|Exception|error:)", line)]
 
 
-async def tokenize_via(http, url: str, payload: dict, headers: dict) -> list[int] | None:
+async def tokenize_via(http: "httpx.AsyncClient", url: str, payload: dict[str, Any],
+                       headers: dict[str, str]) -> list[int] | None:
     response = await http.post(url, json=payload, headers=headers)
     if response.status_code == 404:
         return None
@@ -42,41 +53,69 @@ async def tokenize_via(http, url: str, payload: dict, headers: dict) -> list[int
     return body.get("tokens") or body.get("input_ids")
 
 
-def knob_args(knobs, flags: dict[str, tuple[str, ...]]) -> list[str]:
-    """Each knob that is set, as its engine's flag(s) and value, in the order of `flags`."""
-    args: list[str] = []
-    for knob, spelling in flags.items():
-        value = getattr(knobs, knob)
-        if value is None or (knob == "tensor_parallel_size" and value == 1):
-            continue
-        args += [*spelling, str(value)]
-    return args
+class PythonServerDrafter(Drafter):
+    """The drafter settings vLLM and SGLang share (llama.cpp's synthetic acceptance is not among them)."""
+
+    @classmethod
+    def refusal(cls, key: str) -> str:
+        if key.startswith("synthetic_"):
+            return "knobs.drafter.synthetic_*: synthetic acceptance is a llama.cpp benchmarking feature"
+        return super().refusal(key)
+
+
+class PythonServerKnobs(Knobs):
+    """The knobs vLLM and SGLang share: their own KV dtypes, and a prefix cache that can be turned off."""
+
+    #: the KV cache dtypes the engine accepts
+    kv_types: ClassVar[tuple[str, ...]] = ()
+
+    drafter: PythonServerDrafter = PythonServerDrafter()
+    prefix_caching: bool | None = Field(
+        None, description="the engine's cache of prompt prefixes shared across requests (vLLM's prefix caching, "
+                          "SGLang's radix cache; both on by default); false turns it off")
+
+    @classmethod
+    def refusal(cls, key: str) -> str:
+        if key == "gpu_layers":
+            return f"knobs.gpu_layers is a llama.cpp setting; {cls.engine_title} places every layer itself"
+        if key == "prompt_cache_mib":
+            return (f"knobs.prompt_cache_mib is llama.cpp's host-memory prompt cache (--cache-ram); "
+                    f"{cls.engine_title} has no such cache: leave it unset")
+        return super().refusal(key)
+
+    @model_validator(mode="after")
+    def _known_kv_dtype(self) -> "PythonServerKnobs":
+        if self.kv_dtype is not None and self.kv_dtype not in self.kv_types:
+            raise ValueError(f"knobs.kv_dtype: {self.engine_title} accepts {', '.join(self.kv_types)}, "
+                             f"not {self.kv_dtype!r}")
+        return self
+
+
+def listen_host(candidate: "Candidate") -> str:
+    """Where a Python server listens: the candidate's host, or every address inside a container."""
+    return candidate.launch.host if candidate.launch.mode != "compose" else "0.0.0.0"
+
+
+def switch(on: str | None, off: str | None) -> Any:
+    """A flag render for a boolean knob: `on` when true, `off` when false, nothing when unset."""
+    def render(value: bool | None, resolved: Resolved) -> list[str]:
+        flag = None if value is None else (on if value else off)
+        return [flag] if flag else []
+    return render
 
 
 class PythonServerAdapter(EngineAdapter):
     """What SGLang and vLLM servers have in common: a /tokenize endpoint and Python failure logs."""
 
-    #: the engine's name in messages, and the KV cache dtypes it accepts
-    title: str = ""
-    kv_types: tuple[str, ...] = ()
     # vLLM 0.26 put its EngineCore's ValueError 93 lines above the end of a 155-line log (seen on an H200)
     diagnosis_lines = 400
     model_format = "hf"
 
-    def uses_gpus(self, candidate) -> bool:
+    def uses_gpus(self, candidate: "Candidate") -> bool:
         return True
 
-    def check_common(self, candidate) -> None:
-        """The checks SGLang and vLLM share: a KV dtype they know, no llama.cpp-only settings."""
-        self.check_common_knobs(candidate)
-        knobs = candidate.knobs
-        if knobs.kv_dtype is not None and knobs.kv_dtype not in self.kv_types:
-            raise ValueError(f"knobs.kv_dtype: {self.title} accepts {', '.join(self.kv_types)}, "
-                             f"not {knobs.kv_dtype!r}")
-        if knobs.drafter.synthetic_length or knobs.drafter.synthetic_rates:
-            raise ValueError("knobs.drafter.synthetic_*: synthetic acceptance is a llama.cpp benchmarking feature")
-
-    async def tokenize(self, http, base_url: str, text: str, model: str, headers: dict) -> list[int] | None:
+    async def tokenize(self, http: "httpx.AsyncClient", base_url: str, text: str, model: str,
+                       headers: dict[str, str]) -> list[int] | None:
         return await tokenize_via(http, f"{base_url}/tokenize",
                                   {"prompt": text, "model": model, "add_special_tokens": False}, headers)
 

@@ -8,14 +8,20 @@ not counted.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from pydantic import Field, model_validator
+
+from ..config.knobs import Drafter, Knobs
 from ..util.errors import FailureCause
 from . import register
-from ._base import Diagnosis, EngineAdapter, KvLog, ServerCounts, classify_by_patterns
+from ._base import Diagnosis, EngineAdapter, KvLog, ServerCounts, ServerTimings, classify_by_patterns
 from .counters import counter_delta
+from .flags import Flag, Resolved
 
 if TYPE_CHECKING:
+    import httpx
+
     from ..config.candidate import Candidate
     from .counters import Scrape
 
@@ -30,18 +36,111 @@ SPEC_TYPES = {
     "ngram": "ngram-mod",
 }
 
-# Each entry: all spellings of one flag. Used to refuse extra_args that fight a knob.
-_OWNED = {
-    "chunk_size": ("-b", "--batch-size", "-ub", "--ubatch-size"),
-    "max_running_requests": ("-np", "--parallel"),
-    "context_length": ("-c", "--ctx-size"),
-    "gpu_layers": ("-ngl", "--gpu-layers", "--n-gpu-layers"),
-    "prompt_cache_mib": ("-cram", "--cache-ram"),
-    "kv_dtype": ("-ctk", "--cache-type-k", "-ctv", "--cache-type-v"),
-    "drafter": ("--spec-type", "-md", "--model-draft", "--spec-draft-model", "--spec-draft-n-max", "--spec-synth-len",
-                "--spec-synth-rates",
-                "--spec-ngram-mod-n-max", "--spec-ngram-mod-n-min"),
-    "launch": ("--host", "--port", "-m", "--model", "--metrics", "--alias", "-lv", "--verbosity", "--log-verbosity"),
+
+
+class LlamaCppDrafter(Drafter):
+    engine_title: ClassVar[str] = "llama.cpp"
+    refusals: ClassVar[dict[str, str]] = {
+        key: "knobs.drafter.num_steps/topk are SGLang settings; llama.cpp takes max_draft_tokens"
+        for key in ("num_steps", "topk")}
+
+    synthetic_length: int | None = Field(
+        None, ge=1, description="llama.cpp benchmarking: accepted run length a random draft is given"
+    )
+    synthetic_rates: list[float] | None = Field(
+        None, description="llama.cpp benchmarking: acceptance probability per draft position"
+    )
+
+    @model_validator(mode="after")
+    def _llamacpp_drafter(self) -> "LlamaCppDrafter":
+        synthetic = self.synthetic_length or self.synthetic_rates
+        if self.kind == "none" and synthetic:
+            raise ValueError("drafter.kind=none takes no other drafter settings")
+        for rate in self.synthetic_rates or []:
+            if not 0.0 <= rate <= 1.0:
+                raise ValueError(f"drafter.synthetic_rates must lie in [0, 1], got {rate}")
+        if self.kind == "eagle":
+            raise ValueError("knobs.drafter.kind: llama.cpp speaks eagle3, not eagle (use kind: eagle3)")
+        if self.kind == "ngram" and synthetic:
+            raise ValueError("knobs.drafter.synthetic_*: synthetic acceptance needs a draft model")
+        return self
+
+
+class LlamaCppKnobs(Knobs):
+    """llama-server's knobs: the shared ones, with its own KV types and slot arithmetic, and two of its own."""
+
+    engine_title: ClassVar[str] = "llama.cpp"
+    refusals: ClassVar[dict[str, str]] = {
+        "prefix_caching": "knobs.prefix_caching: llama.cpp keeps each slot's last prompt and has no server flag for "
+                          "it (prompt_cache_mib sets the host-memory cache); leave it unset"}
+
+    drafter: LlamaCppDrafter = LlamaCppDrafter()
+    gpu_layers: int | None = Field(None, ge=0, description="llama.cpp: layers offloaded to the GPU (-ngl); every "
+                                                             "layer on a CUDA build when unset, none on a CPU build")
+    prompt_cache_mib: int | None = Field(
+        None, ge=-1, description="llama.cpp: the host-memory prompt cache (--cache-ram, MiB; -1 unlimited). 0 turns it "
+                                 "off: saving the previous request's KV state to host memory before a new prompt "
+                                 "starts made cold prefill depend on which request came before (150-200 ms at 8K on "
+                                 "an H200)")
+
+    @model_validator(mode="after")
+    def _llamacpp_knobs(self) -> "LlamaCppKnobs":
+        if self.tensor_parallel_size != 1:
+            raise ValueError(
+                "knobs.tensor_parallel_size: llama.cpp has no tensor parallelism in servebook's "
+                "sense; keep it at 1 (split layers with extra_args ['--split-mode', 'layer'] instead)"
+            )
+        if self.kv_dtype is not None and self.kv_dtype not in KV_TYPES:
+            raise ValueError(f"knobs.kv_dtype: llama.cpp accepts {', '.join(KV_TYPES)}, not {self.kv_dtype!r}")
+        if (
+            self.context_length is not None
+            and self.max_running_requests is not None
+            and self.context_length // self.max_running_requests < 256
+        ):
+            raise ValueError(
+                f"knobs.context_length: {self.context_length} tokens shared by "
+                f"{self.max_running_requests} slots leaves under 256 tokens per request"
+            )
+        return self
+
+
+def _gpu_layers(value: int | None, resolved: Resolved) -> list[str]:
+    if value is not None:
+        return ["-ngl", str(value)]
+    return ["-ngl", "999"] if resolved.backend == "cuda" else []  # every layer: what a CUDA build is for
+
+
+def _drafter(drafter: LlamaCppDrafter, resolved: Resolved) -> list[str]:
+    if drafter.kind == "none":
+        return []
+    args = ["--spec-type", SPEC_TYPES[drafter.kind]]
+    if resolved.draft_path:
+        args += ["-md", resolved.draft_path]
+    if drafter.max_draft_tokens is not None and drafter.kind == "ngram":
+        n = drafter.max_draft_tokens
+        args += ["--spec-ngram-mod-n-max", str(n), "--spec-ngram-mod-n-min", str(max(1, 3 * n // 4))]
+    elif drafter.max_draft_tokens is not None:
+        args += ["--spec-draft-n-max", str(drafter.max_draft_tokens)]
+    if drafter.synthetic_length is not None:
+        args += ["--spec-synth-len", str(drafter.synthetic_length)]
+    if drafter.synthetic_rates:
+        args += ["--spec-synth-rates", ",".join(f"{r:g}" for r in drafter.synthetic_rates)]
+    return args
+
+
+#: candidate field -> its flags, in command-line order; `also`: every other spelling llama-server reads the same
+FLAGS = {
+    "knobs.gpu_layers": Flag(("-ngl",), also=("--gpu-layers", "--n-gpu-layers"), render=_gpu_layers),
+    "model.served_name": Flag(("--alias",)),
+    "knobs.context_length": Flag(("-c",), also=("--ctx-size",)),
+    "knobs.max_running_requests": Flag(("-np",), also=("--parallel",)),
+    # The logical batch must hold the physical one; one knob moves both.
+    "knobs.chunk_size": Flag(("-b", "-ub"), also=("--batch-size", "--ubatch-size")),
+    "knobs.kv_dtype": Flag(("-ctk", "-ctv"), also=("--cache-type-k", "--cache-type-v")),
+    "knobs.prompt_cache_mib": Flag(("--cache-ram",), also=("-cram",)),
+    "knobs.drafter": Flag(also=("--spec-type", "-md", "--model-draft", "--spec-draft-model", "--spec-draft-n-max",
+                                "--spec-synth-len", "--spec-synth-rates", "--spec-ngram-mod-n-max",
+                                "--spec-ngram-mod-n-min"), render=_drafter),
 }
 
 _FAILURE_PATTERNS: list[tuple[FailureCause, re.Pattern[str]]] = [
@@ -63,13 +162,17 @@ _KV_SIZE = re.compile(r"llama_kv_cache: size =\s*([\d.]+) MiB \(\s*(\d+) cells,\
 
 class LlamaCppAdapter(EngineAdapter):
     kind = "llamacpp"
-    owned = _OWNED
+    knobs_model = LlamaCppKnobs
+    flags = FLAGS
+    launch_flags = ("--host", "--port", "-m", "--model", "--metrics", "-lv", "--verbosity", "--log-verbosity")
+    model_file_flags = ("-m", "--model")
     info_paths = ("/props",)
     served_name_flag = "--alias"
     self_report_paths = ("/props", "/slots")
 
     def reported_settings(self, bodies: dict[str, Any]) -> dict[str, Any]:
-        props = bodies.get("/props") if isinstance(bodies.get("/props"), dict) else {}
+        found = bodies.get("/props")
+        props: dict[str, Any] = found if isinstance(found, dict) else {}
         out: dict[str, Any] = {}
         if isinstance(props.get("total_slots"), int):
             out["max_running_requests"] = props["total_slots"]
@@ -102,9 +205,11 @@ class LlamaCppAdapter(EngineAdapter):
         from .llamacpp_build import find_llamacpp
 
         install = find_llamacpp()
-        return install is not None and install.backend == "cuda" and candidate.knobs.gpu_layers != 0
+        knobs = candidate.knobs
+        return install is not None and install.backend == "cuda" and not (
+            isinstance(knobs, LlamaCppKnobs) and knobs.gpu_layers == 0)
 
-    def local_binary(self, candidate: "Candidate", reporter) -> str:
+    def local_binary(self, candidate: "Candidate", reporter: Any) -> str:
         import os
 
         from ..config.errors import InputError
@@ -120,82 +225,16 @@ class LlamaCppAdapter(EngineAdapter):
             raise InputError("model.path: llama.cpp serves a local GGUF file; model.id alone cannot be launched")
         return str(install.server)
 
-    def check(self, candidate: "Candidate") -> None:
-        knobs = candidate.knobs
-        if knobs.tensor_parallel_size != 1:
-            raise ValueError(
-                "knobs.tensor_parallel_size: llama.cpp has no tensor parallelism in servebook's "
-                "sense; keep it at 1 (split layers with extra_args ['--split-mode', 'layer'] instead)"
-            )
-        if knobs.kv_dtype is not None and knobs.kv_dtype not in KV_TYPES:
-            raise ValueError(f"knobs.kv_dtype: llama.cpp accepts {', '.join(KV_TYPES)}, not {knobs.kv_dtype!r}")
-        drafter = knobs.drafter
-        if drafter.kind == "eagle":
-            raise ValueError("knobs.drafter.kind: llama.cpp speaks eagle3, not eagle (use kind: eagle3)")
-        if drafter.kind == "none" or drafter.kind == "ngram":
-            if drafter.synthetic_length or drafter.synthetic_rates:
-                raise ValueError("knobs.drafter.synthetic_*: synthetic acceptance needs a draft model")
-        if (
-            knobs.context_length is not None
-            and knobs.max_running_requests is not None
-            and knobs.context_length // knobs.max_running_requests < 256
-        ):
-            raise ValueError(
-                f"knobs.context_length: {knobs.context_length} tokens shared by "
-                f"{knobs.max_running_requests} slots leaves under 256 tokens per request"
-            )
-        if drafter.num_steps or drafter.topk:
-            raise ValueError("knobs.drafter.num_steps/topk are SGLang settings; llama.cpp takes max_draft_tokens")
-        if knobs.prefix_caching is not None:
-            raise ValueError("knobs.prefix_caching: llama.cpp keeps each slot's last prompt and has no server flag for "
-                             "it (prompt_cache_mib sets the host-memory cache); leave it unset")
-        self.check_extra_args(candidate)
-
     def backend(self) -> str | None:
         from .llamacpp_build import find_llamacpp
 
         install = find_llamacpp()
         return install.backend if install is not None else None
 
-    def argv(self, candidate: "Candidate", *, port: int, model_path: str, draft_path: str | None,
-             binary: str | None = None, backend: str | None = None) -> list[str]:
-        binary = binary or "llama-server"
-        knobs = candidate.knobs
+    def fixed_args(self, candidate: "Candidate", *, port: int, model_path: str, binary: str | None) -> list[str]:
         # -lv 4 makes the log carry the KV cache allocation, which the memory arithmetic is checked against.
-        args = [binary, "-m", model_path, "--host", candidate.launch.host, "--port", str(port), "--metrics",
-                "-lv", "4"]
-        if knobs.gpu_layers is not None:
-            args += ["-ngl", str(knobs.gpu_layers)]
-        elif backend == "cuda":
-            args += ["-ngl", "999"]  # every layer: what a CUDA build is for
-        if candidate.model.served_name:
-            args += ["--alias", candidate.model.served_name]
-        if knobs.context_length is not None:
-            args += ["-c", str(knobs.context_length)]
-        if knobs.max_running_requests is not None:
-            args += ["-np", str(knobs.max_running_requests)]
-        if knobs.chunk_size is not None:
-            # The logical batch must hold the physical one; one knob moves both.
-            args += ["-b", str(knobs.chunk_size), "-ub", str(knobs.chunk_size)]
-        if knobs.kv_dtype is not None:
-            args += ["-ctk", knobs.kv_dtype, "-ctv", knobs.kv_dtype]
-        if knobs.prompt_cache_mib is not None:
-            args += ["--cache-ram", str(knobs.prompt_cache_mib)]
-        drafter = knobs.drafter
-        if drafter.kind != "none":
-            args += ["--spec-type", SPEC_TYPES[drafter.kind]]
-            if draft_path:
-                args += ["-md", draft_path]
-            if drafter.max_draft_tokens is not None and drafter.kind == "ngram":
-                n = drafter.max_draft_tokens
-                args += ["--spec-ngram-mod-n-max", str(n), "--spec-ngram-mod-n-min", str(max(1, 3 * n // 4))]
-            elif drafter.max_draft_tokens is not None:
-                args += ["--spec-draft-n-max", str(drafter.max_draft_tokens)]
-            if drafter.synthetic_length is not None:
-                args += ["--spec-synth-len", str(drafter.synthetic_length)]
-            if drafter.synthetic_rates:
-                args += ["--spec-synth-rates", ",".join(f"{r:g}" for r in drafter.synthetic_rates)]
-        return args + list(candidate.extra_args)
+        return [binary or "llama-server", "-m", model_path, "--host", candidate.launch.host, "--port", str(port),
+                "--metrics", "-lv", "4"]
 
     def server_counts(self, before: "Scrape", after: "Scrape") -> ServerCounts | None:
         if not after.available:
@@ -219,13 +258,30 @@ class LlamaCppAdapter(EngineAdapter):
         # llama-server silently ignores min_tokens; ignore_eos + max_tokens is what forces the length.
         return {"ignore_eos": True}
 
-    async def tokenize(self, http, base_url: str, text: str, model: str, headers: dict) -> list[int] | None:
+    async def tokenize(self, http: "httpx.AsyncClient", base_url: str, text: str, model: str,
+                       headers: dict[str, str]) -> list[int] | None:
         response = await http.post(f"{base_url}/tokenize", json={"content": text, "add_special": False},
                                    headers=headers)
         response.raise_for_status()
         return response.json()["tokens"]
 
     context_note = " shared by max_running_requests slots"
+
+    def context_matches(self, claimed: int, settings: dict[str, Any], slots: int | None) -> bool | None:
+        per_slot = settings.get("context_per_slot")
+        if "context_length" in settings or per_slot is None:
+            return super().context_matches(claimed, settings, slots)
+        # llama.cpp splits the context over its slots, padded to 256 tokens each, or gives each all of it (unified KV).
+        n = slots or settings.get("max_running_requests") or 1
+        return abs(per_slot * n - claimed) <= 256 * n or abs(per_slot - claimed) <= 256
+
+    def server_timings(self, extra: dict[str, Any] | None) -> ServerTimings | None:
+        # llama-server adds its own per-request timings to the last chunk
+        timings = (extra or {}).get("timings")
+        if not isinstance(timings, dict):
+            return None
+        return ServerTimings(timings.get("prompt_ms"), timings.get("predicted_per_second"), timings.get("draft_n"),
+                             timings.get("draft_n_accepted"))
 
     def context_per_request(self, candidate: "Candidate") -> int | None:
         knobs = candidate.knobs

@@ -11,11 +11,14 @@ the engine is counting at all, a counter it lacks has counted nothing.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import Field, model_validator
 
 from . import _gpu, register
 from ._base import ServerCounts
 from .counters import lazy_counter_delta
+from .flags import Flag, Resolved
 
 if TYPE_CHECKING:
     from ..config.candidate import Candidate
@@ -33,37 +36,88 @@ REPORTED_FIELDS = {"model_path": "model_file", "served_model_name": "served_name
                    "chunked_prefill_size": "chunk_size", "tp_size": "tensor_parallel_size", "kv_cache_dtype": "kv_dtype"}
 
 
+class SGLangDrafter(_gpu.PythonServerDrafter):
+    engine_title: ClassVar[str] = "SGLang"
+
+    num_steps: int | None = Field(None, ge=1, le=16, description="SGLang: speculative steps (EAGLE tree depth)")
+    topk: int | None = Field(None, ge=1, le=16, description="SGLang: EAGLE top-k branching")
+
+    @model_validator(mode="after")
+    def _sglang_tree(self) -> "SGLangDrafter":
+        tree = [self.num_steps, self.topk, self.max_draft_tokens]
+        if self.kind == "dflash":
+            # DFLASH forces one step of top-1 (speculative_hook.py): any other value would be recorded, not run.
+            if self.num_steps not in (None, 1) or self.topk not in (None, 1):
+                raise ValueError("knobs.drafter: SGLang's DFLASH always runs num_steps 1 and topk 1 (it overrides "
+                                 "other values); set only max_draft_tokens, the block it drafts")
+        elif self.kind in ("eagle", "eagle3", "mtp", "draft_model") and any(tree) and not all(tree):
+            raise ValueError("knobs.drafter: SGLang takes num_steps, topk and max_draft_tokens all three or none")
+        elif self.topk == 1 and self.num_steps and self.max_draft_tokens != self.num_steps + 1:
+            # a chain of top-1 drafts verifies num_steps + 1 tokens whatever was asked (speculative_hook.py)
+            raise ValueError(f"knobs.drafter: with topk 1 SGLang verifies num_steps + 1 = {self.num_steps + 1} "
+                             f"tokens and overrides max_draft_tokens {self.max_draft_tokens}; set it to "
+                             f"{self.num_steps + 1}")
+        return self
+
+
+class SGLangKnobs(_gpu.PythonServerKnobs):
+    engine_title: ClassVar[str] = "SGLang"
+    kv_types: ClassVar[tuple[str, ...]] = KV_TYPES
+
+    drafter: SGLangDrafter = SGLangDrafter()
+
+
+def _speculative(drafter: SGLangDrafter, resolved: Resolved) -> list[str]:
+    if drafter.kind == "none":
+        return []
+    args = ["--speculative-algorithm", ALGORITHMS[drafter.kind]]
+    if resolved.draft_path:
+        args += ["--speculative-draft-model-path", resolved.draft_path]
+    if drafter.num_steps is not None and drafter.kind != "dflash":
+        args += ["--speculative-num-steps", str(drafter.num_steps), "--speculative-eagle-topk", str(drafter.topk),
+                 "--speculative-num-draft-tokens", str(drafter.max_draft_tokens)]
+    elif drafter.max_draft_tokens is not None:
+        args += ["--speculative-num-draft-tokens", str(drafter.max_draft_tokens)]
+    return args
+
+
+#: candidate field -> its flags, in command-line order; `also`: every other spelling SGLang's parser reads the same
+FLAGS = {
+    "model.revision": Flag(("--revision",)),
+    "model.served_name": Flag(("--served-model-name",)),
+    "knobs.tensor_parallel_size": Flag(("--tp-size",), also=("--tp", "--tensor-parallel-size"), omit=1),
+    "knobs.chunk_size": Flag(("--chunked-prefill-size",)),
+    "knobs.max_running_requests": Flag(("--max-running-requests",)),
+    "knobs.context_length": Flag(("--context-length",)),
+    "knobs.kv_dtype": Flag(("--kv-cache-dtype",)),
+    # the radix cache is on unless turned off
+    "knobs.prefix_caching": Flag(("--disable-radix-cache",), render=_gpu.switch(None, "--disable-radix-cache")),
+    "knobs.drafter": Flag(("--speculative-algorithm", "--speculative-draft-model-path"),
+                          also=("--speculative-draft-model", "--speculative-num-steps", "--speculative-eagle-topk",
+                                "--speculative-num-draft-tokens", "--speculative-dflash-block-size"),
+                          render=_speculative),
+}
+
+
 class SGLangAdapter(_gpu.PythonServerAdapter):
     container_port = 30000
     compile_cache_env = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
     process_markers = (b"sglang serve", b"sglang.launch_server")
 
-    def local_binary(self, candidate: "Candidate", reporter) -> str:
+    def local_binary(self, candidate: "Candidate", reporter: Any) -> str:
         import shutil
 
         return shutil.which("sglang") or super().local_binary(candidate, reporter)
 
     kind = "sglang"
-    owned = {
-        "chunk_size": ("--chunked-prefill-size",),
-        "max_running_requests": ("--max-running-requests",),
-        "context_length": ("--context-length",),
-        "kv_dtype": ("--kv-cache-dtype",),
-        "tensor_parallel_size": ("--tp-size", "--tp", "--tensor-parallel-size"),
-        "drafter": ("--speculative-algorithm", "--speculative-draft-model-path", "--speculative-draft-model",
-                    "--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens",
-                    "--speculative-dflash-block-size"),
-        "prefix_caching": ("--disable-radix-cache",),
-        "launch": ("--host", "--port", "--model-path", "--model", "--enable-metrics", "--enable-cache-report",
-                   "--revision", "--served-model-name"),
-    }
+    knobs_model = SGLangKnobs
+    flags = FLAGS
+    launch_flags = ("--host", "--port", "--model-path", "--model", "--enable-metrics", "--enable-cache-report")
     # argparse's prefix matching is on: `--chunked-prefill` would set --chunked-prefill-size
     flag_prefixes = True
     # 0.5.23 logs "Capture target decode CUDA graph begin." (cuda_graph_setup.py); older releases "Capture cuda graph"
     compile_pattern = re.compile(r"Capture .*graph (begin|failed)|Capture cuda graph|Capturing batches|"
                                  r"torch\.compile|Compiling|compile_fx|autotun", re.I)
-    title = "SGLang"
-    kv_types = KV_TYPES
     info_paths = ("/server_info", "/get_server_info")
     served_name_flag = "--served-model-name"
     self_report_paths = ("/server_info", "/get_server_info")
@@ -87,54 +141,9 @@ class SGLangAdapter(_gpu.PythonServerAdapter):
                 out["effective_max_running_requests"] = effective
         return out
 
-    def check(self, candidate: "Candidate") -> None:
-        self.check_common(candidate)
-        drafter = candidate.knobs.drafter
-        tree = [drafter.num_steps, drafter.topk, drafter.max_draft_tokens]
-        if drafter.kind == "dflash":
-            # DFLASH forces one step of top-1 (speculative_hook.py): any other value would be recorded, not run.
-            if drafter.num_steps not in (None, 1) or drafter.topk not in (None, 1):
-                raise ValueError("knobs.drafter: SGLang's DFLASH always runs num_steps 1 and topk 1 (it overrides "
-                                 "other values); set only max_draft_tokens, the block it drafts")
-        elif drafter.kind in ("eagle", "eagle3", "mtp", "draft_model") and any(tree) and not all(tree):
-            raise ValueError("knobs.drafter: SGLang takes num_steps, topk and max_draft_tokens all three or none")
-        elif drafter.topk == 1 and drafter.num_steps and drafter.max_draft_tokens != drafter.num_steps + 1:
-            # a chain of top-1 drafts verifies num_steps + 1 tokens whatever was asked (speculative_hook.py)
-            raise ValueError(f"knobs.drafter: with topk 1 SGLang verifies num_steps + 1 = {drafter.num_steps + 1} "
-                             f"tokens and overrides max_draft_tokens {drafter.max_draft_tokens}; set it to "
-                             f"{drafter.num_steps + 1}")
-        if candidate.model.path is None and candidate.model.id is None:
-            raise ValueError("model: SGLang needs model.path or model.id")
-        self.check_extra_args(candidate)
-
-    def argv(self, candidate: "Candidate", *, port: int, model_path: str, draft_path: str | None,
-             binary: str | None = None, backend: str | None = None) -> list[str]:
-        knobs = candidate.knobs
-        args = ["sglang", "serve", "--model-path", model_path,
-                "--host", candidate.launch.host if candidate.launch.mode != "compose" else "0.0.0.0",
-                "--port", str(port), "--enable-metrics", "--enable-cache-report"]
-        if candidate.model.revision:
-            args += ["--revision", candidate.model.revision]
-        if candidate.model.served_name:
-            args += ["--served-model-name", candidate.model.served_name]
-        args += _gpu.knob_args(knobs, {
-            "tensor_parallel_size": ("--tp-size",), "chunk_size": ("--chunked-prefill-size",),
-            "max_running_requests": ("--max-running-requests",), "context_length": ("--context-length",),
-            "kv_dtype": ("--kv-cache-dtype",)})
-        if knobs.prefix_caching is False:  # the radix cache is on unless turned off
-            args.append("--disable-radix-cache")
-        drafter = knobs.drafter
-        if drafter.kind != "none":
-            args += ["--speculative-algorithm", ALGORITHMS[drafter.kind]]
-            if draft_path:
-                args += ["--speculative-draft-model-path", draft_path]
-            if drafter.num_steps is not None and drafter.kind != "dflash":
-                args += ["--speculative-num-steps", str(drafter.num_steps),
-                         "--speculative-eagle-topk", str(drafter.topk),
-                         "--speculative-num-draft-tokens", str(drafter.max_draft_tokens)]
-            elif drafter.max_draft_tokens is not None:
-                args += ["--speculative-num-draft-tokens", str(drafter.max_draft_tokens)]
-        return args + list(candidate.extra_args)
+    def fixed_args(self, candidate: "Candidate", *, port: int, model_path: str, binary: str | None) -> list[str]:
+        return ["sglang", "serve", "--model-path", model_path, "--host", _gpu.listen_host(candidate), "--port",
+                str(port), "--enable-metrics", "--enable-cache-report"]
 
     def server_counts(self, before: "Scrape", after: "Scrape") -> ServerCounts | None:
         if not after.available:

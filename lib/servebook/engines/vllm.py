@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from . import _gpu, register
 from ._base import ServerCounts
 from .counters import counter_delta
+from .flags import Flag, Resolved
 
 if TYPE_CHECKING:
     from ..config.candidate import Candidate
@@ -32,6 +33,50 @@ METHODS = {"eagle": "eagle", "eagle3": "eagle3", "mtp": "mtp", "ngram": "ngram",
            "dflash": "dflash"}
 
 
+class VLLMDrafter(_gpu.PythonServerDrafter):
+    engine_title: ClassVar[str] = "vLLM"
+    refusals: ClassVar[dict[str, str]] = {
+        key: "knobs.drafter.num_steps/topk are SGLang settings; vLLM takes max_draft_tokens"
+        for key in ("num_steps", "topk")}
+
+
+class VLLMKnobs(_gpu.PythonServerKnobs):
+    engine_title: ClassVar[str] = "vLLM"
+    kv_types: ClassVar[tuple[str, ...]] = KV_TYPES
+
+    drafter: VLLMDrafter = VLLMDrafter()
+
+
+def _speculative_config(drafter: VLLMDrafter, resolved: Resolved) -> list[str]:
+    if drafter.kind == "none":
+        return []
+    config: dict[str, Any] = {"method": METHODS[drafter.kind]}
+    if resolved.draft_path:
+        config["model"] = resolved.draft_path
+    if drafter.max_draft_tokens is not None:
+        config["num_speculative_tokens"] = drafter.max_draft_tokens
+    return ["--speculative-config", json.dumps(config, sort_keys=True, separators=(",", ":"))]
+
+
+#: candidate field -> its flags, in command-line order; `also`: every other spelling vLLM's parser reads the same
+FLAGS = {
+    "model.revision": Flag(("--revision",)),
+    "model.served_name": Flag(("--served-model-name",)),
+    "knobs.tensor_parallel_size": Flag(("-tp",), also=("--tensor-parallel-size",), omit=1),
+    "knobs.chunk_size": Flag(("--enable-chunked-prefill", "--max-num-batched-tokens"),
+                             also=("--disable-chunked-prefill", "--no-enable-chunked-prefill"),
+                             render=lambda v, _: [] if v is None else
+                             ["--enable-chunked-prefill", "--max-num-batched-tokens", str(v)]),
+    "knobs.max_running_requests": Flag(("--max-num-seqs",)),
+    "knobs.context_length": Flag(("--max-model-len",)),
+    "knobs.kv_dtype": Flag(("--kv-cache-dtype",)),
+    "knobs.prefix_caching": Flag(("--enable-prefix-caching", "--no-enable-prefix-caching"),
+                                 also=("--disable-prefix-caching",),
+                                 render=_gpu.switch("--enable-prefix-caching", "--no-enable-prefix-caching")),
+    "knobs.drafter": Flag(("--speculative-config",), also=("-sc",), render=_speculative_config),
+}
+
+
 class VLLMAdapter(_gpu.PythonServerAdapter):
     container_port = 8000
     # from arrival to scheduling, and from scheduling to the first token (vllm/v1/metrics/loggers.py)
@@ -42,24 +87,15 @@ class VLLMAdapter(_gpu.PythonServerAdapter):
     # not any command that mentions "vllm" (a servebook sweep of a vllm study is not an engine)
     process_markers = (b"vllm serve", b"vllm.entrypoints")
 
-    def local_binary(self, candidate: "Candidate", reporter) -> str:
+    def local_binary(self, candidate: "Candidate", reporter: Any) -> str:
         import shutil
 
         return shutil.which("vllm") or super().local_binary(candidate, reporter)
 
     kind = "vllm"
-    owned = {
-        "chunk_size": ("--max-num-batched-tokens", "--enable-chunked-prefill", "--disable-chunked-prefill",
-                       "--no-enable-chunked-prefill"),
-        "max_running_requests": ("--max-num-seqs",),
-        "context_length": ("--max-model-len",),
-        "kv_dtype": ("--kv-cache-dtype",),
-        "tensor_parallel_size": ("-tp", "--tensor-parallel-size"),
-        "drafter": ("--speculative-config", "-sc"),
-        "prefix_caching": ("--enable-prefix-caching", "--no-enable-prefix-caching", "--disable-prefix-caching"),
-        "launch": ("--host", "--port", "--revision", "--enable-prompt-tokens-details",
-                   "--disable-prompt-tokens-details", "--served-model-name"),
-    }
+    knobs_model = VLLMKnobs
+    flags = FLAGS
+    launch_flags = ("--host", "--port", "--enable-prompt-tokens-details", "--disable-prompt-tokens-details")
     # FlexibleArgumentParser reads --max_num_seqs as --max-num-seqs, and argparse takes unambiguous prefixes
     flag_underscores = True
     flag_prefixes = True
@@ -67,8 +103,6 @@ class VLLMAdapter(_gpu.PythonServerAdapter):
     # 0.26): "Triton kernel JIT compilation during inference: NAME. This causes a latency spike; ..."
     compile_pattern = re.compile(r"Compiling a graph|torch\.compile|Capturing CUDA graph|compile range|"
                                  r"Dynamo bytecode transform|during inference: .*latency spike", re.I)
-    title = "vLLM"
-    kv_types = KV_TYPES
     info_paths = ("/version",)
     served_name_flag = "--served-model-name"
     # The whole resolved configuration, served in development mode (VLLM_SERVER_DEV_MODE, which servebook sets
@@ -100,38 +134,9 @@ class VLLMAdapter(_gpu.PythonServerAdapter):
         # Usage on every chunk gives the tokens each chunk carried (several, with a drafter).
         return {"include_usage": True, "continuous_usage_stats": True}
 
-    def check(self, candidate: "Candidate") -> None:
-        self.check_common(candidate)
-        drafter = candidate.knobs.drafter
-        if drafter.num_steps or drafter.topk:
-            raise ValueError("knobs.drafter.num_steps/topk are SGLang settings; vLLM takes max_draft_tokens")
-        self.check_extra_args(candidate)
-
-    def argv(self, candidate: "Candidate", *, port: int, model_path: str, draft_path: str | None,
-             binary: str | None = None, backend: str | None = None) -> list[str]:
-        knobs = candidate.knobs
-        args = ["vllm", "serve", model_path,
-                "--host", candidate.launch.host if candidate.launch.mode != "compose" else "0.0.0.0",
-                "--port", str(port), "--enable-prompt-tokens-details"]
-        if candidate.model.revision:
-            args += ["--revision", candidate.model.revision]
-        if candidate.model.served_name:
-            args += ["--served-model-name", candidate.model.served_name]
-        args += _gpu.knob_args(knobs, {
-            "tensor_parallel_size": ("-tp",), "chunk_size": ("--enable-chunked-prefill", "--max-num-batched-tokens"),
-            "max_running_requests": ("--max-num-seqs",), "context_length": ("--max-model-len",),
-            "kv_dtype": ("--kv-cache-dtype",)})
-        if knobs.prefix_caching is not None:
-            args.append("--enable-prefix-caching" if knobs.prefix_caching else "--no-enable-prefix-caching")
-        drafter = knobs.drafter
-        if drafter.kind != "none":
-            config: dict = {"method": METHODS[drafter.kind]}
-            if draft_path:
-                config["model"] = draft_path
-            if drafter.max_draft_tokens is not None:
-                config["num_speculative_tokens"] = drafter.max_draft_tokens
-            args += ["--speculative-config", json.dumps(config, sort_keys=True, separators=(",", ":"))]
-        return args + list(candidate.extra_args)
+    def fixed_args(self, candidate: "Candidate", *, port: int, model_path: str, binary: str | None) -> list[str]:
+        return ["vllm", "serve", model_path, "--host", _gpu.listen_host(candidate), "--port", str(port),
+                "--enable-prompt-tokens-details"]
 
     def server_counts(self, before: "Scrape", after: "Scrape") -> ServerCounts | None:
         if not after.available:

@@ -17,7 +17,7 @@ from typing import Any, get_args
 import pandas as pd
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from ..config.candidate import Knobs
+from ..config.knobs import KNOB_MODELS, Knobs
 from ..config.metrics import LOWER_IS_BETTER, Metric
 from ..util.errors import InputError
 from ..util.suggest import close_names
@@ -59,22 +59,39 @@ def _close(word: str, choices: list[str]) -> str:
     return "; did you mean " + " or ".join(repr(n) for n in near) + "?" if near else ""
 
 
+def _knob_models() -> list[type[BaseModel]]:
+    """Every engine's knob model: a journal holds runs of several engines, each with knobs of its own."""
+    from .. import engines  # noqa: F401  (each engine registers its knob model)
+
+    return [*KNOB_MODELS.values()] or [Knobs]
+
+
+def _fields_of(models: list[type[BaseModel]]) -> dict[str, Any]:
+    """The fields of any of `models` (the first model that has a name types it)."""
+    fields: dict[str, Any] = {}
+    for model in models:
+        fields.update({k: v for k, v in model.model_fields.items() if k not in fields})
+    return fields
+
+
 def _knob_type(path: str) -> Any:
-    """The annotation of knobs.A(.B), walking nested models; an unknown name names the known ones."""
-    model: type[BaseModel] = Knobs
+    """The annotation of knobs.A(.B) in any engine's knobs, walking nested models; an unknown name names the known
+    ones."""
+    models = _knob_models()
     parts = path.split(".")[1:]
     annotation: Any = None
     for i, part in enumerate(parts):
-        fields = model.model_fields
+        fields = _fields_of(models)
         if part not in fields:
             known = [".".join(["knobs", *parts[:i], f]) for f in fields]
             raise InputError(f"{path!r}: no such knob{_close('.'.join(['knobs', *parts[:i + 1]]), known)} "
                              f"(knobs: {', '.join(known)})")
         annotation = fields[part].annotation
-        nested = next((a for a in (annotation, *get_args(annotation)) if isinstance(a, type)
-                       and issubclass(a, BaseModel)), None)
-        if nested is not None:
-            model = nested
+        nested = [a for m in models if part in m.model_fields
+                  for a in (m.model_fields[part].annotation, *get_args(m.model_fields[part].annotation))
+                  if isinstance(a, type) and issubclass(a, BaseModel)]
+        if nested:
+            models = nested
         elif i < len(parts) - 1:
             raise InputError(f"{path!r}: knobs.{'.'.join(parts[:i + 1])} has no fields")
     if annotation is None:
@@ -92,7 +109,7 @@ def field_kind(name: str) -> str:
     metric, _, cell = name.partition("@")
     if metric in METRICS and (cell or "@" not in name):
         return "metric"
-    fields = [*COLUMNS, *METRICS, *(f"knobs.{k}" for k in Knobs.model_fields)]
+    fields = [*COLUMNS, *METRICS, *(f"knobs.{k}" for k in _fields_of(_knob_models()))]
     raise InputError(f"{name!r} is no field of a run{_close(metric, fields)} (fields: the index's {', '.join(COLUMNS)}; "
                      f"knobs.NAME; a metric {', '.join(METRICS)}, optionally METRIC@CELL_ID)")
 

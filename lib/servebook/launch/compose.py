@@ -15,14 +15,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
 import yaml
 
 from ..config.candidate import Candidate
 from ..config.errors import InputError
-from ..engines import Diagnosis, EngineAdapter
+from ..engines import Diagnosis
+from ..engines.http_client import EngineClient
 from ..util.files import tail_of
 from .process import EngineFailed, NoLocalProcess
+from .roles import LaunchedEngine
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ def gpu_groups(candidate: Candidate) -> list[list[int]]:
     return [gpus[i * tp:(i + 1) * tp] for i in range(replicas)]
 
 
-def render(candidate: Candidate, adapter: EngineAdapter, *, model_path: str, draft_path: str | None,
+def render(candidate: Candidate, adapter: LaunchedEngine, *, model_path: str, draft_path: str | None,
            first_port: int) -> ComposePlan:
     launch = candidate.launch
     image = launch.image or ""
@@ -135,7 +136,7 @@ class ComposeEngine(NoLocalProcess):
     """Runs a rendered compose plan: replicas up one by one with health waits, logs kept, then down."""
 
     plan: ComposePlan
-    adapter: EngineAdapter
+    adapter: LaunchedEngine
     compose_file: Path
     log_path: Path
     host: str = "127.0.0.1"
@@ -168,14 +169,9 @@ class ComposeEngine(NoLocalProcess):
         for service, port in zip(self.plan.services, self.plan.host_ports):
             self._run(base + ["up", "-d", "--no-deps", service])
             self._started.append(service)
-            url = f"http://{self.host}:{port}{self.adapter.health_path()}"
+            client = EngineClient(f"http://{self.host}:{port}", timeout_s=2.0)
             deadline = time.monotonic() + timeout_s
-            while True:
-                try:
-                    if httpx.get(url, timeout=2).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
+            while not client.answers(self.adapter.health_path()):
                 if time.monotonic() > deadline:
                     raise self.failure(Diagnosis("timeout", f"{service} not healthy after {timeout_s:g}s"))
                 if on_poll:

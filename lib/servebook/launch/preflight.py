@@ -162,6 +162,7 @@ def preflight(candidate: Candidate, reporter: Reporter, *, inventory=None, share
         except PortInUse as error:
             raise InputError(str(error)) from None
     model = candidate.model.path or candidate.model.id
+    assert model is not None  # a ModelRef holds exactly one of them
     draft = candidate.knobs.drafter.model
     if launch.simulator or launch.mode == "attach":
         return ResolvedPaths(sys.executable, model, draft)

@@ -15,12 +15,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import httpx
-
-from ..engines import Diagnosis, EngineAdapter, EngineFailed
+from ..engines import Diagnosis, EngineFailed
+from ..engines.http_client import EngineClient
 from ..util.files import tail_of
+
+if TYPE_CHECKING:
+    import httpx
+
+    from .roles import LaunchedEngine
 
 
 class PortInUse(ValueError):
@@ -78,11 +82,13 @@ def _die_with_parent() -> None:
 @dataclass
 class EngineProcess:
     argv: list[str]
-    adapter: EngineAdapter
+    adapter: "LaunchedEngine"
     base_url: str
     log_path: Path
     env: dict[str, str] | None = None
     process: subprocess.Popen | None = None
+    #: answers for the engine's HTTP endpoints in place of the network (httpx.MockTransport in tests)
+    transport: "httpx.BaseTransport | None" = None
 
     def start(self) -> "EngineProcess":
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -137,22 +143,19 @@ class EngineProcess:
         """Block until the health endpoint answers 200; return the seconds it took."""
         started = time.monotonic()
         deadline = started + timeout_s
-        url = f"{self.base_url}{self.adapter.health_path()}"
-        with httpx.Client(timeout=2.0) as client:
-            while True:
-                self.check_alive()
-                try:
-                    if client.get(url).status_code == 200:
-                        return time.monotonic() - started
-                except httpx.HTTPError:
-                    pass  # listener not open yet, or closed while loading
-                if time.monotonic() > deadline:
-                    raise self.failure(
-                        Diagnosis("timeout", f"not ready after {timeout_s:g}s ({url} never answered 200)")
-                    )
-                if on_poll:
-                    on_poll(time.monotonic() - started)
-                time.sleep(0.2)
+        path = self.adapter.health_path()
+        client = EngineClient(self.base_url, timeout_s=2.0, transport=self.transport)
+        while True:
+            self.check_alive()
+            if client.answers(path):  # not yet: the listener is not open, or closed while loading
+                return time.monotonic() - started
+            if time.monotonic() > deadline:
+                raise self.failure(
+                    Diagnosis("timeout", f"not ready after {timeout_s:g}s ({self.base_url}{path} never answered 200)")
+                )
+            if on_poll:
+                on_poll(time.monotonic() - started)
+            time.sleep(0.2)
 
     def stop(self, grace_s: float = 10.0) -> None:
         if self.process is None or self.process.poll() is not None:
@@ -197,8 +200,9 @@ class AttachedEngine(NoLocalProcess):
     """A server servebook did not start (launch.mode: attach): nothing to start, stop or reap."""
 
     base_url: str
-    adapter: EngineAdapter
+    adapter: "LaunchedEngine"
     log_path: Path
+    transport: "httpx.BaseTransport | None" = None
 
     def start(self) -> "AttachedEngine":
         self.log_path.parent.mkdir(parents=True, exist_ok=True)

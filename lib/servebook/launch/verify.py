@@ -13,14 +13,20 @@ import os
 import socket
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from ..config.candidate import Candidate
 from ..config.errors import InputError
-from ..engines import EngineAdapter
+from ..engines import get_engine
+from ..engines.flags import on_command_line
+from ..engines.http_client import EngineClient
 from ..engines.random_models import model_file_name
 from ..util.aio import run_blocking
+from .roles import LaunchedEngine
+
+if TYPE_CHECKING:
+    import httpx
 
 VERIFIED = "verified"
 NOT_VERIFIED = "claimed, not verified"
@@ -58,19 +64,10 @@ class SelfReport:
         return {"models": self.models, "settings": self.settings}
 
 
-def read_self_report(adapter: EngineAdapter, base_url: str, headers: dict, timeout_s: float = 5.0) -> SelfReport:
-    import httpx
-
-    bodies: dict[str, Any] = {}
-    with httpx.Client(timeout=timeout_s, headers=headers) as http:
-        for path in ("/v1/models", *adapter.self_report_paths):
-            try:
-                response = http.get(f"{base_url}{path}")
-                if response.status_code == 200:
-                    # /metrics is Prometheus text; every other self-report is JSON
-                    bodies[path] = response.text if path == "/metrics" else response.json()
-            except (httpx.HTTPError, ValueError):
-                continue
+def read_self_report(adapter: LaunchedEngine, base_url: str, headers: dict, timeout_s: float = 5.0, *,
+                     transport: "httpx.BaseTransport | None" = None) -> SelfReport:
+    client = EngineClient(base_url, headers, timeout_s=timeout_s, transport=transport)
+    bodies = client.bodies(("/v1/models", *adapter.self_report_paths))
     listed = bodies.get("/v1/models")
     models = None
     if isinstance(listed, dict) and isinstance(listed.get("data"), list):
@@ -78,16 +75,13 @@ def read_self_report(adapter: EngineAdapter, base_url: str, headers: dict, timeo
     return SelfReport(models, adapter.reported_settings(bodies), bodies)
 
 
-def read_server_info(adapter: EngineAdapter, base_url: str, headers: dict) -> dict[str, Any] | None:
+def read_server_info(adapter: LaunchedEngine, base_url: str, headers: dict, *,
+                     transport: "httpx.BaseTransport | None" = None) -> dict[str, Any] | None:
     """What the engine says about itself (version, server args), from the first info path that answers."""
-    import httpx
-
+    client = EngineClient(base_url, headers, transport=transport)
     for path in adapter.info_paths:
-        try:
-            response = httpx.get(f"{base_url}{path}", timeout=5, headers=headers)
-        except httpx.HTTPError:
-            continue
-        if response.status_code == 200:
+        response = client.get(path)
+        if response is not None and response.status_code == 200:
             try:
                 body = response.json()
             except ValueError:
@@ -117,15 +111,8 @@ def _same_model(claimed: str, reported: str) -> bool:
     return claimed == reported or os.path.basename(claimed.rstrip("/")) == os.path.basename(reported.rstrip("/"))
 
 
-def _context_matches(claimed: int, settings: dict, slots: int | None) -> bool | None:
-    if "context_length" in settings:
-        return settings["context_length"] == claimed
-    per_slot = settings.get("context_per_slot")
-    if per_slot is None:
-        return None
-    # llama.cpp splits the context over its slots, padded to 256 tokens each, or gives each all of it (unified KV).
-    n = slots or settings.get("max_running_requests") or 1
-    return abs(per_slot * n - claimed) <= 256 * n or abs(per_slot - claimed) <= 256
+#: the knobs an engine's self-report can confirm one for one (the context and the drafter are judged apart)
+REPORTED_KNOBS = ("max_running_requests", "chunk_size", "kv_dtype", "tensor_parallel_size", "prefix_caching")
 
 
 def verify_claims(candidate: Candidate, report: SelfReport, model_file: str | None) -> tuple[dict[str, str], list[str]]:
@@ -151,9 +138,8 @@ def verify_claims(candidate: Candidate, report: SelfReport, model_file: str | No
     if candidate.model.served_name and settings.get("served_name") is not None:
         judge("served_name", candidate.model.served_name, settings["served_name"] == candidate.model.served_name,
               settings["served_name"])
-    simple = {"max_running_requests": knobs.max_running_requests, "chunk_size": knobs.chunk_size,
-              "kv_dtype": knobs.kv_dtype, "tensor_parallel_size": knobs.tensor_parallel_size,
-              "prefix_caching": knobs.prefix_caching}
+    # the engine's own knob model says which of them it has (llama.cpp has no prefix_caching knob)
+    simple = {name: getattr(knobs, name) for name in REPORTED_KNOBS if name in type(knobs).model_fields}
     for name, claimed in simple.items():
         if claimed is None:
             continue
@@ -170,7 +156,8 @@ def verify_claims(candidate: Candidate, report: SelfReport, model_file: str | No
         found["knobs.max_running_requests"] = (found.get("knobs.max_running_requests", NOT_VERIFIED)
                                                + f"; the scheduler runs at most {effective} at once")
     if knobs.context_length is not None:
-        matches = _context_matches(knobs.context_length, settings, knobs.max_running_requests)
+        matches = get_engine(candidate.engine).context_matches(knobs.context_length, settings,
+                                                               knobs.max_running_requests)
         reported = settings.get("context_length", settings.get("context_per_slot"))
         judge("knobs.context_length", knobs.context_length, matches,
               reported if "context_length" in settings else f"{reported} per slot")
@@ -180,29 +167,27 @@ def verify_claims(candidate: Candidate, report: SelfReport, model_file: str | No
     return found, wrong
 
 
-def wait_until_answering(adapter: EngineAdapter, base_url: str, headers: dict, timeout_s: float) -> None:
+def wait_until_answering(adapter: LaunchedEngine, base_url: str, headers: dict, timeout_s: float, *,
+                         transport: "httpx.BaseTransport | None" = None) -> None:
     """An attached server should be up already; give one that is still loading its ready timeout."""
-    import httpx
-
+    client = EngineClient(base_url, headers, transport=transport)
     deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            if httpx.get(f"{base_url}{adapter.health_path()}", timeout=5, headers=headers).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
+    while not client.answers(adapter.health_path()):
         if time.monotonic() > deadline:
             raise InputError(f"launch.url {base_url}: the server answers, but {adapter.health_path()} did not "
                              f"report ready within {timeout_s:g} s")
         time.sleep(0.5)
 
 
-def has_tokenizer(adapter: EngineAdapter, base_url: str, headers: dict[str, str], model: str | None) -> bool:
+def has_tokenizer(adapter: LaunchedEngine, base_url: str, headers: dict[str, str], model: str | None, *,
+                  transport: "httpx.BaseTransport | None" = None) -> bool:
     """Whether the server turns text into token ids (prompts of exact length need it)."""
     import httpx
 
+    client = EngineClient(base_url, headers, transport=transport)
+
     async def probe() -> bool:
-        async with httpx.AsyncClient(timeout=10, headers=headers) as http:
+        async with client.async_client() as http:
             try:
                 return await adapter.tokenize(http, base_url, "servebook", model or "default", headers) is not None
             except (httpx.HTTPError, ValueError, KeyError, TypeError):
@@ -211,41 +196,42 @@ def has_tokenizer(adapter: EngineAdapter, base_url: str, headers: dict[str, str]
     return run_blocking(probe)
 
 
-def check_tokenizer(adapter: EngineAdapter, base_url: str, headers: dict[str, str], model: str | None,
-                    needs: list[str]) -> None:
+def check_tokenizer(adapter: LaunchedEngine, base_url: str, headers: dict[str, str], model: str | None,
+                    needs: list[str], *, transport: "httpx.BaseTransport | None" = None) -> None:
     """InputError when the plan builds prompts of exact token length and the server has no tokenizer. Only a server
     whose engine servebook does not know is asked: every built-in engine's server tokenizes."""
-    if needs and not adapter.tokenizer_known and not has_tokenizer(adapter, base_url, headers, model):
+    if needs and not adapter.tokenizer_known and not has_tokenizer(adapter, base_url, headers, model,
+                                                                   transport=transport):
         raise InputError(f"plan: {', '.join(needs)} build prompts of exact token length through the engine's "
                          f"tokenizer, and {base_url} ({adapter.kind}) answers no tokenizer request; drop them from "
                          "the plan, or measure a server that exposes /tokenize")
 
 
-def verify_attached(candidate: Candidate, adapter: EngineAdapter, base_url: str, headers: dict,
-                    model_file: str | None, needs_tokenizer: list[str] | None = None) -> tuple[str | None, dict]:
+def verify_attached(candidate: Candidate, adapter: LaunchedEngine, base_url: str, headers: dict,
+                    model_file: str | None, needs_tokenizer: list[str] | None = None, *,
+                    transport: "httpx.BaseTransport | None" = None) -> tuple[str | None, dict]:
     """The model to measure and the verification record, or InputError when the server contradicts the candidate
-    (nothing is recorded: the candidate describes another server)."""
-    check_reachable(base_url)
-    wait_until_answering(adapter, base_url, headers, candidate.launch.ready_timeout_s)
-    report = read_self_report(adapter, base_url, headers)
+    (nothing is recorded: the candidate describes another server). `transport` answers in place of the network."""
+    if transport is None:
+        check_reachable(base_url)
+    wait_until_answering(adapter, base_url, headers, candidate.launch.ready_timeout_s, transport=transport)
+    report = read_self_report(adapter, base_url, headers, transport=transport)
     model = select_model(report, candidate.model.served_name, base_url)
     found, wrong = verify_claims(candidate, report, model_file_name(model_file, adapter.model_format))
     if wrong:
         raise InputError(f"attach {base_url}: the server is not the candidate it claims to be: " + "; ".join(wrong))
-    check_tokenizer(adapter, base_url, headers, model, needs_tokenizer or [])
+    check_tokenizer(adapter, base_url, headers, model, needs_tokenizer or [], transport=transport)
     return model, {"claims": found, "reported": report.record}
 
 
-def launched_claims(found: dict[str, str], adapter: EngineAdapter, argv: list[str]) -> dict[str, str]:
+def launched_claims(found: dict[str, str], adapter: LaunchedEngine, argv: list[str]) -> dict[str, str]:
     """For an engine servebook launched, a claim its server does not report is what servebook passed it: shown with
-    the flag and value from the command line, not as a bare claim. Only what the server reports back is verified."""
-    owned = {f"knobs.{knob}": flags for knob, flags in adapter.owned.items()}
+    the flag and value from the command line (read back through the engine's one flag map), not as a bare claim.
+    Only what the server reports back is verified."""
     out = dict(found)
     for claim, state in found.items():
-        if state != NOT_VERIFIED or claim not in owned:
-            continue
-        passed = [f"{arg} {argv[i + 1]}" if i + 1 < len(argv) and not argv[i + 1].startswith("-") else arg
-                  for i, arg in enumerate(argv) if arg.split("=", 1)[0] in owned[claim]]
+        flag = adapter.flags.get(claim) if state == NOT_VERIFIED else None
+        passed = on_command_line(argv, flag) if flag is not None else None
         if passed:
-            out[claim] = f"{ON_COMMAND_LINE}: {' '.join(passed)} (the server does not report it)"
+            out[claim] = f"{ON_COMMAND_LINE}: {passed} (the server does not report it)"
     return out

@@ -10,10 +10,12 @@ import asyncio
 import time
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
-from typing import Any, cast
+from typing import Any, Callable, cast
 
 import httpx
 from openai import AsyncOpenAI
+
+from ..engines import ServerTimings
 
 
 @dataclass
@@ -79,14 +81,13 @@ def _usage_fields(record: RequestRecord, usage: Any) -> None:
     record.cached_tokens = None if cached is None else int(cached)
 
 
-def _timings_fields(record: RequestRecord, extra: dict | None) -> None:
-    timings = (extra or {}).get("timings")
-    if not isinstance(timings, dict):
+def _timings_fields(record: RequestRecord, timings: ServerTimings | None) -> None:
+    if timings is None:
         return
-    record.server_prompt_ms = timings.get("prompt_ms")
-    record.server_predicted_per_second = timings.get("predicted_per_second")
-    record.server_draft_tokens = timings.get("draft_n")
-    record.server_draft_accepted = timings.get("draft_n_accepted")
+    record.server_prompt_ms = timings.prompt_ms
+    record.server_predicted_per_second = timings.predicted_per_second
+    record.server_draft_tokens = timings.draft_tokens
+    record.server_draft_accepted = timings.draft_accepted
 
 
 @dataclass
@@ -100,15 +101,18 @@ class StreamRequest:
     extra_body: dict | None = None
     stream_options: dict | None = None
     keep_chunk_times: bool = True
+    #: the engine's reader of its own per-request timings in a chunk's extra fields (None: it sends none)
+    server_timings: Callable[[dict[str, Any] | None], ServerTimings | None] | None = None
 
 
 def _record_chunk(record: RequestRecord, chunk: Any, now: float, counted: int, *, chat: bool,
-                  keep_chunk_times: bool) -> int:
+                  keep_chunk_times: bool, server_timings: Callable[[Any], ServerTimings | None] | None = None) -> int:
     """Fold one streamed chunk into `record`; returns the completion tokens accounted for so far."""
     record.chunk_count += 1
     if chunk.usage is not None:
         _usage_fields(record, chunk.usage)
-    _timings_fields(record, chunk.model_extra)
+    if server_timings is not None:
+        _timings_fields(record, server_timings(chunk.model_extra))
     if not chunk.choices:
         return counted
     choice = chunk.choices[0]
@@ -166,7 +170,7 @@ def sending_client(**options: Any) -> httpx.AsyncClient:
 def measuring_clients(base_url: str, api_key: str, headers: dict[str, str],
                       timeout_s: float) -> tuple[httpx.AsyncClient, AsyncOpenAI]:
     """The HTTP client and the SDK on it that a measurement sends through, in the run's process or a sender's."""
-    # No keep-alive: llama-server closes idle and long-lived connections on its own schedule,
+    # No keep-alive: an engine may close idle and long-lived connections on its own schedule (llama-server does),
     # and a request sent on a connection the server just closed fails spuriously.
     limits = httpx.Limits(max_connections=256, max_keepalive_connections=0)
     http = sending_client(limits=limits, timeout=httpx.Timeout(timeout_s, connect=10), headers=headers)
@@ -198,7 +202,7 @@ async def stream_request(client: AsyncOpenAI, record: RequestRecord, request: St
             stream = await client.completions.create(prompt=cast(Any, request.prompt), **common)
         async for chunk in stream:
             counted = _record_chunk(record, chunk, time.monotonic(), counted, chat=request.messages is not None,
-                                    keep_chunk_times=request.keep_chunk_times)
+                                    keep_chunk_times=request.keep_chunk_times, server_timings=request.server_timings)
         if record.completion_tokens is None:
             record.error = "stream ended without a usage chunk"
         elif record.t_first is None and record.completion_tokens > 0:

@@ -7,13 +7,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..engines import EngineAdapter
+from .roles import MeasuredEngine
 
 
 @dataclass(frozen=True)
 class Endpoint:
     base_url: str
-    adapter: EngineAdapter
+    adapter: MeasuredEngine
     #: the model name requests carry (None: the first one /v1/models lists)
     model: str | None = None
     api_key: str = "servebook"

@@ -13,7 +13,7 @@ from pathlib import Path
 from types import TracebackType
 
 from ..config.plan import Plan
-from ..engines import EngineAdapter, EngineFailed
+from ..engines import EngineFailed
 from ..engines.counters import histogram_mean
 from ..util.files import tail_of
 from ..util.progress import Reporter
@@ -49,6 +49,7 @@ from .kinds import cell_line, kind_of, kinds, label
 from .log import CellOutcome, MeasurementLog
 from .prompts import decode_prompt, filler_text
 from .reconcile import ClientCounts, reconcile
+from .roles import MeasuredEngine
 from .scrape import scrape
 from .turns import NoTurns, Turns
 from .validity import cell_faults
@@ -65,7 +66,7 @@ class Measurement:
                  log: MeasurementLog | None = None, turns: Turns | NoTurns | None = None):
         self.endpoint = endpoint
         self.turns = turns or NoTurns()
-        self.adapter: EngineAdapter = endpoint.adapter
+        self.adapter: MeasuredEngine = endpoint.adapter
         self.plan = plan
         self.tag = tag
         self.alive_check = alive_check or (lambda: None)
@@ -294,7 +295,7 @@ async def _measure_steps(endpoint: Endpoint, plan: Plan, log: MeasurementLog, ta
                     await m.run_gates()
 
 
-def inactive_drafter(drafter: str, adapter: EngineAdapter, log: MeasurementLog, engine_log: Path) -> None:
+def inactive_drafter(drafter: str, adapter: MeasuredEngine, log: MeasurementLog, engine_log: Path) -> None:
     """Raise when a configured drafter never drafted: the engine did not run the candidate as stated
     (llama.cpp, for one, logs a drafter it cannot load and serves on without it)."""
     # An n-gram drafter legitimately drafts nothing when the output never repeats itself.

@@ -56,7 +56,8 @@ class Workloads:
 
     def request(self, output_tokens: int, **fields: Any) -> StreamRequest:
         return StreamRequest(self.model, output_tokens, stream_options=self.endpoint.adapter.stream_options(),
-                             keep_chunk_times=self.plan.record_chunks, **fields)
+                             keep_chunk_times=self.plan.record_chunks, server_timings=self.endpoint.adapter.server_timings,
+                             **fields)
 
     async def filler(self, category: str) -> list[int]:
         if category not in self._fillers:

@@ -28,11 +28,11 @@ def test_the_pinned_releases_are_recorded(engine):
 
 
 def test_sglang_kv_dtypes_are_the_parsers_choices():
-    assert sorted(get_engine("sglang").kv_types) == sorted(contract("sglang").flag("--kv-cache-dtype").choices)
+    assert sorted(get_engine("sglang").knobs_model.kv_types) == sorted(contract("sglang").flag("--kv-cache-dtype").choices)
 
 
 def test_vllm_kv_dtypes_are_its_cache_dtypes():
-    assert sorted(get_engine("vllm").kv_types) == sorted(contract("vllm").cache_dtypes)
+    assert sorted(get_engine("vllm").knobs_model.kv_types) == sorted(contract("vllm").cache_dtypes)
 
 
 @pytest.mark.parametrize("engine", sorted(PINNED))

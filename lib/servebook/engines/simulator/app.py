@@ -7,6 +7,7 @@ import os
 import re
 import time
 import uuid
+from typing import Any
 
 from .config import SimConfig
 from .engine import SYSTEM_PROMPT, Engine, log, tokenize
@@ -30,7 +31,7 @@ def value_for(schema: dict):
 
 def tool_arguments(function: dict, null_as_string: bool) -> dict:
     """Arguments for the first tool; a nullable one comes back as null (or as "null" under the fault)."""
-    arguments = {}
+    arguments: dict[str, Any] = {}
     for name, schema in function.get("parameters", {}).get("properties", {}).items():
         types = schema.get("type")
         if isinstance(types, list) and "null" in types:
@@ -61,7 +62,7 @@ class _Completion:
         self.include_usage = bool(options.get("include_usage")) or config.force_usage
 
     def usage(self, produced: int, cached: int | None = None) -> dict:
-        usage = {"prompt_tokens": len(self.prompt), "completion_tokens": produced,
+        usage: dict[str, Any] = {"prompt_tokens": len(self.prompt), "completion_tokens": produced,
                  "total_tokens": len(self.prompt) + produced}
         if cached is not None and self.app.config.cache_report:  # only under the engine's flag
             usage["prompt_tokens_details"] = {"cached_tokens": cached}
@@ -157,7 +158,7 @@ class _Completion:
             function = max(tools, key=lambda f: len(words & set(re.findall(r"[a-z]+", (
                 f["name"].replace("_", " ") + " " + f.get("description", "")).lower()))))
         arguments = tool_arguments(function, "null_string_argument" in faults)
-        cities = [c for c in ("Oslo", "Lima", "Pune") if c in asked]
+        cities: list[str | None] = [c for c in ("Oslo", "Lima", "Pune") if c in asked]
         wanted = cities if self.body.get("parallel_tool_calls") and len(cities) > 1 and \
             "no_parallel_tool_calls" not in faults else cities[:1] or [None]
         calls = []

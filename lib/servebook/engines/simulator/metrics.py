@@ -9,6 +9,8 @@ contract (or for llama.cpp) the counters are unlabelled and exist from start.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ..contracts import Contract, recorded_contracts
 from .config import SimConfig
 
@@ -58,7 +60,8 @@ def contract_of(config: SimConfig) -> Contract | None:
     recorded = sorted((c for (engine, _), c in recorded_contracts().items() if engine == config.flavor),
                       key=lambda c: tuple(int(p) if p.isdigit() else 0 for p in c.version.split(".")))
     exact = [c for c in recorded if c.version == config.version]
-    return (exact or recorded or [None])[-1]
+    found = exact or recorded
+    return found[-1] if found else None
 
 
 class Counters:
@@ -97,6 +100,10 @@ class Counters:
                     "gpu_memory_utilization": str(config.server_args.get("gpu_memory_utilization", 0.92))}
             Gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", list(info),
                   registry=self.registry).labels(**info).set(1)
+
+    if TYPE_CHECKING:
+        # one attribute per exported metric, set from EXPORTED in __init__ (None where this engine exports none)
+        def __getattr__(self, name: str) -> Any: ...
 
     def _child(self, metric, **extra):
         names = metric._labelnames
