@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from ..util.files import atomic_write_bytes, tail_of
 from ..util.render import Block, Renderable, Text
 from .annotations import Action, Annotations, append_annotation, read_annotations
+from .events import verdict_event
 from .manifest import Manifest, RunIdentity
 from .writer import ENGINE_LOG, LAUNCH, MANIFEST, NOTEBOOK, VERDICTS, _dumps, table_file, utc_now
 
@@ -155,14 +156,14 @@ class RunRecord(Renderable):
         return sorted(p for p in self.dir.iterdir() if p.is_file() and not p.name.startswith("."))
 
     def verdicts(self) -> list[dict]:
-        """Every verdict event of this run, oldest first."""
+        """Every verdict event of this run, oldest first, in the shape this servebook writes (see `events`)."""
         folder = self.dir / VERDICTS
         if not folder.is_dir():
             return []
         events = []
         for path in sorted(folder.glob("*.json")):
             try:
-                events.append(json.loads(path.read_text()))
+                events.append(verdict_event(json.loads(path.read_text())))
             except json.JSONDecodeError:
                 continue
         return events

@@ -26,10 +26,9 @@ def study_answer_of(name: str, chosen: list[dict], rules: dict | None) -> Answer
         entrants.append(Entrant(
             s["label"], outcome, [comparison_from(c) for c in event.get("comparisons") or [] if "decision" in c],
             list(event.get("reasons") or []), list(event.get("run_ids") or [s["run_id"]]),
-            s["label"] == rules.get("baseline"), event.get("note")))
+            s["label"] == rules.get("baseline"), event.get("note"), event.get("method")))
     question = next((_event(s).get("question") for s in chosen if _event(s).get("question")), None)
-    method = next((r for e in entrants for r in e.reasons if r.startswith("method:")), None)
-    return answer(name, question, str(rules.get("baseline")), entrants, method)
+    return answer(name, question, str(rules.get("baseline")), entrants)
 
 
 def answer_context(found: Answer | None) -> dict[str, Any] | None:
@@ -39,7 +38,8 @@ def answer_context(found: Answer | None) -> dict[str, Any] | None:
     table: Table = ranking_table(found)
     return {"question": (found.question or "").strip() or None, "headline": found.headline(), "why": found.why(),
             "recommended": found.recommended.name if found.recommended else None,
-            "ranking": table, "method": found.method, "rows": [ranking_row(s) for s in found.standings]}
+            "ranking": table,
+            "method": f"method: {found.method}" if found.method else None, "rows": [ranking_row(s) for s in found.standings]}
 
 
 def covering_verdicts(summaries: list[dict]) -> None:

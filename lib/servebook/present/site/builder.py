@@ -254,9 +254,9 @@ class SiteBuilder:
                 "rules_hash": rules_source["rules_hash"] if rules_source else None,
                 "candidates": [{"label": label, "run_id": group[-1]["run_id"],
                                 "history": self.histories.get((group[-1]["plan_id"] or "", label), (None,))[0],
-                                "runs": len(group), "every_run": every_run(runs, label, group),
+                                "runs": len(group), "every_run": every_run(runs, label, group), "stale": stale.get(label),
                                 "status": group[-1]["status"], "verdict": group[-1]["verdict"],
-                                "reasons": group[-1]["reasons"] or status_reason(group[-1]), "stale": stale.get(label)}
+                                "reasons": group[-1]["reasons"] or status_reason(group[-1]), "method": group[-1]["method"]}
                                for label, group in groups.items()],
                 "diff": diff_table({s["label"]: s["candidate"] for s in chosen}),
                 **study_figures(shown),

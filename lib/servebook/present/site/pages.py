@@ -145,6 +145,7 @@ def summarize_run(record: RunRecord) -> dict:
         "verdicts": verdicts,
         "verdict": latest.get("outcome"),
         "reasons": latest.get("reasons") or [],
+        "method": latest.get("method"),
         "rules": latest.get("rules"),
         "rules_hash": latest.get("rules_hash"),
         "baseline_run_id": latest.get("baseline_run_id"),

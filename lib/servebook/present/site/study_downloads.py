@@ -22,6 +22,7 @@ def _verdict(s: dict) -> dict[str, Any]:
     event = s["verdicts"][-1] if s.get("verdicts") else {}
     return {"candidate": s["label"], "run_id": s["run_id"], "outcome": s.get("verdict") or s.get("status"),
             "reasons": list(event.get("reasons") or s.get("reasons") or []),
+            "method": event.get("method"),
             "comparisons": [c for c in event.get("comparisons") or [] if "decision" in c]}
 
 
@@ -46,7 +47,7 @@ def study_junit(name: str, chosen: list[dict]) -> str:
     suite = TestSuite(f"servebook.{name}")
     for verdict in map(_verdict, chosen):
         case = TestCase("verdict", classname=f"{name}.{verdict['candidate']}")
-        case.system_out = "\n".join(verdict["reasons"])
+        case.system_out = "\n".join(verdict["reasons"] + ([f"method: {verdict['method']}"] if verdict["method"] else []))
         if verdict["outcome"] in ("rejected", "failed"):
             case.result = [Failure(f"{verdict['candidate']}: {verdict['outcome']}", type_=verdict["outcome"])]
         elif verdict["outcome"] not in ("accepted", "completed"):
