@@ -19,6 +19,7 @@ import httpx
 import openai
 
 from .config.candidate import Candidate
+from .config.claims import Verification
 from .config.parameters import Seat
 from .config.plan import Plan
 from .config.secrets import Scrubber, redact_argv, redact_env
@@ -205,7 +206,7 @@ def _select_model(candidate: Candidate, adapter: EngineAdapter, engine_info: Eng
     claims, _ = verify_claims(candidate, report, model_file)
     if candidate.launch.mode != "attach":
         claims = launched_claims(claims, adapter, engine_info.argv)
-    engine_info.verification = {"claims": claims, "reported": report.record}
+    engine_info.verification = Verification(claims=claims, reported=report.record)
     try:
         engine_info.served_model = select_model(report, candidate.model.served_name, base_url)
     except InputError as error:
@@ -219,7 +220,7 @@ def _model_file(argv: list[str]) -> str | None:
 
 def _slots(candidate: Candidate, engine_info: EngineInfo) -> int | None:
     """How many requests the engine runs at once: what it reports, else what the candidate sets."""
-    reported = ((engine_info.verification or {}).get("reported") or {}).get("settings") or {}
+    reported = engine_info.verification.settings if engine_info.verification else {}
     value = reported.get("max_running_requests") or candidate.knobs.max_running_requests
     return int(value) if value else None
 

@@ -3,7 +3,7 @@
 Attach mode measures a server servebook did not start, so the candidate's model and knobs are
 claims. They are checked against the engine's own report (llama.cpp /props and /slots, SGLang's
 server info, vLLM's /v1/models): a contradiction refuses the run before anything is recorded,
-and a claim the engine cannot report is recorded as "claimed, not verified", never as checked.
+and a claim the engine cannot report is recorded as not verified, never as checked (a `Claim` per claim).
 The same report picks the model to measure on endpoints that serve several.
 """
 
@@ -17,15 +17,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..config.candidate import Candidate
+from ..config.claims import Claim, Verification
 from ..config.errors import InputError
 from ..engines import EngineAdapter
 from ..engines.random_models import model_file_name
 from ..util.aio import run_blocking
 
-VERIFIED = "verified"
-NOT_VERIFIED = "claimed, not verified"
-#: a launched engine's setting its server does not report: servebook passed it, the server did not confirm it
-ON_COMMAND_LINE = "set on the command line"
+NOT_VERIFIED = Claim(status="not_verified")
 
 
 def check_reachable(url: str, timeout_s: float = 3.0) -> None:
@@ -128,19 +126,19 @@ def _context_matches(claimed: int, settings: dict, slots: int | None) -> bool | 
     return abs(per_slot * n - claimed) <= 256 * n or abs(per_slot - claimed) <= 256
 
 
-def verify_claims(candidate: Candidate, report: SelfReport, model_file: str | None) -> tuple[dict[str, str], list[str]]:
-    """Per claim, what the check found ('verified: 4', 'claimed, not verified'), and the contradictions."""
+def verify_claims(candidate: Candidate, report: SelfReport,
+                  model_file: str | None) -> tuple[dict[str, Claim], list[str]]:
+    """Per claim, what the check found (verified, contradicted, not verified), and the contradictions in words."""
     settings, knobs = report.settings, candidate.knobs
-    found: dict[str, str] = {}
+    found: dict[str, Claim] = {}
     wrong: list[str] = []
 
     def judge(name: str, claimed: Any, matches: bool | None, reported: Any) -> None:
         if matches is None:
             found[name] = NOT_VERIFIED
-        elif matches:
-            found[name] = f"{VERIFIED}: {reported}"
         else:
-            found[name] = f"contradicted: server reports {reported}"
+            found[name] = Claim(status="verified" if matches else "contradicted", value=reported, source="self_report")
+        if matches is False:
             wrong.append(f"{name}: the candidate says {claimed}, the server reports {reported}")
 
     claimed_model = model_file or candidate.model.path or candidate.model.id
@@ -163,12 +161,13 @@ def verify_claims(candidate: Candidate, report: SelfReport, model_file: str | No
         judge(f"knobs.{name}", claimed, None if reported is None or resolvable else str(reported) == str(claimed),
               reported)
         if resolvable:
-            found[f"knobs.{name}"] = f"{NOT_VERIFIED} (auto; the server resolved it to {reported})"
+            found[f"knobs.{name}"] = Claim(status="not_verified", value=reported, source="self_report",
+                                           resolved_auto=True)
     effective = settings.get("effective_max_running_requests")
     if effective is not None and knobs.max_running_requests is not None and effective < knobs.max_running_requests:
         # the flag holds, but the scheduler runs fewer: the KV pool fits only this many at once
-        found["knobs.max_running_requests"] = (found.get("knobs.max_running_requests", NOT_VERIFIED)
-                                               + f"; the scheduler runs at most {effective} at once")
+        found["knobs.max_running_requests"] = found.get("knobs.max_running_requests", NOT_VERIFIED).model_copy(
+            update={"scheduler_limit": int(effective)})
     if knobs.context_length is not None:
         matches = _context_matches(knobs.context_length, settings, knobs.max_running_requests)
         reported = settings.get("context_length", settings.get("context_per_slot"))
@@ -222,7 +221,8 @@ def check_tokenizer(adapter: EngineAdapter, base_url: str, headers: dict[str, st
 
 
 def verify_attached(candidate: Candidate, adapter: EngineAdapter, base_url: str, headers: dict,
-                    model_file: str | None, needs_tokenizer: list[str] | None = None) -> tuple[str | None, dict]:
+                    model_file: str | None, needs_tokenizer: list[str] | None = None,
+                    ) -> tuple[str | None, Verification]:
     """The model to measure and the verification record, or InputError when the server contradicts the candidate
     (nothing is recorded: the candidate describes another server)."""
     check_reachable(base_url)
@@ -233,10 +233,10 @@ def verify_attached(candidate: Candidate, adapter: EngineAdapter, base_url: str,
     if wrong:
         raise InputError(f"attach {base_url}: the server is not the candidate it claims to be: " + "; ".join(wrong))
     check_tokenizer(adapter, base_url, headers, model, needs_tokenizer or [])
-    return model, {"claims": found, "reported": report.record}
+    return model, Verification(claims=found, reported=report.record)
 
 
-def launched_claims(found: dict[str, str], adapter: EngineAdapter, argv: list[str]) -> dict[str, str]:
+def launched_claims(found: dict[str, Claim], adapter: EngineAdapter, argv: list[str]) -> dict[str, Claim]:
     """For an engine servebook launched, a claim its server does not report is what servebook passed it: shown with
     the flag and value from the command line, not as a bare claim. Only what the server reports back is verified."""
     owned = {f"knobs.{knob}": flags for knob, flags in adapter.owned.items()}
@@ -247,5 +247,5 @@ def launched_claims(found: dict[str, str], adapter: EngineAdapter, argv: list[st
         passed = [f"{arg} {argv[i + 1]}" if i + 1 < len(argv) and not argv[i + 1].startswith("-") else arg
                   for i, arg in enumerate(argv) if arg.split("=", 1)[0] in owned[claim]]
         if passed:
-            out[claim] = f"{ON_COMMAND_LINE}: {' '.join(passed)} (the server does not report it)"
+            out[claim] = Claim(status="on_command_line", value=" ".join(passed), source="command_line")
     return out
