@@ -13,7 +13,7 @@ import pandas as pd
 from pydantic import ValidationError
 
 from ..util.files import atomic_write_bytes, tail_of
-from ..util.render import Block, Renderable, Text
+from ..util.render import Block, Renderable, Style, Text
 from .annotations import Action, Annotations, append_annotation, read_annotations
 from .events import verdict_event
 from .manifest import Manifest, RunIdentity
@@ -21,6 +21,11 @@ from .writer import ENGINE_LOG, LAUNCH, MANIFEST, NOTEBOOK, VERDICTS, _dumps, ta
 
 #: why a run directory cannot be read as the run its manifest says it is; decisions read the code, people the text
 DamageCode = Literal["manifest_unreadable", "manifest_incomplete", "table_missing", "table_unreadable"]
+
+
+#: how a run's headline is marked, by its status
+_STATUS_STYLE: dict[str, Style] = {"completed": "", "failed": "invalid", "incomplete": "warn", "interrupted": "warn",
+                                   "damaged": "invalid"}
 
 
 @dataclass(frozen=True)
@@ -226,8 +231,7 @@ class RunRecord(Renderable):
 
     def blocks(self) -> list[Block]:
         # A short summary: papermill logs and notebook outputs show this; present.RunReport has the tables.
-        style = {"completed": "", "failed": "invalid", "incomplete": "warn", "interrupted": "warn",
-                 "damaged": "invalid"}[self.status]
+        style = _STATUS_STYLE[self.status]
         return [Text(self.headline(), style or "heading"), Text(str(self.dir), "dim")]
 
 

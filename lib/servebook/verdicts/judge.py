@@ -24,7 +24,7 @@ from ..measure.capacity import figure as capacity_figure
 from ..measure.equivalence import compare_outputs
 from ..measure.equivalence import describe as describe_equivalence
 from ..util.errors import InputError
-from ..util.render import Block, Renderable, Table
+from ..util.render import Block, Renderable, Style, Table
 from .comparisons import Comparison, compare_rule, describe, settle
 from .evidence import baseline_evidence, run_cells, undisturbed
 from .recorded import ChosenBaseline, recorded_baseline
@@ -227,7 +227,7 @@ class Judged:
 
 
 #: how a verdict's row is marked wherever verdicts are shown
-VERDICT_STYLE = {"accepted": "accepted", "rejected": "warn", "failed": "invalid"}
+VERDICT_STYLE: dict[str, Style] = {"accepted": "accepted", "rejected": "warn", "failed": "invalid"}
 
 
 class Judgement(list, Renderable):

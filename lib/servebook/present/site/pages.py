@@ -19,7 +19,7 @@ import pandas as pd
 from ...config.secrets import Scrubber, redact_argv
 from ...journal.index import index_row
 from ...journal.store import RunRecord
-from ...util.render import Row, Table
+from ...util.render import Row, Style, Table
 from ..figures import (
     chunk_gap_histogram_data,
     figure_specs,
@@ -265,7 +265,7 @@ def memory_overview(summaries: list[dict]) -> Table | None:
     where the run recorded its GPU, how many tokens fit beside the weights on one of them."""
     from ...engines.sizing import ModelShape, fit
 
-    rows: dict[tuple, list] = {}
+    rows: dict[tuple, Row] = {}
     for s in summaries:
         memory = s.get("memory") or {}
         if "kv_bytes_per_token" not in memory:
@@ -283,15 +283,15 @@ def memory_overview(summaries: list[dict]) -> Table | None:
             fitted = fit(shape, gpu_gib=gpus[0]["memory_total_mib"] / 1024, tensor_parallel=1, context_length=1,
                          kv_dtype=memory.get("kv_dtype"))
             pool = f"{fitted.token_pool:,}"
-        rows[key] = [key[0], gpu, f"{memory['kv_bytes_per_token']:,.0f} B ({memory.get('kv_dtype')})",
-                     f"{memory['weight_bytes'] / 2**30:.2f} GiB",
-                     f"{memory['status']} (ratio {memory['kv_ratio']:.4f})", pool]
+        rows[key] = Row([key[0], gpu, f"{memory['kv_bytes_per_token']:,.0f} B ({memory.get('kv_dtype')})",
+                         f"{memory['weight_bytes'] / 2**30:.2f} GiB",
+                         f"{memory['status']} (ratio {memory['kv_ratio']:.4f})", pool],
+                        "" if memory["status"] == "agrees" else "invalid")
     if not rows:
         return None
     table = Table(["model", "GPU", "KV per token", "weights", "arithmetic vs engine log", "token pool on one GPU"],
                   title="Memory per model and GPU")
-    for row in rows.values():
-        table.add(row, "" if row[4].startswith("agrees") else "invalid")
+    table.rows = list(rows.values())
     return table
 
 
@@ -300,7 +300,7 @@ def planning_table(summaries: list[dict]) -> Table:
     objectives (requests/s) where the run searched one."""
     frame = Table(["candidate", "measured unit"] + [f"{n} replicas (arithmetic)" for n in REPLICAS[1:]])
     for s in summaries:
-        css = "accepted" if s["verdict"] == "accepted" else ""
+        css: Style = "accepted" if s["verdict"] == "accepted" else ""
         if s["decode_value"] is not None:
             unit = s["decode_value"]
             frame.rows.append(Row([s["label"], f"{unit:.1f} tok/s at {s['decode_at']} requests"] +
