@@ -9,8 +9,8 @@ from servebook.journal import Journal
 from servebook.run import run_candidate
 from servebook.util.errors import RunInterrupted
 from servebook.util.progress import Reporter
-
-from .helpers import SMALL_PLAN, servers_on_port, tiny_candidate, wait_healthy
+from tests.helpers.candidates import SMALL_PLAN, tiny_candidate
+from tests.helpers.processes import servers_on_port, wait_healthy
 
 pytestmark = pytest.mark.integration
 

@@ -15,9 +15,8 @@ from servebook.launch.process import free_port
 from servebook.present.claims import claim_text
 from servebook.run import run_candidate
 from servebook.verdicts import judge_run
-from tests.conftest import QUIET, simulated
-
-from .helpers import wait_healthy
+from tests.helpers.candidates import QUIET, simulated
+from tests.helpers.processes import wait_healthy
 
 pytestmark = pytest.mark.simulator
 PLAN = Plan.model_validate({"decode": {"concurrency": [1, 4], "categories": ["prose"], "output_tokens": 24,

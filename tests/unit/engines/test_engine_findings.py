@@ -8,7 +8,7 @@ from servebook.engines import get_engine
 from servebook.engines.counters import parse_metrics
 from servebook.launch.preflight import other_engine_processes
 from servebook.launch.verify import SelfReport, verify_claims
-from tests.conftest import make_candidate
+from tests.helpers.candidates import make_candidate
 
 
 def argv(c):

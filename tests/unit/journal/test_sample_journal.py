@@ -6,6 +6,7 @@ from servebook.config import load_study
 from servebook.journal import Journal
 from servebook.sweeps.search import SearchResult
 from servebook.verdicts import judge
+from tests.helpers.journals import sample_journal
 
 ROOT = Path(__file__).parents[3]
 
@@ -57,9 +58,8 @@ def test_the_h200_capacity_and_search_read_as_published():
 def test_the_h200_vllm_study_reads_and_judges_as_recorded(tmp_path):
     """vLLM 0.26.0 on one lent H200 (2026-12-02): the first session of data/studies/h200-vllm-1b.yaml, two
     interleaved rounds where the machine's time allowed (11 launches), every cell valid and reconciled."""
-    import shutil
 
-    shutil.copytree(ROOT / "data" / "sample-journal-vllm", tmp_path / "journal")  # a read must not touch the repo
+    sample_journal(tmp_path, "sample-journal-vllm")  # a read must not touch the repo
     journal = Journal(tmp_path / "journal")
     runs = journal.runs()
     assert len(runs) == 11 and {r.status for r in runs} == {"completed"}
@@ -83,11 +83,10 @@ def test_the_h200_vllm_resident_pilot_reads_and_judges_with_its_rounds_as_blocks
     swept with `--resident --seats 8`: a round of eight engines resident at once (two launches each of four
     configurations), then a round of five the until-decided step added (three baselines); the device time ran out
     while a third started, whose three runs stay incomplete."""
-    import shutil
 
     from servebook.verdicts.evidence import run_cells
 
-    shutil.copytree(ROOT / "data" / "sample-journal-vllm-resident", tmp_path / "journal")
+    sample_journal(tmp_path, "sample-journal-vllm-resident")
     journal = Journal(tmp_path / "journal")
     runs = journal.runs()
     completed = [r for r in runs if r.status == "completed"]

@@ -2,13 +2,13 @@
 recorded journal re-judged under the same rules still finds its verdicts unchanged (nothing new is appended)."""
 
 import json
-import shutil
 from pathlib import Path
 
 from servebook.config import load_study
 from servebook.journal import Journal
 from servebook.journal.events import verdict_event
 from servebook.verdicts import judge
+from tests.helpers.journals import sample_journal
 
 ROOT = Path(__file__).parents[3]
 LEGACY = {"outcome": "accepted", "reasons": ["within limits: aggregate decode: ...",
@@ -31,7 +31,7 @@ def test_an_event_without_a_method_or_with_the_field_is_left_as_it_is():
 
 
 def test_recorded_verdicts_load_typed_and_a_legacy_copy_of_the_same_verdict_rejudges_unchanged(tmp_path):
-    shutil.copytree(ROOT / "data/sample-journal", tmp_path / "journal")
+    sample_journal(tmp_path, "sample-journal")
     journal = Journal(tmp_path / "journal")
     events = [e for r in journal.runs() for e in r.verdicts()]
     assert events and all("method" in e for e in events) and any(e["method"] for e in events)

@@ -10,7 +10,7 @@ from servebook.engines import get_engine
 from servebook.launch.process import free_port
 from servebook.launch.verify import NOT_VERIFIED, SelfReport, check_reachable, select_model, verify_claims
 from servebook.present.claims import claim_text
-from tests.conftest import make_candidate
+from tests.helpers.candidates import make_candidate
 
 # What llama-server 0.3.36 answered with -np 3 -c 4096 --alias tgt (recorded here).
 LLAMA_PROPS = {"total_slots": 3, "model_alias": "tgt", "model_path": "/root/.cache/servebook/models/tiny-target-r1.gguf",
