@@ -1,50 +1,16 @@
-"""Shared factories and fixtures. Markers: `integration` needs the real llama-server, `simulator` drives
-servebook's simulated engine over loopback, `browser` drives Chromium; unmarked tests are pure logic."""
+"""Shared fixtures; plain helpers live in tests/helpers, and no test imports from a conftest. Markers:
+`integration` needs the real llama-server, `simulator` drives servebook's simulated engine over loopback,
+`browser` drives Chromium; unmarked tests are pure logic."""
 
 import os
+import signal
 
 import pytest
 
-from servebook.config import Candidate, DecodePlan, Plan, PrefillPlan
-from servebook.util.progress import Reporter
+from tests.helpers.processes import alive
 
 # Progress goes to plain log lines in tests, whatever the terminal.
 os.environ.setdefault("SERVEBOOK_PLAIN_PROGRESS", "1")
-
-QUIET = Reporter(quiet=True)
-
-# Tests share their host with whatever else CI runs. Tests about tables, counters and verdicts must not
-# fail because a cell was disturbed, so their plans tolerate more load than two cores can show; host
-# interference has tests of its own that set a strict limit.
-TOLERANT_CORES = 4.0
-
-SMALL_PLAN = Plan(
-    name="small",
-    decode=DecodePlan(concurrency=[1, 2], categories=["prose", "code"], output_tokens=16, rounds=1),
-    prefill=PrefillPlan(prompt_tokens=[256, 1024], requests=1),
-    warmup_requests=1,
-    max_foreign_cpu_cores=TOLERANT_CORES,
-)
-
-
-def make_candidate(engine: str = "llamacpp", **fields) -> Candidate:
-    """A candidate of `engine` on a model that engine can name (tiny:target for llama.cpp, a hub id
-    otherwise), with `fields` (knobs, launch, extra_args, ...) on top."""
-    model = {"path": "tiny:target"} if engine == "llamacpp" else {"id": "org/model", "revision": "abc123"}
-    return Candidate.model_validate({"engine": engine, "model": model, **fields})
-
-
-def tiny_candidate(**fields) -> Candidate:
-    """The llama.cpp candidate the integration tests launch: small slots and context, quick to start."""
-    data = {"name": "tiny-test", "knobs": {"chunk_size": 256, "max_running_requests": 2, "context_length": 8192}}
-    data.update(fields)
-    return make_candidate("llamacpp", **data)
-
-
-def simulated(engine: str, *faults: str, **knobs) -> Candidate:
-    """A candidate run by servebook's simulator in place of `engine`, with injected `faults`."""
-    return make_candidate(engine, name=f"sim-{engine}", knobs={"max_running_requests": 4, **knobs},
-                          launch={"simulator": True, "sim_faults": list(faults), "ready_timeout_s": 4})
 
 
 @pytest.fixture(scope="session")
@@ -84,3 +50,13 @@ def s3(tmp_path_factory):
         else:
             os.environ[key] = value
     server.stop()
+
+
+@pytest.fixture
+def trees():
+    """The process trees a test started: whatever a failing test leaves running is killed after it."""
+    started: list[set[int]] = []
+    yield started
+    for tree in started:
+        for pid in alive(tree):
+            os.kill(pid, signal.SIGKILL)

@@ -69,7 +69,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # what static tools and editors see
     from .config import Candidate, Plan, Study, VerdictRules, load_candidate, load_plan, load_study
     from .journal import Journal, Manifest, RunRecord
-    from .notebook import compare, qualify, show
+    from .notebook import check_gate, compare, qualify, show
     from .present import (
         MemoryView,
         RunComparison,
@@ -85,5 +85,5 @@ if TYPE_CHECKING:  # what static tools and editors see
     )
     from .run import run_candidate
     from .sweeps import dry_run, sweep
-    from .util.errors import EngineFailed, InputError, ServebookError
+    from .util.errors import EngineFailed, GateFailed, InputError, ServebookError
     from .verdicts import Verdict, judge, noise_floor

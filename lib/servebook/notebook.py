@@ -71,7 +71,7 @@ def check_gate(run: RunRecord, fail_on: str | None) -> str:
                         VerdictRules(), is_baseline=True)
     if verdict.outcome in chosen:
         raise GateFailed(f"gate failed (exit {GATE_EXIT_CODES[verdict.outcome]}): run {run.run_id} "
-                         f"{verdict.outcome}: {'; '.join(verdict.reasons)}", GATE_EXIT_CODES[verdict.outcome])
+                         f"{verdict.outcome}: {'; '.join(verdict.lines())}", GATE_EXIT_CODES[verdict.outcome])
     return verdict.outcome
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .config.candidate import Candidate
+from .config.claims import Verification
 from .config.parameters import Seat
 from .config.plan import Plan
 from .config.secrets import Scrubber, redact_argv, redact_env
@@ -215,7 +216,7 @@ class RunContext:
         claims, _ = verify_claims(candidate, report, model_file)
         if candidate.launch.mode != "attach":
             claims = launched_claims(claims, adapter, info.argv)
-        info.verification = {"claims": claims, "reported": report.record}
+        info.verification = Verification(claims=claims, reported=report.record)
         try:
             info.served_model = select_model(report, candidate.model.served_name, base_url)
         except InputError as error:
@@ -249,7 +250,7 @@ class RunContext:
 
     def slots(self) -> int | None:
         """How many requests the engine runs at once: what it reports, else what the candidate sets."""
-        reported = ((self.engine_info.verification or {}).get("reported") or {}).get("settings") or {}
+        reported = self.engine_info.verification.settings if self.engine_info.verification else {}
         value = reported.get("max_running_requests") or self.candidate.knobs.max_running_requests
         return int(value) if value else None
 

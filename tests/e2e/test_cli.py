@@ -1,30 +1,19 @@
 """The `servebook` command as a user types it."""
 
-import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from servebook.journal import Journal
-
-from ..integration.helpers import servers_on_port
+from tests.helpers.cli import SERVEBOOK, cli_env, servebook
+from tests.helpers.processes import servers_on_port
 
 REPO = Path(__file__).resolve().parents[2]
-SERVEBOOK = [sys.executable, "-m", "servebook.cli"]
-ENV = {**os.environ, "SERVEBOOK_PLAIN_PROGRESS": "1", "COLUMNS": "160"}
-
-
-def servebook(*args, check=True, **kwargs):
-    result = subprocess.run([*SERVEBOOK, *map(str, args)], capture_output=True, text=True, env=ENV,
-                            cwd=REPO, timeout=300, **kwargs)
-    if check and result.returncode != 0:
-        raise AssertionError(f"servebook {args} exited {result.returncode}\n{result.stdout}\n{result.stderr}")
-    return result
+ENV = cli_env()
 
 
 @pytest.fixture

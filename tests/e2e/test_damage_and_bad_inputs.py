@@ -2,18 +2,19 @@
 goes on past a damaged run and names it; the gate keeps its exit code; a bad input is one message with exit 2,
 before any engine starts and any run is written."""
 
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.helpers.cli import cli_env
+from tests.helpers.cli import servebook as run_cli
+
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "data" / "sample-journal"
 STUDY = REPO / "data" / "studies" / "h200-1b-llamacpp.yaml"
-ENV = {**os.environ, "SERVEBOOK_PLAIN_PROGRESS": "1", "COLUMNS": "200"}
+ENV = cli_env(columns=200)
 SIMULATED = """
 name: sim
 engine: vllm
@@ -24,8 +25,8 @@ launch: {simulator: true, ready_timeout_s: 20}
 
 
 def servebook(*args, env=None, timeout=120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "servebook.cli", *map(str, args)], capture_output=True, text=True,
-                          env={**ENV, **(env or {})}, cwd=REPO, timeout=timeout)
+    """The CLI's result whatever its exit status: these tests read the status they expect themselves."""
+    return run_cli(*args, check=False, env={**ENV, **(env or {})}, timeout=timeout)
 
 
 @pytest.fixture

@@ -1,24 +1,25 @@
 """The journal under hostile conditions, through the real command: planted secrets, two writers at once,
 and `kill -9` of a sweep at random moments. Simulated engines (loopback only), so each sweep is seconds."""
 
-import os
 import random
 import signal
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import pytest
 
 from servebook.journal import Journal
-
-from ..integration.helpers import alive, descendants
+from tests.helpers.cli import cli_env
+from tests.helpers.cli import servebook as run_cli
+from tests.helpers.processes import alive, descendants
 
 REPO = Path(__file__).resolve().parents[2]
 KEY = "sk-planted-4be1c09d7e2f"
 HF = "hf_plantedtoken0123456789"
-ENV = {**os.environ, "SERVEBOOK_PLAIN_PROGRESS": "1", "COLUMNS": "160", "PLANT_KEY": KEY, "HF_TOKEN": HF}
+ENV = cli_env(PLANT_KEY=KEY, HF_TOKEN=HF)
 
 STUDY = """
 name: NAME
@@ -37,12 +38,7 @@ plan:
 """
 
 
-def servebook(*args, check=True, timeout=300):
-    result = subprocess.run([sys.executable, "-m", "servebook.cli", *map(str, args)], capture_output=True,
-                            text=True, env=ENV, cwd=REPO, timeout=timeout)
-    if check and result.returncode != 0:
-        raise AssertionError(f"servebook {args} exited {result.returncode}\n{result.stdout}\n{result.stderr}")
-    return result
+servebook = partial(run_cli, env=ENV)
 
 
 def study_file(tmp_path, name="safety", text=STUDY) -> Path:

@@ -11,24 +11,19 @@ import os
 import shutil
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import nbformat
 import pytest
 
 from servebook.journal import Journal
+from tests.helpers.cli import cli_env
+from tests.helpers.cli import servebook as run_cli
 
 REPO = Path(__file__).resolve().parents[2]
-ENV = {k: v for k, v in {**os.environ, "SERVEBOOK_PLAIN_PROGRESS": "1"}.items()
-       if k not in ("COLUMNS", "LINES", "TERMINAL_WIDTH")}
-
-
-def servebook(*args, code: int = 0) -> subprocess.CompletedProcess:
-    result = subprocess.run([sys.executable, "-m", "servebook.cli", *map(str, args)], capture_output=True,
-                            text=True, env=ENV, cwd=REPO, timeout=300, stdin=subprocess.DEVNULL)
-    assert result.returncode == code, f"servebook {args} exited {result.returncode}\n{result.stdout}\n{result.stderr}"
-    assert "Traceback" not in result.stderr
-    return result
+ENV = cli_env(columns=None)  # piped: no terminal width at all
+servebook = partial(run_cli, env=ENV, no_traceback=True, stdin=subprocess.DEVNULL)
 
 
 @pytest.fixture(scope="module")

@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 from servebook.journal import Journal
-
-from ..integration.helpers import alive, descendants, left_running, senders_of
+from tests.helpers.processes import descendants, left_running, senders_of
 
 pytestmark = pytest.mark.simulator
 REPO = Path(__file__).resolve().parents[2]
@@ -74,16 +73,6 @@ def interrupted(args: list, sig: signal.Signals, trees: list[set[int]]) -> str:
     if sig == signal.SIGINT:
         assert "interrupted" in output, output
     return output
-
-
-@pytest.fixture
-def trees():
-    """The process trees a test started: whatever a failing test leaves running is killed after it."""
-    started: list[set[int]] = []
-    yield started
-    for tree in started:
-        for pid in alive(tree):
-            os.kill(pid, signal.SIGKILL)
 
 
 def statuses(journal: Path) -> list[str]:

@@ -10,8 +10,7 @@ from servebook.journal.synthetic import write_synthetic_run
 from servebook.present import build_site
 from servebook.run import run_candidate
 from servebook.util.progress import Reporter
-
-from ..integration.helpers import SMALL_PLAN, tiny_candidate
+from tests.helpers.candidates import SMALL_PLAN, tiny_candidate
 
 pytestmark = pytest.mark.browser
 

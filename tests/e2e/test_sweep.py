@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import nbformat
@@ -11,9 +12,11 @@ import pytest
 import yaml
 
 from servebook.journal import Journal
+from tests.helpers.cli import cli_env
+from tests.helpers.cli import servebook as run_cli
 
 REPO = Path(__file__).resolve().parents[2]
-ENV = {**os.environ, "SERVEBOOK_PLAIN_PROGRESS": "1", "COLUMNS": "200"}
+ENV = cli_env(columns=200)
 
 STUDY = """
 name: e2e-study
@@ -39,12 +42,7 @@ verdict:
 """
 
 
-def servebook(*args, check=True):
-    result = subprocess.run([sys.executable, "-m", "servebook.cli", *map(str, args)], capture_output=True,
-                            text=True, env=ENV, cwd=REPO, timeout=900)
-    if check and result.returncode != 0:
-        raise AssertionError(f"servebook {args} exited {result.returncode}\n{result.stdout}\n{result.stderr}")
-    return result
+servebook = partial(run_cli, env=ENV, timeout=900)
 
 
 def study_file(tmp_path, limit):
@@ -157,7 +155,7 @@ def test_ctrl_c_during_a_sweep_keeps_sealed_runs_and_stops_the_engine(llama_inst
     import signal
     import time
 
-    from ..integration.helpers import servers_on_port
+    from tests.helpers.processes import servers_on_port
 
     journal_dir = tmp_path / "journal"
     study = tmp_path / "long.yaml"

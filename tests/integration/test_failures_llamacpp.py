@@ -15,8 +15,8 @@ from servebook.config import DecodePlan, InputError, Plan
 from servebook.journal import Journal
 from servebook.run import run_candidate
 from servebook.util.progress import Reporter
-
-from .helpers import SMALL_PLAN, requests_processing, servers_on_port, tiny_candidate, wait_healthy
+from tests.helpers.candidates import SMALL_PLAN, tiny_candidate
+from tests.helpers.processes import requests_processing, servers_on_port, wait_healthy
 
 pytestmark = pytest.mark.integration
 QUIET = Reporter(quiet=True)
@@ -109,8 +109,7 @@ def test_a_run_next_to_a_busy_engine_has_disturbed_cells_left_out_of_the_verdict
     from servebook.engines.tiny_models import tiny_model_path
     from servebook.launch.process import free_port
     from servebook.verdicts import judge_run
-
-    from .helpers import SMALL_PLAN as plan
+    from tests.helpers.candidates import SMALL_PLAN as plan
 
     # A second real server kept busy, as another user's engine would be.
     port = free_port()
@@ -167,8 +166,7 @@ def test_a_run_next_to_a_busy_engine_has_disturbed_cells_left_out_of_the_verdict
 
 def test_every_cell_records_others_cpu_and_is_marked_exactly_when_over_the_limit(llama_install, tmp_path):
     from servebook.measure.host import DEFAULT_MAX_FOREIGN_CORES
-
-    from .helpers import SMALL_PLAN as plan
+    from tests.helpers.candidates import SMALL_PLAN as plan
 
     default = plan.model_copy(update={"prefill": None, "max_foreign_cpu_cores": None})
     record = run_candidate(tiny_candidate(), default, Journal(tmp_path), reporter=QUIET)

@@ -2,15 +2,14 @@
 loopback), not a mocked client: runs written, listed, judged and published through s3:// URLs."""
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from servebook.journal import Journal
 from servebook.run import run_candidate
-from tests.conftest import QUIET, SMALL_PLAN, simulated
+from tests.helpers.candidates import QUIET, SMALL_PLAN, simulated
+from tests.helpers.cli import servebook as run_cli
 
 pytestmark = pytest.mark.simulator
 REPO = Path(__file__).resolve().parents[2]
@@ -59,10 +58,7 @@ verdict: {rules: [{metric: aggregate_tok_s, concurrency: [2], max_regression_pct
            "SERVEBOOK_MIRRORS": str(tmp_path / "mirrors")}
 
     def servebook(*args):
-        result = subprocess.run([sys.executable, "-m", "servebook.cli", *map(str, args)], capture_output=True,
-                                text=True, env=env, cwd=REPO, timeout=600)
-        assert result.returncode == 0, result.stdout + result.stderr
-        return result.stdout
+        return run_cli(*args, env=env, timeout=600).stdout
 
     url = "s3://journals/study"
     servebook("sweep", study, "--journal", url)

@@ -10,7 +10,7 @@ from servebook.config import Plan
 from servebook.journal import Journal
 from servebook.measure.openloop import schedule
 from servebook.run import run_candidate
-from tests.conftest import QUIET, TOLERANT_CORES, simulated
+from tests.helpers.candidates import QUIET, TOLERANT_CORES, simulated
 
 pytestmark = pytest.mark.simulator
 

@@ -9,7 +9,7 @@ from servebook.config.loading import study_from_data
 from servebook.journal import Journal
 from servebook.sweeps import sweep
 from servebook.verdicts import judge
-from tests.conftest import QUIET
+from tests.helpers.candidates import QUIET
 
 pytestmark = pytest.mark.simulator
 

@@ -9,8 +9,8 @@ from servebook.journal import Journal
 from servebook.run import run_candidate
 from servebook.util.errors import RunInterrupted
 from servebook.util.progress import Reporter
-
-from .helpers import SMALL_PLAN, servers_on_port, tiny_candidate, wait_healthy
+from tests.helpers.candidates import SMALL_PLAN, tiny_candidate
+from tests.helpers.processes import servers_on_port, wait_healthy
 
 pytestmark = pytest.mark.integration
 
@@ -157,6 +157,6 @@ def test_attach_to_a_server_that_needs_a_key(llama_install, tmp_path, monkeypatc
         server.wait(10)
     assert record.status == "completed", record.manifest.failure
     assert (record.table("cells")["reconciliation"] == "ok").all()
-    claims = record.manifest.engine.verification["claims"]
-    assert claims["knobs.max_running_requests"] == "verified: 2" and claims["model"].startswith("verified")
-    assert claims["knobs.chunk_size"] == "claimed, not verified"  # llama.cpp does not report its batch size
+    claims = record.manifest.engine.verification.claims
+    assert claims["knobs.max_running_requests"].value == 2 and claims["model"].status == "verified"
+    assert claims["knobs.chunk_size"].status == "not_verified"  # llama.cpp does not report its batch size

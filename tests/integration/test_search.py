@@ -11,7 +11,7 @@ from servebook.present.site.builder import build_site
 from servebook.sweeps import search
 from servebook.sweeps.space import Space
 from servebook.util.paths import project_root
-from tests.conftest import QUIET, TOLERANT_CORES
+from tests.helpers.candidates import QUIET, TOLERANT_CORES
 
 pytestmark = pytest.mark.simulator
 

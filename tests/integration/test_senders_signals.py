@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from servebook.launch.process import free_port
-
-from .helpers import alive, descendants, left_running, senders_of, wait_healthy
+from tests.helpers.processes import alive, descendants, left_running, senders_of, wait_healthy
 
 pytestmark = pytest.mark.simulator
 REPO = Path(__file__).resolve().parents[2]
@@ -31,16 +30,6 @@ def engine():
     finally:
         server.kill()
         server.wait(10)
-
-
-@pytest.fixture
-def trees():
-    """The process trees a test started: whatever a failing test leaves running is killed after it."""
-    started: list[set[int]] = []
-    yield started
-    for tree in started:
-        for pid in alive(tree):
-            os.kill(pid, signal.SIGKILL)
 
 
 def driver(engine: str, seconds: float, trees: list[set[int]], settle_s: float = 1.5) -> tuple[subprocess.Popen,

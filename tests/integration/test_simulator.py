@@ -12,11 +12,11 @@ from servebook.config import Candidate, Plan, VerdictRules
 from servebook.config.plan import ReusePlan
 from servebook.journal import Journal
 from servebook.launch.process import free_port
+from servebook.present.claims import claim_text
 from servebook.run import run_candidate
 from servebook.verdicts import judge_run
-from tests.conftest import QUIET, simulated
-
-from .helpers import wait_healthy
+from tests.helpers.candidates import QUIET, simulated
+from tests.helpers.processes import wait_healthy
 
 pytestmark = pytest.mark.simulator
 PLAN = Plan.model_validate({"decode": {"concurrency": [1, 4], "categories": ["prose"], "output_tokens": 24,
@@ -187,7 +187,7 @@ def test_attach_refuses_a_server_that_contradicts_the_candidate(tmp_path):
         server.kill()
         server.wait(10)
     assert record.status == "completed", record.manifest.failure
-    claims = record.manifest.engine.verification["claims"]
+    claims = {name: claim_text(c) for name, c in record.manifest.engine.verification.claims.items()}
     assert claims["knobs.chunk_size"] == "verified: 4096" and claims["knobs.max_running_requests"] == "verified: 8"
 
 
@@ -307,7 +307,7 @@ def test_a_launched_vllm_reports_every_knob_back_and_its_drafter_acceptance(tmp_
         "launch": {"simulator": True}})
     record = run_candidate(candidate, PLAN.model_copy(update={"prefill": None}), Journal(tmp_path), reporter=QUIET)
     assert record.status == "completed", record.manifest.failure
-    claims = record.manifest.engine.verification["claims"]
+    claims = {name: claim_text(c) for name, c in record.manifest.engine.verification.claims.items()}
     assert claims["knobs.max_running_requests"] == "verified: 4" and claims["knobs.chunk_size"] == "verified: 1024"
     assert claims["knobs.kv_dtype"] == "verified: fp8" and claims["knobs.prefix_caching"] == "verified: False"
     assert claims["knobs.drafter"] == "verified: a drafter" and claims["knobs.context_length"] == "verified: 8192"

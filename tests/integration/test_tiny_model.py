@@ -9,8 +9,7 @@ from servebook.engines import get_engine
 from servebook.launch.preflight import preflight
 from servebook.launch.process import EngineProcess, free_port
 from servebook.util.progress import Reporter
-
-from .helpers import tiny_candidate
+from tests.helpers.candidates import tiny_candidate
 
 pytestmark = pytest.mark.integration
 

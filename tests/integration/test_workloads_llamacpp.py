@@ -10,8 +10,7 @@ from servebook.measure.equivalence import compare_outputs
 from servebook.measure.validity import DISTURBANCES
 from servebook.run import run_candidate
 from servebook.util.progress import Reporter
-
-from .helpers import tiny_candidate
+from tests.helpers.candidates import tiny_candidate
 
 pytestmark = pytest.mark.integration
 QUIET = Reporter(quiet=True)

@@ -15,6 +15,7 @@ from servebook.estimates import ALPHA, Contrast
 from servebook.present.ci import verdicts_markdown
 from servebook.present.report import StudyReport, answer_markdown
 from servebook.present.site.answer import covering_verdicts, study_answer_of
+from servebook.present.site.summary import RunSummary
 from servebook.verdicts import Comparison, Judged, Verdict, comparison_of, gate, parse_fail_on, settle
 from servebook.verdicts.ranking import Entrant, answer, comparison_from, study_answer
 
@@ -151,9 +152,9 @@ def test_report_ci_markdown_and_site_carry_the_same_answer(judged):
     ci = verdicts_markdown(study, items, gate(items, parse_fail_on("")))
     assert answer_markdown(found) in ci
     # the site rebuilds the answer from the recorded events: the same headline, reasons and ranking
-    summaries = [{"label": i.entry.name, "status": "completed", "run_id": f"run-{i.entry.name}",
-                  "verdicts": [{**i.verdict.to_event(question=study.description, note=i.entry.note),
-                                "run_ids": [f"run-{i.entry.name}"]}]} for i in items]
+    summaries = [RunSummary(label=i.entry.name, status="completed", run_id=f"run-{i.entry.name}",
+                            verdicts=[{**i.verdict.to_event(question=study.description, note=i.entry.note),
+                                       "run_ids": [f"run-{i.entry.name}"]}]) for i in items]
     recorded = study_answer_of(study.name, summaries, {"baseline": "baseline"})
     assert answer_markdown(recorded) == answer_markdown(found)
 
@@ -167,14 +168,13 @@ def test_an_older_event_is_read_and_a_lone_beyond_limit_interval_is_marked_in_wo
 
 
 def test_runs_a_verdict_compared_carry_it():
-    summaries = [{"run_id": "r1", "verdict": None, "verdicts": []},
-                 {"run_id": "r2", "verdict": None, "verdicts": []},
-                 {"run_id": "r3", "verdict": "inconclusive",
-                  "verdicts": [{"judged_at": "1", "outcome": "rejected", "run_ids": ["r1", "r3"]},
-                               {"judged_at": "2", "outcome": "inconclusive", "run_ids": ["r1", "r2", "r3"]}]},
-                 {"run_id": "r4", "verdict": None, "verdicts": []}]
+    summaries = [RunSummary(run_id="r1", status="completed"), RunSummary(run_id="r2", status="completed"),
+                 RunSummary(run_id="r3", status="completed", verdict="inconclusive",
+                            verdicts=[{"judged_at": "1", "outcome": "rejected", "run_ids": ["r1", "r3"]},
+                                      {"judged_at": "2", "outcome": "inconclusive", "run_ids": ["r1", "r2", "r3"]}]),
+                 RunSummary(run_id="r4", status="completed")]
     covering_verdicts(summaries)
-    assert [(s["verdict"], s["judged_on"]) for s in summaries] == [
+    assert [(s.verdict, s.judged_on) for s in summaries] == [
         ("inconclusive", "r3"), ("inconclusive", "r3"), ("inconclusive", None), (None, None)]
 
 

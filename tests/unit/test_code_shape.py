@@ -85,3 +85,17 @@ def test_tests_use_seams_not_privates(forbidden):
     offenders = [str(p) for p in tests.rglob("*.py") if f"servebook.{forbidden}" in p.read_text()
                  and p.name != Path(__file__).name]
     assert not offenders
+
+
+def test_no_test_imports_from_a_conftest():
+    """Fixtures live in conftest.py and pytest hands them over; plain helpers live in tests/helpers and are imported
+    from there (a conftest imported as a module is loaded twice, and its helpers drift into copies)."""
+    tests = Path(__file__).resolve().parents[1]
+    offenders = []
+    for path in sorted(tests.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([node.module or ""] if isinstance(node, ast.ImportFrom)
+                     else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            if any(name.split(".")[-1] == "conftest" for name in names):
+                offenders.append(f"{path.relative_to(tests)}:{node.lineno}")
+    assert not offenders, offenders

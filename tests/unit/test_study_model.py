@@ -44,7 +44,7 @@ def test_the_study_decides_what_one_pair_cannot():
     peers = {f"p{i}": runs(rng, 0, 3) for i in range(4)}
     found = verdict(loss, base, peers)
     assert found.outcome == "rejected"
-    assert any("variance pooled over 6 candidates and 18 runs" in r for r in found.reasons)
+    assert "variance pooled over 6 candidates and 18 runs" in found.method
     assert found.comparisons[0].confidence_pct == pytest.approx(90)
 
 
@@ -54,7 +54,7 @@ def test_acceptance_needs_every_cell_non_inferior_without_a_multiplicity_penalty
     found = verdict(same, base)
     assert found.outcome == "accepted"
     assert all(c.decision == "pass" and c.p_within < ALPHA for c in found.comparisons)
-    assert any("each cell non-inferior at one-sided 5%" in r for r in found.reasons)
+    assert found.method.startswith("each cell non-inferior at one-sided 5%")
 
 
 def test_an_improvement_beyond_the_noise_is_called_better():

@@ -4,13 +4,13 @@ when decided or at --max-repeats; the journal is its state."""
 import textwrap
 
 import numpy as np
-import pandas as pd
 
 import servebook.sweeps as sweep_module
 from servebook.config import load_study
-from servebook.journal import Journal, Manifest
+from servebook.journal import Journal
 from servebook.sweeps import SweepResult
 from servebook.util.progress import Reporter
+from tests.helpers.journals import sealed_run
 
 STUDY = """
 name: adaptive
@@ -32,14 +32,12 @@ TRUTH = {"baseline": 200.0, "clear-loss": 100.0, "near-limit": 186.0}
 
 
 def seal(journal, study, entry, rng):
-    writer = journal.start_run(entry.candidate.id)
     value = TRUTH[entry.name] * rng.normal(1, 0.04)
-    writer.write_table("cells", pd.DataFrame([{
+    writer = sealed_run(journal, entry.candidate.id, cells=[{
         "cell_id": "decode-prose-c4", "kind": "decode", "category": "prose", "concurrency": 4,
         "target_prompt_tokens": None, "aggregate_tok_s": value, "valid": True, "invalid_reasons": "",
-        "reconciliation": "ok"}]))
-    writer.seal(Manifest(status="completed", candidate_id=entry.candidate.id, candidate_label=entry.name,
-                         plan_id=study.plan.id, study=study.name, study_entry=entry.name))
+        "reconciliation": "ok"}], candidate_label=entry.name, plan_id=study.plan.id, study=study.name,
+        study_entry=entry.name)
     return SweepResult(entry.name, entry.candidate.id, writer.run_id, "completed", 0.0)
 
 
@@ -83,8 +81,7 @@ def test_the_skip_policy_is_one_function_a_failed_load_is_a_record(tmp_path):
     journal = Journal(tmp_path / "journal")
     entry = study.expand()[1]
     assert sweep_module.recorded(study, entry, journal, 0, retry_failed=False) is None
-    writer = journal.start_run(entry.candidate.id)
-    writer.seal(Manifest(status="failed", candidate_id=entry.candidate.id, plan_id=study.plan.id))
+    sealed_run(journal, entry.candidate.id, "failed", plan_id=study.plan.id)
     skip = sweep_module.recorded(study, entry, journal, 2, retry_failed=False)
     assert skip is not None and skip.status == "skipped" and "failed load" in skip.message
     assert sweep_module.recorded(study, entry, journal, 0, retry_failed=True) is None
@@ -196,10 +193,8 @@ def test_a_dry_run_says_what_is_recorded_what_will_run_and_roughly_how_long(tmp_
     assert [e.recorded for e in planned(study, None).entries] == [None] * 3, "no journal: nothing said about it"
     baseline, loss, _ = study.expand()
     for entry, seconds in ((baseline, 40), (baseline, 50), (loss, 59)):
-        writer = journal.start_run(entry.candidate.id)
-        writer.seal(Manifest(status="completed", candidate_id=entry.candidate.id, plan_id=study.plan.id,
-                             study=study.name, study_entry=entry.name, started_at="2026-12-02T10:00:00+00:00",
-                             finished_at=f"2026-12-02T10:00:{seconds}+00:00"))
+        sealed_run(journal, entry.candidate.id, plan_id=study.plan.id, study=study.name, study_entry=entry.name,
+                   started_at="2026-12-02T10:00:00+00:00", finished_at=f"2026-12-02T10:00:{seconds}+00:00")
     before = sorted(p.name for p in (tmp_path / "journal").rglob("*"))
     plan = planned(study, journal)
     assert [e.recorded for e in plan.entries] == [2, 1, 0] and plan.to_run == 6 and plan.run_s == 50

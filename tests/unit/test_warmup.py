@@ -6,11 +6,13 @@ from pydantic import ValidationError
 from servebook.config import Plan
 from servebook.measure.client import RequestRecord
 from servebook.measure.warmup import burst_rate, is_steady, warm_until_steady
+from tests.helpers.records import request_record
 
 
 def _record(t_send: float, t_last: float, tokens: int | None = 32, error: str | None = None) -> RequestRecord:
-    record = RequestRecord("r", "warmup", 1, "prose", 32, t_send=t_send)
-    record.t_last, record.completion_tokens, record.error = t_last, tokens, error
+    record = request_record(request_id="r", cell_id="warmup", tokens=32, t_send=t_send, t_last=t_last, error=error,
+                            prompt_tokens=None)
+    record.completion_tokens = tokens  # these tests set the tokens and the error independently
     return record
 
 

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..config.claims import Verification
 from ..config.parameters import Seat
 from ..util.errors import FailureCause, FailureStage
 
@@ -122,9 +123,9 @@ class EngineInfo(_Record):
     ready_s: float | None = None
     measure_s: float | None = None
     served_model: str | None = None
-    #: attach and launch alike: each claim of the candidate against what the engine reports of itself
-    #: ("verified: 4", "claimed, not verified"), and the report itself
-    verification: dict[str, Any] | None = None
+    #: attach and launch alike: each claim of the candidate against what the engine reports of itself (a `Claim`
+    #: each; a run recorded before they were typed holds sentences, read back as claims), and the report itself
+    verification: Verification | None = None
     #: the memory arithmetic of the model against the KV cache the engine logged at load (llama.cpp)
     memory: dict[str, Any] | None = None
     #: launch.cpus: the CPUs the engine's threads were held to once it served, and how many threads were pinned

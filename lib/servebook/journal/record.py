@@ -13,13 +13,19 @@ import pandas as pd
 from pydantic import ValidationError
 
 from ..util.files import atomic_write_bytes, tail_of
-from ..util.render import Block, Renderable, Text
+from ..util.render import Block, Renderable, Style, Text
 from .annotations import Action, Annotations, append_annotation, read_annotations
+from .events import verdict_event
 from .manifest import Manifest, RunIdentity
 from .writer import ENGINE_LOG, LAUNCH, MANIFEST, NOTEBOOK, VERDICTS, _dumps, table_file, utc_now
 
 #: why a run directory cannot be read as the run its manifest says it is; decisions read the code, people the text
 DamageCode = Literal["manifest_unreadable", "manifest_incomplete", "table_missing", "table_unreadable"]
+
+
+#: how a run's headline is marked, by its status
+_STATUS_STYLE: dict[str, Style] = {"completed": "", "failed": "invalid", "incomplete": "warn", "interrupted": "warn",
+                                   "damaged": "invalid"}
 
 
 @dataclass(frozen=True)
@@ -155,14 +161,14 @@ class RunRecord(Renderable):
         return sorted(p for p in self.dir.iterdir() if p.is_file() and not p.name.startswith("."))
 
     def verdicts(self) -> list[dict]:
-        """Every verdict event of this run, oldest first."""
+        """Every verdict event of this run, oldest first, in the shape this servebook writes (see `events`)."""
         folder = self.dir / VERDICTS
         if not folder.is_dir():
             return []
         events = []
         for path in sorted(folder.glob("*.json")):
             try:
-                events.append(json.loads(path.read_text()))
+                events.append(verdict_event(json.loads(path.read_text())))
             except json.JSONDecodeError:
                 continue
         return events
@@ -225,8 +231,7 @@ class RunRecord(Renderable):
 
     def blocks(self) -> list[Block]:
         # A short summary: papermill logs and notebook outputs show this; present.RunReport has the tables.
-        style = {"completed": "", "failed": "invalid", "incomplete": "warn", "interrupted": "warn",
-                 "damaged": "invalid"}[self.status]
+        style = _STATUS_STYLE[self.status]
         return [Text(self.headline(), style or "heading"), Text(str(self.dir), "dim")]
 
 

@@ -3,7 +3,7 @@
 Attach mode measures a server servebook did not start, so the candidate's model and knobs are
 claims. They are checked against the engine's own report (llama.cpp /props and /slots, SGLang's
 server info, vLLM's /v1/models): a contradiction refuses the run before anything is recorded,
-and a claim the engine cannot report is recorded as "claimed, not verified", never as checked.
+and a claim the engine cannot report is recorded as not verified, never as checked (a `Claim` per claim).
 The same report picks the model to measure on endpoints that serve several.
 """
 
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from ..config.candidate import Candidate
+from ..config.claims import Claim, Verification
 from ..config.errors import InputError
 from ..engines import get_engine
 from ..engines.flags import on_command_line
@@ -28,10 +29,7 @@ from .roles import LaunchedEngine
 if TYPE_CHECKING:
     import httpx
 
-VERIFIED = "verified"
-NOT_VERIFIED = "claimed, not verified"
-#: a launched engine's setting its server does not report: servebook passed it, the server did not confirm it
-ON_COMMAND_LINE = "set on the command line"
+NOT_VERIFIED = Claim(status="not_verified")
 
 
 def check_reachable(url: str, timeout_s: float = 3.0) -> None:
@@ -115,19 +113,19 @@ def _same_model(claimed: str, reported: str) -> bool:
 REPORTED_KNOBS = ("max_running_requests", "chunk_size", "kv_dtype", "tensor_parallel_size", "prefix_caching")
 
 
-def verify_claims(candidate: Candidate, report: SelfReport, model_file: str | None) -> tuple[dict[str, str], list[str]]:
-    """Per claim, what the check found ('verified: 4', 'claimed, not verified'), and the contradictions."""
+def verify_claims(candidate: Candidate, report: SelfReport,
+                  model_file: str | None) -> tuple[dict[str, Claim], list[str]]:
+    """Per claim, what the check found (verified, contradicted, not verified), and the contradictions in words."""
     settings, knobs = report.settings, candidate.knobs
-    found: dict[str, str] = {}
+    found: dict[str, Claim] = {}
     wrong: list[str] = []
 
     def judge(name: str, claimed: Any, matches: bool | None, reported: Any) -> None:
         if matches is None:
             found[name] = NOT_VERIFIED
-        elif matches:
-            found[name] = f"{VERIFIED}: {reported}"
         else:
-            found[name] = f"contradicted: server reports {reported}"
+            found[name] = Claim(status="verified" if matches else "contradicted", value=reported, source="self_report")
+        if matches is False:
             wrong.append(f"{name}: the candidate says {claimed}, the server reports {reported}")
 
     claimed_model = model_file or candidate.model.path or candidate.model.id
@@ -149,12 +147,13 @@ def verify_claims(candidate: Candidate, report: SelfReport, model_file: str | No
         judge(f"knobs.{name}", claimed, None if reported is None or resolvable else str(reported) == str(claimed),
               reported)
         if resolvable:
-            found[f"knobs.{name}"] = f"{NOT_VERIFIED} (auto; the server resolved it to {reported})"
+            found[f"knobs.{name}"] = Claim(status="not_verified", value=reported, source="self_report",
+                                           resolved_auto=True)
     effective = settings.get("effective_max_running_requests")
     if effective is not None and knobs.max_running_requests is not None and effective < knobs.max_running_requests:
         # the flag holds, but the scheduler runs fewer: the KV pool fits only this many at once
-        found["knobs.max_running_requests"] = (found.get("knobs.max_running_requests", NOT_VERIFIED)
-                                               + f"; the scheduler runs at most {effective} at once")
+        found["knobs.max_running_requests"] = found.get("knobs.max_running_requests", NOT_VERIFIED).model_copy(
+            update={"scheduler_limit": int(effective)})
     if knobs.context_length is not None:
         matches = get_engine(candidate.engine).context_matches(knobs.context_length, settings,
                                                                knobs.max_running_requests)
@@ -209,7 +208,7 @@ def check_tokenizer(adapter: LaunchedEngine, base_url: str, headers: dict[str, s
 
 def verify_attached(candidate: Candidate, adapter: LaunchedEngine, base_url: str, headers: dict,
                     model_file: str | None, needs_tokenizer: list[str] | None = None, *,
-                    transport: "httpx.BaseTransport | None" = None) -> tuple[str | None, dict]:
+                    transport: "httpx.BaseTransport | None" = None) -> tuple[str | None, Verification]:
     """The model to measure and the verification record, or InputError when the server contradicts the candidate
     (nothing is recorded: the candidate describes another server). `transport` answers in place of the network."""
     if transport is None:
@@ -221,10 +220,10 @@ def verify_attached(candidate: Candidate, adapter: LaunchedEngine, base_url: str
     if wrong:
         raise InputError(f"attach {base_url}: the server is not the candidate it claims to be: " + "; ".join(wrong))
     check_tokenizer(adapter, base_url, headers, model, needs_tokenizer or [], transport=transport)
-    return model, {"claims": found, "reported": report.record}
+    return model, Verification(claims=found, reported=report.record)
 
 
-def launched_claims(found: dict[str, str], adapter: LaunchedEngine, argv: list[str]) -> dict[str, str]:
+def launched_claims(found: dict[str, Claim], adapter: LaunchedEngine, argv: list[str]) -> dict[str, Claim]:
     """For an engine servebook launched, a claim its server does not report is what servebook passed it: shown with
     the flag and value from the command line (read back through the engine's one flag map), not as a bare claim.
     Only what the server reports back is verified."""
@@ -233,5 +232,5 @@ def launched_claims(found: dict[str, str], adapter: LaunchedEngine, argv: list[s
         flag = adapter.flags.get(claim) if state == NOT_VERIFIED else None
         passed = on_command_line(argv, flag) if flag is not None else None
         if passed:
-            out[claim] = f"{ON_COMMAND_LINE}: {passed} (the server does not report it)"
+            out[claim] = Claim(status="on_command_line", value=passed, source="command_line")
     return out

@@ -31,6 +31,7 @@ def verdicts_json(study: Study, judged: list[Judged], result: GateResult) -> dic
             "settled": None if verdict is None else verdict.settled,
             "run_ids": [r.run_id for r in item.records],
             "reasons": left_out_reasons(item.left_out) if verdict is None else verdict.reasons,
+            "method": None if verdict is None else verdict.method,
             # damaged runs left out of the verdict, typed: a job reads the code, not the reason's words
             "left_out": [{"run_id": r.run_id, "status": r.status, "code": r.damage.code if r.damage else None,
                           "file": r.damage.file if r.damage else None} for r in item.left_out],
@@ -88,7 +89,7 @@ def verdicts_junit(study: Study, judged: list[Judged], result: GateResult) -> st
         outcome = gate_outcome(item)
         classname = f"{study.name}.{item.entry.name}"
         case = TestCase("verdict", classname=classname)
-        reasons = "\n".join(item.verdict.reasons) if item.verdict else "never run"
+        reasons = "\n".join(item.verdict.lines()) if item.verdict else "never run"
         if outcome in result.fail_on:
             case.result = [Failure(f"{item.entry.name}: {outcome}", type_=outcome)]
             case.system_out = reasons

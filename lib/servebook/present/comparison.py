@@ -87,7 +87,7 @@ class RunComparison(Renderable):
             reasons = verdict.get("reasons") or failure_reasons(run)
             outcome = verdict.get("outcome", "-")
             table.add([label, run.run_id, run.status, outcome, "; ".join(reasons)],
-                      {"accepted": "accepted", "failed": "invalid"}.get(outcome, ""))
+                      "accepted" if outcome == "accepted" else "invalid" if outcome == "failed" else "")
         return table
 
     def cells(self) -> pd.DataFrame:

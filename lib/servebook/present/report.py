@@ -46,7 +46,7 @@ class StudyReport(Renderable):
         blocks.append(Text("\n".join(f"- {line}" for line in a.why()), pre=True))
         blocks.append(ranking_table(a))
         if a.method:
-            blocks.append(Text(a.method, "dim"))
+            blocks.append(Text(f"method: {a.method}", "dim"))
         return blocks
 
     def markdown(self) -> str:
@@ -72,7 +72,7 @@ def answer_markdown(a: Answer, heading: str = "####") -> str:
         row[1] = f"**{row[1]}**" if s is a.recommended else row[1]
         lines.append("| " + " | ".join(_md(v) for v in row) + " |")
     if a.method:
-        lines += ["", f"<sub>{_md(a.method)}</sub>"]
+        lines += ["", f"<sub>{_md('method: ' + a.method)}</sub>"]
     return "\n".join(lines) + "\n"
 
 

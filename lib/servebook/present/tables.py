@@ -6,7 +6,9 @@ from typing import Any
 
 import pandas as pd
 
+from ..config.claims import Verification
 from ..util.render import Table
+from .claims import claim_text
 from .kinds import (
     DECODE_DEFINITIONS,
     GAP_NOTE,
@@ -170,15 +172,16 @@ def estimate_tables(cells: pd.DataFrame, label: str = "candidate") -> list[Table
     return tables
 
 
-def verification_table(verification: dict | None) -> Table | None:
-    """Each claim of the candidate against the engine's own report: verified, contradicted, or claimed only."""
-    claims = (verification or {}).get("claims") or {}
-    if not claims:
+def verification_table(verification: Verification | dict | None) -> Table | None:
+    """Each claim of the candidate against the engine's own report: verified, contradicted, or claimed only (a
+    dict: a verification as the site's cached summaries hold it)."""
+    if isinstance(verification, dict):
+        verification = Verification.model_validate(verification)
+    if verification is None or not verification.claims:
         return None
     table = Table(["claim", "what the server reports"], title="Claims checked against the server's self-report")
-    for claim, found in claims.items():
-        checked = str(found).startswith(("verified", "set on the command line"))
-        table.add([claim, found], "" if checked else "warn")
+    for name, claim in verification.claims.items():
+        table.add([name, claim_text(claim)], "" if claim.checked else "warn")
     return table
 
 

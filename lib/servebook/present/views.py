@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from ..config.study import Study
 from ..journal.store import RunRecord
 from ..sweeps.dryrun import DryRunPlan
-from ..util.render import Block, Renderable, Table, Text
+from ..util.render import Block, Renderable, Style, Table, Text
 from ..verdicts.judge import Judgement
 from .load_tables import LATENCY_DEFINITIONS, capacity_text, cell_tables
 from .tables import DECODE_DEFINITIONS, PREFILL_DEFINITIONS, fit_table, memory_table, verification_table
@@ -120,7 +120,7 @@ def noise_table(noise: list) -> Table:
         cv = "-" if n.cv_pct is None else f"{n.cv_pct:.1f}%"
         needs = "-" if n.cv_pct is None else (str(n.runs_needed) if n.runs_needed else "more than 200")
         detectable, within = n.detectable_pct, n.within_run_pct
-        css = "" if n.resolvable is None else ("" if n.resolvable else "warn")
+        css: Style = "" if n.resolvable is None else ("" if n.resolvable else "warn")
         table.add([n.metric, n.cell_id, n.runs, cv, "-" if within is None else f"{within:.1f}%", f"{n.limit_pct:g}%",
                    needs, "-" if detectable is None else f"{detectable:.1f}%",
                    "-" if n.allocation is None else n.allocation.describe()], css)

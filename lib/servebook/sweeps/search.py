@@ -113,14 +113,14 @@ class SearchResult(Renderable):
     def blocks(self) -> list[Block]:
         unit = "lower is better" if self.lower_is_better else "higher is better"
         out: list[Block] = [Text(f"search {self.study}: {self.space}; objective {self.objective} ({unit}); "
-                                 f"{self.launches} of {self.budget} launches", "bold"),
-                            Text(self.conclusion(), "bold green" if self.decision == "better" else "yellow")]
+                                 f"{self.launches} of {self.budget} launches", "heading"),
+                            Text(self.conclusion(), "accepted" if self.decision == "better" else "warn")]
         if self.method:
             out.append(Text(self.method, "dim"))
         confirmed = Table(["configuration", "runs", "figure", "per run"], title="confirmed (full plan, interleaved)")
         for c in self.confirmed:
             confirmed.add([c.name, len(c.values), _figure(c.figure), ", ".join(_figure(v) for v in c.values)],
-                          "green" if c.name == self.winner else "")
+                          "accepted" if c.name == self.winner else "")
         screened = Table(["#", "configuration", "status", "figure", "why launched"], title="screened (short plan)")
         for i, s in enumerate(self.screened, 1):
             screened.add([i, s.name, s.status, _figure(s.value), s.why], "" if s.value is not None else "dim")

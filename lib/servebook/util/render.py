@@ -12,10 +12,12 @@ import html
 import io
 import re
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any, Literal, Union
 
+#: how a row or a text is marked; any other name would print unstyled, so mypy refuses it
+Style = Literal["", "accepted", "invalid", "warn", "dim", "heading"]
 #: row / text styles -> (rich style, CSS class of the site and of notebook HTML)
-STYLES = {
+STYLES: dict[Style, tuple[str, str]] = {
     "": ("", ""),
     "accepted": ("green", "accepted"),
     "invalid": ("bold red", "invalid"),
@@ -30,7 +32,7 @@ _HTML_ROW_BACKGROUND = {"accepted": "#ecfdf3", "invalid": "#fef3f2"}
 @dataclass
 class Row:
     values: list[Any]
-    css: str = ""
+    css: Style = ""
 
 
 @dataclass
@@ -41,7 +43,7 @@ class Table:
     rows: list[Row] = field(default_factory=list)
     title: str = ""
 
-    def add(self, values: list[Any], css: str = "") -> None:
+    def add(self, values: list[Any], css: Style = "") -> None:
         self.rows.append(Row(list(values), css))
 
     @classmethod
@@ -58,7 +60,7 @@ class Table:
 @dataclass
 class Text:
     text: str
-    style: str = ""
+    style: Style = ""
     pre: bool = False  # keep line breaks and use a monospace font (log tails, commands)
 
 

@@ -25,7 +25,7 @@ from ..measure.capacity import figure as capacity_figure
 from ..measure.equivalence import compare_outputs
 from ..measure.equivalence import describe as describe_equivalence
 from ..util.errors import InputError
-from ..util.render import Block, Renderable, Table
+from ..util.render import Block, Renderable, Style, Table
 from .comparisons import Comparison, compare_rule, describe, settle
 from .evidence import baseline_evidence, run_cells, undisturbed
 from .recorded import ChosenBaseline, recorded_baseline
@@ -40,6 +40,8 @@ class Verdict:
     comparisons: list[Comparison] = field(default_factory=list)
     #: rejected for something more runs cannot change (a failed gate or load, an invalid cell, a rule with no cells)
     settled: bool = False
+    #: what decided it, for the reader: the test, its level and where the variance came from (None: no interval)
+    method: str | None = None
 
     @property
     def undecided(self) -> bool:
@@ -51,8 +53,12 @@ class Verdict:
             return False
         return any(c.decision == "single" for c in self.comparisons)
 
+    def lines(self) -> list[str]:
+        """The reasons and, last, the method: everything a reader is told about the verdict."""
+        return self.reasons + ([f"method: {self.method}"] if self.method else [])
+
     def to_event(self, **context) -> dict:
-        return {"outcome": self.outcome, "reasons": self.reasons,
+        return {"outcome": self.outcome, "reasons": self.reasons, "method": self.method,
                 "comparisons": [asdict(c) for c in self.comparisons], **context}
 
 def judge_runs(runs: list[tuple[Manifest | None, pd.DataFrame | None]], baseline_runs: list[pd.DataFrame],
@@ -133,13 +139,16 @@ def _compare(completed: list[tuple[Manifest, pd.DataFrame]], baseline_runs: list
         if mine and all(c.ok for c in mine):
             passing.append(f"{METRIC_WORDS[rule.metric]}: {describe(rule, mine)}")
     # A gain is named whatever the outcome: a drafter rejected at four requests may still be far faster at one.
-    method = [f"better beyond the noise: {c.text()}" for c in comparisons if c.better] + _method(comparisons, alpha, look)
+    gains = [f"better beyond the noise: {c.text()}" for c in comparisons if c.better]
+    method = _method(comparisons, alpha, look)
     if reasons or failing:
-        return Verdict("rejected", reasons + failing + straddling + [f"within limits: {t}" for t in passing] + method,
-                       comparisons, settled)
+        return Verdict("rejected", reasons + failing + straddling + [f"within limits: {t}" for t in passing] + gains,
+                       comparisons, settled, method)
     if straddling:
-        return Verdict("inconclusive", straddling + [f"within limits: {t}" for t in passing] + method, comparisons)
-    return Verdict("accepted", (passing or ["valid, and no comparison rules to apply"]) + method, comparisons)
+        return Verdict("inconclusive", straddling + [f"within limits: {t}" for t in passing] + gains, comparisons,
+                       method=method)
+    return Verdict("accepted", (passing or ["valid, and no comparison rules to apply"]) + gains, comparisons,
+                   method=method)
 
 
 def _hint(c: Comparison, cells: int) -> str:
@@ -155,16 +164,16 @@ def _hint(c: Comparison, cells: int) -> str:
     return decide or "; the change sits so near the limit that no affordable number of runs decides it"
 
 
-def _method(comparisons: list[Comparison], alpha: float, look: str) -> list[str]:
+def _method(comparisons: list[Comparison], alpha: float, look: str) -> str | None:
     """What decided it, for the reader: the test, its level, and where the variance came from."""
     with_bounds = [c for c in comparisons if c.change_low_pct is not None]
     if not with_bounds:
-        return []
+        return None
     spent = f"{100 * alpha:.2g}%" + (f" ({look})" if look else "")
-    return [f"method: each cell non-inferior at one-sided {spent}, all {len(comparisons)} required to accept; "
+    return (f"each cell non-inferior at one-sided {spent}, all {len(comparisons)} required to accept; "
             f"rejection controlled across cells (Holm); in each interval the bound that accepts is at one-sided "
             f"{spent}, the bound that rejects at Holm's level (the error over the cells not rejected); "
-            f"{with_bounds[0].method}"]
+            f"{with_bounds[0].method}")
 
 
 def judge_run(manifest: Manifest | None, cells: pd.DataFrame | None, baseline_cells: pd.DataFrame | None,
@@ -219,7 +228,7 @@ class Judged:
 
 
 #: how a verdict's row is marked wherever verdicts are shown
-VERDICT_STYLE = {"accepted": "accepted", "rejected": "warn", "failed": "invalid"}
+VERDICT_STYLE: dict[str, Style] = {"accepted": "accepted", "rejected": "warn", "failed": "invalid"}
 
 
 class Judgement(list, Renderable):
@@ -233,7 +242,7 @@ class Judgement(list, Renderable):
                 table.add([item.entry.name, "-", "not run", "\n".join(left_out_reasons(item.left_out))], "dim")
                 continue
             outcome = item.verdict.outcome
-            table.add([item.entry.name, len(item.records), outcome, "\n".join(item.verdict.reasons)],
+            table.add([item.entry.name, len(item.records), outcome, "\n".join(item.verdict.lines())],
                       VERDICT_STYLE.get(outcome, ""))
         return [table]
 
@@ -340,7 +349,8 @@ def judge(study: Study, journal: Journal, *, append: bool = True) -> Judgement:
                                  baseline_run_ids=[r.run_id for r in baseline_records])
         latest = records[-1].latest_verdict
         unchanged = latest is not None and all(
-            latest.get(k) == event[k] for k in ("outcome", "reasons", "rules_hash", "run_ids", "baseline_run_ids"))
+            latest.get(k) == event[k] for k in ("outcome", "reasons", "method", "rules_hash", "run_ids",
+                                               "baseline_run_ids"))
         if append and not unchanged:
             records[-1].append_verdict(event)
         out.append(Judged(entry, records, verdict, left_out[entry.name], recorded=append or unchanged))

@@ -39,6 +39,8 @@ class Entrant:
     run_ids: list[str] = field(default_factory=list)
     is_baseline: bool = False
     note: str | None = None
+    #: what decided its verdict (the verdict's `method`), None where no interval was computed
+    method: str | None = None
 
 
 @dataclass
@@ -68,7 +70,7 @@ class Standing:
             return "never run"
         parts = [_cell_words(c, self.entrant.outcome) for c in self.decisive]
         if not parts:
-            parts = [r for r in self.entrant.reasons if not r.startswith("method:")][:1]
+            parts = self.entrant.reasons[:1]
         return "; ".join(parts)
 
     def gains_text(self) -> str:
@@ -90,6 +92,7 @@ class Answer:
     standings: list[Standing]
     #: what recommends: the best accepted candidate, else the baseline; None when not even the baseline is sound
     recommended: Standing | None
+    #: what decided the verdicts, without the "method:" label the renderers put before it
     method: str | None = None
 
     def headline(self) -> str:
@@ -193,10 +196,9 @@ def _order(s: Standing) -> tuple:
     return OUTCOME_ORDER.get(s.entrant.outcome, len(OUTCOME_ORDER)), failing, -mean
 
 
-def answer(study: str, question: str | None, baseline: str, entrants: list[Entrant],
-           method: str | None = None) -> Answer:
+def answer(study: str, question: str | None, baseline: str, entrants: list[Entrant]) -> Answer:
     """Rank the candidates and recommend one: the best accepted candidate (by the mean change over the judged cells),
-    else the baseline when its own runs are sound."""
+    else the baseline when its own runs are sound. The method said is the first entrant's that has one."""
     standings = []
     for e in entrants:
         gains = [c for c in e.comparisons if c.better]
@@ -210,6 +212,7 @@ def answer(study: str, question: str | None, baseline: str, entrants: list[Entra
         chosen: Standing | None = accepted[0]
     else:
         chosen = base if base is not None and base.entrant.outcome == "accepted" else None
+    method = next((e.method for e in entrants if e.method), None)
     return Answer(study, question, baseline, ([base] if base else []) + candidates, chosen, method)
 
 
@@ -223,9 +226,9 @@ def study_answer(study: Study, judged: list[Judged]) -> Answer:
             item.entry.name, "missing" if verdict is None else verdict.outcome,
             list(verdict.comparisons) if verdict else [],
             list(verdict.reasons) if verdict else left_out_reasons(item.left_out),
-            [r.run_id for r in item.records], item.entry.name == rules.baseline_entry, item.entry.note))
+            [r.run_id for r in item.records], item.entry.name == rules.baseline_entry, item.entry.note,
+            verdict.method if verdict else None))
     if rules.baseline_entry is None and rules.baseline_from is not None:  # a baseline of recorded runs
         entrants.insert(0, Entrant(rules.baseline_from.candidate, "accepted", [], ["recorded runs of the journal"],
                                    is_baseline=True))
-    method = next((r for e in entrants for r in e.reasons if r.startswith("method:")), None)
-    return answer(study.name, study.description, rules.baseline, entrants, method)
+    return answer(study.name, study.description, rules.baseline, entrants)

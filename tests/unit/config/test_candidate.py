@@ -2,7 +2,7 @@ import pytest
 from pydantic import ValidationError
 
 from servebook.config import Candidate, InputError, load_candidate
-from tests.conftest import make_candidate
+from tests.helpers.candidates import make_candidate
 
 
 def make(**fields):

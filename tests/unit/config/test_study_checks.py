@@ -56,7 +56,7 @@ def test_axis_values_with_slashes_become_safe_entry_names(tmp_path):
 def test_a_plan_longer_than_a_candidate_s_context_per_request_is_refused_before_launch():
     from servebook.config import Plan
     from servebook.engines import get_engine
-    from tests.conftest import make_candidate
+    from tests.helpers.candidates import make_candidate
 
     plan = Plan.model_validate({"prefill": {"prompt_tokens": [4096]},
                                 "reuse": {"turns": 8, "first_prompt_tokens": 2048, "turn_tokens": 512}})

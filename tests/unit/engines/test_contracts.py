@@ -59,7 +59,7 @@ def test_the_parsers_own_prefix_and_underscore_rules_are_the_adapters(engine):
 
 
 def _candidate(engine, **knobs):
-    from tests.conftest import make_candidate
+    from tests.helpers.candidates import make_candidate
 
     return make_candidate(engine, knobs={"max_running_requests": 4, "chunk_size": 2048, **knobs})
 
@@ -203,7 +203,7 @@ def test_every_study_dry_run_line_was_parsed_by_the_real_parser(engine):
 def test_a_pinned_release_refuses_an_extra_arg_its_parser_does_not_know():
     from pydantic import ValidationError
 
-    from tests.conftest import make_candidate
+    from tests.helpers.candidates import make_candidate
 
     with pytest.raises(ValidationError, match="--max-num-seq-s is not a flag of vllm 0.33.0"):
         make_candidate("vllm", pins={"engine_version": "0.33.0"}, extra_args=["--max-num-seq-s", "8"])
@@ -213,7 +213,7 @@ def test_a_pinned_release_refuses_an_extra_arg_its_parser_does_not_know():
 
 
 def test_the_simulator_s_own_settings_pass_a_pinned_release():
-    from tests.conftest import make_candidate
+    from tests.helpers.candidates import make_candidate
 
     make_candidate("vllm", pins={"engine_version": "0.33.0"}, launch={"simulator": True},
                    extra_args=["--sim-slowdown", "1.1"])

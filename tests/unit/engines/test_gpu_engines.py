@@ -11,7 +11,7 @@ from servebook.engines.counters import parse_metrics
 from servebook.launch.compose import render
 from servebook.launch.gpus import Inventory, parse_cuda, parse_gpus, parse_p2p, parse_processes
 from servebook.launch.preflight import gpu_checks
-from tests.conftest import make_candidate
+from tests.helpers.candidates import make_candidate
 
 
 def candidate(engine, knobs=None, **extra):

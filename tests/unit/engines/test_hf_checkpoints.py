@@ -33,7 +33,7 @@ from servebook.engines.random_models import (
 )
 from servebook.launch.preflight import resolve_model_path
 from servebook.util.paths import repo_data_dir
-from tests.conftest import QUIET, make_candidate
+from tests.helpers.candidates import QUIET, make_candidate
 
 TARGET = TINY_HF_MODELS["target"]
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "The weather in a city",

@@ -59,7 +59,7 @@ def test_extra_args_come_last_and_verbatim():
 
 def test_the_prompt_cache_is_a_knob_owned_by_llamacpp():
     from servebook.engines import get_engine
-    from tests.conftest import tiny_candidate
+    from tests.helpers.candidates import tiny_candidate
 
     argv = get_engine("llamacpp").argv(tiny_candidate(knobs={"prompt_cache_mib": 0}), port=8123,
                                        model_path="/m.gguf", draft_path=None)

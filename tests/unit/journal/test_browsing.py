@@ -12,6 +12,7 @@ from servebook.journal import Journal
 from servebook.journal.browse import browse
 from servebook.journal.synthetic import write_synthetic_run
 from servebook.present.site.identities import history_pages, stale_verdicts
+from servebook.present.site.summary import RunSummary
 from servebook.util.errors import InputError
 from servebook.verdicts import compare_slices, history, judge
 
@@ -133,8 +134,8 @@ def test_a_name_measured_alike_by_several_studies_is_one_history(tmp_path):
 def _summary(run_id, label, verdict_runs=None, baseline_runs=None, status="completed", archived=None):
     verdicts = [{"outcome": "accepted", "run_ids": verdict_runs, "baseline_run_ids": baseline_runs}] \
         if verdict_runs else []
-    return {"run_id": run_id, "label": label, "study": "demo", "candidate_id": f"{label}-id", "status": status,
-            "plan_id": "p", "verdicts": verdicts, "index_row": {"archived": archived}}
+    return RunSummary(run_id=run_id, label=label, study="demo", candidate_id=f"{label}-id", status=status,
+                      plan_id="p", verdicts=verdicts, index_row={"archived": archived})
 
 
 def test_site_history_pages_are_per_study_and_a_verdict_older_than_the_journal_is_marked_stale():
@@ -146,11 +147,11 @@ def test_site_history_pages_are_per_study_and_a_verdict_older_than_the_journal_i
         stale_verdicts(later, "baseline")["fast"]
     archived = runs + [_summary("r5", "fast", archived="bad host")]  # an archived run is no evidence: not stale
     assert stale_verdicts(archived, "baseline") == {}
-    other = [{**runs[0], "run_id": "r0", "study": "capacity", "plan_id": "q"},
-             {**runs[0], "run_id": "r6", "study": "capacity-gate", "plan_id": "q"}]
+    other = [runs[0].model_copy(update={"run_id": "r0", "study": "capacity", "plan_id": "q"}),
+             runs[0].model_copy(update={"run_id": "r6", "study": "capacity-gate", "plan_id": "q"})]
     pages = history_pages(runs + other)
     assert set(pages) == {("p", "baseline"), ("p", "fast"), ("q", "baseline")}
-    assert [s["run_id"] for s in pages[("p", "baseline")][1]] == ["r1", "r3"]
+    assert [s.run_id for s in pages[("p", "baseline")][1]] == ["r1", "r3"]
     # each page is named by the study that first measured the configuration, so the two baselines' pages differ
     assert (pages[("p", "baseline")][0], pages[("q", "baseline")][0]) == ("demo--baseline", "capacity--baseline")
-    assert [s["run_id"] for s in pages[("q", "baseline")][1]] == ["r0", "r6"]
+    assert [s.run_id for s in pages[("q", "baseline")][1]] == ["r0", "r6"]

@@ -6,13 +6,12 @@ import pytest
 
 from servebook.config import InputError
 from servebook.journal import Journal, Manifest, RunSealed
+from tests.helpers.journals import sealed_run as journal_run
 
 
 def sealed_run(journal: Journal, candidate_id="abcdef123456", status="completed"):
-    writer = journal.start_run(candidate_id)
-    writer.write_table("requests", [{"request_id": "r0", "completion_tokens": 8}])
-    writer.seal(Manifest(status=status, candidate_id=candidate_id, candidate_label="c", plan_id="0123456789ab"))
-    return writer
+    return journal_run(journal, candidate_id, status, requests=[{"request_id": "r0", "completion_tokens": 8}],
+                       candidate_label="c", plan_id="0123456789ab")
 
 
 def test_a_run_without_manifest_is_incomplete_and_listed(tmp_path):

@@ -4,11 +4,13 @@ import time
 
 import pytest
 
+from servebook.config.claims import Claim
 from servebook.config.errors import InputError
 from servebook.engines import get_engine
 from servebook.launch.process import free_port
 from servebook.launch.verify import NOT_VERIFIED, SelfReport, check_reachable, select_model, verify_claims
-from tests.conftest import make_candidate
+from servebook.present.claims import claim_text
+from tests.helpers.candidates import make_candidate
 
 # What llama-server 0.3.36 answered with -np 3 -c 4096 --alias tgt (recorded here).
 LLAMA_PROPS = {"total_slots": 3, "model_alias": "tgt", "model_path": "/root/.cache/servebook/models/tiny-target-r1.gguf",
@@ -25,8 +27,9 @@ def test_llamacpp_claims_are_verified_or_contradicted():
     ok = make_candidate(knobs={"max_running_requests": 3, "context_length": 4096, "chunk_size": 256})
     found, wrong = verify_claims(ok, llama_report(), "/elsewhere/tiny-target-r1.gguf")
     assert wrong == []
-    assert found["model"].startswith("verified") and found["knobs.max_running_requests"] == "verified: 3"
-    assert found["knobs.context_length"].startswith("verified") and found["knobs.drafter"].startswith("verified")
+    assert found["model"].status == "verified" and found["knobs.max_running_requests"] == Claim(
+        status="verified", value=3, source="self_report")
+    assert found["knobs.context_length"].status == "verified" and found["knobs.drafter"].status == "verified"
     assert found["knobs.chunk_size"] == NOT_VERIFIED  # llama.cpp does not report its batch size
     liar = make_candidate(knobs={"max_running_requests": 8, "context_length": 32768})
     _, wrong = verify_claims(liar, llama_report(), "/models/other.gguf")
@@ -42,7 +45,8 @@ def test_sglang_reports_its_server_args():
                                                 "tensor_parallel_size": 2})
     found, wrong = verify_claims(candidate, SelfReport(["org/model"], settings), None)
     assert wrong == ["knobs.chunk_size: the candidate says 4096, the server reports 8192"]
-    assert found["knobs.tensor_parallel_size"] == "verified: 2" and found["model"] == "verified: org/model"
+    assert (found["knobs.tensor_parallel_size"].status, found["knobs.tensor_parallel_size"].value) == ("verified", 2)
+    assert (found["model"].status, found["model"].value) == ("verified", "org/model")
 
 
 def test_served_name_selects_among_models_and_refuses_with_the_list():
@@ -70,12 +74,13 @@ def test_a_url_without_scheme_is_refused_at_load():
 
 
 def test_a_launched_engine_s_unreported_setting_shows_the_flag_servebook_passed():
-    from servebook.launch.verify import ON_COMMAND_LINE, launched_claims
+    from servebook.launch.verify import launched_claims
 
     candidate = make_candidate(knobs={"max_running_requests": 3, "context_length": 4096, "chunk_size": 256})
     adapter = get_engine("llamacpp")
     argv = adapter.argv(candidate, port=8080, model_path="/m/tiny-target-r1.gguf", draft_path=None)
     found, _ = verify_claims(candidate, llama_report(), "/m/tiny-target-r1.gguf")
     shown = launched_claims(found, adapter, argv)
-    assert shown["knobs.chunk_size"] == f"{ON_COMMAND_LINE}: -b 256 -ub 256 (the server does not report it)"
-    assert shown["knobs.max_running_requests"] == "verified: 3"  # what the server reports stays verified
+    assert shown["knobs.chunk_size"] == Claim(status="on_command_line", value="-b 256 -ub 256", source="command_line")
+    assert claim_text(shown["knobs.chunk_size"]) == "set on the command line: -b 256 -ub 256 (the server does not report it)"
+    assert shown["knobs.max_running_requests"].status == "verified"  # what the server reports stays verified

@@ -2,16 +2,15 @@ import pytest
 
 from servebook.config import Plan
 from servebook.measure.cells import CellSpec, plan_cells, summarize_cell
-from servebook.measure.client import RequestRecord
 from servebook.measure.reconcile import Check, Reconciliation
+from tests.helpers.records import request_record
 
 OK = Reconciliation("ok", [Check("generated tokens", 10, 10)])
 
 
 def record(i, t_send, t_first, t_last, completion=10, prompt=100, cached=0, error=None):
-    return RequestRecord(f"r{i}", "cell", 2, "prose", 10, t_send=t_send, t_first=t_first, t_last=t_last,
-                         prompt_tokens=prompt, completion_tokens=None if error else completion,
-                         cached_tokens=cached, error=error)
+    return request_record(i, concurrency=2, completion=completion, t_send=t_send, t_first=t_first, t_last=t_last,
+                          prompt_tokens=prompt, cached_tokens=cached, error=error)
 
 
 def test_decode_summary_follows_metric_definitions():

@@ -13,6 +13,7 @@ from servebook.measure.kinds import kind_of
 from servebook.measure.openloop import attainment, probe_window, read_trace, schedule
 from servebook.measure.reconcile import Reconciliation
 from servebook.measure.validity import CellEvidence, cell_faults
+from tests.helpers.records import request_record
 
 
 def test_poisson_arrivals_have_the_asked_rate_and_a_seeded_schedule():
@@ -91,8 +92,8 @@ def test_a_trace_sets_the_arrivals_and_lengths_scaled_to_the_rate(tmp_path):
 def record(i: float, ttft: float, span: float, tokens: int = 11, due: float | None = None,
            send: float | None = None) -> RequestRecord:
     t_send = send if send is not None else i
-    return RequestRecord(f"r{i}", "load-1rps", 0, "prose", tokens, t_send=t_send, t_first=t_send + ttft,
-                         t_last=t_send + ttft + span, prompt_tokens=100, completion_tokens=tokens, t_due=due)
+    return request_record(i, cell_id="load-1rps", concurrency=0, tokens=tokens, t_send=t_send, t_first=t_send + ttft,
+                          t_last=t_send + ttft + span, t_due=due)
 
 
 def test_attainment_counts_requests_meeting_every_objective_with_an_exact_interval():

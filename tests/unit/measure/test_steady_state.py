@@ -1,10 +1,10 @@
 from servebook.measure.cells import steady_state
-from servebook.measure.client import RequestRecord
+from tests.helpers.records import request_record
 
 
 def request(i, send, first, last, tokens=11):
-    return RequestRecord(f"r{i}", "decode-prose-c2", 2, "prose", tokens, t_send=send, t_first=first, t_last=last,
-                         completion_tokens=tokens, prompt_tokens=10)
+    return request_record(i, cell_id="decode-prose-c2", concurrency=2, tokens=tokens, t_send=send, t_first=first,
+                          t_last=last, prompt_tokens=10)
 
 
 def test_window_opens_when_all_streams_run_and_closes_when_one_drains():

@@ -11,15 +11,15 @@ from servebook.measure.client import RequestRecord
 from servebook.measure.reconcile import Check, Reconciliation
 from servebook.measure.validity import INVALID_CODES, MESSAGES, cell_faults, codes_of, only_disturbed
 from servebook.verdicts import judge_runs
+from tests.helpers.records import request_record
 
 OK = Reconciliation("ok", [Check("generated tokens", 10, 10)])
 SPEC = CellSpec("decode-prose-c4", "decode", "prose", 4, 4, 10)
 
 
 def record(i, completion=10, error=None):
-    return RequestRecord(f"r{i}", SPEC.cell_id, 4, "prose", 10, t_send=0.0, t_first=0.1, t_last=1.0,
-                         prompt_tokens=100, completion_tokens=None if error else completion, cached_tokens=0,
-                         error=error)
+    return request_record(i, cell_id=SPEC.cell_id, concurrency=4, completion=completion, t_first=0.1, t_last=1.0,
+                          cached_tokens=0, error=error)
 
 
 def cell_row(value, *, cpu=None, gpu_pids=None, compiled=(), completion=10):
@@ -117,9 +117,9 @@ def test_only_disturbances_are_disturbed():
 
 
 def _stream(i, t_send, t_first, t_last, *, chunks=None, engine_rate=None, prompt_ms=None, spec=SPEC):
-    r = RequestRecord(f"s{i}", spec.cell_id, spec.concurrency, "prose", 32, t_send=t_send, t_first=t_first,
-                      t_last=t_last, prompt_tokens=100, completion_tokens=32, cached_tokens=0,
-                      server_predicted_per_second=engine_rate, server_prompt_ms=prompt_ms)
+    r = request_record(request_id=f"s{i}", cell_id=spec.cell_id, concurrency=spec.concurrency, tokens=32,
+                       t_send=t_send, t_first=t_first, t_last=t_last, cached_tokens=0,
+                       server_predicted_per_second=engine_rate, server_prompt_ms=prompt_ms)
     r.chunk_times = chunks or []
     return r
 
@@ -149,10 +149,9 @@ def test_without_the_engines_own_timings_no_stall_is_claimed():
 
 def test_a_first_token_before_the_engines_prompt_time_is_impossible():
     spec = CellSpec("prefill-2048", "prefill", "prose", 1, 2, 1, prompt_tokens=2048)
-    early = RequestRecord("p0", spec.cell_id, 1, "prose", 1, t_send=0.0, t_first=0.050, t_last=0.050,
-                          prompt_tokens=2048, completion_tokens=1, cached_tokens=0, server_prompt_ms=80.0)
-    fine = RequestRecord("p1", spec.cell_id, 1, "prose", 1, t_send=1.0, t_first=1.085, t_last=1.085,
-                         prompt_tokens=2048, completion_tokens=1, cached_tokens=0, server_prompt_ms=80.0)
+    prefill = dict(cell_id=spec.cell_id, tokens=1, prompt_tokens=2048, cached_tokens=0, server_prompt_ms=80.0)
+    early = request_record(request_id="p0", t_send=0.0, t_first=0.050, t_last=0.050, **prefill)
+    fine = request_record(request_id="p1", t_send=1.0, t_first=1.085, t_last=1.085, **prefill)
     codes = [f.code for f in cell_faults(evidence(spec, [early, fine], OK))]
     assert "ttft_below_engine" in codes
     assert "ttft_below_engine" not in [f.code for f in cell_faults(evidence(spec, [fine], OK))]

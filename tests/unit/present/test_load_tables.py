@@ -68,7 +68,7 @@ def test_an_old_journal_renders_its_latency_from_its_raw_tables(tmp_path):
     summary = summarize_run(run)  # what the site's run page is drawn from
     [latency] = [s for s in sections([summary]) if s["title"] == "Latency percentiles and throughput"]
     first = latency["tables"][0].rows[0].values
-    assert first[:2] == ["decode-prose-c1", "TTFT"] and first[3] == f"{summary['cells'][0]['ttft_s'] * 1000:.1f}"
+    assert first[:2] == ["decode-prose-c1", "TTFT"] and first[3] == f"{summary.cells[0]['ttft_s'] * 1000:.1f}"
     assert sorted(p.name for p in (tmp_path / "journal").rglob("*")) == sorted(p.name for p in SAMPLE.rglob("*"))
 
 

@@ -5,18 +5,18 @@ from __future__ import annotations
 import csv
 import io
 import json
-import shutil
 from pathlib import Path
 from xml.etree import ElementTree
 
 from servebook.journal import Journal
 from servebook.present.site.builder import build_site
+from tests.helpers.journals import sample_journal
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_the_study_page_links_its_verdicts_as_json_csv_and_junit(tmp_path):
-    shutil.copytree(ROOT / "data" / "sample-journal-vllm-resident", tmp_path / "journal")
+    sample_journal(tmp_path, "sample-journal-vllm-resident")
     build_site(Journal(tmp_path / "journal"), tmp_path / "site")
     studies = tmp_path / "site" / "studies"
     stem = "h200-vllm-1b-resident-pilot"

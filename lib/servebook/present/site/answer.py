@@ -8,28 +8,28 @@ from typing import Any
 from ...util.render import Table
 from ...verdicts.ranking import Answer, Entrant, answer, comparison_from
 from ..report import ranking_row, ranking_table
+from .summary import RunSummary
 
 
-def _event(s: dict) -> dict:
-    return s["verdicts"][-1] if s["verdicts"] else {}
+def _event(s: RunSummary) -> dict:
+    return s.verdicts[-1] if s.verdicts else {}
 
 
-def study_answer_of(name: str, chosen: list[dict], rules: dict | None) -> Answer | None:
+def study_answer_of(name: str, chosen: list[RunSummary], rules: dict | None) -> Answer | None:
     """The answer from each candidate's newest verdict (`chosen`: one summary per candidate); None when no verdict
     was recorded yet."""
-    if not rules or not any(s["verdicts"] for s in chosen):
+    if not rules or not any(s.verdicts for s in chosen):
         return None
     entrants = []
     for s in chosen:
         event = _event(s)
-        outcome = event.get("outcome") or ("failed" if s["status"] == "failed" else "missing")
+        outcome = event.get("outcome") or ("failed" if s.status == "failed" else "missing")
         entrants.append(Entrant(
-            s["label"], outcome, [comparison_from(c) for c in event.get("comparisons") or [] if "decision" in c],
-            list(event.get("reasons") or []), list(event.get("run_ids") or [s["run_id"]]),
-            s["label"] == rules.get("baseline"), event.get("note")))
+            s.label, outcome, [comparison_from(c) for c in event.get("comparisons") or [] if "decision" in c],
+            list(event.get("reasons") or []), list(event.get("run_ids") or [s.run_id]),
+            s.label == rules.get("baseline"), event.get("note"), event.get("method")))
     question = next((_event(s).get("question") for s in chosen if _event(s).get("question")), None)
-    method = next((r for e in entrants for r in e.reasons if r.startswith("method:")), None)
-    return answer(name, question, str(rules.get("baseline")), entrants, method)
+    return answer(name, question, str(rules.get("baseline")), entrants)
 
 
 def answer_context(found: Answer | None) -> dict[str, Any] | None:
@@ -39,28 +39,29 @@ def answer_context(found: Answer | None) -> dict[str, Any] | None:
     table: Table = ranking_table(found)
     return {"question": (found.question or "").strip() or None, "headline": found.headline(), "why": found.why(),
             "recommended": found.recommended.name if found.recommended else None,
-            "ranking": table, "method": found.method, "rows": [ranking_row(s) for s in found.standings]}
+            "ranking": table,
+            "method": f"method: {found.method}" if found.method else None, "rows": [ranking_row(s) for s in found.standings]}
 
 
-def covering_verdicts(summaries: list[dict]) -> None:
+def covering_verdicts(summaries: list[RunSummary]) -> None:
     """Mark each run that holds no verdict of its own with the newest verdict that compared it (a verdict is
     recorded on a candidate's newest run and lists every run it judged), in place: `verdict` and `judged_on`."""
     newest: dict[str, tuple[str, str, str]] = {}
     for s in summaries:
-        for event in s["verdicts"]:
+        for event in s.verdicts:
             stamp = str(event.get("judged_at") or "")
             for run_id in event.get("run_ids") or []:
                 if run_id not in newest or stamp >= newest[run_id][0]:
-                    newest[run_id] = (stamp, str(event.get("outcome") or ""), s["run_id"])
+                    newest[run_id] = (stamp, str(event.get("outcome") or ""), s.run_id)
     for s in summaries:
-        s["judged_on"] = None
-        found = newest.get(s["run_id"])
-        if s["verdict"] is None and found is not None and found[2] != s["run_id"]:
-            s["verdict"], s["judged_on"] = found[1] or None, found[2]
+        s.judged_on = None
+        found = newest.get(s.run_id)
+        if s.verdict is None and found is not None and found[2] != s.run_id:
+            s.verdict, s.judged_on = found[1] or None, found[2]
 
 
-def every_run(runs: list[dict], label: str, judged: list[dict]) -> list[dict]:
+def every_run(runs: list[RunSummary], label: str, judged: list[RunSummary]) -> list[dict]:
     """Every run of a candidate in the study, oldest first, each marked with whether its verdict compared it."""
-    compared = {s["run_id"] for s in judged}
-    return [{"run_id": s["run_id"], "status": s["status"], "compared": s["run_id"] in compared}
-            for s in runs if s["label"] == label]
+    compared = {s.run_id for s in judged}
+    return [{"run_id": s.run_id, "status": s.status, "compared": s.run_id in compared}
+            for s in runs if s.label == label]

@@ -57,6 +57,7 @@ from .pages import (
     summarize_run,
 )
 from .study_downloads import STUDY_DOWNLOADS, study_files
+from .summary import RunSummary
 
 _HERE = Path(__file__).parent
 INDEX_PAGE = 100  # runs per page of the index
@@ -139,18 +140,18 @@ class SiteBuilder:
                 self.state["pages"][f"runs/{run_id}/data"] = key
         finally:
             self.converter.close()
-        self._remove_stale({s["run_id"] for s in summaries})
+        self._remove_stale({s.run_id for s in summaries})
         write_page(self.out / STATE_FILE, json.dumps(self.state, sort_keys=True))
         return BuildReport(self.out, len(summaries), self.written, self.skipped, time.monotonic() - started)
 
-    def _pages(self, summaries: list[dict]) -> None:
+    def _pages(self, summaries: list[RunSummary]) -> None:
         self._assets()
-        by_study: dict[str, list[dict]] = {}
+        by_study: dict[str, list[RunSummary]] = {}
         for s in summaries:
-            if s["study"]:
-                by_study.setdefault(s["study"], []).append(s)
+            if s.study:
+                by_study.setdefault(s.study, []).append(s)
         self.study_links = [{"name": name, "slug": page_slug(name)} for name in sorted(by_study)]
-        self.histories = history_pages([s for s in summaries if s["status"] == "completed"])
+        self.histories = history_pages([s for s in summaries if s.status == "completed"])
         links_key = content_hash(self.study_links)  # every page's input: hashed once, not once a page
 
         with self.reporter.task(f"site: {len(summaries)} run pages", total=len(summaries), unit="pages") as task:
@@ -164,7 +165,7 @@ class SiteBuilder:
         self._index_page(summaries, links_key)
         self._compare_page(summaries, links_key)
 
-    def _summaries(self) -> list[dict]:
+    def _summaries(self) -> list[RunSummary]:
         cache = self.out / CACHE_DIR
         cache.mkdir(parents=True, exist_ok=True)
         summaries = []
@@ -176,18 +177,18 @@ class SiteBuilder:
                 fingerprint = content_hash([run_fingerprint(directory), self.template_version])
                 cached = cache / f"{run_id}.json"
                 if self.state["runs"].get(run_id) == fingerprint and cached.is_file():
-                    summary = json.loads(cached.read_text())
+                    summary = RunSummary.model_validate_json(cached.read_text())
                 else:
                     summary = summarize_run(self.journal.run(run_id))
-                    write_page(cached, json.dumps(summary, default=str))
+                    write_page(cached, summary.model_dump_json(fallback=str))
                     self.state["runs"][run_id] = fingerprint
-                summary["study_slug"] = page_slug(summary["study"]) if summary["study"] else None
-                summary["fingerprint"] = fingerprint
+                summary.study_slug = page_slug(summary.study) if summary.study else None
+                summary.fingerprint = fingerprint
                 summaries.append(summary)
                 target = self.out / "runs" / run_id / "data"  # its files converted from here on, beside the reading
                 if self.state["pages"].get(f"runs/{run_id}/data") != fingerprint or not target.is_dir():
-                    self.converter.submit(run_id, fingerprint, summary["files"], directory, target,
-                                          csv=summary["status"] != "damaged")
+                    self.converter.submit(run_id, fingerprint, summary.files, directory, target,
+                                          csv=summary.status != "damaged")
                 task.advance()
         return summaries
 
@@ -206,59 +207,58 @@ class SiteBuilder:
             self.state["pages"][f"assets/{source.name}"] = key
             self.written.append(f"assets/{source.name}")
 
-    def _run_page(self, s: dict, links: Any) -> None:
-        run_id = s["run_id"]
+    def _run_page(self, s: RunSummary, links: Any) -> None:
+        run_id = s.run_id
         data_dir = f"runs/{run_id}"
-        downloads = listing(run_id, s["files"], csv=s["status"] != "damaged")
-        notebook = "notebook.ipynb" in s["files"]
+        downloads = listing(run_id, s.files, csv=s.status != "damaged")
+        notebook = "notebook.ipynb" in s.files
         if notebook:
-            self._page(f"{data_dir}/notebook.html", [s["fingerprint"], links],
+            self._page(f"{data_dir}/notebook.html", [s.fingerprint, links],
                        lambda: self._render("notebook.html.j2", "../../", title=f"notebook of {run_id}",
                                             run_id=run_id, notebook_html=render_notebook(
                                                 self.journal.run(run_id).notebook_path)))
 
         def render() -> str:
             run = dict(s)
-            run["sections"] = sections([s]) if s["cells"] else []
+            run["sections"] = sections([s]) if s.cells else []
             run["cells_detail"] = cells_detail(s)
             run["environment"] = environment_table(s)
-            run["claims"] = verification_table(s.get("verification"))
-            run["memory"] = memory_table(s.get("memory"))
-            run["candidate_yaml"] = (yaml.dump(s["candidate"], Dumper=_YAML_DUMPER, sort_keys=False)
-                                     if s["candidate"] else "-")
-            run["command"] = shlex.join(s["argv"]) if s["argv"] else "-"
+            run["claims"] = verification_table(s.verification)
+            run["memory"] = memory_table(s.memory)
+            run["candidate_yaml"] = yaml.dump(s.candidate, Dumper=_YAML_DUMPER, sort_keys=False) if s.candidate else "-"
+            run["command"] = shlex.join(s.argv) if s.argv else "-"
             run["downloads"] = downloads
             run["notebook"] = notebook
             run["log_lines"] = LOG_LINES
-            run["invalid_cells"] = {c["cell_id"]: c["invalid_reasons"] for c in s["cells"] if not c["valid"]}
+            run["invalid_cells"] = {c["cell_id"]: c["invalid_reasons"] for c in s.cells if not c["valid"]}
             return self._render("run.html.j2", "../", title=f"run {run_id}", run=run,
-                                charts=charts([s], "run") if s["cells"] else [])
+                                charts=charts([s], "run") if s.cells else [])
 
-        self._page(f"runs/{run_id}.html", [s["fingerprint"], links, s["verdict"], s["judged_on"]], render)
+        self._page(f"runs/{run_id}.html", [s.fingerprint, links, s.verdict, s.judged_on], render)
 
-    def _study_page(self, name: str, runs: list[dict], links: Any) -> None:
+    def _study_page(self, name: str, runs: list[RunSummary], links: Any) -> None:
         groups = judged_runs(runs)
         chosen = [group[-1] for group in groups.values()]  # each candidate's newest judged run
         shown = [s for group in groups.values() for s in group]
-        inputs = [[s["fingerprint"] for s in runs], links]  # every run: one the verdicts have not judged makes them stale
+        inputs = [[s.fingerprint for s in runs], links]  # every run: one the verdicts have not judged makes them stale
 
         def render() -> str:
-            rules_source = next((s for s in chosen if s["rules"]), None)
-            rules = rules_source["rules"] if rules_source else None
+            rules_source = next((s for s in chosen if s.rules), None)
+            rules = rules_source.rules if rules_source else None
             stale = stale_verdicts(runs, (rules or {}).get("baseline"))
             study = {
                 "name": name,
                 "search": page_slug(name) if name in self.searched else None,
                 "answer": answer_context(study_answer_of(name, chosen, rules)),
                 "rules": rules,
-                "rules_hash": rules_source["rules_hash"] if rules_source else None,
-                "candidates": [{"label": label, "run_id": group[-1]["run_id"],
-                                "history": self.histories.get((group[-1]["plan_id"] or "", label), (None,))[0],
-                                "runs": len(group), "every_run": every_run(runs, label, group),
-                                "status": group[-1]["status"], "verdict": group[-1]["verdict"],
-                                "reasons": group[-1]["reasons"] or status_reason(group[-1]), "stale": stale.get(label)}
+                "rules_hash": rules_source.rules_hash if rules_source else None,
+                "candidates": [{"label": label, "run_id": group[-1].run_id,
+                                "history": self.histories.get((group[-1].plan_id or "", label), (None,))[0],
+                                "runs": len(group), "every_run": every_run(runs, label, group), "stale": stale.get(label),
+                                "status": group[-1].status, "verdict": group[-1].verdict,
+                                "reasons": group[-1].reasons or status_reason(group[-1]), "method": group[-1].method}
                                for label, group in groups.items()],
-                "diff": diff_table({s["label"]: s["candidate"] for s in chosen}),
+                "diff": diff_table({s.label: s.candidate for s in chosen}),
                 **study_figures(shown),
                 "noise": noise_table_for(groups, rules),
                 "planning": planning_table(chosen),
@@ -270,13 +270,13 @@ class SiteBuilder:
             forest = forest_spec(comparisons_of(chosen))
             return self._render("study.html.j2", "../", title=f"study {name}", study=study,
                                 charts=[{"id": "study-forest", "figure": forest}]
-                                + charts([s for s in shown if s["cells"]], "study"))
+                                + charts([s for s in shown if s.cells], "study"))
 
         self._page(f"studies/{page_slug(name)}.html", inputs, render)
         for suffix, text in study_files(name, chosen).items():  # what the page shows, as files to take away
             self._page(f"studies/{page_slug(name)}-{suffix}", inputs, lambda t=text: t)
 
-    def _history_pages(self, summaries: list[dict], links: Any) -> None:
+    def _history_pages(self, summaries: list[RunSummary], links: Any) -> None:
         """A page per configuration, a name under one plan (`history NAME --plan PLAN`), from the cached summaries'
         cells; its inputs are the runs history() selects, so one new run rebuilds only its candidate's page."""
         from ...verdicts import history
@@ -284,17 +284,17 @@ class SiteBuilder:
 
         made = set()
         for (plan, label), (slug, runs) in self.histories.items():
-            def render(label: str = label, runs: list[dict] = runs, plan: str = plan) -> str:
+            def render(label: str = label, runs: list[RunSummary] = runs, plan: str = plan) -> str:
                 found = history(self.journal, label, plan_id=plan or None, cells=cells_frame(runs),
-                                index=index_frame([s["index_row"] for s in runs]))
+                                index=index_frame([s.index_row for s in runs]))
                 return self._render("history.html.j2", "../", title=f"history of {label}", label=label, plan=plan,
                                     measured_by=[{"name": n, "slug": page_slug(n)} for n in
-                                             sorted({s["study"] for s in runs if s["study"]})],
+                                             sorted({s.study for s in runs if s.study})],
                                     body=to_html(HistoryView(found).blocks()),
                                     charts=[{"id": "history-chart", "figure": history_spec(found)}])
 
             made.add(page := f"candidates/{slug}.html")
-            self._page(page, [[s["fingerprint"] for s in runs], links], render)
+            self._page(page, [[s.fingerprint for s in runs], links], render)
         for page in [p for p in self.state["pages"] if p.startswith("candidates/") and p not in made]:
             (self.out / page).unlink(missing_ok=True)  # a page per bare name, or of a configuration gone
             del self.state["pages"][page]
@@ -321,31 +321,31 @@ class SiteBuilder:
         return sorted(p.name for p in folder.iterdir() if p.is_dir() and any(p.glob("*.json"))) \
             if folder.is_dir() else []
 
-    def _unchanged(self, name: str, summaries: list[dict], links: Any, pages: list[str]) -> bool:
+    def _unchanged(self, name: str, summaries: list[RunSummary], links: Any, pages: list[str]) -> bool:
         """Whether pages drawn from every run are as their runs are: their data is not even built then."""
-        key = content_hash([self.template_version, [s["fingerprint"] for s in summaries], links])
+        key = content_hash([self.template_version, [s.fingerprint for s in summaries], links])
         if self.state["pages"].get(name) == key and all((self.out / page).is_file() for page in pages):
             self.skipped += len(pages)
             return True
         self.state["pages"][name] = key
         return False
 
-    def _index_page(self, summaries: list[dict], links: Any) -> None:
+    def _index_page(self, summaries: list[RunSummary], links: Any) -> None:
         if self._unchanged("index:inputs", summaries, links, ["assets/index-data.js", "index.html"]):
             return
-        rows = []
+        rows: list[dict[str, Any]] = []
         for s in reversed(summaries):
-            summary = s["summary"] or {}
+            summary = s.summary or {}
             rows.append({
-                "run_id": s["run_id"], "status": s["status"], "verdict": s["verdict"], "study": s["study"],
-                "study_slug": s["study_slug"], "label": s["label"],
-                "engine": f"{s['engine']} (simulated)" if s.get("simulated") else s["engine"],
-                "decode_value": s["decode_value"], "prefill_value": s["prefill_value"],
-                "decode_text": "" if s["decode_value"] is None else f"{s['decode_value']:.1f} at {s['decode_at']}",
-                "prefill_text": "" if s["prefill_value"] is None else f"{s['prefill_value']:.0f} at {s['prefill_at']}",
-                "capacity_value": s.get("capacity_value"), "capacity_text": s.get("capacity_text") or "",
+                "run_id": s.run_id, "status": s.status, "verdict": s.verdict, "study": s.study,
+                "study_slug": s.study_slug, "label": s.label,
+                "engine": f"{s.engine} (simulated)" if s.simulated else s.engine,
+                "decode_value": s.decode_value, "prefill_value": s.prefill_value,
+                "decode_text": "" if s.decode_value is None else f"{s.decode_value:.1f} at {s.decode_at}",
+                "prefill_text": "" if s.prefill_value is None else f"{s.prefill_value:.0f} at {s.prefill_at}",
+                "capacity_value": s.capacity_value, "capacity_text": s.capacity_text or "",
                 "cells": summary.get("cells"), "valid_cells": summary.get("valid_cells"),
-                "cause": (s["failure"] or {}).get("cause"),
+                "cause": (s.failure or {}).get("cause"),
             })
         counts: dict[str, int] = {}
         for r in rows:
@@ -359,13 +359,13 @@ class SiteBuilder:
                    lambda: self._render("index.html.j2", "", title="runs", runs=first, total=len(rows),
                                         page_size=INDEX_PAGE, counts=sorted(counts.items())))
 
-    def _compare_page(self, summaries: list[dict], links: Any) -> None:
+    def _compare_page(self, summaries: list[RunSummary], links: Any) -> None:
         if self._unchanged("compare:inputs", summaries, links, ["assets/runs-data.js", "compare.html"]):
             return
         keep = ("cell_id", "kind", "concurrency", "target_prompt_tokens", "aggregate_tok_s", "per_request_tok_s",
                 "ttft_s", "prefill_tok_s", "valid")
-        data = {"runs": {s["run_id"]: {"label": s["label"], "status": s["status"],
-                                       "cells": [{k: c.get(k) for k in keep} for c in s["cells"]]}
+        data = {"runs": {s.run_id: {"label": s.label, "status": s.status,
+                                       "cells": [{k: c.get(k) for k in keep} for c in s.cells]}
                          for s in summaries}}
         # A script, not JSON to fetch: browsers refuse fetch() from file:// pages.
         self._page("assets/runs-data.js", data,

@@ -19,7 +19,7 @@ import pandas as pd
 from ...config.secrets import Scrubber, redact_argv
 from ...journal.index import index_row
 from ...journal.store import RunRecord
-from ...util.render import Row, Table
+from ...util.render import Row, Style, Table
 from ..figures import (
     chunk_gap_histogram_data,
     figure_specs,
@@ -40,6 +40,7 @@ from ..load_tables import (
     throughput_table,
 )
 from ..tables import estimate_tables, fmt, number, run_tables
+from .summary import RunSummary
 
 LOG_LINES = 60
 REPLICAS = (1, 2, 4, 8)
@@ -94,8 +95,8 @@ def _with_latency(record: RunRecord, rows: list[dict]) -> list[dict]:
             for row in frame.to_dict("records")]
 
 
-def summarize_run(record: RunRecord) -> dict:
-    """Everything the pages need from one run, as JSON, so unchanged runs are never re-read."""
+def summarize_run(record: RunRecord) -> RunSummary:
+    """Everything the pages need from one run, so unchanged runs are never re-read (the build caches it as JSON)."""
     identity, manifest = record.identity, record.manifest
     cell_rows = _with_latency(record, _cell_rows(record.table_path("cells"))) if record.status == "completed" else []
     verdicts = record.verdicts()
@@ -108,47 +109,48 @@ def summarize_run(record: RunRecord) -> dict:
     # Scrubbed by name again here, so a journal written before scrubbing publishes no key on its pages.
     sealed = Scrubber().json(manifest.model_dump(mode="json", by_alias=True)) if manifest is not None else {}
     launch_argv = redact_argv(launch_argv)
-    return {
-        "run_id": record.run_id,
-        "status": record.status,
-        "label": record.candidate_label,
-        "candidate_id": identity.candidate_id,
-        "candidate": identity.candidate,
-        "plan_id": identity.plan_id,
-        "study": identity.study,
-        "engine": identity.engine_kind,
-        "simulated": identity.simulated,
-        "gates": (sealed.get("summary") or {}).get("gates") or {},
-        "started_at": identity.started_at,
-        "finished_at": sealed.get("finished_at"),
-        "sealed_at": sealed.get("sealed_at"),
-        "failure": sealed.get("failure"),
-        "problem": record.problem,
-        "summary": sealed.get("summary"),
-        "environment": sealed.get("environment") or {},
-        "verification": (sealed.get("engine") or {}).get("verification"),
-        "memory": (sealed.get("engine") or {}).get("memory"),
-        "argv": (manifest.engine.argv if manifest is not None else []) or launch_argv,
-        "cells": cell_rows,
-        "verdicts": verdicts,
-        "verdict": latest.get("outcome"),
-        "reasons": latest.get("reasons") or [],
-        "rules": latest.get("rules"),
-        "rules_hash": latest.get("rules_hash"),
-        "baseline_run_id": latest.get("baseline_run_id"),
-        "decode_value": mean([c["aggregate_tok_s"] for c in decode if c["concurrency"] == top_c]),
-        "decode_at": top_c,
-        "prefill_value": mean([c["prefill_tok_s"] for c in prefill if c["target_prompt_tokens"] == top_p]),
-        "prefill_at": top_p,
+    return RunSummary(
+        run_id=record.run_id,
+        status=record.status,
+        label=record.candidate_label,
+        candidate_id=identity.candidate_id,
+        candidate=identity.candidate,
+        plan_id=identity.plan_id,
+        study=identity.study,
+        engine=identity.engine_kind,
+        simulated=identity.simulated,
+        gates=(sealed.get("summary") or {}).get("gates") or {},
+        started_at=identity.started_at,
+        finished_at=sealed.get("finished_at"),
+        sealed_at=sealed.get("sealed_at"),
+        failure=sealed.get("failure"),
+        problem=record.problem,
+        summary=sealed.get("summary"),
+        environment=sealed.get("environment") or {},
+        verification=(sealed.get("engine") or {}).get("verification"),
+        memory=(sealed.get("engine") or {}).get("memory"),
+        argv=(manifest.engine.argv if manifest is not None else []) or launch_argv,
+        cells=cell_rows,
+        verdicts=verdicts,
+        verdict=latest.get("outcome"),
+        reasons=latest.get("reasons") or [],
+        method=latest.get("method"),
+        rules=latest.get("rules"),
+        rules_hash=latest.get("rules_hash"),
+        baseline_run_id=latest.get("baseline_run_id"),
+        decode_value=mean([c["aggregate_tok_s"] for c in decode if c["concurrency"] == top_c]),
+        decode_at=top_c,
+        prefill_value=mean([c["prefill_tok_s"] for c in prefill if c["target_prompt_tokens"] == top_p]),
+        prefill_at=top_p,
         **capacity_summary(cell_rows, run_context(record)),
-        "chunk_gaps": chunk_gap_histogram_data(record),
-        "frontier": run_context(record),
-        "reuse_turns": turn_ttft_data(record) if any(c.get("kind") == "reuse" for c in cell_rows) else [],
-        "log_tail": record.log_tail(LOG_LINES),
-        "files": sorted(p.name for p in record.dir.iterdir() if p.is_file() and not p.name.startswith(".")),
-        "index_row": index_row(record),  # its row of the journal's index, for history() without reading the index
-        "annotations": asdict(record.annotations),  # tags, notes, archived: added beside the sealed run
-    }
+        chunk_gaps=chunk_gap_histogram_data(record),
+        frontier=run_context(record),
+        reuse_turns=turn_ttft_data(record) if any(c.get("kind") == "reuse" for c in cell_rows) else [],
+        log_tail=record.log_tail(LOG_LINES),
+        files=sorted(p.name for p in record.dir.iterdir() if p.is_file() and not p.name.startswith(".")),
+        index_row=index_row(record),  # its row of the journal's index, for history() without reading the index
+        annotations=asdict(record.annotations),  # tags, notes, archived: added beside the sealed run
+    )
 
 
 def capacity_summary(cells: list[dict], context: dict) -> dict:
@@ -167,32 +169,32 @@ def mean(values: list) -> float | None:
     return sum(numbers) / len(numbers) if numbers else None
 
 
-def cells_frame(summaries: Iterable[dict]) -> pd.DataFrame:
-    rows = [dict(cell, candidate=s["label"], run_id=s["run_id"], order=i)
-            for i, s in enumerate(summaries) for cell in s["cells"]]
+def cells_frame(summaries: Iterable[RunSummary]) -> pd.DataFrame:
+    rows = [dict(cell, candidate=s.label, run_id=s.run_id, order=i)
+            for i, s in enumerate(summaries) for cell in s.cells]
     return pd.DataFrame(rows)
 
 
-def cell_records(summaries: Iterable[dict]) -> list[dict]:
+def cell_records(summaries: Iterable[RunSummary]) -> list[dict]:
     """Every cell of the runs as a plain dict labelled by candidate and carrying its run's objectives and GPUs
     (what tables and charts take)."""
-    return [dict(cell, candidate=s["label"], run_id=s["run_id"], order=i, **(s.get("frontier") or {}))
-            for i, s in enumerate(summaries) for cell in s["cells"]]
+    return [dict(cell, candidate=s.label, run_id=s.run_id, order=i, **(s.frontier or {}))
+            for i, s in enumerate(summaries) for cell in s.cells]
 
 
-def charts(summaries: list[dict], prefix: str) -> list[dict]:
+def charts(summaries: list[RunSummary], prefix: str) -> list[dict]:
     cells = cell_records(summaries)
     if not cells:
         return []
-    by_label: dict[str, list[dict]] = {}
+    by_label: dict[str, list[RunSummary]] = {}
     for s in summaries:  # each candidate's every run, in one line per chart
-        by_label.setdefault(s["label"], []).append(s)
-    specs = figure_specs(cells, {label: mean_gap_histogram(s["chunk_gaps"] for s in own) for label, own in by_label.items()},
-                         {label: mean_turns(s.get("reuse_turns") or [] for s in own) for label, own in by_label.items()})
+        by_label.setdefault(s.label, []).append(s)
+    specs = figure_specs(cells, {label: mean_gap_histogram(s.chunk_gaps for s in own) for label, own in by_label.items()},
+                         {label: mean_turns(s.reuse_turns or [] for s in own) for label, own in by_label.items()})
     return [{"id": f"{prefix}-chart-{i}", "figure": spec} for i, spec in enumerate(specs)]
 
 
-def sections(summaries: list[dict]) -> list[dict]:
+def sections(summaries: list[RunSummary]) -> list[dict]:
     """The tables practitioners publish, per category and for cold prefill, with their definitions."""
     cells = cell_records(summaries)
     label = "candidate" if len(summaries) > 1 else None
@@ -211,10 +213,10 @@ def sections(summaries: list[dict]) -> list[dict]:
     return out
 
 
-def cells_detail(summary: dict) -> Table:
+def cells_detail(summary: RunSummary) -> Table:
     frame = Table(["cell", "requests", "errors", "prompt tokens", "cached", "generated", "steady tok/s",
                    "ramp up / down", "others' CPU", "GPU", "reconciliation", "valid"])
-    for cell in summary["cells"]:
+    for cell in summary.cells:
         power = cell.get("gpu_power_w")
         gpu = "not sampled" if power is None else (
             f"{power:.0f} W, {fmt(cell.get('joules_per_token'), '.3f')} J/token, {fmt(cell.get('tok_s_per_w'), '.2f')} "
@@ -230,28 +232,28 @@ def cells_detail(summary: dict) -> Table:
     return frame
 
 
-def environment_table(summary: dict) -> Table:
+def environment_table(summary: RunSummary) -> Table:
     frame = Table(["", ""])
-    for key, value in summary["environment"].items():
+    for key, value in summary.environment.items():
         if isinstance(value, (dict, list)):
             value = json.dumps(value, sort_keys=True) if value else "-"
         frame.rows.append(Row([key, "-" if value is None else value]))
     return frame
 
 
-def memory_overview(summaries: list[dict]) -> Table | None:
+def memory_overview(summaries: list[RunSummary]) -> Table | None:
     """Per model and GPU: the KV arithmetic (checked against the engine's own allocation where it logs one) and,
     where the run recorded its GPU, how many tokens fit beside the weights on one of them."""
     from ...engines.sizing import ModelShape, fit
 
-    rows: dict[tuple, list] = {}
+    rows: dict[tuple, Row] = {}
     for s in summaries:
-        memory = s.get("memory") or {}
+        memory = s.memory or {}
         if "kv_bytes_per_token" not in memory:
             continue
-        gpus = (s.get("environment") or {}).get("gpus") or []
+        gpus = (s.environment or {}).get("gpus") or []
         gpu = f"{gpus[0]['name']} ({gpus[0]['memory_total_mib'] / 1024:.0f} GiB)" if gpus else "CPU (no GPU recorded)"
-        model = (s.get("candidate") or {}).get("model") or {}
+        model = (s.candidate or {}).get("model") or {}
         key = (model.get("path") or model.get("id") or "-", gpu, memory.get("kv_dtype"))
         if key in rows:
             continue
@@ -262,45 +264,45 @@ def memory_overview(summaries: list[dict]) -> Table | None:
             fitted = fit(shape, gpu_gib=gpus[0]["memory_total_mib"] / 1024, tensor_parallel=1, context_length=1,
                          kv_dtype=memory.get("kv_dtype"))
             pool = f"{fitted.token_pool:,}"
-        rows[key] = [key[0], gpu, f"{memory['kv_bytes_per_token']:,.0f} B ({memory.get('kv_dtype')})",
-                     f"{memory['weight_bytes'] / 2**30:.2f} GiB",
-                     f"{memory['status']} (ratio {memory['kv_ratio']:.4f})", pool]
+        rows[key] = Row([key[0], gpu, f"{memory['kv_bytes_per_token']:,.0f} B ({memory.get('kv_dtype')})",
+                         f"{memory['weight_bytes'] / 2**30:.2f} GiB",
+                         f"{memory['status']} (ratio {memory['kv_ratio']:.4f})", pool],
+                        "" if memory["status"] == "agrees" else "invalid")
     if not rows:
         return None
     table = Table(["model", "GPU", "KV per token", "weights", "arithmetic vs engine log", "token pool on one GPU"],
                   title="Memory per model and GPU")
-    for row in rows.values():
-        table.add(row, "" if row[4].startswith("agrees") else "invalid")
+    table.rows = list(rows.values())
     return table
 
 
-def planning_table(summaries: list[dict]) -> Table:
+def planning_table(summaries: list[RunSummary]) -> Table:
     """Replicas times a measured unit: the decode rate at the highest concurrency, or the capacity under the
     objectives (requests/s) where the run searched one."""
     frame = Table(["candidate", "measured unit"] + [f"{n} replicas (arithmetic)" for n in REPLICAS[1:]])
     for s in summaries:
-        css = "accepted" if s["verdict"] == "accepted" else ""
-        if s["decode_value"] is not None:
-            unit = s["decode_value"]
-            frame.rows.append(Row([s["label"], f"{unit:.1f} tok/s at {s['decode_at']} requests"] +
+        css: Style = "accepted" if s.verdict == "accepted" else ""
+        if s.decode_value is not None:
+            unit = s.decode_value
+            frame.rows.append(Row([s.label, f"{unit:.1f} tok/s at {s.decode_at} requests"] +
                                   [f"{unit * n:.0f} tok/s" for n in REPLICAS[1:]], css))
-        for cell in s["cells"]:
+        for cell in s.cells:
             held = number(cell.get("capacity_rps")) if cell.get("kind") == "capacity" and cell.get("valid") else None
             if held is not None:
-                frame.rows.append(Row([s["label"], f"{held:.3g} requests/s under the objectives"] +
+                frame.rows.append(Row([s.label, f"{held:.3g} requests/s under the objectives"] +
                                       [f"{held * n:.3g} requests/s" for n in REPLICAS[1:]], css))
     return frame
 
 
-def status_reason(s: dict) -> list[str]:
-    if s["status"] == "incomplete":
+def status_reason(s: RunSummary) -> list[str]:
+    if s.status == "incomplete":
         return ["incomplete: never sealed"]
-    if s["status"] == "interrupted":
+    if s.status == "interrupted":
         return ["interrupted by the user: no evidence for a verdict"]
-    if s.get("problem"):
-        return [s["problem"]]
-    if s["failure"]:
-        return [f"{s['failure']['cause']}: {s['failure']['message']}"]
+    if s.problem:
+        return [s.problem]
+    if s.failure:
+        return [f"{s.failure['cause']}: {s.failure['message']}"]
     return ["not judged"]
 
 
@@ -314,31 +316,31 @@ ESTIMATE_NOTE = ("With repeats, each figure is the mean over the candidate's run
                  "are not independent evidence.")
 
 
-def judged_runs(runs: list[dict]) -> dict[str, list[dict]]:
+def judged_runs(runs: list[RunSummary]) -> dict[str, list[RunSummary]]:
     """label -> the runs its latest verdict compared (oldest first), else its newest run alone."""
-    by_id = {s["run_id"]: s for s in runs}
-    out: dict[str, list[dict]] = {}
+    by_id = {s.run_id: s for s in runs}
+    out: dict[str, list[RunSummary]] = {}
     for s in runs:  # run ids sort by time
-        out.setdefault(s["label"], []).append(s)
+        out.setdefault(s.label, []).append(s)
     for label, group in out.items():
-        judged = next((r for r in reversed(group) if r["verdicts"]), None)
-        ids = (judged["verdicts"][-1].get("run_ids") or [judged["run_id"]]) if judged else [group[-1]["run_id"]]
+        judged = next((r for r in reversed(group) if r.verdicts), None)
+        ids = (judged.verdicts[-1].get("run_ids") or [judged.run_id]) if judged else [group[-1].run_id]
         out[label] = [by_id[i] for i in ids if i in by_id] or [group[-1]]
     return out
 
 
-def comparisons_of(chosen: list[dict]) -> list[dict]:
+def comparisons_of(chosen: list[RunSummary]) -> list[dict]:
     """Every typed comparison of the candidates' latest verdicts, labelled by candidate."""
     out = []
     for s in chosen:
-        event = s["verdicts"][-1] if s["verdicts"] else {}
+        event = s.verdicts[-1] if s.verdicts else {}
         for c in event.get("comparisons") or []:
             if "decision" in c:  # events written before intervals existed carry no interval
-                out.append({**c, "candidate": s["label"]})
+                out.append({**c, "candidate": s.label})
     return out
 
 
-def noise_table_for(groups: dict[str, list[dict]], rules: dict | None) -> Table | None:
+def noise_table_for(groups: dict[str, list[RunSummary]], rules: dict | None) -> Table | None:
     """The baseline's between-run spread at every judged cell, from the baseline runs the verdicts used."""
     from ...config.rules import VerdictRules
     from ...verdicts import baseline_evidence, noise_rows
@@ -348,9 +350,9 @@ def noise_table_for(groups: dict[str, list[dict]], rules: dict | None) -> Table 
     if not rules or rules.get("baseline") not in groups:
         return None
     verdict_rules = VerdictRules.model_validate(rules)
-    runs = [s for s in groups[rules["baseline"]] if s["cells"]]
-    rows = noise_rows(baseline_evidence([pd.DataFrame(s["cells"]) for s in runs]), verdict_rules,
-                      run_seconds=[t for t in (run_seconds(s.get("started_at"), s.get("finished_at")) for s in runs)
+    runs = [s for s in groups[rules["baseline"]] if s.cells]
+    rows = noise_rows(baseline_evidence([pd.DataFrame(s.cells) for s in runs]), verdict_rules,
+                      run_seconds=[t for t in (run_seconds(s.started_at, s.finished_at) for s in runs)
                                    if t is not None])
     return noise_table(rows) if rows else None
 
@@ -359,7 +361,7 @@ def noise_table_for(groups: dict[str, list[dict]], rules: dict | None) -> Table 
 STUDY_DEFINITIONS = DECODE_DEFINITIONS + PREFILL_DEFINITIONS + [GAP_NOTE, ESTIMATE_NOTE] + CAPACITY_DEFINITIONS
 
 
-def study_figures(shown: list[dict]) -> dict:
+def study_figures(shown: list[RunSummary]) -> dict:
     """The study page's tables over runs: each candidate's figures per cell, and its capacity with the objectives."""
-    return {"estimates": estimate_tables(cells_frame([s for s in shown if s["cells"]])),
+    return {"estimates": estimate_tables(cells_frame([s for s in shown if s.cells])),
             "capacity": capacity_estimates(cell_records(shown))}

@@ -1,8 +1,8 @@
+"""Processes the tests started or must prove gone: engines on a port, a process's descendants, senders."""
+
 from pathlib import Path
 
 import httpx
-
-from tests.conftest import SMALL_PLAN, tiny_candidate  # noqa: F401  (shared factories)
 
 
 def servers_on_port(port: int) -> list[int]:

@@ -1,0 +1,31 @@
+"""The site draws every page from typed run summaries: what a run yields survives the build cache unchanged, and
+a field the model does not know is an error, not a page that quietly shows nothing."""
+
+import pytest
+from pydantic import ValidationError
+
+from servebook.journal import Journal
+from servebook.present.site.pages import status_reason, summarize_run
+from servebook.present.site.summary import RunSummary
+from tests.helpers.journals import REPO
+
+
+def test_every_sample_run_summarises_and_reads_back_from_the_cache_as_it_was():
+    runs = Journal(REPO / "data" / "sample-journal-vllm").runs()
+    for record in runs:
+        summary = summarize_run(record)
+        assert RunSummary.model_validate_json(summary.model_dump_json(fallback=str)) == summary
+    summary = summarize_run(runs[0])
+    assert summary.label == runs[0].candidate_label and summary.cells and summary.verification["claims"]
+    assert summary.decode_value is not None and summary.files
+
+
+def test_a_summary_refuses_a_field_it_does_not_define():
+    with pytest.raises(ValidationError, match="decode_valu"):
+        RunSummary(run_id="r1", status="completed", decode_valu=3.0)
+
+
+def test_why_a_run_has_no_verdict_reads_its_typed_fields():
+    assert status_reason(RunSummary(run_id="r", status="incomplete")) == ["incomplete: never sealed"]
+    failed = RunSummary(run_id="r", status="failed", failure={"cause": "bad_flag", "message": "-x"})
+    assert status_reason(failed) == ["bad_flag: -x"]
