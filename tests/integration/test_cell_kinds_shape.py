@@ -10,7 +10,7 @@ import pytest
 from servebook.config import Plan
 from servebook.journal import Journal
 from servebook.run import run_candidate
-from tests.conftest import QUIET, simulated
+from tests.helpers.candidates import QUIET, simulated
 
 pytestmark = pytest.mark.simulator
 RECORDED = Path(__file__).parent / "recorded" / "simulated-cells-shape.json"

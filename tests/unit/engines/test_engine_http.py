@@ -12,6 +12,7 @@ from servebook.engines.http_client import TRANSPORT_ERRORS, EngineClient, engine
 from servebook.launch.process import EngineProcess
 from servebook.launch.verify import has_tokenizer, read_server_info, verify_attached
 from servebook.measure.client import RequestRecord, StreamRequest, _record_chunk
+from servebook.present.claims import claim_text
 from servebook.util.errors import EngineFailed
 
 URL = "http://engine.test:8080"
@@ -43,8 +44,8 @@ def test_attaching_verifies_claims_against_the_engine_answering_through_the_tran
     model, record = verify_attached(attached(3), get_engine("llamacpp"), URL, {"Authorization": "Bearer k"},
                                     "/models/tiny-target-r1.gguf", transport=llama_server(seen))
     assert model == "tgt"
-    assert record["claims"]["knobs.max_running_requests"] == "verified: 3"
-    assert record["claims"]["knobs.context_length"].startswith("verified")  # llama.cpp's per-slot arithmetic
+    assert claim_text(record.claims["knobs.max_running_requests"]) == "verified: 3"
+    assert record.claims["knobs.context_length"].status == "verified"  # llama.cpp's per-slot arithmetic
     assert {r.url.path for r in seen} >= {"/health", "/v1/models", "/props", "/slots"}
     assert all(r.headers["Authorization"] == "Bearer k" for r in seen), "every request carries the key"
     with pytest.raises(InputError, match="knobs.max_running_requests: the candidate says 4, the server reports 3"):

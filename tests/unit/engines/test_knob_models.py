@@ -19,6 +19,7 @@ from servebook.engines.llamacpp import FLAGS, LlamaCppAdapter, LlamaCppKnobs
 from servebook.engines.sglang import SGLangKnobs
 from servebook.engines.vllm import VLLMKnobs
 from servebook.launch.verify import NOT_VERIFIED, launched_claims
+from servebook.present.claims import claim_text
 
 ROOT = Path(__file__).resolve().parents[3]
 #: every candidate id as main computed it at 2f63741, before the knobs were split per engine
@@ -97,8 +98,8 @@ def test_one_flag_map_builds_the_command_line_guards_extra_args_and_reads_back()
     with pytest.raises(ValidationError, match="--batch-size conflicts with knobs.chunk_size"):
         candidate(knobs={"chunk_size": 256}, extra_args=["--batch-size", "64"])
     shown = launched_claims({"knobs.chunk_size": NOT_VERIFIED, "knobs.kv_dtype": NOT_VERIFIED}, adapter, argv)
-    assert shown["knobs.chunk_size"] == "set on the command line: -b 256 -ub 256 (the server does not report it)"
-    assert shown["knobs.kv_dtype"].startswith("set on the command line: -ctk q8_0 -ctv q8_0")
+    assert claim_text(shown["knobs.chunk_size"]) == "set on the command line: -b 256 -ub 256 (the server does not report it)"
+    assert claim_text(shown["knobs.kv_dtype"]).startswith("set on the command line: -ctk q8_0 -ctv q8_0")
 
 
 class ThreadedKnobs(LlamaCppKnobs):

@@ -28,6 +28,7 @@ from servebook.present.kinds import (
 )
 from servebook.present.load_tables import cell_tables
 from servebook.present.site.pages import sections
+from servebook.present.site.summary import RunSummary
 
 
 # 1. The plan section: in the repository, one field of config/plan.py's Plan (`echo: EchoPlan | None = None`).
@@ -116,7 +117,7 @@ def test_a_kind_is_its_plan_section_its_module_and_its_present_entry(echo_kind):
     shown = dict(row, candidate="a", run_id="r", order=0)
     [table] = [t for t in cell_tables([shown]) if t.title == "Echo"]
     assert table.rows[0].values == [3, "480", "valid; counters ok"]
-    [section] = [s for s in sections([{"label": "a", "run_id": "r", "cells": [row]}]) if s["title"] == "Echo"]
+    [section] = [s for s in sections([RunSummary.model_construct(label="a", run_id="r", cells=[row])]) if s["title"] == "Echo"]
     assert section["definitions"] == ECHO_PRESENT.section.definitions
     titles = [spec["layout"]["title"]["text"] for spec in figure_specs([shown], {})]
     assert any(title.startswith("Echo rate") for title in titles)
