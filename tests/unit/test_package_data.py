@@ -32,6 +32,8 @@ def test_every_file_of_the_package_that_is_not_python_is_package_data():
     ("notebooks/compare.ipynb", "notebooks/compare.ipynb"),
     ("data/corpora", "corpora"),
     ("data/engine-contracts", "engine-contracts"),
+    ("data/candidates/tiny-llamacpp.yaml", "candidates/tiny-llamacpp.yaml"),
+    ("data/plans/quick.yaml", "plans/quick.yaml"),
 ])
 def test_the_user_facing_paths_are_the_shipped_files(link, shipped_as):
     path = REPO / link
@@ -55,3 +57,18 @@ def test_no_library_module_reads_the_checkout():
     readers = sorted(p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*.py")
                      if p.name != "paths.py" and pattern.search(p.read_text()))
     assert not readers, f"these modules read the checkout, which a wheel does not have: {readers}"
+
+
+def test_the_qualify_notebook_defaults_are_found_where_no_checkout_has_them(tmp_path, monkeypatch, capsys):
+    """An installed wheel has no project root: the defaults its notebook names come from the package, said aloud."""
+    from servebook.config.errors import InputError
+    from servebook.config.loading import load_candidate, load_plan
+    from servebook.util import paths
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(paths, "project_root", lambda: None)
+    assert load_candidate("data/candidates/tiny-llamacpp.yaml").name == "tiny-baseline"
+    assert load_plan("data/plans/quick.yaml").name == "quick"
+    assert "the copy servebook ships" in capsys.readouterr().err
+    with pytest.raises(InputError, match="not found in"):
+        load_plan("data/plans/missing.yaml")

@@ -1,13 +1,14 @@
 """What the library reads at run time, shipped inside the package and read through `importlib.resources`.
 
-The prompt corpora, the recorded engine contracts and the notebooks papermill executes live in
-`lib/servebook/data/` (package data in pyproject.toml), so an installed wheel has them wherever it is
-installed; nothing the library runs reads the repository's `data/` folder. They live in the package rather than
-being mapped in at build time because an editable install, a wheel and a plain checkout then all read the same
-files through the same call. The repository keeps its user-facing paths (`notebooks/qualify.ipynb` for
-JupyterLab and papermill, `data/corpora`, `data/engine-contracts`) as symbolic links to these files, so there is
-one copy of each; the examples (candidates, plans, studies, sample journals) stay in `data/`, as they are
-inputs a user names, not data the library reads by itself."""
+The prompt corpora, the recorded engine contracts, the notebooks papermill executes and the candidate and plan
+the qualify notebook names as its defaults live in `lib/servebook/data/` (package data in pyproject.toml), laid
+out as the repository's `data/`, so an installed wheel has them wherever it is installed; nothing the library
+runs reads the repository's folders. They live in the package rather than being mapped in at build time because
+an editable install, a wheel and a plain checkout then all read the same files through the same call. The
+repository keeps its user-facing paths (`notebooks/*.ipynb` for JupyterLab and papermill, `data/corpora`,
+`data/engine-contracts`, `data/candidates/tiny-llamacpp.yaml`, `data/plans/quick.yaml`) as symbolic links to
+these files, so there is one copy of each; the other examples (studies, sample journals) stay in `data/`, as
+they are inputs a user names, not data the library reads by itself."""
 
 from __future__ import annotations
 
