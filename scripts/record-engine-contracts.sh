@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Record what the pinned SGLang and vLLM releases really accept and export, into data/engine-contracts/.
+# Record what the pinned SGLang and vLLM releases really accept and export, into lib/servebook/data/engine-contracts/
+# (package data; data/engine-contracts links there).
 #
 #   scripts/record-engine-contracts.sh                      # the releases the example studies pin
 #   scripts/record-engine-contracts.sh sglang==0.5.24       # a new release (then re-run make test)
@@ -18,7 +19,7 @@ releases=("$@")
 python=${PYTHON:-python3}
 envs=${CONTRACT_ENVS:-$(mktemp -d /tmp/servebook-contracts.XXXXXX)}
 [ -n "${CONTRACT_ENVS:-}" ] || trap 'rm -rf "$envs"' EXIT
-out=data/engine-contracts
+out=lib/servebook/data/engine-contracts
 mkdir -p "$envs"
 mkdir -p "$out"
 

@@ -2,10 +2,11 @@
 
 `scripts/record-engine-contracts.sh` installs a pinned SGLang or vLLM release in a throwaway
 environment, imports its real argument parser and metric definitions, and writes
-`data/engine-contracts/ENGINE-VERSION.json`: every flag with its aliases, type and choices, every
-Prometheus sample with its labels and whether it exists at start, the server-info fields servebook
-reads, and how each study's dry-run command lines parsed. The adapters are tested against it, and
-an adapter uses it at check time to tell a flag the engine does not have from one it does.
+`lib/servebook/data/engine-contracts/<engine>-<version>.json` (package data, so an installed wheel checks
+against them too): every flag with its aliases, type and choices, every Prometheus sample with its labels and
+whether it exists at start, the server-info fields servebook reads, and how each study's dry-run command lines
+parsed. The adapters are tested against it, and an adapter uses it at check time to tell a flag the engine does
+not have from one it does.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from functools import cache
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
-from ..util.paths import repo_data_dir
+from ..util.resources import shipped
 
 CONTRACTS_DIR = "engine-contracts"
 
@@ -83,7 +85,7 @@ class Contract:
         return next((m for m in self.metrics if m.name == name), None)
 
 
-def _read(path: Path) -> Contract:
+def _read(path: Traversable) -> Contract:
     raw = json.loads(path.read_text())
     return Contract(
         engine=raw["engine"], version=raw["version"], recorded=raw["recorded"],
@@ -98,8 +100,9 @@ def _read(path: Path) -> Contract:
 
 @cache
 def recorded_contracts(data_dir: Path | None = None) -> dict[tuple[str, str], Contract]:
-    folder = (data_dir or repo_data_dir()) / CONTRACTS_DIR
-    contracts = (_read(p) for p in sorted(folder.glob("*.json"))) if folder.is_dir() else ()
+    folder = (data_dir or shipped()) / CONTRACTS_DIR
+    found = [p for p in folder.iterdir() if p.name.endswith(".json")] if folder.is_dir() else []
+    contracts = (_read(p) for p in sorted(found, key=lambda p: p.name))
     return {(c.engine, c.version): c for c in contracts}
 
 

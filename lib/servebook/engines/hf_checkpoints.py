@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Callable
 
 import numpy as np
 
-from ..util.paths import repo_data_dir
 from ..util.progress import Reporter
+from ..util.resources import shipped
 from .model_specs import EVERY_WEIGHT_DRAWN_BELOW, NOISE_POOL, ModelSpec, models_dir
 
 if TYPE_CHECKING:
@@ -135,7 +135,7 @@ def _record(spec: ModelSpec) -> dict[str, Any]:
 
 
 def _corpora() -> list[str]:
-    return [(repo_data_dir() / "corpora" / f"{name}.txt").read_text() for name in CORPORA]
+    return [shipped("corpora", f"{name}.txt").read_text() for name in CORPORA]
 
 
 def _write_files(spec: ModelSpec, directory: Path) -> None:

@@ -1,19 +1,20 @@
-"""Prompt corpora shipped in data/corpora, and prompts of exact token length built from them."""
+"""Prompt corpora shipped with the package (lib/servebook/data/corpora), and prompts of exact token length built
+from them."""
 
 from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
 
-from ..util.paths import repo_data_dir
+from ..util.resources import shipped
 
 SEPARATOR = "\n===\n"
 
 
 @lru_cache(maxsize=None)
 def corpus(category: str, data_dir: Path | None = None) -> tuple[str, ...]:
-    """The passages of one category (prose, code, ...)."""
-    path = (data_dir or repo_data_dir()) / "corpora" / f"{category}.txt"
+    """The passages of one category (prose, code, ...), from the shipped corpora or those under `data_dir`."""
+    path = (data_dir or shipped()) / "corpora" / f"{category}.txt"
     if not path.is_file():
         raise FileNotFoundError(f"no prompt corpus for category {category!r} at {path}")
     passages = tuple(p.strip() for p in path.read_text().split(SEPARATOR) if p.strip())

@@ -15,13 +15,13 @@ from ..config.parameters import Seat
 from ..config.secrets import Scrubber
 from ..config.study import Study, StudyEntry
 from ..journal import Journal
-from ..util.paths import repo_data_dir
 from ..util.progress import Reporter
+from ..util.resources import shipped_file
 from .gpus import gpus_needed
 from .pending import SweepResult
 from .placement import Lane
 
-QUALIFY_NOTEBOOK = repo_data_dir().parent / "notebooks" / "qualify.ipynb"
+QUALIFY_NOTEBOOK = shipped_file("notebooks", "qualify.ipynb")  # notebooks/qualify.ipynb in a checkout links to it
 
 
 class Runner(Protocol):
