@@ -66,6 +66,7 @@ def _summary(log: MeasurementLog) -> Summary:
         batch_invariance=compare_outputs(log.outputs, log.outputs, "solo", "concurrent") if log.outputs else None,
         warmup_tok_s=[round(rate, 1) for rate in log.warmup.rates] if log.warmup else [],
         warmup_steady=log.warmup.steady if log.warmup else None,
+        remeasured=log.remeasured,
     )
 
 

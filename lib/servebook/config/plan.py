@@ -138,6 +138,10 @@ class Plan(ShownAsYaml, _Strict):
     max_foreign_cpu_cores: float | None = Field(
         None, gt=0, description="CPU other processes may use during a cell before it counts as disturbed "
                                 "(default 0.5 cores)")
+    remeasure_disturbed: int = Field(
+        1, ge=0, le=3, description="times a cell is measured again when its only faults are the host's (other "
+                                   "processes' load, a client that stalled or fell behind): evidence lost, not a "
+                                   "fault of the candidate; the discarded attempts' reasons stay in the run's summary")
     request_timeout_s: float = Field(300.0, gt=0)
 
     @model_validator(mode="after")

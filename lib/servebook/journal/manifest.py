@@ -62,6 +62,9 @@ class Summary(_Record):
     #: plan.warmup_until_steady: each warm-up burst's aggregate decode rate, and whether the last two agreed
     warmup_tok_s: list[float] = Field(default_factory=list)
     warmup_steady: bool | None = None
+    #: plan.remeasure_disturbed: per cell, the reasons of each attempt discarded as disturbed by the host before
+    #: the one recorded
+    remeasured: dict[str, list[str]] = Field(default_factory=dict)
 
 
 class PreflightFinding(_Record):

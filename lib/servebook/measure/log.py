@@ -36,6 +36,8 @@ class MeasurementLog:
     warmup: WarmupTrace | None = None
     #: rows computed from other cells, not measured themselves (a capacity search's result)
     derived: list[CellSummary] = field(default_factory=list)
+    #: per cell, the reasons of the attempts measured again because only the host disturbed them
+    remeasured: dict[str, list[str]] = field(default_factory=dict)
 
     def _records(self) -> list[RequestRecord]:
         return [r for o in self.outcomes for r in o.records] + self.partial_records
