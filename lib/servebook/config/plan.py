@@ -39,6 +39,18 @@ class DecodePlan(_Strict):
     prompt_tokens: int | None = Field(
         None, ge=32, le=1_048_576, description="exact decode prompt length; every prompt then starts with its own "
                                                "token, so no two share a prefix (checked by the cache counters)")
+    slices: int = Field(
+        1, ge=1, le=8, description="in a resident round, measure each cell in this many slices, the round's seats "
+                                   "taking turns slice by slice in mirrored order (forward, then backward), so a host "
+                                   "that speeds up or slows down during the step weighs on every seat alike; 1 or "
+                                   "an even number that divides rounds (each slice keeps the cell's concurrency)")
+
+    @model_validator(mode="after")
+    def _slices(self) -> "DecodePlan":
+        if self.slices > 1 and (self.slices % 2 or self.rounds % self.slices):
+            raise ValueError(f"slices: {self.slices} must be 1 or even, and divide rounds ({self.rounds}), so the "
+                             "mirrored order balances and every slice keeps the cell's concurrency")
+        return self
 
     @field_validator("concurrency")
     @classmethod

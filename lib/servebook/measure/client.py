@@ -45,6 +45,8 @@ class RequestRecord:
     measured: bool = True
     #: open-loop cells sent from several processes (measure.senders): which one sent it (None: the run's own)
     client_process: int | None = None
+    #: sliced cells (plan.decode.slices): the slice the request was sent in; other seats measured between slices
+    slice_index: int = 0
     chunk_times: list[float] = field(default_factory=list, repr=False)
     chunk_tokens: list[int | None] = field(default_factory=list, repr=False)
 

@@ -126,20 +126,27 @@ def _energy_j(samples: list[GpuSample]) -> float | None:
 
 
 def summarize_gpu(samples: list[GpuSample], own_pids: set[int], completion_tokens: int,
-                  wall_s: float | None) -> dict:
-    """The cell's GPU figures; the engine's GPUs are those its processes run on (all of them if none is seen)."""
+                  wall_s: float | None, windows: list[tuple[float, float]] | None = None) -> dict:
+    """The cell's GPU figures; the engine's GPUs are those its processes run on (all of them if none is seen).
+    With `windows` (a sliced cell's slices) only the samples inside them count, and energy is integrated window by
+    window: between them the round's other engines ran."""
     empty = {"gpu_energy_j": None, "gpu_power_w": None, "gpu_sm_clock_mhz": None, "joules_per_token": None,
              "tok_s_per_w": None, "gpu_throttle": None, "gpu_foreign_pids": None}
-    if not samples:
+    parts = [samples] if windows is None else [[s for s in samples if start <= s.t <= end] for start, end in windows]
+    parts = [part for part in parts if part]
+    if not parts:
         return empty
-    ours = {s.index for s in samples if own_pids & set(s.pids)} or {s.index for s in samples}
-    mine = [s for s in samples if s.index in ours]
-    energy = _energy_j(mine)
-    span = max(s.t for s in mine) - min(s.t for s in mine)
+    every = [s for part in parts for s in part]
+    ours = {s.index for s in every if own_pids & set(s.pids)} or {s.index for s in every}
+    mine = [[s for s in part if s.index in ours] for part in parts]
+    energies = [e for e in (_energy_j(part) for part in mine) if e is not None]
+    energy = sum(energies) if energies else None
+    span = sum(max(s.t for s in part) - min(s.t for s in part) for part in mine if part)
     power = energy / span if energy is not None and span > 0 else None
-    reasons = sorted({name for s in mine for bit, name in MARKED_REASONS.items() if s.throttle_reasons & bit})
-    foreign = sorted({pid for s in mine for pid in s.pids if pid not in own_pids})
-    clocks = [s.sm_clock_mhz for s in mine if s.sm_clock_mhz is not None]
+    flat = [s for part in mine for s in part]
+    reasons = sorted({name for s in flat for bit, name in MARKED_REASONS.items() if s.throttle_reasons & bit})
+    foreign = sorted({pid for s in flat for pid in s.pids if pid not in own_pids})
+    clocks = [s.sm_clock_mhz for s in flat if s.sm_clock_mhz is not None]
     rate = completion_tokens / wall_s if wall_s else None
     return {"gpu_energy_j": energy, "gpu_power_w": power,
             "gpu_sm_clock_mhz": sum(clocks) / len(clocks) if clocks else None,

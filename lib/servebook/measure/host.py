@@ -103,9 +103,11 @@ def pin_engine(engine_pid: int, cpus: list[int], proc: Path = Path("/proc")) -> 
     return pinned
 
 
-def cpu_sample(engine_pid: int | None, proc: Path = Path("/proc")) -> CpuSample:
+def cpu_sample(engine_pid: int | None, proc: Path = Path("/proc"), *,
+               also_own: set[int] | frozenset[int] = frozenset()) -> CpuSample:
+    """The host's busy CPU and this run's own (client, engine, and `also_own`: processes whose load is expected)."""
     own = 0.0
-    for pid in own_processes(engine_pid, proc):
+    for pid in own_processes(engine_pid, proc) | also_own:
         stat = _stat(proc, pid)
         own += stat[1] if stat else 0.0
     host = _host_busy_s(proc)

@@ -51,6 +51,7 @@ from .prompts import decode_prompt, filler_text
 from .reconcile import ClientCounts, reconcile
 from .roles import MeasuredEngine
 from .scrape import scrape
+from .stats import slice_windows
 from .turns import NoTurns, Turns
 from .validity import cell_faults, codes_of, only_disturbed
 from .warmup import Burst, warm_until_steady
@@ -83,6 +84,7 @@ class Measurement:
             listed = models.json().get("data") if models.status_code == 200 else None
             self.model_name = listed[0]["id"] if listed else "default"
         self.workloads = Workloads(self.endpoint, self.plan, self.tag, self.http, self.openai, self.model_name)
+        self.workloads.handover = self.turns.handover
         return self
 
     async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
@@ -190,7 +192,9 @@ class Measurement:
         pid = self.endpoint.engine_pid
         before = await scrape(self.http, self.endpoint.base_url)
         probe_ms = cpu_probe_ms()
-        cpu_before, threads_before = cpu_sample(pid), thread_ticks(pid)
+        # between a sliced cell's slices the round's other seats measure, by design: their load is not foreign
+        seated = process_trees(self.turns.others()) if spec.slices > 1 else set()
+        cpu_before, threads_before = cpu_sample(pid, also_own=seated), thread_ticks(pid)
         with GpuSampler(self.gpus) as gpu:
             records = await self.workloads.run(spec, on_done)
         if any(not r.ok for r in records):
@@ -200,7 +204,7 @@ class Measurement:
             except BaseException:
                 self.log.partial_records.extend(records)
                 raise
-        cpu_after = cpu_sample(pid)
+        cpu_after = cpu_sample(pid, also_own=seated)
         after = await scrape(self.http, self.endpoint.base_url)
         summary = self._summarize(spec, records, before, after, log_offset,
                                   foreign_cores(cpu_before, cpu_after) if pid else None, gpu.samples)
@@ -237,7 +241,8 @@ class Measurement:
         pid = self.endpoint.engine_pid
         # a resident round's other engines share the GPU by design, idle while this one measures (measure.turns)
         own = (own_processes(pid) | process_trees(self.turns.others())) if pid else set()
-        gpu = summarize_gpu(gpu_samples, own, figures["completion_tokens"], figures["wall_s"])
+        gpu = summarize_gpu(gpu_samples, own, figures["completion_tokens"], figures["wall_s"],
+                            windows=slice_windows(counted) if spec.slices > 1 else None)
         faults = cell_faults(evidence(
             spec, records, reconciliation, compilations=self._compilations_since(log_offset),
             # Not checked (None) where servebook does not know the engine's processes (attach, compose).
@@ -276,6 +281,8 @@ async def _measure_steps(endpoint: Endpoint, plan: Plan, log: MeasurementLog, ta
         with reporter.task(f"measure {len(cells)} cells", total=total_requests, unit="requests") as task:
             for spec in cells:
                 task.update(task.completed, description=f"measure: {label(spec)}")
+                if spec.slices > 1:
+                    await turns.align()
                 async with turns.step():
                     outcome = await _measure_cell(m, spec, task, reporter)
                     on_cell()
@@ -309,6 +316,8 @@ async def _measure_cell(m: Measurement, spec: CellSpec, task: Task, reporter: Re
         m.log.remeasured.setdefault(spec.cell_id, []).append(str(outcome.summary.get("invalid_reasons") or ""))
         reporter.log(f"  {label(spec)}: disturbed by the host ({', '.join(codes)}); measuring it again")
         task.update(task.completed - spec.n_requests)
+        if spec.slices > 1:  # the attempt again from an even step, in mirrored order like the first
+            await m.workloads.handover(0)
         outcome = await m.run_cell(spec, on_done=task.advance)
     return outcome
 

@@ -12,11 +12,35 @@ def ok_records(records: list[RequestRecord]) -> list[RequestRecord]:
     return [r for r in records if r.ok]
 
 
-def wall_of(records: list[RequestRecord]) -> float | None:
-    """First send to last finish of the cell's requests that finished."""
+def by_slice(records: list[RequestRecord]) -> list[list[RequestRecord]]:
+    """A cell's requests per slice, in order; an unsliced cell is one slice."""
+    slices: dict[int, list[RequestRecord]] = {}
+    for r in records:
+        slices.setdefault(r.slice_index, []).append(r)
+    return [slices[i] for i in sorted(slices)]
+
+
+def _span(records: list[RequestRecord]) -> float | None:
     sends = [r.t_send for r in records]
     ends = [r.t_last for r in records if r.ok and r.t_last is not None]
     return (max(ends) - min(sends)) if ends and sends else None
+
+
+def wall_of(records: list[RequestRecord]) -> float | None:
+    """First send to last finish of the cell's requests that finished; for a sliced cell, the sum over its slices
+    (between them the round's other seats measured, which is not this cell's time)."""
+    spans = [s for s in (_span(part) for part in by_slice(records)) if s is not None]
+    return sum(spans) if spans else None
+
+
+def slice_windows(records: list[RequestRecord]) -> list[tuple[float, float]]:
+    """Each slice's first send and last finish: the times the cell itself ran."""
+    out = []
+    for part in by_slice(records):
+        ends = [r.t_last for r in part if r.t_last is not None]
+        if part and ends:
+            out.append((min(r.t_send for r in part), max(ends)))
+    return out
 
 
 def completion_of(records: list[RequestRecord]) -> int:
@@ -48,6 +72,18 @@ def se_pct(values: list[float]) -> float | None:
 
 
 def steady_state(records: list[RequestRecord], concurrency: int) -> dict:
+    """The steady state of each slice, their windows and tokens added up (a sliced cell's gaps are other seats')."""
+    parts = [_steady_state(part, concurrency) for part in by_slice(records)]
+    if len(parts) == 1:
+        return parts[0]
+    if any(p["steady_s"] is None for p in parts):
+        return {"steady_tok_s": None, "steady_s": None, "ramp_up_s": None, "ramp_down_s": None}
+    seconds = sum(p["steady_s"] for p in parts)
+    return {"steady_tok_s": sum(p["steady_tok_s"] * p["steady_s"] for p in parts) / seconds, "steady_s": seconds,
+            "ramp_up_s": sum(p["ramp_up_s"] for p in parts), "ramp_down_s": sum(p["ramp_down_s"] for p in parts)}
+
+
+def _steady_state(records: list[RequestRecord], concurrency: int) -> dict:
     """The interval in which all `concurrency` requests were in flight, and the output rate inside it.
 
     The window opens when the c-th request is in flight and closes when, for the last time, one of

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import time
@@ -84,7 +85,9 @@ def release(seat: Seat) -> None:
 class Turns:
     """This run's seat in its round: `arrive` once its engine serves, `step` around each measured step, `finish`
     when its plan is measured (it then waits for the others, so no engine stops while another measures), `leave` in
-    any case. Order within a step rotates with the step, so no candidate always follows the same one."""
+    any case. Order within a step rotates with the step, from a start that differs by round, so no candidate always
+    follows the same one; odd steps go backward, so a sliced cell (an even number of steps, begun on an even one)
+    puts every seat at the same mean position and a host that drifts during the cell weighs on all of them alike."""
 
     def __init__(self, seat: Seat, *, wait_s: float = 1800.0, clock: Callable[[], float] = time.monotonic):
         self.seat = seat
@@ -111,9 +114,12 @@ class Turns:
         return out
 
     def order(self, step: int) -> list[int]:
-        """The seats' order at `step`: rotated by one each step."""
+        """The seats' order at `step`, a function of the step alone so every seat agrees on it: rotated by one
+        each pair of steps from the round's own start, and backward on odd steps (step 2m+1 mirrors step 2m)."""
         n = self.seat.seats
-        return [(step + k) % n for k in range(n)]
+        start = int(hashlib.sha256(self.seat.round_id.encode()).hexdigest(), 16) % n
+        forward = [(start + step // 2 + k) % n for k in range(n)]
+        return forward[::-1] if step % 2 else forward
 
     def my_turn(self, seats: dict[str, dict[str, Any]], step: int) -> bool:
         """Whether this seat may take `step`: every live seat has arrived and finished the step before, and the
@@ -154,6 +160,21 @@ class Turns:
             self.steps_done += 1
             self._set(steps=self.steps_done)
 
+    async def handover(self, slice_index: int) -> None:
+        """Inside a step: this slice is done; give the turn to the seats after this one, and take it back for the
+        next slice (a step of its own, in that step's order)."""
+        self.steps_done += 1
+        self._set(steps=self.steps_done)
+        step = self.steps_done
+        await self._wait_for(lambda seats: self.my_turn(seats, step), f"its turn for slice {slice_index + 1} at step "
+                                                                       f"{step + 1}")
+
+    async def align(self) -> None:
+        """Before a sliced cell: begin it on an even step, so its slices pair with their mirrors (an empty turn)."""
+        if self.steps_done % 2:
+            async with self.step():
+                pass
+
     async def finish(self) -> None:
         """Every step measured: wait until the other seats have measured theirs (or left), then leave."""
         self._set(state="finished", steps=self.steps_done)
@@ -180,6 +201,12 @@ class NoTurns:
     @contextlib.asynccontextmanager
     async def step(self) -> AsyncIterator[None]:
         yield
+
+    async def handover(self, slice_index: int) -> None:
+        return None
+
+    async def align(self) -> None:
+        return None
 
     async def finish(self) -> None:
         return None

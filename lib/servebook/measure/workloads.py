@@ -6,6 +6,7 @@ module under measure/kinds/; what the requests mean (validity, figures) is decid
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -22,6 +23,10 @@ from .senders import Senders
 __all__ = ["OnDone", "Workloads"]
 
 
+async def _no_handover(slice_index: int) -> None:
+    return None
+
+
 class Workloads:
     def __init__(self, endpoint: Endpoint, plan: Plan, tag: str, http: httpx.AsyncClient, openai: AsyncOpenAI,
                  model: str):
@@ -33,6 +38,9 @@ class Workloads:
         #: what a kind reads once per run and keeps (the load kind's trace)
         self.cache: dict[str, Any] = {}
         self.senders = Senders()  # sending processes for loads beyond one process's pace, started on first use
+        #: a sliced cell's pause between its slices: hand the round's turn on and wait for it (measure.turns);
+        #: measured alone, the next slice follows at once
+        self.handover: Callable[[int], Awaitable[None]] = _no_handover
 
     def close(self) -> None:
         self.senders.close()

@@ -57,13 +57,72 @@ def _run(seats: list[Seat], steps: int, **per_seat) -> list:
 
 
 def test_one_seat_measures_at_a_time_cell_major_in_rotating_order(tmp_path):
-    log = _run(_seats(tmp_path, 3), steps=3, **{"2": {"start_delay": 0.3}})  # the late seat holds the start
+    seats = _seats(tmp_path, 3)
+    log = _run(seats, steps=4, **{"2": {"start_delay": 0.3}})  # the late seat holds the start
     starts = [(seat, step) for kind, seat, step, _ in log if kind == "start"]
-    assert starts == [(0, 0), (1, 0), (2, 0), (1, 1), (2, 1), (0, 1), (2, 2), (0, 2), (1, 2)]
+    orders = [Turns(seats[0]).order(step) for step in range(4)]
+    assert starts == [(seat, step) for step in range(4) for seat in orders[step]]
+    first = orders[0][0]
+    assert orders[0] == [first, (first + 1) % 3, (first + 2) % 3]
+    assert orders[2] == orders[0][1:] + orders[0][:1]  # rotated by one each pair of steps
     held = 0
     for kind, *_ in log:
         held += 1 if kind == "start" else -1
         assert held in (0, 1)
+
+
+def test_odd_steps_mirror_even_ones_so_every_seat_has_the_same_mean_position(tmp_path):
+    turns = Turns(_seats(tmp_path, 5)[0])
+    for step in range(0, 10, 2):
+        forward, backward = turns.order(step), turns.order(step + 1)
+        assert backward == forward[::-1]
+        assert {forward.index(seat) + backward.index(seat) for seat in range(5)} == {4}
+
+
+def test_rounds_start_their_rotation_at_different_seats(tmp_path):
+    firsts = {Turns(Seat(round_id=f"round-{i}", directory=str(tmp_path), seat=0, seats=4)).order(0)[0]
+              for i in range(12)}
+    assert len(firsts) > 1
+
+
+def _play_sliced(seat: Seat, log: list, lock: threading.Lock) -> None:
+    """A warm-up step, then a cell of two slices with the turn handed over between them (as decode sends it)."""
+    async def go() -> None:
+        turns = Turns(seat, wait_s=20)
+        turns.arrive()
+        try:
+            async with turns.step():
+                pass
+            await turns.align()
+            async with turns.step():
+                for index in range(2):
+                    if index:
+                        await turns.handover(index)
+                    with lock:
+                        log.append((seat.seat, index, turns.steps_done))
+                    await asyncio.sleep(0.02)
+            await turns.finish()
+        finally:
+            turns.leave()
+
+    asyncio.run(go())
+
+
+def test_a_sliced_cell_begins_on_an_even_step_and_its_slices_go_forward_then_back(tmp_path):
+    seats = _seats(tmp_path, 3)
+    log: list = []
+    lock = threading.Lock()
+    threads = [threading.Thread(target=_play_sliced, args=(seat, log, lock)) for seat in seats]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not any(thread.is_alive() for thread in threads)
+    assert {step for _, index, step in log if index == 0} == {2}  # step 1 was the empty turn that aligned it
+    first = [seat for seat, index, _ in log if index == 0]
+    second = [seat for seat, index, _ in log if index == 1]
+    assert first == Turns(seats[0]).order(2) and second == first[::-1]
+    assert [index for _, index, _ in log] == [0, 0, 0, 1, 1, 1]
 
 
 def test_a_seat_that_leaves_early_does_not_hold_the_others(tmp_path):

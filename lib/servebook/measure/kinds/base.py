@@ -37,6 +37,8 @@ class CellSpec:
     min_s: float | None = None  # keep sending (at the same concurrency) until the cell lasted this long
     rate: float | None = None  # open-loop cells: requests per second
     window_s: float | None = None  # open-loop cells: the measured window, when not the load section's (probes)
+    #: closed-loop decode in a resident round: measured in this many slices, the turn handed on between them
+    slices: int = 1
 
     @property
     def max_requests(self) -> int:

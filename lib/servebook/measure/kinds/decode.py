@@ -30,31 +30,21 @@ class Decode(KindBase):
         if not decode:
             return []
         return [CellSpec(f"decode-{category}-c{c}", "decode", category, c, c * decode.rounds, decode.output_tokens,
-                         prompt_tokens=decode.prompt_tokens, min_s=decode.min_cell_s)
+                         prompt_tokens=decode.prompt_tokens, min_s=decode.min_cell_s, slices=decode.slices)
                 for category in decode.categories for c in decode.concurrency]
 
     async def send(self, workloads: "Workloads", spec: CellSpec, on_done: OnDone) -> list[RequestRecord]:
         """`concurrency` streams, each sending its next request when the last one finished, until the cell
-        has its requests (and, with `min_s`, has lasted that long)."""
+        has its requests (and, with `min_s`, has lasted that long). A sliced cell does that in `slices` equal
+        shares of requests and time, handing the round's turn on between them (workloads.handover)."""
         extras = workloads.endpoint.extras(spec.output_tokens)
         records: list[RequestRecord] = []
-        started = time.monotonic()
-
-        def more() -> bool:
-            if len(records) < spec.n_requests:
-                return True
-            return spec.min_s is not None and len(records) < spec.max_requests and \
-                time.monotonic() - started < spec.min_s
-
-        async def stream() -> None:
-            while more():
-                i = len(records)
-                record = workloads.record(spec, f"{spec.cell_id}-{i}", spec.output_tokens)
-                records.append(record)
-                await stream_request(workloads.openai, record, await _request(workloads, spec, i, extras))
-                on_done()
-
-        await asyncio.gather(*(stream() for _ in range(spec.concurrency)))
+        share = spec.n_requests // spec.slices
+        for index in range(spec.slices):
+            if index:
+                await workloads.handover(index)
+            await _closed_loop(workloads, spec, records, extras, on_done, slice_index=index,
+                               until=len(records) + share, longest=len(records) + spec.max_requests // spec.slices)
         return records
 
     def figures(self, spec: CellSpec, records: list[RequestRecord], slots: int | None) -> dict[str, Any]:
@@ -68,6 +58,29 @@ class Decode(KindBase):
     def line(self, summary: dict[str, Any]) -> str | None:
         aggregate = summary.get("aggregate_tok_s")
         return f"{aggregate:.1f} tok/s aggregate" if aggregate else None
+
+
+async def _closed_loop(workloads: "Workloads", spec: CellSpec, records: list[RequestRecord], extras: dict[str, Any],
+                       on_done: OnDone, *, slice_index: int, until: int, longest: int) -> None:
+    """One slice: `concurrency` streams until `records` holds `until` requests and the slice has lasted its share
+    of min_s (never beyond `longest` requests)."""
+    started = time.monotonic()
+    min_s = spec.min_s / spec.slices if spec.min_s is not None else None
+
+    def more() -> bool:
+        if len(records) < until:
+            return True
+        return min_s is not None and len(records) < longest and time.monotonic() - started < min_s
+
+    async def stream() -> None:
+        while more():
+            i = len(records)
+            record = workloads.record(spec, f"{spec.cell_id}-{i}", spec.output_tokens, slice_index=slice_index)
+            records.append(record)
+            await stream_request(workloads.openai, record, await _request(workloads, spec, i, extras))
+            on_done()
+
+    await asyncio.gather(*(stream() for _ in range(spec.concurrency)))
 
 
 async def _request(workloads: "Workloads", spec: CellSpec, i: int, extras: dict[str, Any]) -> StreamRequest:
