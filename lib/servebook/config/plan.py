@@ -127,6 +127,15 @@ _SELECTED = {"concurrency": ("concurrency", "is not in"), "category": ("categori
              "prompt_tokens": ("prompt_tokens", "are not in")}
 
 
+#: fields added after journals were recorded, which at their default measure exactly what plans without them did:
+#: left out of the id there, so recorded plans keep their ids (and their runs their verdicts). Another value is
+#: another plan.
+_ADDED_AT_DEFAULT: dict[tuple[str, ...], object] = {
+    ("remeasure_disturbed",): 1,  # which attempt of a host-disturbed cell is kept, not what a cell measures
+    ("decode", "slices"): 1,
+}
+
+
 class Plan(ShownAsYaml, _Strict):
     name: str | None = None
     decode: DecodePlan | None = DecodePlan()
@@ -230,6 +239,13 @@ class Plan(ShownAsYaml, _Strict):
         if capacity.get("narrowing_requests") == capacity.get("min_requests"):
             # how every capacity search measured before narrowing probes existed: the same plan, the same id
             capacity.pop("narrowing_requests", None)
+        for path, default in _ADDED_AT_DEFAULT.items():
+            *parents, leaf = path
+            section = data
+            for key in parents:
+                section = section.get(key) or {}
+            if section.get(leaf) == default:
+                section.pop(leaf)
         return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
     @property

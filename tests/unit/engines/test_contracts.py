@@ -188,8 +188,10 @@ def test_every_study_dry_run_line_was_parsed_by_the_real_parser(engine):
     pinned = {s.name: s.expand()[0].candidate.pins.engine_version for s in map(load_study, map(Path, studies))}
     for study, lines in today.items():
         recorded = recorded_contracts().get((engine, str(pinned.get(study))), contract(engine)).dry_runs
+        # the parser sees only the argv: a line recorded under another study is the same parse
+        by_argv = {json.dumps(e["argv"]): e for entries in recorded.values() for e in entries.values()}
         for name, argv in lines.items():
-            entry = recorded.get(study, {}).get(name)
+            entry = recorded.get(study, {}).get(name) or by_argv.get(json.dumps(argv))
             assert entry is not None and entry["argv"] == argv, (
                 f"{study}/{name}: this line was not parsed by {engine}'s real parser; "
                 "run scripts/record-engine-contracts.sh")

@@ -105,3 +105,25 @@ def test_the_h200_vllm_resident_pilot_reads_and_judges_with_its_rounds_as_blocks
         "baseline": "accepted", "chunk-2048": "rejected", "kv-fp8": "inconclusive", "no-prefix-cache": "inconclusive"}
     assert any("cold prefill, at 8192 tokens" in reason for reason in judged["chunk-2048"].reasons)
     assert "blocks: 2 interleaving rounds" in judged["kv-fp8"].method
+
+
+def test_the_h200_vllm_sliced_rounds_decide_the_pilot_in_one_round(tmp_path):
+    """vLLM 0.26.0 on another lent H200 (2026-12-03, 06:49 to 07:05 UTC), every decode cell in four mirrored slices
+    (plan.decode.slices): two rounds of eight baseline launches sliced and one whole between them (the noise
+    studies), then the resident pilot's four configurations, two launches each, in one sliced round, which decided
+    all three candidates. Trimmed: the noise studies' runs keep no self-report or scrapes."""
+    sample_journal(tmp_path, "sample-journal-vllm-sliced")
+    journal = Journal(tmp_path / "journal")
+    completed = [r for r in journal.runs() if r.status == "completed"]
+    assert len(completed) == 32
+    for record in completed:
+        cells = record.table("cells")
+        assert cells["valid"].all() and (cells["reconciliation"] == "ok").all()
+    sliced = [r for r in completed if r.manifest.study == "h200-vllm-1b-resident-pilot-sliced"]
+    requests = sliced[0].table("requests")
+    assert set(requests[requests["cell_id"] == "decode-prose-c4"]["slice_index"]) == {0, 1, 2, 3}
+    judged = {item.entry.name: item.verdict for item in judge(
+        load_study(ROOT / "data/studies/h200-vllm-1b-resident-pilot-sliced.yaml"), journal, append=False)}
+    assert {name: v.outcome for name, v in judged.items()} == {
+        "baseline": "accepted", "chunk-2048": "accepted", "kv-fp8": "accepted", "no-prefix-cache": "rejected"}
+    assert any("next-turn TTFT" in reason for reason in judged["no-prefix-cache"].reasons)
