@@ -218,6 +218,10 @@ class Plan(ShownAsYaml, _Strict):
         if capacity.get("narrowing_requests") == capacity.get("min_requests"):
             # how every capacity search measured before narrowing probes existed: the same plan, the same id
             capacity.pop("narrowing_requests", None)
+        if data.get("remeasure_disturbed") == 1:
+            # Measuring a host-disturbed cell again changes which attempt is kept, not what a cell measures: plans
+            # recorded before the field existed keep their id (and their runs their verdicts) at its default.
+            data.pop("remeasure_disturbed")
         return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
     @property

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
 
 from servebook.config.plan import Plan
 from servebook.measure.cells import plan_cells
