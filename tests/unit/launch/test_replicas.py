@@ -3,6 +3,7 @@ seed's 4- and 8-GPU shapes (2x2 and 4x2: replicas x tensor parallel), checked fr
 
 import itertools
 import sys
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
@@ -96,3 +97,18 @@ def test_two_replicas_may_share_one_gpu_and_a_cpu_build_gets_no_split():
     assert gpu_split(shared, get_engine("vllm")) == [{"CUDA_VISIBLE_DEVICES": "0"}] * 2
     assert gpu_split(make_candidate("llamacpp", launch={"replicas": 2, "simulator": True}),
                      get_engine("llamacpp")) == []
+
+
+def test_a_dry_run_shows_every_replica_and_the_router_with_the_ports_it_would_pick():
+    from servebook.config import load_study
+    from servebook.sweeps.dryrun import dry_run
+
+    study = load_study(Path(__file__).parents[3] / "data" / "studies" / "tiny-replicas.yaml")
+    one, two = dry_run(study)
+    assert len(one.more_commands) == 1 and len(two.more_commands) == 2, "each replica's line, then the router's"
+    second, router = two.more_commands
+    assert second[second.index("--port") + 1] == "<port: free, replica 1>"
+    assert second[second.index("-np") + 1] == "2", "only ports are stand-ins"
+    urls = router[router.index("--worker-urls") + 1:router.index("--policy")]
+    assert urls == ["http://127.0.0.1:<port: free, replica 0>", "http://127.0.0.1:<port: free, replica 1>"]
+    assert router[router.index("--port") + 1] == "<port: free, router>"
