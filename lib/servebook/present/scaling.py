@@ -49,7 +49,7 @@ def scaling_spec(points: list[ScalingPoint]) -> dict:
     if counts:
         first = counts[0]
         unit = means[first].mean / first
-        data.append({"type": "scatter", "mode": "lines", "name": f"ideal: {first} replica(s)' mean x N/{first}",
+        data.append({"type": "scatter", "mode": "lines", "name": f"ideal: N/{first} x the mean at {first}",
                      "x": counts, "y": [unit * n for n in counts], "hoverinfo": "skip",
                      "line": {"color": "#374151", "dash": "dash", "width": 1.2}})
     layout = {**LAYOUT, "title": {"text": f"{figure} against replica count"},
