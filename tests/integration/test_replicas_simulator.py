@@ -41,3 +41,31 @@ def test_load_and_scrapes_reach_every_replica(tmp_path):
     assert len(set(ports)) == 2 and replicas["deaths"] == []
     assert all(servers_on_port(port) == [] for port in ports)
     assert (record.dir / "engine-r1.log").is_file()
+
+
+def test_a_killed_replica_seals_a_degraded_run_the_journal_lists_and_a_verdict_counts_as_failed(tmp_path):
+    from servebook.config import VerdictRules
+    from servebook.measure.cells import plan_cells
+    from servebook.verdicts.judge import judge_runs
+    from tests.helpers.processes import alive
+
+    plan = PLAN.model_copy(update={"warmup_requests": 0, "decode": PLAN.decode.model_copy(
+        update={"concurrency": [2, 4], "rounds": 8, "output_tokens": 32})})
+    candidate = make_candidate("llamacpp", name="sim-killed", knobs={"max_running_requests": 4},
+                               launch={"simulator": True, "ready_timeout_s": 10, "replicas": 2,
+                                       "kill_replica": {"replica": 0, "after_s": 0.3}})
+    journal = Journal(tmp_path)
+    record = run_candidate(candidate, plan, journal, reporter=QUIET)
+    assert record.status == "degraded" and record.manifest.failure.cause == "replica_lost"
+    replicas = record.manifest.engine.replicas
+    [death] = replicas["deaths"]
+    assert death["index"] == 0 and death["planned"]
+    assert not alive({r["pid"] for r in replicas["replicas"]}), "no replica outlives its run"
+    cells = record.table("cells")
+    assert len(cells) == len(plan_cells(plan)) and cells.iloc[-1]["replicas_serving"] == 1, "every cell is kept"
+    assert cells.iloc[-1]["valid"], "the cells after the death measured the replica left, tokenizer included"
+    requests = record.table("requests")
+    assert set(requests[requests["error"].isna()]["replica"]) >= {1}, "the replica left served on"
+    assert list(journal.select(status="degraded")["run_id"]) == [record.run_id], "listed and filterable as such"
+    verdict = judge_runs([(record.manifest, cells)], [], VerdictRules(), is_baseline=True)
+    assert verdict.outcome == "failed" and verdict.reasons[0].startswith("replica_lost: replica 0")

@@ -3,7 +3,13 @@
 Without a router servebook is the load balancer: each measured request goes to the next replica in turn, and a
 conversation's turns (reuse cells) stay on one replica, as a cache-aware router keeps them near their cached
 prefix. A replica that refuses a connection is taken out of rotation; the request that found it dead is lost (it
-is recorded with its error, not retried). With a router, every request goes to the router and the router decides.
+is recorded with its error, not retried). With a router, every measured request goes to the router and the router
+decides.
+
+What every replica answers alike (the tokenizer, the model list: one engine configuration) is asked of the replica
+it was addressed to (the first), and of the next one still serving when that one refuses: a run whose first
+replica died measures on with the others. A replica's /metrics is never asked of another, as that would count the
+other's tokens twice.
 """
 
 from __future__ import annotations
@@ -14,45 +20,46 @@ from typing import Any
 
 import httpx
 
-#: the requests a router or servebook spreads: the measured ones (tokenizer and self-report calls stay on replica 0)
+#: the requests a router or servebook spreads: the measured ones
 ROUTED_PATHS = ("/v1/chat/completions", "/v1/completions")
+#: what any replica answers as the first would
+SHARED_PATHS = ("/tokenize", "/detokenize", "/v1/models")
 
 
 @dataclass(frozen=True)
 class Route:
     """Where the measured requests go instead of the endpoint's base URL (picklable, for the sending processes)."""
 
-    targets: tuple[str, ...]
-    #: True: `targets` are the replicas and servebook picks one per request; False: one router that picks
-    replicas: bool
+    #: every replica's URL; servebook picks one per measured request where there is no router
+    replicas: tuple[str, ...]
+    #: the router every measured request goes through (None: servebook spreads them)
+    router: str | None = None
 
     @classmethod
     def of(cls, replica_urls: Sequence[str], router_url: str | None) -> "Route | None":
-        """Through the router where there is one, else over every replica; None for one engine."""
-        if not replica_urls:
-            return None
-        return cls((router_url,), False) if router_url else cls(tuple(replica_urls), True)
+        """None for one engine."""
+        return cls(tuple(replica_urls), router_url) if replica_urls else None
 
     def transport(self, inner: httpx.AsyncBaseTransport, current: Callable[[], Any]) -> "RouteTransport":
-        return RouteTransport(inner, self.targets, replicas=self.replicas, current=current)
+        return RouteTransport(inner, self, current=current)
 
 
 class RouteTransport(httpx.AsyncBaseTransport):
-    """Sends each measured request to one of `targets` (the router, or every replica in turn); every other request
-    goes where it was addressed. Records the replica on the request's record when the targets are replicas."""
+    """Sends each measured request to the router or to one replica in turn, recording the replica it chose on the
+    request's record; shared requests fail over to a replica still serving; every other request goes where it was
+    addressed."""
 
-    def __init__(self, inner: httpx.AsyncBaseTransport, targets: Sequence[str], *, replicas: bool,
-                 current: Callable[[], Any] = lambda: None):
+    def __init__(self, inner: httpx.AsyncBaseTransport, route: Route, *, current: Callable[[], Any] = lambda: None):
         self.inner = inner
         self.current = current  # the record of the request being sent (measure.client.sending_record)
-        self.targets = [httpx.URL(t) for t in targets]
-        self.replicas = replicas
+        self.replicas = [httpx.URL(u) for u in route.replicas]
+        self.router = httpx.URL(route.router) if route.router else None
         self.down: set[int] = set()
         self._next = 0
 
     def pick(self, record: Any) -> int:
         """The next replica in rotation; a conversation's replica for its turns; never one that refused."""
-        n = len(self.targets)
+        n = len(self.replicas)
         serving = [i for i in range(n) if i not in self.down] or list(range(n))  # all refused: this one finds out
         if record is not None and record.conversation is not None:
             home = record.conversation % n
@@ -60,20 +67,45 @@ class RouteTransport(httpx.AsyncBaseTransport):
         self._next += 1
         return serving[(self._next - 1) % len(serving)]
 
+    def _index(self, url: httpx.URL) -> int | None:
+        return next((i for i, r in enumerate(self.replicas) if (r.host, r.port) == (url.host, url.port)), None)
+
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        if request.url.path not in ROUTED_PATHS:
-            return await self.inner.handle_async_request(request)
+        path = request.url.path
+        if path in ROUTED_PATHS:
+            return await self._routed(request)
+        if path in SHARED_PATHS:
+            return await self._shared(request)
+        return await self.inner.handle_async_request(request)
+
+    async def _routed(self, request: httpx.Request) -> httpx.Response:
+        if self.router is not None:
+            return await self._send_to(request, self.router, None)
         record = self.current()
-        index = self.pick(record) if self.replicas else 0
-        target = self.targets[index]
+        index = self.pick(record)
+        if record is not None:
+            record.replica = index
+        return await self._send_to(request, self.replicas[index], index)
+
+    async def _shared(self, request: httpx.Request) -> httpx.Response:
+        first = self._index(request.url)
+        if first is None:
+            return await self.inner.handle_async_request(request)
+        order = [first] + [i for i in range(len(self.replicas)) if i != first and i not in self.down]
+        for i in order[:-1]:
+            try:
+                return await self._send_to(request, self.replicas[i], i)
+            except httpx.ConnectError:
+                continue  # the next replica still serving answers the same
+        return await self._send_to(request, self.replicas[order[-1]], order[-1])
+
+    async def _send_to(self, request: httpx.Request, target: httpx.URL, index: int | None) -> httpx.Response:
         request.url = request.url.copy_with(scheme=target.scheme, host=target.host, port=target.port)
         request.headers["Host"] = request.url.netloc.decode()
-        if record is not None and self.replicas:
-            record.replica = index
         try:
             return await self.inner.handle_async_request(request)
         except httpx.ConnectError:
-            if self.replicas:
+            if index is not None:
                 self.down.add(index)
             raise
 

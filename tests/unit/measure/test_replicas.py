@@ -48,20 +48,20 @@ def record(i, conversation=None):
 
 def test_requests_go_round_robin_over_every_replica_and_other_calls_stay_on_the_first():
     records = [record(i) for i in range(6)]
-    seen = send(Route(tuple(URLS), True), records)
+    seen = send(Route(tuple(URLS)), records)
     assert seen == ["9001/v1/completions", "9002/v1/completions", "9003/v1/completions"] * 2 + ["9001/metrics"]
     assert [r.replica for r in records] == [0, 1, 2, 0, 1, 2]
 
 
 def test_a_conversation_stays_on_one_replica():
     records = [record(i, conversation=c) for i, c in enumerate([0, 1, 0, 1, 0])]
-    send(Route(tuple(URLS), True), records)
+    send(Route(tuple(URLS)), records)
     assert [r.replica for r in records] == [0, 1, 0, 1, 0]
 
 
 def test_a_replica_that_refuses_is_taken_out_of_rotation_and_its_request_is_lost():
     records = [record(i) for i in range(6)]
-    send(Route(tuple(URLS), True), records, refuse="9002")
+    send(Route(tuple(URLS)), records, refuse="9002")
     assert records[1].error and records[1].replica == 1  # lost, not retried
     assert [r.replica for r in records[2:]] == [0, 2, 0, 2]  # the rest share the load evenly
     assert all(r.ok for r in records if r is not records[1])
@@ -69,14 +69,30 @@ def test_a_replica_that_refuses_is_taken_out_of_rotation_and_its_request_is_lost
 
 def test_through_a_router_every_request_goes_to_it_unattributed():
     records = [record(i) for i in range(3)]
-    seen = send(Route(("http://127.0.0.1:9100",), False), records)
+    seen = send(Route(tuple(URLS), "http://127.0.0.1:9100"), records)
     assert seen[:3] == ["9100/v1/completions"] * 3 and all(r.replica is None for r in records)
 
 
 def test_one_engine_has_no_route_and_a_router_takes_every_request():
     assert Route.of((), None) is None
-    assert Route.of(URLS, None) == Route(tuple(URLS), True)
-    assert Route.of(URLS, "http://127.0.0.1:9100") == Route(("http://127.0.0.1:9100",), False)
+    assert Route.of(URLS, None) == Route(tuple(URLS))
+    assert Route.of(URLS, "http://127.0.0.1:9100") == Route(tuple(URLS), "http://127.0.0.1:9100")
+
+
+def test_the_tokenizer_is_asked_of_the_next_replica_when_the_first_is_gone_but_metrics_never_are():
+    seen: list[str] = []
+
+    async def go():
+        http, _ = measuring_clients(URLS[0], "k", {}, 5.0, Route(tuple(URLS)))
+        http._transport.inner = served(seen, refuse="9001")
+        tokens = await http.post(f"{URLS[0]}/tokenize", json={"content": "hi"})
+        with pytest.raises(httpx.ConnectError):
+            await http.get(f"{URLS[0]}/metrics")
+        await http.aclose()
+        return tokens
+
+    assert asyncio.run(go()).status_code == 200
+    assert seen == ["9001/tokenize", "9002/tokenize", "9001/metrics"]
 
 
 def test_balance_is_the_lightest_replicas_share_of_an_even_split():
