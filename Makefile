@@ -11,7 +11,7 @@ JOURNAL ?= journal
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test]"
+	$(BIN)/python -m pip install --quiet -e ".[test,router]"
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -28,6 +28,7 @@ from .journal.manifest import EngineInfo, Environment, Failure, GateScore, Manif
 from .launch.environment import fingerprint
 from .launch.preflight import ResolvedPaths, preflight
 from .launch.process import AttachedEngine, Engine, EngineProcess
+from .launch.replicas import replica_record, replica_set
 from .launch.target import Target, api_key_of, target_for
 from .launch.verify import (
     check_tokenizer,
@@ -45,6 +46,7 @@ from .measure.host import pin_engine
 from .measure.log import MeasurementLog
 from .measure.loop import inactive_drafter, measure_plan
 from .measure.openloop import plan_of_round
+from .measure.replicas import describe_losses
 from .measure.turns import NoTurns, Turns, turns_for
 from .util.aio import run_blocking
 from .util.errors import EngineFailed, InputError, RunInterrupted
@@ -83,7 +85,8 @@ def _environment(candidate: Candidate, adapter: EngineAdapter, paths: ResolvedPa
     return Environment.model_validate(data)
 
 
-def _engine(candidate: Candidate, adapter: EngineAdapter, target: Target, writer: RunWriter) -> Engine:
+def _engine(candidate: Candidate, adapter: EngineAdapter, target: Target, writer: RunWriter,
+            headers: dict[str, str]) -> Engine:
     launch = candidate.launch
     if launch.mode == "attach":
         return AttachedEngine(target.base_url, adapter, writer.engine_log)
@@ -93,6 +96,9 @@ def _engine(candidate: Candidate, adapter: EngineAdapter, target: Target, writer
         assert target.compose_plan is not None
         writer.write_json("compose.json", target.compose_plan.document)
         return ComposeEngine(target.compose_plan, adapter, writer.path("compose.yaml"), writer.engine_log)
+    if target.replicas is not None:
+        return replica_set(target.replicas, candidate, adapter, writer.engine_log.parent,
+                           env={**adapter.launch_env(candidate), **launch.env}, headers=headers)
     return EngineProcess(target.argv, adapter, target.base_url, writer.engine_log,
                          env={**adapter.launch_env(candidate), **launch.env})
 
@@ -151,9 +157,10 @@ class RunContext:
         writer.write_launch({**identity.model_dump(mode="json"), "argv": redact_argv(target.argv),
                              # what servebook adds for the engine (vLLM's development mode) is recorded with the rest
                              "env": redact_env({**adapter.launch_env(candidate), **candidate.launch.env}),
-                             "cwd": os.getcwd(), "base_url": target.base_url})
+                             "cwd": os.getcwd(), "base_url": target.base_url,
+                             **(target.replicas.record(redact_argv) if target.replicas else {})})
         environment = _environment(candidate, adapter, paths, lane)
-        engine = _engine(candidate, adapter, target, writer)
+        engine = _engine(candidate, adapter, target, writer, _auth_headers(api_key))
         reporter.log(f"run {writer.run_id}: {candidate.label} ({candidate.id}) on {target.base_url}")
         info = EngineInfo(argv=redact_argv(target.argv), base_url=target.base_url, served_model=served_model,
                           verification=verification)
@@ -247,7 +254,8 @@ class RunContext:
         return Endpoint(info.base_url or "", self.adapter, model=info.served_model,
                         api_key=self.api_key or "servebook", slots=self.slots(),
                         engine_pid=info.pid if candidate.launch.mode == "local" else None,
-                        engine_log=self.writer.engine_log, request_extras=candidate.request_extras)
+                        engine_log=self.writer.engine_log, request_extras=candidate.request_extras,
+                        replica_urls=self.target.replica_urls, router_url=self.target.router_url)
 
     def slots(self) -> int | None:
         """How many requests the engine runs at once: what it reports, else what the candidate sets."""
@@ -296,18 +304,26 @@ class RunContext:
             writer.write_table("cells", [dict(row) for row in log.cell_rows()])
 
     def sealed(self) -> dict[str, Any]:
+        self.engine_info.replicas = replica_record(self.engine)[0]
         return {**self.identity.model_dump(), "environment": self.environment, "engine": self.engine_info,
                 "finished_at": utc_now()}
 
     def seal(self, failure: EngineFailed | None) -> RunRecord:
-        """The run's manifest, last: failed, or completed with its summary."""
+        """The run's manifest, last: failed, or completed with its summary (degraded, every cell kept, when one of
+        several replicas died while the others served)."""
         self.write_raw()
         writer, log = self.writer, self.log
+        died = replica_record(self.engine)[1]
         if failure is not None:
             return self.seal_failed(failure)
         if log.gate_results:
             writer.write_table("gates", [r.row() for r in log.gate_results])
-        writer.seal(Manifest(**self.sealed(), status="completed", failure=None, summary=_summary(log)))
+        lost = None
+        if died is not None:
+            lost = Failure(stage="measure", cause="replica_lost", message=f"{died}; {describe_losses(log.cell_rows())}")
+            self.reporter.log(f"run {writer.run_id} DEGRADED: {lost.message}")
+        writer.seal(Manifest(**self.sealed(), status="completed" if lost is None else "degraded", failure=lost,
+                             summary=_summary(log)))
         record = self.journal.run(writer.run_id)
         self.journal.index(write=True)
         return record

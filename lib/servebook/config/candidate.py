@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationInfo, field_validator, model_validator
 
 from .knobs import DRAFTERS_WITH_MODEL, Drafter, DrafterKind, Knobs, knobs_for
+from .replicas import ReplicaKill, Router
 from .secrets import SECRET_FLAGS, looks_secret
 from .shown import ShownAsYaml
 
@@ -69,7 +70,11 @@ class Launch(_Strict):
     cpus: list[int] | None = Field(
         None, min_length=1, description="local: CPUs every thread of the engine is held to once it serves (its start "
                                         "uses all); recorded in the run, not part of the identity")
-    replicas: int = Field(1, ge=1, le=64, description="compose: independent engine replicas")
+    replicas: int = Field(1, ge=1, le=64, description="independent engine replicas (local: one port each; compose: "
+                                                      "one service each); load and scrapes go to every one")
+    router: Router | None = Field(None, description="a router servebook starts in front of the replicas and measures "
+                                                    "through; without one servebook spreads the load itself")
+    kill_replica: ReplicaKill | None = Field(None, description="local: a fault plan that kills one replica mid-plan")
     volumes: list[str] = Field(default_factory=list, description="compose: host:container volume mounts")
     compile_cache: str | None = Field(None, description="compose: host directory; each replica gets its own subfolder")
     resources: Resources = Resources()
@@ -107,8 +112,9 @@ class Launch(_Strict):
                 raise ValueError(f"launch.url {self.url!r}: the port is not a number between 1 and 65535") from None
         if self.mode == "compose" and not self.image:
             raise ValueError("launch.image: compose mode needs a container image")
-        if self.mode != "compose" and (self.image or self.replicas != 1 or self.volumes or self.compile_cache):
-            raise ValueError("launch.image/replicas/volumes/compile_cache are only for mode: compose")
+        if self.mode != "compose" and (self.image or self.volumes or self.compile_cache):
+            raise ValueError("launch.image/volumes/compile_cache are only for mode: compose")
+        _check_replicas(self)
         if self.sim_faults and not self.simulator:
             raise ValueError("launch.sim_faults needs launch.simulator: true")
         if self.cpus is not None and self.mode != "local":
@@ -116,6 +122,20 @@ class Launch(_Strict):
         if self.host != "127.0.0.1" and self.mode == "local":
             raise ValueError("launch.host: local engines listen on 127.0.0.1 only")
         return self
+
+
+def _check_replicas(launch: Launch) -> None:
+    """Replicas are launched ones: an attached server is one endpoint; a fault needs a replica of its own to kill."""
+    if launch.mode == "attach" and (launch.replicas != 1 or launch.router or launch.kill_replica):
+        raise ValueError("launch.replicas/router/kill_replica: not for mode: attach (attach the router's URL instead)")
+    if launch.kill_replica is not None:
+        if launch.mode != "local":
+            raise ValueError("launch.kill_replica: only for mode: local (servebook kills a process it started)")
+        if launch.kill_replica.replica >= launch.replicas:
+            raise ValueError(f"launch.kill_replica.replica: {launch.kill_replica.replica} is not one of the "
+                             f"{launch.replicas} replica(s) (0 is the first)")
+    if launch.cpus is not None and launch.replicas != 1:
+        raise ValueError("launch.cpus: pins one engine; with launch.replicas, leave it unset")
 
 
 class Pins(_Strict):
@@ -130,7 +150,7 @@ class Pins(_Strict):
 
 
 #: launch fields that change what the engine does (port, host, timeouts and resources stay out)
-IDENTITY_LAUNCH_FIELDS = ("env", "image", "gpus", "replicas", "volumes", "compile_cache")
+IDENTITY_LAUNCH_FIELDS = ("env", "image", "gpus", "replicas", "volumes", "compile_cache", "router", "kill_replica")
 
 #: engine kind -> the engine's own check of a candidate (raises ValueError naming the field).
 #: Each adapter in servebook.engines registers itself here, so the engines own their facts while
@@ -188,6 +208,8 @@ class Candidate(ShownAsYaml, _Strict):
         # replicas, mounts, compile cache); only values that differ from the defaults enter, so
         # candidates recorded before these were part of the identity keep their ids.
         placement = self.launch.model_dump(mode="json", include=set(IDENTITY_LAUNCH_FIELDS), exclude_defaults=True)
+        if "router" in placement:
+            placement["router"].pop("ready_timeout_s", None)  # how long servebook waits, not what the router does
         if placement:
             data["launch"] = placement
         if self.launch.api_key_env:

@@ -30,6 +30,8 @@ class JudgedMetric:
     where: str | None = None
     #: why a rule on it selects no cells, where `selects` is empty
     no_selectors: str = ""
+    #: whether adding complete replicas is meant to multiply it (what a scaling rule may judge, config.scaling)
+    scales: bool = False
 
     @property
     def column(self) -> str:
@@ -42,14 +44,14 @@ class JudgedMetric:
 
 
 METRICS: dict[str, JudgedMetric] = {m.name: m for m in (
-    JudgedMetric("aggregate_tok_s", "decode", "aggregate decode", "tok/s", "higher"),
-    JudgedMetric("steady_tok_s", "decode", "steady-state decode", "tok/s", "higher"),
+    JudgedMetric("aggregate_tok_s", "decode", "aggregate decode", "tok/s", "higher", scales=True),
+    JudgedMetric("steady_tok_s", "decode", "steady-state decode", "tok/s", "higher", scales=True),
     JudgedMetric("per_request_tok_s", "decode", "per-request decode", "tok/s", "higher"),
     JudgedMetric("ttft_s", "decode", "TTFT", "s", "lower"),
     JudgedMetric("ttft_p90_s", "decode", "TTFT p90", "s", "lower"),
     JudgedMetric("prefill_tok_s", "prefill", "cold prefill", "tok/s", "higher", selects=("prompt_tokens",)),
     JudgedMetric("capacity_rps", "capacity", "capacity under the objectives", "requests/s", "higher", selects=(),
-                 where="per run", no_selectors="a run has one capacity (plan.capacity)"),
+                 where="per run", no_selectors="a run has one capacity (plan.capacity)", scales=True),
     # the median TTFT of a reuse cell's later turns, whose earlier turns the engine may have cached: what a prefix
     # cache (or its absence) costs an agent's next turn
     JudgedMetric("next_turn_ttft_s", "reuse", "next-turn TTFT", "s", "lower", selects=(), where="prompt reuse",
@@ -60,3 +62,18 @@ METRICS: dict[str, JudgedMetric] = {m.name: m for m in (
 LOWER_IS_BETTER = frozenset(name for name, m in METRICS.items() if m.lower_is_better)
 #: how each metric reads in a reason
 METRIC_WORDS = {name: m.words for name, m in METRICS.items()}
+
+
+def selector_problem(metric: str, concurrency: list[int] | None, category: str | None,
+                     prompt_tokens: list[int] | None) -> str | None:
+    """Why a rule on `metric` cannot narrow its cells by the selectors it gives; None when it can."""
+    selects = METRICS[metric].selects
+    given = [name for name, value in (("concurrency", concurrency), ("category", category),
+                                      ("prompt_tokens", prompt_tokens)) if value]
+    if not selects and given:
+        return f"{metric} rules select no cells: {METRICS[metric].no_selectors}"
+    if selects == ("prompt_tokens",) and (concurrency or category):
+        return f"{metric} rules select cells by prompt_tokens, not concurrency/category"
+    if "prompt_tokens" not in selects and prompt_tokens:
+        return f"{metric} rules select cells by concurrency/category, not prompt_tokens"
+    return None

@@ -6,7 +6,8 @@ import hashlib
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .metrics import LOWER_IS_BETTER, METRIC_WORDS, METRICS, Metric
+from .metrics import LOWER_IS_BETTER, METRIC_WORDS, METRICS, Metric, selector_problem
+from .scaling import ScalingRule
 
 __all__ = ["LOWER_IS_BETTER", "METRIC_WORDS", "ComparisonRule", "Metric", "RecordedBaseline", "VerdictRules"]
 
@@ -29,14 +30,9 @@ class ComparisonRule(_Strict):
 
     @model_validator(mode="after")
     def _selectors_fit_metric(self) -> "ComparisonRule":
-        selects = METRICS[self.metric].selects
-        given = [name for name in ("concurrency", "category", "prompt_tokens") if getattr(self, name)]
-        if not selects and given:
-            raise ValueError(f"{self.metric} rules select no cells: {METRICS[self.metric].no_selectors}")
-        if selects == ("prompt_tokens",) and (self.concurrency or self.category):
-            raise ValueError(f"{self.metric} rules select cells by prompt_tokens, not concurrency/category")
-        if "prompt_tokens" not in selects and self.prompt_tokens:
-            raise ValueError(f"{self.metric} rules select cells by concurrency/category, not prompt_tokens")
+        problem = selector_problem(self.metric, self.concurrency, self.category, self.prompt_tokens)
+        if problem:
+            raise ValueError(problem)
         return self
 
     @property
@@ -65,6 +61,8 @@ class VerdictRules(_Strict):
     require_valid: bool = Field(True, description="every cell valid: right lengths, no errors, cold prefill")
     require_reconciled: bool = Field(True, description="every cell's counters reconciled with the client")
     rules: list[ComparisonRule] = Field(default_factory=list)
+    #: candidates with more (or fewer) replicas than the baseline: the multiple they must hold (config.scaling)
+    scaling: list[ScalingRule] = Field(default_factory=list)
     max_runs: int | None = Field(
         None, ge=2, description="planned most runs per candidate when runs are added until decided (sweep "
                                 "--until-decided): each verdict then spends a share of its error at every look")
@@ -85,4 +83,5 @@ class VerdictRules(_Strict):
     def hash(self) -> str:
         # Unset new fields stay out, so verdicts recorded before they existed keep their rules hash.
         unset = {name for name in ("max_runs", "baseline_from") if getattr(self, name) is None}
+        unset |= set() if self.scaling else {"scaling"}
         return hashlib.sha256(self.model_dump_json(exclude=unset).encode()).hexdigest()[:12]

@@ -108,6 +108,8 @@ class Study(ShownAsYaml, _Strict):
                              f"(the study's candidates: {', '.join(names) or 'none'})")
         problems = [f"verdict.rules[{i}]: {problem}" for i, rule in enumerate(self.verdict.rules)
                     for problem in self.plan.unmatched(rule)]
+        problems += [f"verdict.scaling[{i}]: {problem}" for i, rule in enumerate(self.verdict.scaling)
+                     for problem in self.plan.unmatched(rule)]
         if self.search is not None:
             problems += [f"search.objective: {problem}" for problem in self.plan.unmatched(self.search.objective.rule())]
             problems += [f"search.screen.plan: {problem}"

@@ -23,7 +23,7 @@ from ..util.errors import InputError
 from ..util.suggest import close_names
 from .record import RunRecord
 
-STATUSES = ("completed", "failed", "incomplete", "interrupted", "damaged")
+STATUSES = ("completed", "failed", "incomplete", "interrupted", "damaged", "degraded")
 #: index columns one may filter and sort on, and their types
 COLUMNS: dict[str, type] = {"status": str, "study": str, "candidate": str, "candidate_id": str, "plan_id": str,
                             "engine": str, "started_at": str, "cells": int, "valid_cells": int, "failure": str,

@@ -152,7 +152,7 @@ def _write(frame: pd.DataFrame, root: Path, path: Path) -> None:
 
 
 #: every status a run in the journal can have (the manifest's three, a run never sealed, a damaged one)
-RUN_STATUSES = ("completed", "failed", "incomplete", "interrupted", "damaged")
+RUN_STATUSES = ("completed", "failed", "incomplete", "interrupted", "damaged", "degraded")
 
 
 def select(frame: pd.DataFrame, *, study: str | None = None, status: str | None = None, since: str | None = None,

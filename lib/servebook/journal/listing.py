@@ -25,7 +25,8 @@ def listing_blocks(location: str, frame: pd.DataFrame, wide: bool = False, total
         summary += f"; {total} in the journal"
     columns = ["run", "status", "verdict", "candidate", "valid"]
     table = Table(columns + extra + (["study", "engine", "started"] if wide else []))
-    css: dict[str, Style] = {"failed": "invalid", "damaged": "invalid", "incomplete": "warn", "interrupted": "warn"}
+    css: dict[str, Style] = {"failed": "invalid", "damaged": "invalid", "incomplete": "warn", "interrupted": "warn",
+                             "degraded": "warn"}
     for row in frame.to_dict("records"):
         cells = "-" if _missing(row["cells"]) else f"{row['valid_cells']}/{row['cells']}"
         verdict = "-" if _missing(row["verdict"]) else str(row["verdict"])

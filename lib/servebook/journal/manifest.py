@@ -133,6 +133,8 @@ class EngineInfo(_Record):
     memory: dict[str, Any] | None = None
     #: launch.cpus: the CPUs the engine's threads were held to once it served, and how many threads were pinned
     pinned: dict[str, Any] | None = None
+    #: launch.replicas: each replica's port and pid, the router, and every replica that died (launch.replicas)
+    replicas: dict[str, Any] | None = None
 
 
 class RunIdentity(_Record):
@@ -169,7 +171,8 @@ class Manifest(RunIdentity):
     schema_version: int = Field(SCHEMA_VERSION, alias="schema")
     run_id: str = ""
     #: interrupted: stopped by the user; its finished cells are kept, but it is no evidence for a verdict
-    status: Literal["completed", "failed", "interrupted"]
+    #: degraded: a replica of several died mid-plan (launch.replicas); its cells are kept, `failure` names the replica
+    status: Literal["completed", "failed", "interrupted", "degraded"]
     environment: Environment = Field(default_factory=Environment)
     engine: EngineInfo = Field(default_factory=EngineInfo)
     finished_at: str | None = None

@@ -25,7 +25,7 @@ DamageCode = Literal["manifest_unreadable", "manifest_incomplete", "table_missin
 
 #: how a run's headline is marked, by its status
 _STATUS_STYLE: dict[str, Style] = {"completed": "", "failed": "invalid", "incomplete": "warn", "interrupted": "warn",
-                                   "damaged": "invalid"}
+                                   "damaged": "invalid", "degraded": "warn"}
 
 
 @dataclass(frozen=True)

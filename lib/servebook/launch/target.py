@@ -1,5 +1,6 @@
-"""Where a run's engine will answer and what starts it (argv, or a compose project, or an attached URL), decided
-before the run's directory exists; and the API key it is started with and sent, read from the environment."""
+"""Where a run's engine will answer and what starts it (argv, a set of replicas behind an optional router, a compose
+project, or an attached URL), decided before the run's directory exists; and the API key it is started with and
+sent, read from the environment."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from ..config.errors import InputError
 from ..engines import EngineAdapter
 from .preflight import ResolvedPaths
 from .process import free_port
+from .replicas import ReplicaPlan, plan_replicas
 
 if TYPE_CHECKING:
     from .compose import ComposePlan
@@ -36,6 +38,22 @@ class Target:
     argv: list[str]
     base_url: str
     compose_plan: ComposePlan | None = None
+    #: launch.replicas / launch.router on this host: every replica's port and argv, and the router's
+    replicas: ReplicaPlan | None = None
+
+    @property
+    def replica_urls(self) -> tuple[str, ...]:
+        """Every replica's URL where there are several (each is scraped; the first is `base_url`); () for one."""
+        if self.replicas is not None:
+            return tuple(self.replicas.replica_urls)
+        if self.compose_plan is not None and len(self.compose_plan.host_ports) > 1:
+            return tuple(f"http://127.0.0.1:{port}" for port in self.compose_plan.host_ports)
+        return ()
+
+    @property
+    def router_url(self) -> str | None:
+        """The router the measured requests go through; None: servebook spreads them over `replica_urls`."""
+        return self.replicas.router_url if self.replicas is not None else None
 
 
 def target_for(candidate: Candidate, adapter: EngineAdapter, paths: ResolvedPaths, api_key: str | None) -> Target:
@@ -49,6 +67,16 @@ def target_for(candidate: Candidate, adapter: EngineAdapter, paths: ResolvedPath
         plan = render(candidate, adapter, model_path=paths.model_path, draft_path=paths.draft_path, first_port=port)
         return Target(["docker", "compose", "-p", plan.project, "up"], f"http://127.0.0.1:{plan.host_ports[0]}",
                        plan)
+    if launch.replicas > 1 or launch.router is not None:
+        replicas = plan_replicas(candidate, lambda p: local_argv(candidate, adapter, paths, api_key, p))
+        return Target(replicas.argvs[0], replicas.replica_urls[0], replicas=replicas)
+    return Target(local_argv(candidate, adapter, paths, api_key, port), f"http://{launch.host}:{port}")
+
+
+def local_argv(candidate: Candidate, adapter: EngineAdapter, paths: ResolvedPaths, api_key: str | None,
+               port: int) -> list[str]:
+    """The command line of one engine servebook starts here on `port` (the simulator in its place in tests)."""
+    launch = candidate.launch
     binary = None if launch.simulator else paths.engine_binary
     argv = adapter.argv(candidate, port=port, model_path=paths.model_path, draft_path=paths.draft_path,
                         binary=binary, backend=paths.backend)
@@ -57,4 +85,4 @@ def target_for(candidate: Candidate, adapter: EngineAdapter, paths: ResolvedPath
     if launch.simulator:
         argv = [sys.executable, "-m", "servebook.engines.simulator", "--flavor", candidate.engine,
                 *[f"--fault={fault}" for fault in launch.sim_faults], "--", *argv]
-    return Target(argv, f"http://{launch.host}:{port}")
+    return argv

@@ -104,6 +104,15 @@ class CellSummary(TypedDict, total=False):
     tok_s_per_w: float | None
     gpu_throttle: str | None
     gpu_foreign_pids: str | None
+    # several replicas (measure.replicas): JSON lists, one entry per replica, and the balance of their work
+    replicas_serving: int | None
+    replica_requests: str | None
+    replica_lost_requests: str | None
+    replica_generation_tokens: str | None
+    replica_prompt_tokens: str | None
+    replica_cached_tokens: str | None
+    replica_reconciliation: str | None
+    replica_balance: float | None
     # the peers' latency percentiles (ms) and throughputs (measure.latency.LATENCY_COLUMNS)
     ttft_mean_ms: float | None
     ttft_p50_ms: float | None

@@ -16,6 +16,7 @@ import httpx
 from openai import AsyncOpenAI
 
 from ..engines import ServerTimings
+from .routing import Route
 
 
 @dataclass
@@ -47,6 +48,8 @@ class RequestRecord:
     client_process: int | None = None
     #: sliced cells (plan.decode.slices): the slice the request was sent in; other seats measured between slices
     slice_index: int = 0
+    #: several replicas without a router: the replica servebook sent it to (measure.replicas; None: one endpoint)
+    replica: int | None = None
     chunk_times: list[float] = field(default_factory=list, repr=False)
     chunk_tokens: list[int | None] = field(default_factory=list, repr=False)
 
@@ -152,6 +155,11 @@ _SENDING: ContextVar[RequestRecord | None] = ContextVar("servebook_sending", def
 PREPARE_AHEAD_S = 0.1
 
 
+def sending_record() -> RequestRecord | None:
+    """The record of the request the current task is sending (for a transport that routes it)."""
+    return _SENDING.get()
+
+
 async def stamp_send(request: httpx.Request) -> None:
     """httpx's request hook: the send time is when the request leaves, after the SDK has validated and encoded it
     (about 62 ms for an 8,192-token prompt, a second at 128K, that would otherwise count as the engine's). An
@@ -169,13 +177,18 @@ def sending_client(**options: Any) -> httpx.AsyncClient:
     return httpx.AsyncClient(event_hooks={**hooks, "request": [*hooks.get("request", []), stamp_send]}, **options)
 
 
-def measuring_clients(base_url: str, api_key: str, headers: dict[str, str],
-                      timeout_s: float) -> tuple[httpx.AsyncClient, AsyncOpenAI]:
-    """The HTTP client and the SDK on it that a measurement sends through, in the run's process or a sender's."""
+def measuring_clients(base_url: str, api_key: str, headers: dict[str, str], timeout_s: float,
+                      route: Route | None = None) -> tuple[httpx.AsyncClient, AsyncOpenAI]:
+    """The HTTP client and the SDK on it that a measurement sends through, in the run's process or a sender's.
+    `route`: where the measured requests go instead of `base_url` (a router, or every replica in turn)."""
     # No keep-alive: an engine may close idle and long-lived connections on its own schedule (llama-server does),
     # and a request sent on a connection the server just closed fails spuriously.
     limits = httpx.Limits(max_connections=256, max_keepalive_connections=0)
-    http = sending_client(limits=limits, timeout=httpx.Timeout(timeout_s, connect=10), headers=headers)
+    transport: httpx.AsyncBaseTransport | None = None
+    if route is not None:
+        transport = route.transport(httpx.AsyncHTTPTransport(limits=limits), current=sending_record)
+    http = sending_client(limits=limits, timeout=httpx.Timeout(timeout_s, connect=10), headers=headers,
+                          transport=transport)
     # The SDK's annotation names its own vendored httpx; any httpx.AsyncClient works at run time.
     sdk = AsyncOpenAI(base_url=f"{base_url}/v1", api_key=api_key, http_client=http,  # type: ignore[arg-type]
                       max_retries=0, timeout=timeout_s)

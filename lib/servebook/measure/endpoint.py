@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from .roles import MeasuredEngine
+from .routing import Route
 
 
 @dataclass(frozen=True)
@@ -25,9 +26,18 @@ class Endpoint:
     engine_log: Path | None = None
     #: the candidate's own request fields, sent on top of the engine's way of forcing the length
     request_extras: Mapping[str, Any] = field(default_factory=dict)
+    #: several replicas (launch.replicas): every one's URL, each scraped; the first is `base_url`
+    replica_urls: tuple[str, ...] = ()
+    #: the router in front of them, which the measured requests go through (None: servebook spreads them)
+    router_url: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "base_url", self.base_url.rstrip("/"))
+
+    @property
+    def route(self) -> Route | None:
+        """Where the measured requests go instead of `base_url`: the router, or every replica in turn."""
+        return Route.of(self.replica_urls, self.router_url)
 
     @property
     def auth(self) -> dict[str, str]:

@@ -14,7 +14,7 @@ from types import TracebackType
 
 from ..config.plan import Plan
 from ..engines import EngineFailed
-from ..engines.counters import histogram_mean
+from ..engines.counters import Scrape, histogram_mean
 from ..util.files import tail_of
 from ..util.progress import Reporter, Task
 from .cells import (
@@ -49,6 +49,7 @@ from .kinds import cell_line, kind_of, kinds, label
 from .log import CellOutcome, MeasurementLog
 from .prompts import decode_prompt, filler_text
 from .reconcile import ClientCounts, reconcile
+from .replicas import replica_figures, scrape_replicas
 from .roles import MeasuredEngine
 from .scrape import scrape
 from .stats import slice_windows
@@ -78,7 +79,7 @@ class Measurement:
     async def __aenter__(self) -> "Measurement":
         # The key goes with every request, /metrics and the tokenizer included (llama.cpp protects them all).
         self.http, self.openai = measuring_clients(self.endpoint.base_url, self.endpoint.api_key, self.endpoint.auth,
-                                                   self.plan.request_timeout_s)
+                                                   self.plan.request_timeout_s, self.endpoint.route)
         if self.endpoint.model is None:  # chosen by the caller (model.served_name, checked against /v1/models)
             models = await self.http.get(f"{self.endpoint.base_url}/v1/models")
             listed = models.json().get("data") if models.status_code == 200 else None
@@ -190,7 +191,7 @@ class Measurement:
     async def run_cell(self, spec: CellSpec, on_done: OnDone = lambda: None) -> CellOutcome:
         log_offset = self._log_size()
         pid = self.endpoint.engine_pid
-        before = await scrape(self.http, self.endpoint.base_url)
+        before = await self._scrape()
         probe_ms = cpu_probe_ms()
         # between a sliced cell's slices the round's other seats measure, by design: their load is not foreign
         seated = process_trees(self.turns.others()) if spec.slices > 1 else set()
@@ -205,9 +206,11 @@ class Measurement:
                 self.log.partial_records.extend(records)
                 raise
         cpu_after = cpu_sample(pid, also_own=seated)
-        after = await scrape(self.http, self.endpoint.base_url)
+        after = await self._scrape()
         summary = self._summarize(spec, records, before, after, log_offset,
                                   foreign_cores(cpu_before, cpu_after) if pid else None, gpu.samples)
+        if self.endpoint.replica_urls:
+            summary.update(replica_figures(self.adapter, records, before, after, len(self.endpoint.replica_urls)))
         # Covariates, not verdicts: how fast this machine's CPU ran the same work just before the cell, and how much
         # of it the hypervisor took during it (launches of one configuration on a lent H200 differed by 20-25% in
         # decode with the engine's own CPU use unchanged)
@@ -219,6 +222,12 @@ class Measurement:
         self.log.telemetry.extend(telemetry_rows(spec.cell_id, cpu_before, cpu_after))
         self.log.telemetry.extend(sample.row(spec.cell_id) for sample in gpu.samples)
         return outcome
+
+    async def _scrape(self) -> Scrape:
+        """The engine's counters: every replica's, labelled by replica, where there are several."""
+        if self.endpoint.replica_urls:
+            return await scrape_replicas(self.http, self.endpoint.replica_urls)
+        return await scrape(self.http, self.endpoint.base_url)
 
     def _summarize(self, spec: CellSpec, records: list[RequestRecord], before, after, log_offset: int,
                    foreign: float | None, gpu_samples: list) -> CellSummary:

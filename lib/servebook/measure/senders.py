@@ -25,6 +25,7 @@ from typing import Any
 
 from ..util.errors import ServebookError
 from .client import PREPARE_AHEAD_S, RequestRecord, StreamRequest, measuring_clients, stream_request
+from .routing import Route
 
 #: what one sending process is given at most when the plan leaves the count to servebook: requests/s, below the
 #: ceilings measured against the simulator on 2-core machines (50/s on a busy one, 150/s on a quiet one, 16-token
@@ -53,6 +54,8 @@ class Connection:
     api_key: str
     headers: dict[str, str]
     timeout_s: float
+    #: several replicas: where the measured requests go (Endpoint.route)
+    route: Route | None = None
 
 
 @dataclass
@@ -93,7 +96,7 @@ def _send_share(connection: Connection, share: list[Send], process: int) -> list
 
 async def _send(connection: Connection, share: list[Send], process: int) -> list[RequestRecord]:
     http, client = measuring_clients(connection.base_url, connection.api_key, connection.headers,
-                                     connection.timeout_s)
+                                     connection.timeout_s, connection.route)
     try:
         await send_on_schedule(client, share, process)
     finally:

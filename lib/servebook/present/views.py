@@ -23,7 +23,8 @@ class RunReport(Renderable):
     def cells(self) -> list[dict]:
         """The run's cells with its objectives on each, and the latency percentiles a run recorded before they
         existed computes from its raw requests and chunks (in memory: a read writes nothing)."""
-        if self.run.status not in ("completed", "incomplete", "interrupted"):
+        # a degraded run keeps every cell it measured (one of its replicas died while the others served)
+        if self.run.status not in ("completed", "incomplete", "interrupted", "degraded"):
             return []
         from ..measure.latency import with_latency
         from .frontier import frontier_context
@@ -54,6 +55,8 @@ class RunReport(Renderable):
         failure = manifest.failure if manifest else None
         if run.status == "interrupted" and failure is not None:
             blocks.append(Text(failure.message, "warn"))
+        elif run.status == "degraded" and failure is not None:
+            blocks.append(Text(f"degraded: {failure.text}", "warn"))
         elif failure is not None:
             blocks.append(Text(f"failed during {failure.stage}: {failure.text}", "invalid"))
             if failure.log_tail:
@@ -148,6 +151,7 @@ class DryRunView(Renderable):
                                  else "  $ " + shlex.join(command))
             else:
                 lines.append("  $ " + shlex.join(item.argv))
+                lines += ["  $ " + shlex.join(command) for command in item.more_commands or []]
             held = "" if item.recorded is None or self.planned is None else \
                 f": {item.recorded} of {self.planned.repeats} runs recorded"
             blocks += [Text(f"{item.entry.name} ({item.entry.candidate.id}){held}", "heading"),

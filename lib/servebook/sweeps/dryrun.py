@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+from ..config.candidate import Candidate
 from ..config.secrets import redact_argv
 from ..config.study import Study, StudyEntry
 from ..engines import get_engine
@@ -22,6 +25,8 @@ class DryRunEntry:
     compose_commands: list[list[str]] | None = None
     #: of the study's repeats, how many the journal holds already (completed, or a failed load); None: no journal
     recorded: int | None = None
+    #: launch.replicas / launch.router on this host: every further replica's command line, then the router's
+    more_commands: list[list[str]] | None = None
 
 
 @dataclass
@@ -80,7 +85,36 @@ def dry_run(study: Study) -> list[DryRunEntry]:
         if candidate.launch.mode == "attach":
             out.append(DryRunEntry(entry, steps, [f"(attach to {candidate.launch.url}; nothing is launched)"]))
             continue
+        if candidate.launch.replicas > 1 or candidate.launch.router is not None:
+            commands = _replica_commands(candidate, lambda port: adapter.argv(candidate, port=port, model_path=model,
+                                                                             draft_path=draft))
+            out.append(DryRunEntry(entry, steps, commands[0], more_commands=commands[1:]))
+            continue
         argv = adapter.argv(candidate, port=candidate.launch.port or 0, model_path=model, draft_path=draft)
         argv = ["<port: free>" if a == "0" and i and argv[i - 1] == "--port" else a for i, a in enumerate(argv)]
         out.append(DryRunEntry(entry, steps, redact_argv(argv)))
     return out
+
+
+def _replica_commands(candidate: Candidate, argv_for: Callable[[int], list[str]]) -> list[list[str]]:
+    """Each replica's command line and the router's, with the ports a launch would pick free shown as such."""
+    from ..launch.replicas import plan_replicas
+
+    picked = itertools.count(1)  # stand-ins, named below: a dry run binds no socket
+    plan = plan_replicas(candidate, argv_for, port_for=lambda: next(picked))
+    free = {} if candidate.launch.port else {str(p): f"<port: free, replica {i}>" for i, p in enumerate(plan.ports)}
+    if plan.router_port is not None:
+        free[str(plan.router_port)] = "<port: free, router>"
+
+    def shown(argv: list[str]) -> list[str]:
+        out: list[str] = []
+        for arg in redact_argv(argv):
+            url, _, port = arg.rpartition(":")
+            if out and out[-1] == "--port":
+                arg = free.get(arg, arg)
+            elif url.startswith("http") and port in free:  # the router's --worker-urls
+                arg = f"{url}:{free[port]}"
+            out.append(arg)
+        return out
+
+    return [shown(argv) for argv in plan.argvs] + ([shown(plan.router_argv)] if plan.router_argv else [])

@@ -12,7 +12,9 @@ from typing import Literal, get_args
 FailureCause = Literal["bad_flag", "out_of_memory", "model_load", "model_not_served", "port_in_use", "timeout",
                        "crash", "warmup_failed", "drafter_inactive", "version_mismatch",
                        # not a failure of the engine: the user stopped the run (it is sealed `interrupted`)
-                       "interrupted"]
+                       "interrupted",
+                       # one replica of several died (launch.replicas): the run is sealed `degraded`, its cells kept
+                       "replica_lost"]
 FAILURE_CAUSES: tuple[str, ...] = get_args(FailureCause)
 
 #: The stage a failed run stopped in.

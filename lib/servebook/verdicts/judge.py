@@ -29,6 +29,7 @@ from ..util.render import Block, Renderable, Style, Table
 from .comparisons import Comparison, compare_rule, describe, settle
 from .evidence import baseline_evidence, run_cells, undisturbed
 from .recorded import ChosenBaseline, recorded_baseline
+from .scaling import ScalingComparison, scaling_comparisons
 
 Outcome = Literal["accepted", "rejected", "inconclusive", "failed"]
 
@@ -63,9 +64,11 @@ class Verdict:
 
 def judge_runs(runs: list[tuple[Manifest | None, pd.DataFrame | None]], baseline_runs: list[pd.DataFrame],
                rules: VerdictRules, *, is_baseline: bool, peers: dict[str, list[pd.DataFrame]] | None = None,
-               alpha: float = ALPHA, look: str = "", baseline_lost: list[str] | None = None) -> Verdict:
+               alpha: float = ALPHA, look: str = "", baseline_lost: list[str] | None = None,
+               scale: tuple[int, int] | None = None) -> Verdict:
     """A candidate's verdict from all of its runs (manifest and cells each) against the baseline's cells;
     `peers`: the study's other candidates' valid runs, whose between-run noise the comparison pools;
+    `scale`: the candidate's replicas and the baseline's, for the scaling rules;
     `baseline_lost`: why baseline runs were left out as damaged (a baseline whose evidence was lost leaves a sound
     candidate undecided, not rejected: running the baseline again decides it).
 
@@ -101,13 +104,13 @@ def judge_runs(runs: list[tuple[Manifest | None, pd.DataFrame | None]], baseline
         return Verdict("rejected", reasons + ["no valid baseline run to compare against"] + (baseline_lost or [])
                        + notes)
     verdict = _compare(kept, baseline_runs, rules, reasons, left_out=bool(notes), peers=peers, alpha=alpha,
-                       look=look)
+                       look=look, scale=scale)
     verdict.reasons += notes
     return verdict
 
 def _compare(completed: list[tuple[Manifest, pd.DataFrame]], baseline_runs: list[pd.DataFrame], rules: VerdictRules,
              reasons: list[str], left_out: bool = False, peers: dict[str, list[pd.DataFrame]] | None = None,
-             alpha: float = ALPHA, look: str = "") -> Verdict:
+             alpha: float = ALPHA, look: str = "", scale: tuple[int, int] | None = None) -> Verdict:
     """accepted: every judged cell non-inferior at one-sided `alpha` (an intersection-union test: no multiplicity
     penalty); rejected: some cell beyond the limit, with Holm's familywise control across the cells; else
     inconclusive."""
@@ -124,6 +127,7 @@ def _compare(completed: list[tuple[Manifest, pd.DataFrame]], baseline_runs: list
         elif not found:
             failing.append(describe(rule, found))
             settled = True
+    comparisons.extend(scaling_comparisons(runs, baseline_runs, rules.scaling, scale, alpha, peers))
     tested = settle(comparisons, alpha)
     for c in comparisons:
         if c.decision == "straddle":
@@ -138,6 +142,7 @@ def _compare(completed: list[tuple[Manifest, pd.DataFrame]], baseline_runs: list
         mine = [c for c in comparisons if c.metric == rule.metric and c.limit_pct == rule.max_regression_pct]
         if mine and all(c.ok for c in mine):
             passing.append(f"{METRIC_WORDS[rule.metric]}: {describe(rule, mine)}")
+    passing += [c.text() for c in comparisons if isinstance(c, ScalingComparison) and c.ok]
     # A gain is named whatever the outcome: a drafter rejected at four requests may still be far faster at one.
     gains = [f"better beyond the noise: {c.text()}" for c in comparisons if c.better]
     method = _method(comparisons, alpha, look)
@@ -297,6 +302,14 @@ def _recorded_baseline(study: Study, journal: Journal, runs: dict[str, list[RunR
     return recorded_baseline(journal, spec, study.plan.id, machine, own)
 
 
+def _scale(entry: StudyEntry, entries: list[StudyEntry], rules: VerdictRules) -> tuple[int, int] | None:
+    """The candidate's replicas and the study baseline's, where scaling rules judge them."""
+    baseline = next((e for e in entries if e.name == rules.baseline_entry), None)
+    if not rules.scaling or baseline is None:
+        return None
+    return entry.candidate.launch.replicas, baseline.candidate.launch.replicas
+
+
 def judge(study: Study, journal: Journal, *, append: bool = True) -> Judgement:
     """Judge every candidate's recorded runs under the study's current rules; append an event to the
     candidate's newest run where the verdict changed. A journal that does not exist is an error, not a study
@@ -307,7 +320,7 @@ def judge(study: Study, journal: Journal, *, append: bool = True) -> Judgement:
     if rules.baseline_entry is not None and not any(entry.name == rules.baseline for entry in entries):
         raise InputError(f"verdict.baseline: no candidate named {rules.baseline!r} in study {study.name} "
                          f"(names: {', '.join(e.name for e in entries)})")
-    found = {e.name: journal.find_all(e.candidate.id, study.plan.id, ("completed", "failed", "damaged"),
+    found = {e.name: journal.find_all(e.candidate.id, study.plan.id, ("completed", "failed", "damaged", "degraded"),
                                       archived=True) for e in entries}
     runs = {name: [r for r in records if r.status != "damaged" and not r.archived] for name, records in found.items()}
     left_out = {name: [r for r in records if r.status == "damaged" or r.archived] for name, records in found.items()}
@@ -333,7 +346,7 @@ def judge(study: Study, journal: Journal, *, append: bool = True) -> Judgement:
         is_baseline = entry.name == rules.baseline_entry
         verdict = judge_runs([(r.manifest, c) for r, c in zip(records, cells_by_name[entry.name])], baseline_cells, rules,
                              is_baseline=is_baseline, peers=peers, alpha=alpha, look=look,
-                             baseline_lost=baseline_lost)
+                             baseline_lost=baseline_lost, scale=_scale(entry, entries, rules))
         verdict.reasons += left_out_reasons(left_out[entry.name])
         if recorded and rules.baseline_from:
             verdict.reasons.append(recorded.describe(rules.baseline_from))

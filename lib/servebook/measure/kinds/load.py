@@ -51,7 +51,7 @@ class Load(KindBase):
         processes = processes_for(spec.rate, plan.client_processes, output_tokens=plan.output_tokens.mean)
         if processes > 1:
             connection = Connection(endpoint.base_url, endpoint.api_key, dict(endpoint.auth),
-                                    workloads.plan.request_timeout_s)
+                                    workloads.plan.request_timeout_s, endpoint.route)
             records = await workloads.senders.send(connection, sends, processes, on_done=on_done)
         else:
             start = time.monotonic() + 0.05

@@ -53,6 +53,7 @@ from .pages import (
     run_fingerprint,
     sections,
     status_reason,
+    study_charts,
     study_figures,
     summarize_run,
 )
@@ -269,8 +270,7 @@ class SiteBuilder:
             }
             forest = forest_spec(comparisons_of(chosen))
             return self._render("study.html.j2", "../", title=f"study {name}", study=study,
-                                charts=[{"id": "study-forest", "figure": forest}]
-                                + charts([s for s in shown if s.cells], "study"))
+                                charts=study_charts(forest, shown))
 
         self._page(f"studies/{page_slug(name)}.html", inputs, render)
         for suffix, text in study_files(name, chosen).items():  # what the page shows, as files to take away

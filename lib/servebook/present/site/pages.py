@@ -39,6 +39,7 @@ from ..load_tables import (
     load_table,
     throughput_table,
 )
+from ..scaling import ScalingPoint, scaling_spec
 from ..tables import estimate_tables, fmt, number, run_tables
 from .summary import RunSummary
 
@@ -192,6 +193,28 @@ def charts(summaries: list[RunSummary], prefix: str) -> list[dict]:
     specs = figure_specs(cells, {label: mean_gap_histogram(s.chunk_gaps for s in own) for label, own in by_label.items()},
                          {label: mean_turns(s.reuse_turns or [] for s in own) for label, own in by_label.items()})
     return [{"id": f"{prefix}-chart-{i}", "figure": spec} for i, spec in enumerate(specs)]
+
+
+def scaling_points(summaries: list[RunSummary]) -> list[ScalingPoint]:
+    """Each completed run's figure at its replica count, where the runs differ in launch.replicas: capacity where
+    every one measured it, else aggregate decode at the highest concurrency (one figure for the whole chart)."""
+    done = [s for s in summaries if s.status == "completed"]
+    counts = {int((s.candidate.get("launch") or {}).get("replicas") or 1) for s in done}
+    if len(counts) < 2:
+        return []
+    capacity = all(s.capacity_value is not None for s in done)
+    figure = "capacity (requests/s)" if capacity else "aggregate decode (tok/s)"
+    values = [(s, s.capacity_value if capacity else s.decode_value) for s in done]
+    return [ScalingPoint(int((s.candidate.get("launch") or {}).get("replicas") or 1), value, figure)
+            for s, value in values if value is not None]
+
+
+def study_charts(forest: dict, shown: list[RunSummary]) -> list[dict]:
+    """A study page's charts: the verdicts' forest, scaling against replica count where replicas differ, then every
+    kind's charts of the runs the verdicts compared."""
+    points = scaling_points(shown)
+    scaling = [{"id": "study-scaling", "figure": scaling_spec(points)}] if points else []
+    return [{"id": "study-forest", "figure": forest}] + scaling + charts([s for s in shown if s.cells], "study")
 
 
 def sections(summaries: list[RunSummary]) -> list[dict]:

@@ -1,0 +1,39 @@
+"""Several replicas of one engine measured as one endpoint: the router in front of them and the faults planted in them.
+
+Which router and which policy decide where every request goes, so both are part of the candidate's identity; the
+router's port is not (it is picked free at launch, like the engines').
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+#: routers servebook starts and measures through: maintained Rust routers installed from PyPI
+#: (`pip install sglang-router`, or vLLM's fork `vllm-router`); both take the same command line
+RouterKind = Literal["sglang-router", "vllm-router"]
+RouterPolicy = Literal["round_robin", "cache_aware", "random", "power_of_two"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Router(_Strict):
+    """A real router started in front of the replicas; every measured request goes through it."""
+
+    # Both required, so the identity names them whatever the defaults become.
+    kind: RouterKind
+    policy: RouterPolicy = Field(..., description="how the router picks a replica for each request "
+                                                            "(cache_aware keeps shared prefixes on one replica)")
+    args: list[str] = Field(default_factory=list, description="router flags servebook does not model")
+    ready_timeout_s: float = Field(60.0, gt=0)
+
+
+class ReplicaKill(_Strict):
+    """A fault plan: replica `replica` is killed (SIGKILL, its whole process group) `after_s` seconds after every
+    replica answered, so that it dies mid-plan; the run records which replica died, when, and what was lost."""
+
+    replica: int = Field(..., ge=0, description="index of the replica to kill (0 is the first)")
+    after_s: float = Field(..., gt=0, description="seconds after the replicas became ready")

@@ -1,0 +1,114 @@
+"""Replicas on one host: a port each, the router in front, the candidate's identity, and the GPU split of the
+seed's 4- and 8-GPU shapes (2x2 and 4x2: replicas x tensor parallel), checked from dry runs."""
+
+import itertools
+import sys
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from servebook.engines import get_engine
+from servebook.launch.compose import render
+from servebook.launch.replicas import gpu_split, plan_replicas
+from servebook.launch.target import Target
+from tests.helpers.candidates import make_candidate
+
+
+def ports():
+    counter = itertools.count(20000)
+    return lambda: next(counter)
+
+
+def test_each_replica_gets_its_own_port_and_the_router_points_at_them():
+    c = make_candidate("llamacpp", launch={"replicas": 2, "router": {"kind": "sglang-router",
+                                                                     "policy": "cache_aware"}})
+    plan = plan_replicas(c, lambda port: ["llama-server", "--port", str(port)], ports())
+    assert plan.ports == [20000, 20001] and plan.router_port == 20002
+    assert [a[-1] for a in plan.argvs] == ["20000", "20001"]
+    assert plan.router_argv[:3] == [sys.executable, "-m", "sglang_router.launch_router"]
+    argv = plan.router_argv
+    assert argv[argv.index("--worker-urls") + 1:argv.index("--policy")] == plan.replica_urls
+    assert argv[argv.index("--policy") + 1] == "cache_aware"
+    assert plan.route_urls == ["http://127.0.0.1:20002"]
+    without = plan_replicas(make_candidate("llamacpp", launch={"replicas": 3, "port": 8100}), lambda p: [str(p)])
+    assert without.ports == [8100, 8101, 8102] and without.route_urls == without.replica_urls
+
+
+def test_router_and_replicas_are_the_candidates_identity():
+    one = make_candidate("llamacpp")
+    two = make_candidate("llamacpp", launch={"replicas": 2})
+    routed = make_candidate("llamacpp", launch={"replicas": 2, "router": {"kind": "sglang-router",
+                                                                          "policy": "round_robin"}})
+    aware = make_candidate("llamacpp", launch={"replicas": 2, "router": {"kind": "sglang-router",
+                                                                         "policy": "cache_aware"}})
+    assert len({one.id, two.id, routed.id, aware.id}) == 4
+    assert "launch" not in one.identity(), "a one-replica candidate keeps the id it had before replicas"
+    assert routed.identity()["launch"]["router"] == {"kind": "sglang-router", "policy": "round_robin"}
+    patient = make_candidate("llamacpp", launch={"replicas": 2, "router": {"kind": "sglang-router",
+                                                                           "policy": "round_robin",
+                                                                           "ready_timeout_s": 120}})
+    assert patient.id == routed.id, "how long servebook waits for the router is not what the router does"
+
+
+@pytest.mark.parametrize("launch,match", [
+    ({"replicas": 2, "kill_replica": {"replica": 2, "after_s": 1}}, "not one of the 2 replica"),
+    ({"mode": "attach", "url": "http://127.0.0.1:1", "replicas": 2}, "not for mode: attach"),
+    ({"replicas": 2, "cpus": [0]}, "launch.cpus"),
+    ({"router": {"kind": "nginx", "policy": "round_robin"}}, "kind"),
+    ({"router": {"kind": "sglang-router"}}, "policy"),
+])
+def test_replica_settings_are_checked(launch, match):
+    with pytest.raises(ValidationError, match=match):
+        make_candidate("llamacpp", launch=launch)
+
+
+def test_compose_replicas_are_every_one_measured():
+    c = make_candidate("vllm", launch={"mode": "compose", "image": "vllm/vllm-openai:v0.26.0", "replicas": 2,
+                                       "gpus": [0, 1]})
+    plan = render(c, get_engine("vllm"), model_path="m", draft_path=None, first_port=31000)
+    target = Target(["docker", "compose", "up"], "http://127.0.0.1:31000", plan)
+    assert target.replica_urls == ("http://127.0.0.1:31000", "http://127.0.0.1:31001")
+    assert target.router_url is None, "compose replicas are spread by servebook"
+    one = make_candidate("vllm", launch={"mode": "compose", "image": "vllm/vllm-openai:v0.26.0"})
+    single = render(one, get_engine("vllm"), model_path="m", draft_path=None, first_port=31000)
+    assert Target([], "http://127.0.0.1:31000", single).replica_urls == (), "one engine is measured as before"
+
+
+@pytest.mark.parametrize("replicas,gpus", [(2, 4), (4, 8)])
+def test_gpu_split_of_the_seeds_shapes(replicas, gpus):
+    """2 replicas x TP2 on 4 GPUs and 4 x TP2 on 8: each replica its own pair, no GPU shared, in compose and in
+    process mode alike (a dry run: nothing starts)."""
+    knobs = {"tensor_parallel_size": 2}
+    local = make_candidate("vllm", knobs=knobs, launch={"replicas": replicas, "gpus": list(range(gpus))})
+    split = [e["CUDA_VISIBLE_DEVICES"] for e in gpu_split(local, get_engine("vllm"))]
+    assert split == [f"{2 * i},{2 * i + 1}" for i in range(replicas)]
+    compose = make_candidate("vllm", knobs=knobs, launch={"mode": "compose", "image": "vllm/vllm-openai:v0.26.0",
+                                                    "replicas": replicas, "gpus": list(range(gpus))})
+    services = render(compose, get_engine("vllm"), model_path="m", draft_path=None, first_port=31000).document
+    devices = [s["deploy"]["resources"]["reservations"]["devices"][0]["device_ids"]
+               for s in services["services"].values()]
+    assert [",".join(d) for d in devices] == split
+    assert len({port for s in services["services"].values() for port in s["ports"]}) == replicas
+
+
+def test_two_replicas_may_share_one_gpu_and_a_cpu_build_gets_no_split():
+    shared = make_candidate("vllm", launch={"replicas": 2, "gpus": [0, 0]})
+    assert gpu_split(shared, get_engine("vllm")) == [{"CUDA_VISIBLE_DEVICES": "0"}] * 2
+    assert gpu_split(make_candidate("llamacpp", launch={"replicas": 2, "simulator": True}),
+                     get_engine("llamacpp")) == []
+
+
+def test_a_dry_run_shows_every_replica_and_the_router_with_the_ports_it_would_pick():
+    from servebook.config import load_study
+    from servebook.sweeps.dryrun import dry_run
+
+    study = load_study(Path(__file__).parents[3] / "data" / "studies" / "tiny-replicas.yaml")
+    one, two = dry_run(study)
+    assert len(one.more_commands) == 1 and len(two.more_commands) == 2, "each replica's line, then the router's"
+    second, router = two.more_commands
+    assert second[second.index("--port") + 1] == "<port: free, replica 1>"
+    assert second[second.index("-np") + 1] == "2", "only ports are stand-ins"
+    urls = router[router.index("--worker-urls") + 1:router.index("--policy")]
+    assert urls == ["http://127.0.0.1:<port: free, replica 0>", "http://127.0.0.1:<port: free, replica 1>"]
+    assert router[router.index("--port") + 1] == "<port: free, router>"
