@@ -132,8 +132,9 @@ def models_random(
         if missing or not name:
             raise InputError("models random: give --params 0.5b|1b|3b|8b, or --name and every one of --layers "
                              "--width --heads --kv-heads --ffn" + (f" (missing: {', '.join(missing)})" if missing else ""))
+        sizes = {k: v for k, v in shape.items() if v is not None}  # all of them: none is missing
         try:
-            specs = [custom_spec(name, dtype=dtype, **shape)]
+            specs = [custom_spec(name, dtype=dtype, **sizes)]
         except ValueError as error:
             raise InputError(f"models random: {error}") from None
     formats = model_formats(format_)

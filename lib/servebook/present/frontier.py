@@ -8,7 +8,8 @@ these same functions.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, TypedDict
 
 from ..estimates import Estimate
 from .style import AXIS as _AXIS
@@ -29,7 +30,7 @@ def frontier_context(plan: dict[str, Any] | None, candidate: dict[str, Any] | No
             "slo_target": slo.get("attainment"), "gpus": gpus}
 
 
-def _colors(cells: list[dict]) -> dict[str, str]:
+def _colors(cells: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     names = list(dict.fromkeys(str(c.get("candidate")) for c in cells))
     return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(names)}
 
@@ -191,7 +192,18 @@ def user_rate(cell: dict) -> float:
     return tokens / (ttft + (tokens - 1) / rate)
 
 
-def pareto_points(cells: list[dict]) -> list[dict]:
+class ParetoPoint(TypedDict):
+    candidate: str
+    concurrency: int
+    runs: int
+    per_user: float
+    per_gpu: float
+    gpus: int
+    #: no other point is at least as good on both and better on one
+    front: bool
+
+
+def pareto_points(cells: list[dict]) -> list[ParetoPoint]:
     """Per candidate and decode concurrency: the mean over runs of tokens/s per user (`user_rate`) and of tokens/s
     per GPU (per server on a host without GPUs), with the point's place on the front of all candidates' points."""
     at: dict[tuple[str, int], list[dict]] = {}
@@ -199,13 +211,13 @@ def pareto_points(cells: list[dict]) -> list[dict]:
         if c.get("kind") == "decode" and c.get("valid") and number(c.get("per_request_tok_s")) \
                 and number(c.get("aggregate_tok_s")):
             at.setdefault((str(c.get("candidate")), int(c["concurrency"])), []).append(c)
-    points = []
+    points: list[ParetoPoint] = []
     for (candidate, concurrency), rows in at.items():
         share = max(1, int(number(rows[0].get("gpus")) or 0))
         points.append({"candidate": candidate, "concurrency": concurrency, "runs": len(rows),
                        "per_user": Estimate.of([user_rate(r) for r in rows]).mean,
                        "per_gpu": Estimate.of([float(r["aggregate_tok_s"]) / share for r in rows]).mean,
-                       "gpus": int(number(rows[0].get("gpus")) or 0)})
+                       "gpus": int(number(rows[0].get("gpus")) or 0), "front": False})
     for p in points:
         p["front"] = not any(q["per_user"] >= p["per_user"] and q["per_gpu"] >= p["per_gpu"]
                              and (q["per_user"] > p["per_user"] or q["per_gpu"] > p["per_gpu"]) for q in points)

@@ -71,11 +71,13 @@ def objectives_text(cell: dict) -> str:
     """The objectives a cell's run was held to ('TTFT <= 1 s, TPOT <= 100 ms for 90% of requests'), '-' without."""
     from ..config.load import ServiceObjectives
 
-    given = {k: number(cell.get(f"slo_{k}")) for k in ("ttft_s", "tpot_s", "e2e_s")}
-    if all(v is None for v in given.values()):
+    ttft, tpot, e2e = (number(cell.get(f"slo_{k}")) for k in ("ttft_s", "tpot_s", "e2e_s"))
+    if ttft is None and tpot is None and e2e is None:
         return "-"
     target = number(cell.get("slo_target"))
-    return ServiceObjectives(**given, **({} if target is None else {"attainment": target})).describe()
+    # a run recorded without a target was held to the objectives' default attainment
+    attainment = {} if target is None else {"attainment": target}
+    return ServiceObjectives(ttft_s=ttft, tpot_s=tpot, e2e_s=e2e, **attainment).describe()
 
 
 def load_table(cells, label: str | None = None) -> Table | None:

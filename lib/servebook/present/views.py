@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..config.study import Study
 from ..journal.store import RunRecord
@@ -12,6 +13,9 @@ from ..util.render import Block, Renderable, Style, Table, Text
 from ..verdicts.judge import Judgement
 from .load_tables import LATENCY_DEFINITIONS, capacity_text, cell_tables
 from .tables import DECODE_DEFINITIONS, PREFILL_DEFINITIONS, fit_table, memory_table, verification_table
+
+if TYPE_CHECKING:
+    from ..engines.sizing import ModelShape
 
 
 @dataclass
@@ -166,7 +170,7 @@ class DryRunView(Renderable):
 class MemoryView(Renderable):
     """A model's memory arithmetic and what fits on a host, replicas versus wider TP."""
 
-    shape: object  # engines.sizing.ModelShape
+    shape: ModelShape
     fits: list
     gpu_gib: float
     gpus: int
