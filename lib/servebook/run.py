@@ -185,7 +185,8 @@ class RunContext:
             with self.reporter.task(f"start {candidate.engine} and wait for readiness") as task:
                 ready_s = engine.wait_ready(candidate.launch.ready_timeout_s, on_poll=lambda s: task.update(s))
         except EngineFailed as error:
-            raise error.at("launch")
+            error.at("launch")
+            raise
         info.ready_s = round(ready_s, 3)
         if candidate.launch.cpus and engine.pid:
             info.pinned = {"cpus": candidate.launch.cpus, "threads": pin_engine(engine.pid, candidate.launch.cpus)}

@@ -85,7 +85,7 @@ def figures(requests: Iterable[Request], gaps: Sequence[float],
 def of_records(records: Sequence["RequestRecord"], duration_s: float | None = None) -> dict[str, float | None]:
     """The figures of measured requests (their chunk times as the client kept them)."""
     ok = [r for r in records if r.ok and r.t_first is not None and r.t_last is not None]
-    gaps = [b - a for r in ok for a, b in zip(r.chunk_times, r.chunk_times[1:])]
+    gaps = [b - a for r in ok for a, b in zip(r.chunk_times, r.chunk_times[1:], strict=False)]
     return figures(((r.t_send, r.t_first, r.t_last, r.prompt_tokens, r.completion_tokens) for r in ok), gaps,
                    duration_s)
 

@@ -81,7 +81,7 @@ class RunComparison(Renderable):
 
     def verdicts(self) -> Table:
         table = Table(["candidate", "run", "status", "verdict", "reasons"], title="Verdicts")
-        newest = {label: run for label, run in zip(self.labels, self.runs)}
+        newest = {label: run for label, run in zip(self.labels, self.runs, strict=True)}
         for label, run in newest.items():
             verdict = run.latest_verdict or {}
             reasons = verdict.get("reasons") or failure_reasons(run)
@@ -94,11 +94,11 @@ class RunComparison(Renderable):
         cells = cells_frame(self.runs)
         if cells.empty:
             return cells
-        label_of = dict(zip((r.run_id for r in self.runs), self.labels))
+        label_of = dict(zip((r.run_id for r in self.runs), self.labels, strict=True))
         return cells.assign(label=cells["run_id"].map(label_of))
 
     def config_diff(self) -> pd.DataFrame:
-        return config_diff({label: run.identity.candidate for label, run in zip(self.labels, self.runs)})
+        return config_diff({label: run.identity.candidate for label, run in zip(self.labels, self.runs, strict=True)})
 
     def tables(self) -> list[Table]:
         diff = Table.from_frame(self.config_diff(), title="Knobs that differ", index="knob")

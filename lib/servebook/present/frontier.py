@@ -124,7 +124,7 @@ def goodput_vs_load_spec(cells: list[dict]) -> dict:
         traces.append(_probe_line(
             candidate, colors[candidate], group, [_arrived(c) for c in group],
             [number(c.get("goodput_rps")) for c in group],
-            [[run_id[-6:], share, float(c["offered_rps"])] for c, share in zip(group, shares)],
+            [[run_id[-6:], share, float(c["offered_rps"])] for c, share in zip(group, shares, strict=True)],
             "%{x:.3g} arrived (%{customdata[2]:.3g} offered): %{y:.3g} met (%{customdata[1]}%, run %{customdata[0]})",
             legend=candidate not in shown))
         shown.add(candidate)
@@ -164,9 +164,10 @@ def capacity_spec(cells: list[dict]) -> dict:
             "marker": {"color": colors[name], "size": 9, "opacity": 0.8,
                        "symbol": ["triangle-right" if r.get("capacity_cliff") else "circle" for r in rows]},
             "error_x": {"type": "data", "symmetric": False, "thickness": 1.2, "width": 4,
-                        "array": [max(0.0, (number(r.get("capacity_high_rps")) or v) - v) for r, v in zip(rows, values)],
+                        "array": [max(0.0, (number(r.get("capacity_high_rps")) or v) - v)
+                                  for r, v in zip(rows, values, strict=True)],
                         "arrayminus": [max(0.0, v - (number(r.get("capacity_low_rps")) or v))
-                                       for r, v in zip(rows, values)]},
+                                       for r, v in zip(rows, values, strict=True)]},
             "customdata": [str(r.get("run_id", ""))[-6:] for r in rows],
             "hovertemplate": "%{x:.3g} requests/s (run %{customdata})<extra>%{fullData.name}</extra>"})
         estimate = Estimate.of(values)

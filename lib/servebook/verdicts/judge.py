@@ -331,7 +331,8 @@ def judge(study: Study, journal: Journal, *, append: bool = True) -> Judgement:
         peers = {name: frames for name, frames in evidence.items() if name not in (entry.name, rules.baseline_entry)}
         alpha, look = _look(study, records)
         is_baseline = entry.name == rules.baseline_entry
-        verdict = judge_runs([(r.manifest, c) for r, c in zip(records, cells_by_name[entry.name])], baseline_cells, rules,
+        judged = [(r.manifest, c) for r, c in zip(records, cells_by_name[entry.name], strict=True)]
+        verdict = judge_runs(judged, baseline_cells, rules,
                              is_baseline=is_baseline, peers=peers, alpha=alpha, look=look,
                              baseline_lost=baseline_lost)
         verdict.reasons += left_out_reasons(left_out[entry.name])
