@@ -191,6 +191,7 @@ def capacity_cmd(
     doubling then bisecting, read back through a monotone fit; the run is recorded like any other. Exits 1 when
     the objectives hold at no probed rate."""
     from ..config import validate
+    from ..config.metrics import measured_by
     from ..measure.capacity import describe_capacity
     from ..measure.capacity import figure as capacity_figure
     from ..run import run_candidate
@@ -207,7 +208,8 @@ def capacity_cmd(
     record = run_candidate(load_candidate(candidate_file), plan, open_journal(journal, create=True),
                            reporter=Reporter())
     cells = record.table("cells") if record.status == "completed" else None
-    row = None if cells is None else next(iter(cells[cells["kind"] == "capacity"].to_dict("records")), None)
+    capacity = cells[cells["kind"] == measured_by("capacity_rps")] if cells is not None else None
+    row = None if capacity is None else next(iter(capacity.to_dict("records")), None)
     if row is None:  # a failed load, or an engine that died mid-search: the report says which
         from ..present import report
 

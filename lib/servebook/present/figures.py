@@ -17,7 +17,7 @@ import pandas as pd
 from ..config.metrics import LOWER_IS_BETTER
 from ..journal.store import RunRecord
 from .frontier import frontier_context, frontier_specs
-from .kinds import PRESENT, LineChart, open_loop_kinds
+from .kinds import PRESENT, LineChart, open_loop_kinds, turn_chart_kinds
 from .style import AXIS as _AXIS
 from .style import LAYOUT as _LAYOUT
 from .style import PALETTE, fitted
@@ -277,8 +277,8 @@ def chunk_gap_spec(histograms: dict[str, dict]) -> dict:
 def turn_ttft_data(run: RunRecord) -> list[dict]:
     """Median TTFT per turn of a run's reuse cell (ms), with the share of each turn's prompt read from the cache."""
     cells = run.table("cells") if run.status == "completed" else None
-    if cells is None or "kind" not in cells or not (cells["kind"] == "reuse").any():
-        return []  # only runs that measured reuse have turns; the request table is not read for the others
+    if cells is None or "kind" not in cells or not cells["kind"].isin(turn_chart_kinds()).any():
+        return []  # only runs that measured a kind of turns have them; the request table is not read for the others
     requests = run.table("requests")
     if requests is None or "turn" not in requests or requests["turn"].isna().all():
         return []

@@ -11,7 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict
 
+from ..config.metrics import measured_by
 from ..estimates import Estimate
+from ..measure.kinds import traits_of
 from .style import AXIS as _AXIS
 from .style import LAYOUT, PALETTE, fitted
 from .tables import number
@@ -50,7 +52,7 @@ def _empty(layout: dict, text: str) -> dict:
 
 def load_cells(cells: list[dict]) -> list[dict]:
     """Open-loop cells (fixed rates and capacity probes) with an offered rate."""
-    return [c for c in cells if c.get("kind") == "load" and number(c.get("offered_rps"))]
+    return [c for c in cells if traits_of(c.get("kind")).open_loop and number(c.get("offered_rps"))]
 
 
 def _probe_line(candidate: str, color: str, group: list[dict], x: list[float], y: list, customdata: list,
@@ -138,7 +140,7 @@ def capacity_rows(cells: list[dict]) -> dict[str, list[dict]]:
     """candidate -> its runs' capacity cells."""
     out: dict[str, list[dict]] = {}
     for c in cells:
-        if c.get("kind") == "capacity" and number(c.get("capacity_rps")) is not None:
+        if c.get("kind") == measured_by("capacity_rps") and number(c.get("capacity_rps")) is not None:
             out.setdefault(str(c.get("candidate")), []).append(c)
     return out
 
@@ -209,7 +211,7 @@ def pareto_points(cells: list[dict]) -> list[ParetoPoint]:
     per GPU (per server on a host without GPUs), with the point's place on the front of all candidates' points."""
     at: dict[tuple[str, int], list[dict]] = {}
     for c in cells:
-        if c.get("kind") == "decode" and c.get("valid") and number(c.get("per_request_tok_s")) \
+        if c.get("kind") == measured_by("per_request_tok_s") and c.get("valid") and number(c.get("per_request_tok_s")) \
                 and number(c.get("aggregate_tok_s")):
             at.setdefault((str(c.get("candidate")), int(c["concurrency"])), []).append(c)
     points: list[ParetoPoint] = []
@@ -266,6 +268,7 @@ def frontier_specs(cells: list[dict]) -> list[dict]:
         specs += [latency_vs_load_spec(cells), goodput_vs_load_spec(cells)]
     if capacity_rows(cells):
         specs.append(capacity_spec(cells))
-    if len({(c.get("candidate"), c.get("concurrency")) for c in cells if c.get("kind") == "decode"}) >= 2:
+    decode = measured_by("per_request_tok_s")
+    if len({(c.get("candidate"), c.get("concurrency")) for c in cells if c.get("kind") == decode}) >= 2:
         specs.append(pareto_spec(cells))
     return specs

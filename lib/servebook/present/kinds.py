@@ -213,3 +213,8 @@ def open_loop_kinds() -> set[str]:
     return {name for name, entry in PRESENT.items() if entry.open_loop}
 
 
+def turn_chart_kinds() -> set[str]:
+    """The kinds whose runs get the per-turn chart, read from the run's requests."""
+    return {name for name, entry in PRESENT.items() if entry.turn_chart}
+
+

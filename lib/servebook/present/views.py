@@ -6,6 +6,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..config.metrics import measured_by
 from ..config.study import Study
 from ..journal.store import RunRecord
 from ..sweeps.dryrun import DryRunPlan
@@ -64,7 +65,7 @@ class RunReport(Renderable):
                 tail = "\n".join(failure.log_tail.splitlines()[-10:])
                 blocks.append(Text("engine log tail:\n" + tail, "dim", pre=True))
         cells = self.cells()
-        capacity = [c for c in cells if c.get("kind") == "capacity"]
+        capacity = [c for c in cells if c.get("kind") == measured_by("capacity_rps")]
         if capacity:
             blocks += [Text(f"capacity: {capacity_text(c)}", "heading") for c in capacity]
         tables = cell_tables(cells) if cells else []

@@ -15,7 +15,7 @@ from typing import Literal
 
 import pandas as pd
 
-from ..config.metrics import METRIC_WORDS
+from ..config.metrics import METRIC_WORDS, measured_by
 from ..config.rules import VerdictRules
 from ..config.study import Study, StudyEntry
 from ..estimates import ALPHA, spent_alpha
@@ -195,11 +195,12 @@ def _run_problems(manifest: Manifest, cells: pd.DataFrame, rules: VerdictRules, 
     if rules.require_reconciled:
         for row in cells[cells["reconciliation"] == "not_available"].itertuples():
             reasons.append(f"{prefix}{row.cell_id}: counters not available, so not reconciled")
-    if any(rule.kind == "capacity" for rule in rules.rules):
+    capacity = measured_by("capacity_rps")
+    if any(rule.kind == capacity for rule in rules.rules):
         # A capacity nobody measured (the objectives held at no probed rate) is a finding about the run, the
         # baseline's as much as a candidate's: it is no figure to compare, and leaving it out would accept a
         # baseline that holds no load and reject only the candidates measured against it.
-        for found in cells[cells["kind"] == "capacity"].to_dict("records"):
+        for found in cells[cells["kind"] == capacity].to_dict("records"):
             if capacity_figure(found, "capacity_rps") is None:
                 reasons.append(f"{prefix}capacity: the objectives held at no probed rate "
                                f"({int(capacity_figure(found, 'capacity_probes') or 0)} probes)")

@@ -23,6 +23,7 @@ class Load(KindBase):
     order = 50
     checks = CellChecks(per_request_lengths=True)
     reports_slo = True
+    open_loop = True
 
     def cells(self, plan: Plan) -> list[CellSpec]:
         load = plan.load
