@@ -40,17 +40,23 @@ def diff_table(candidates: dict[str, dict]) -> Table:
     return Table.from_frame(config_diff(candidates), title="Knobs that differ", index="knob")
 
 
-def failure_reasons(record: RunRecord) -> list[str]:
-    """Why a run has no verdict of its own to show: incomplete, failed, or not judged yet."""
-    if record.status == "incomplete":
+def unjudged_reasons(status: str, problem: str | None, failure: str | None) -> list[str]:
+    """Why a run has no verdict of its own to show: incomplete, interrupted, unreadable (`problem`), failed (the
+    failure's text), or not judged yet. One wording for a run read from the journal and one the site cached."""
+    if status == "incomplete":
         return ["incomplete: never sealed"]
-    if record.status == "interrupted":
+    if status == "interrupted":
         return ["interrupted by the user: no evidence for a verdict"]
-    if record.problem:
-        return [record.problem]
-    if record.manifest is not None and record.manifest.failure is not None:
-        return [record.manifest.failure.text]
+    if problem:
+        return [problem]
+    if failure:
+        return [failure]
     return ["not judged"]
+
+
+def failure_reasons(record: RunRecord) -> list[str]:
+    failure = record.manifest.failure if record.manifest is not None else None
+    return unjudged_reasons(record.status, record.problem, None if failure is None else failure.text)
 
 
 @dataclass

@@ -21,6 +21,7 @@ from ...config.secrets import Scrubber, redact_argv
 from ...journal.index import index_row
 from ...journal.store import RunRecord
 from ...util.render import Row, Style, Table
+from ..comparison import unjudged_reasons
 from ..figures import (
     chunk_gap_histogram_data,
     figure_specs,
@@ -297,15 +298,8 @@ def planning_table(summaries: list[RunSummary]) -> Table:
 
 
 def status_reason(s: RunSummary) -> list[str]:
-    if s.status == "incomplete":
-        return ["incomplete: never sealed"]
-    if s.status == "interrupted":
-        return ["interrupted by the user: no evidence for a verdict"]
-    if s.problem:
-        return [s.problem]
-    if s.failure:
-        return [f"{s.failure['cause']}: {s.failure['message']}"]
-    return ["not judged"]
+    """As failure_reasons, from the summary the site cached (its failure as the manifest's JSON)."""
+    return unjudged_reasons(s.status, s.problem, f"{s.failure['cause']}: {s.failure['message']}" if s.failure else None)
 
 
 
