@@ -45,8 +45,8 @@ lab: engine
 	$(BIN)/python -m pip install --quiet -e ".[lab]"
 	$(BIN)/jupyter lab --notebook-dir notebooks --no-browser $$( [ "$$(id -u)" = 0 ] && echo --allow-root ) $(LAB_FLAGS)
 
-# The code's own checks, before any test: layers (import-linter), types (mypy with the pydantic plugin, on the
-# packages pyproject.toml names), lint and sorted imports (ruff).
+# The code's own checks, before any test: layers (import-linter), types (mypy with the pydantic plugin, over the
+# whole servebook package), lint and sorted imports (ruff).
 check: setup
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/mypy

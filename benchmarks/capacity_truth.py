@@ -55,7 +55,7 @@ def expected_attainment(timing: TimingModel, rate: float, min_requests: int, see
         arrivals = schedule(plan.model_copy(update={"duration_s": window}), rate)
         latencies = open_loop_latencies(timing, [(a.due_s, a.prompt_tokens, a.output_tokens) for a in arrivals])
         met = [ttft <= (SLO.ttft_s or math.inf) and tpot <= (SLO.tpot_s or math.inf)
-               for a, (ttft, tpot) in zip(arrivals, latencies) if a.measured]
+               for a, (ttft, tpot) in zip(arrivals, latencies, strict=True) if a.measured]
         shares.append(sum(met) / len(met))
     return sum(shares) / len(shares)
 
@@ -128,7 +128,7 @@ def des_search(timing: TimingModel, seed: int, min_requests: int, narrowing: int
         latencies = open_loop_latencies(timing, [(a.due_s, a.prompt_tokens, a.output_tokens) for a in arrivals],
                                         speed)
         met = [ttft <= (SLO.ttft_s or math.inf) and tpot <= (SLO.tpot_s or math.inf)
-               for a, (ttft, tpot) in zip(arrivals, latencies) if a.measured]
+               for a, (ttft, tpot) in zip(arrivals, latencies, strict=True) if a.measured]
         share, low, high, _ = attainment_interval(met)
         return Probe(rate, len(met), share, low, high)
 
@@ -174,7 +174,8 @@ def virtual_verdicts(trials: int, repeats: int, run_noise: float, bracketing: in
     for shared in (True, False):
         rng = np.random.default_rng(5)
 
-        def runs(slowdown: float, trial: int, side: int) -> list[pd.DataFrame]:
+        def runs(slowdown: float, trial: int, side: int, rng: np.random.Generator = rng,
+                 shared: bool = shared) -> list[pd.DataFrame]:
             frames = []
             for k in range(repeats):
                 speed = slowdown * float(rng.lognormal(0.0, run_noise))
@@ -219,7 +220,7 @@ def coverage(min_requests: int, seeds: int = 300) -> None:
                                                                                   min_requests)}), rate)
             latencies = open_loop_latencies(timing, [(a.due_s, a.prompt_tokens, a.output_tokens) for a in arrivals])
             met = [ttft <= (SLO.ttft_s or math.inf) and tpot <= (SLO.tpot_s or math.inf)
-                   for a, (ttft, tpot) in zip(arrivals, latencies) if a.measured]
+                   for a, (ttft, tpot) in zip(arrivals, latencies, strict=True) if a.measured]
             exact = stats.binomtest(sum(met), len(met)).proportion_ci(0.95, method="exact")
             rows.append((*attainment_interval(met)[:3], exact.low, exact.high))
         expected = sum(r[0] for r in rows) / len(rows)

@@ -80,7 +80,11 @@ def show(*objects) -> None:
     try:
         from IPython.display import display
     except ImportError:  # pragma: no cover - plain python
-        from rich import print as display
+        from rich import print as rich_print
+
+        for obj in objects:
+            rich_print(obj)
+        return
     for obj in objects:
         display(obj)
 

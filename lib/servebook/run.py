@@ -12,10 +12,11 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from .config.candidate import Candidate
 from .config.claims import Verification
+from .config.metrics import measured_by
 from .config.parameters import Seat
 from .config.plan import Plan
 from .config.secrets import Scrubber, redact_argv, redact_env
@@ -39,6 +40,7 @@ from .launch.verify import (
     verify_attached,
     verify_claims,
 )
+from .measure.cells import CellSummary
 from .measure.endpoint import Endpoint
 from .measure.equivalence import compare_outputs
 from .measure.gates import gate_summary
@@ -53,6 +55,11 @@ from .util.errors import EngineFailed, InputError, RunInterrupted
 from .util.progress import Reporter
 
 
+def _figures(cells: list[CellSummary], metric: Literal["aggregate_tok_s", "prefill_tok_s"]) -> dict[str, float | None]:
+    """Per cell of the kind that measures `metric`, its figure."""
+    return {c["cell_id"]: c[metric] for c in cells if c["kind"] == measured_by(metric)}
+
+
 def _summary(log: MeasurementLog) -> Summary:
     cell_rows = log.cell_rows()
     valid = [c for c in cell_rows if c["valid"]]
@@ -62,8 +69,8 @@ def _summary(log: MeasurementLog) -> Summary:
         invalid_cells={c["cell_id"]: c["invalid_reasons"] for c in cell_rows if not c["valid"]},
         invalid_codes={c["cell_id"]: c["invalid_codes"].split(",") for c in cell_rows if not c["valid"]},
         reconciled_cells=sum(1 for c in cell_rows if c["reconciliation"] == "ok"),
-        decode_aggregate_tok_s={c["cell_id"]: c["aggregate_tok_s"] for c in valid if c["kind"] == "decode"},
-        prefill_tok_s={c["cell_id"]: c["prefill_tok_s"] for c in valid if c["kind"] == "prefill"},
+        decode_aggregate_tok_s=_figures(valid, "aggregate_tok_s"),
+        prefill_tok_s=_figures(valid, "prefill_tok_s"),
         gates={name: GateScore.model_validate(score) for name, score in gate_summary(log.gate_results).items()},
         batch_invariance=compare_outputs(log.outputs, log.outputs, "solo", "concurrent") if log.outputs else None,
         warmup_tok_s=[round(rate, 1) for rate in log.warmup.rates] if log.warmup else [],
@@ -192,7 +199,8 @@ class RunContext:
             with self.reporter.task(f"start {candidate.engine} and wait for readiness") as task:
                 ready_s = engine.wait_ready(candidate.launch.ready_timeout_s, on_poll=lambda s: task.update(s))
         except EngineFailed as error:
-            raise error.at("launch")
+            error.at("launch")
+            raise
         info.ready_s = round(ready_s, 3)
         if candidate.launch.cpus and engine.pid:
             info.pinned = {"cpus": candidate.launch.cpus, "threads": pin_engine(engine.pid, candidate.launch.cpus)}

@@ -62,9 +62,9 @@ def test_a_resident_sweep_measures_each_rounds_runs_in_turn(tmp_path):
         spans = sorted((cells.t_send.min(), cells.t_last.max(), record.manifest.study_entry, cell_id)
                        for record in members
                        for cell_id, cells in record.table("requests").groupby("cell_id"))
-        assert all(later[0] >= earlier[1] for earlier, later in zip(spans, spans[1:])), spans
+        assert all(later[0] >= earlier[1] for earlier, later in zip(spans, spans[1:], strict=False)), spans
         by_cell = [entry for _, _, entry, _ in spans]
-        assert all(a != b for a, b in zip(by_cell[::2], by_cell[1::2])), by_cell  # each cell: both seats in turn
+        assert all(a != b for a, b in zip(by_cell[::2], by_cell[1::2], strict=False)), by_cell  # each cell: both seats in turn
 
     # the verdict's block is the resident round, shared by the candidates measured in it
     blocks = {tuple(cells.attrs["block"])[1] for cells in run_cells(records) if cells is not None}

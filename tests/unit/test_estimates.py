@@ -77,7 +77,7 @@ def test_the_baseline_against_itself_is_not_rejected():
     rng = np.random.default_rng(3)
     rules = VerdictRules(rules=[ComparisonRule(metric="aggregate_tok_s", concurrency=[1, 4], max_regression_pct=7)])
     rejected = 0
-    for trial in range(20):
+    for _ in range(20):
         runs = [run_cells(*(200 * rng.normal(1, 0.02, 2)), prose_c1=100 * rng.normal(1, 0.02)) for _ in range(6)]
         verdict = judge_runs([(DONE, c) for c in runs[:3]], runs[3:], rules, is_baseline=False)
         rejected += verdict.outcome == "rejected"

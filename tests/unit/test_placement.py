@@ -56,7 +56,7 @@ def test_each_gpu_lane_runs_one_at_a_time_in_order_and_lanes_run_at_once():
     assert [(r.name, r.message) for r in results] == [(e.name, str(r)) for r, e, _ in placed], "placed order kept"
     for label in ("gpus 0", "gpus 1"):
         mine = sorted((s for s in spans if s[0] == label), key=lambda s: s[1])
-        assert all(a[2] <= b[1] for a, b in zip(mine, mine[1:])), "one run at a time on a lane"
+        assert all(a[2] <= b[1] for a, b in zip(mine, mine[1:], strict=False)), "one run at a time on a lane"
         assert [s[3] for s in mine] == [(r, e.name) for r, e, lane in placed if lane.label == label]
     first = {label: min(s[1] for s in spans if s[0] == label) for label in ("gpus 0", "gpus 1")}
     assert abs(first["gpus 0"] - first["gpus 1"]) < 0.04, "the two lanes ran side by side"

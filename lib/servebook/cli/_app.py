@@ -190,10 +190,10 @@ def friendly(fn):
         except ServebookError as error:
             code, label = next((v for kind, v in EXIT_CODES.items() if isinstance(error, kind)), (1, "error"))
             err.print(f"[bold red]{label}:[/] {error}", markup=True, highlight=False)
-            raise typer.Exit(code)
+            raise typer.Exit(code) from error
         except KeyboardInterrupt as interrupt:
             said = str(interrupt) if isinstance(interrupt, RunInterrupted) else "the engine was stopped"
             err.print(f"[yellow]interrupted[/]: {said}", markup=True, highlight=False)
-            raise typer.Exit(130)
+            raise typer.Exit(130) from interrupt
 
     return wrapper

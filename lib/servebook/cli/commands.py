@@ -132,8 +132,9 @@ def models_random(
         if missing or not name:
             raise InputError("models random: give --params 0.5b|1b|3b|8b, or --name and every one of --layers "
                              "--width --heads --kv-heads --ffn" + (f" (missing: {', '.join(missing)})" if missing else ""))
+        sizes = {k: v for k, v in shape.items() if v is not None}  # all of them: none is missing
         try:
-            specs = [custom_spec(name, dtype=dtype, **shape)]
+            specs = [custom_spec(name, dtype=dtype, **sizes)]
         except ValueError as error:
             raise InputError(f"models random: {error}") from None
     formats = model_formats(format_)
@@ -190,6 +191,7 @@ def capacity_cmd(
     doubling then bisecting, read back through a monotone fit; the run is recorded like any other. Exits 1 when
     the objectives hold at no probed rate."""
     from ..config import validate
+    from ..config.metrics import measured_by
     from ..measure.capacity import describe_capacity
     from ..measure.capacity import figure as capacity_figure
     from ..run import run_candidate
@@ -206,7 +208,8 @@ def capacity_cmd(
     record = run_candidate(load_candidate(candidate_file), plan, open_journal(journal, create=True),
                            reporter=Reporter())
     cells = record.table("cells") if record.status == "completed" else None
-    row = None if cells is None else next(iter(cells[cells["kind"] == "capacity"].to_dict("records")), None)
+    capacity = cells[cells["kind"] == measured_by("capacity_rps")] if cells is not None else None
+    row = None if capacity is None else next(iter(capacity.to_dict("records")), None)
     if row is None:  # a failed load, or an engine that died mid-search: the report says which
         from ..present import report
 

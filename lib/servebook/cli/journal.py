@@ -107,7 +107,7 @@ def history_cmd(
     from ..verdicts import history
 
     check_listing_format(history_format)
-    is_file = bool(study_arg) and (study_arg.endswith((".yaml", ".yml")) or Path(study_arg).is_file())
+    is_file = study_arg is not None and (study_arg.endswith((".yaml", ".yml")) or Path(study_arg).is_file())
     study = load_study(Path(study_arg)) if is_file and study_arg else None
     found = history(open_journal(journal), candidate, rules=_rules_of(study, 5.0), machine=machine,
                     plan_id=plan, study=study.name if study else study_arg)

@@ -107,7 +107,7 @@ class Launch(_Strict):
                 raise ValueError(f"launch.url {self.url!r}: not an http(s) URL; write it whole, "
                                  "e.g. http://127.0.0.1:8080")
             try:
-                parts.port
+                _ = parts.port  # urlsplit checks the port only when it is read
             except ValueError:
                 raise ValueError(f"launch.url {self.url!r}: the port is not a number between 1 and 65535") from None
         if self.mode == "compose" and not self.image:

@@ -58,6 +58,12 @@ METRICS: dict[str, JudgedMetric] = {m.name: m for m in (
                  no_selectors="they judge every reuse cell (plan.reuse)"),
 )}
 
+def measured_by(metric: Metric) -> str:
+    """The cell kind a metric is read from: its cells carry the figure, and the columns that come with it (a
+    capacity's interval and probes), as the rules judge it."""
+    return METRICS[metric].kind
+
+
 #: the metrics whose regression is a rise (times); the rest regress by falling (rates)
 LOWER_IS_BETTER = frozenset(name for name, m in METRICS.items() if m.lower_is_better)
 #: how each metric reads in a reason

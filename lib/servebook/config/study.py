@@ -51,8 +51,8 @@ class Axes(_Strict):
 
     def combinations(self) -> list[dict[str, Any]]:
         grid_names = list(self.grid)
-        grid = [dict(zip(grid_names, values)) for values in itertools.product(*self.grid.values())] or [{}]
-        zipped = [dict(zip(self.zip, values)) for values in zip(*self.zip.values())] or [{}]
+        grid = [dict(zip(grid_names, values, strict=True)) for values in itertools.product(*self.grid.values())] or [{}]
+        zipped = [dict(zip(self.zip, values, strict=True)) for values in zip(*self.zip.values(), strict=True)] or [{}]
         if not self.grid and not self.zip:
             return []
         return [{**g, **z} for g in grid for z in zipped]

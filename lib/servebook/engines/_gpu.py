@@ -114,6 +114,13 @@ class PythonServerAdapter(EngineAdapter):
     def uses_gpus(self, candidate: "Candidate") -> bool:
         return True
 
+    def local_binary(self, candidate: "Candidate", reporter: Any) -> str:
+        """The server's own command where it is installed on this host (named as the engine is), else the
+        candidate's launch.command."""
+        import shutil
+
+        return shutil.which(self.kind) or super().local_binary(candidate, reporter)
+
     async def tokenize(self, http: "httpx.AsyncClient", base_url: str, text: str, model: str,
                        headers: dict[str, str]) -> list[int] | None:
         return await tokenize_via(http, f"{base_url}/tokenize",

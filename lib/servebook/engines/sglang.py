@@ -104,11 +104,6 @@ class SGLangAdapter(_gpu.PythonServerAdapter):
     compile_cache_env = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
     process_markers = (b"sglang serve", b"sglang.launch_server")
 
-    def local_binary(self, candidate: "Candidate", reporter: Any) -> str:
-        import shutil
-
-        return shutil.which("sglang") or super().local_binary(candidate, reporter)
-
     kind = "sglang"
     knobs_model = SGLangKnobs
     flags = FLAGS

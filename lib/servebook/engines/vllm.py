@@ -87,11 +87,6 @@ class VLLMAdapter(_gpu.PythonServerAdapter):
     # not any command that mentions "vllm" (a servebook sweep of a vllm study is not an engine)
     process_markers = (b"vllm serve", b"vllm.entrypoints")
 
-    def local_binary(self, candidate: "Candidate", reporter: Any) -> str:
-        import shutil
-
-        return shutil.which("vllm") or super().local_binary(candidate, reporter)
-
     kind = "vllm"
     knobs_model = VLLMKnobs
     flags = FLAGS

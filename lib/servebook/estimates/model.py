@@ -92,7 +92,9 @@ def fit_contrasts(groups: dict[str, list[tuple[Block, float]]], baseline: str) -
     y = np.array([value for _, _, value in rows])
     if np.linalg.matrix_rank(x) < width:  # blocks confounded with groups: fit without them
         x, width, columns = x[:, :len(names)], len(names), []
-    described = [f"{len(levels)} {word}" for levels, word in zip(factors, _FACTOR_WORDS) if levels] if columns else []
+    # fewer block positions than words where no run was seated in a round
+    described = [f"{len(levels)} {word}" for levels, word in zip(factors, _FACTOR_WORDS, strict=False) if levels] \
+        if columns else []
     df = len(rows) - width
     counts = {name: sum(1 for n, _, _ in rows if n == name) for name in names}
     method = (f"variance pooled over {len(names)} candidates and {len(rows)} runs, moderated per candidate"
@@ -170,7 +172,7 @@ def _moderated_variances(residuals: Any, rows: list[tuple[str, Block, float]], n
         return None
     own: dict[str, tuple[float, int]] = {}
     for name in names:
-        values = [float(r) for r, (n, _, _) in zip(residuals, rows) if n == name]
+        values = [float(r) for r, (n, _, _) in zip(residuals, rows, strict=True) if n == name]
         own[name] = (sum(v * v for v in values), max(len(values) - 1, 0))
     spread = [ss / d / (stats.chi2.median(d) / d) for ss, d in own.values() if d > 0]
     if not spread:
@@ -230,7 +232,7 @@ def _nominal_levels(looks: int, first: int, alpha: float) -> tuple[float, ...]:
             continue
         mvn = stats.multivariate_normal(mean=np.zeros(k + 1), cov=corr[:k + 1, :k + 1])
 
-        def stay(c: float, k: int = k, mvn: Any = mvn) -> float:
+        def stay(c: float, k: int = k, mvn: Any = mvn, target: float = target) -> float:
             return float(mvn.cdf(np.array(bounds + [c]))) - target
 
         bounds.append(float(optimize.brentq(stay, -1.0, 10.0, xtol=1e-5)))

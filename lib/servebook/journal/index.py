@@ -114,7 +114,7 @@ def refresh(root: Path, runs_dir: Path, read: Callable[[str], RunRecord], write:
     now = stamps(runs_dir)
     path = root / INDEX_FILE
     known = _stored(path)
-    by_id = dict(zip(known["run_id"], known["stamp"])) if len(known) else {}
+    by_id = dict(zip(known["run_id"], known["stamp"], strict=True)) if len(known) else {}
     fresh = sorted(run_id for run_id, stamp in now.items() if not stamp or by_id.get(run_id) != stamp)
     fresh_ids = set(fresh)
     unchanged = known[known["run_id"].isin([r for r in now if r not in fresh_ids])]

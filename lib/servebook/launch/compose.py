@@ -166,7 +166,7 @@ class ComposeEngine(NoLocalProcess):
     def wait_ready(self, timeout_s: float, on_poll=None) -> float:
         started = time.monotonic()
         base = ["docker", "compose", "-f", str(self.compose_file), "-p", self.plan.project]
-        for service, port in zip(self.plan.services, self.plan.host_ports):
+        for service, port in zip(self.plan.services, self.plan.host_ports, strict=True):
             self._run(base + ["up", "-d", "--no-deps", service])
             self._started.append(service)
             client = EngineClient(f"http://{self.host}:{port}", timeout_s=2.0)

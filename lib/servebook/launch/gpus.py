@@ -91,7 +91,7 @@ def parse_p2p(text: str) -> dict[tuple[int, int], str]:
         parts = line.split()
         if parts and re.fullmatch(r"GPU\d+", parts[0]) and line is not header:
             row = int(parts[0][3:])
-            for col, value in zip(columns, parts[1:]):
+            for col, value in zip(columns, parts[1:], strict=False):
                 matrix[(row, col)] = value
     return matrix
 

@@ -52,7 +52,7 @@ def stalls_cannot_flip(met: list[bool], stalled: list[bool], target: float) -> b
     at 32 requests/s on the tiny model, none meeting the objectives), and such a probe says "fails" for certain."""
     if not met:
         return False
-    n, certain = len(met), sum(m and not s for m, s in zip(met, stalled))
+    n, certain = len(met), sum(m and not s for m, s in zip(met, stalled, strict=True))
     doubtful = sum(stalled)
     return (certain + doubtful) / n < target or certain / n >= target
 
@@ -145,7 +145,7 @@ def capacity_of(probes: list[Probe], target: float, precision_pct: float = 5.0) 
     certain = [p.rate for p in usable if p.low is not None and p.low >= target]
     failing = [p.rate for p in usable if p.high is not None and p.high < target and (capacity is None
                                                                                       or p.rate > capacity)]
-    above = [(p, f) for p, f in zip(usable, fitted) if capacity is not None and p.rate > capacity]
+    above = [(p, f) for p, f in zip(usable, fitted, strict=True) if capacity is not None and p.rate > capacity]
     cliff = bool(above) and bool(above[0][1] < target / 2 and
                                  (above[0][0].rate - (capacity or 0)) / max(capacity or 1e-9, 1e-9) * 100
                                  <= 2 * precision_pct)

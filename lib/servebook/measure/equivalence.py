@@ -16,8 +16,8 @@ def identical_share(a: list[int], b: list[int]) -> tuple[float, int | None]:
     longest = max(len(a), len(b))
     if longest == 0:
         return 1.0, None
-    same = sum(1 for x, y in zip(a, b) if x == y)
-    first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
+    same = sum(1 for x, y in zip(a, b, strict=False) if x == y)
+    first = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), None)
     if first is None and len(a) != len(b):
         first = min(len(a), len(b))
     return same / longest, first

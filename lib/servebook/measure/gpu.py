@@ -119,7 +119,7 @@ def _energy_j(samples: list[GpuSample]) -> float | None:
     total, seen = 0.0, False
     for index in {s.index for s in samples}:
         series = sorted((s.t, s.power_w) for s in samples if s.index == index and s.power_w is not None)
-        for (t0, p0), (t1, p1) in zip(series, series[1:]):
+        for (t0, p0), (t1, p1) in zip(series, series[1:], strict=False):
             total += (p0 + p1) / 2 * (t1 - t0)
             seen = True
     return total if seen else None

@@ -85,7 +85,7 @@ def figures(requests: Iterable[Request], gaps: Sequence[float],
 def of_records(records: Sequence["RequestRecord"], duration_s: float | None = None) -> dict[str, float | None]:
     """The figures of measured requests (their chunk times as the client kept them)."""
     ok = [r for r in records if r.ok and r.t_first is not None and r.t_last is not None]
-    gaps = [b - a for r in ok for a, b in zip(r.chunk_times, r.chunk_times[1:])]
+    gaps = [b - a for r in ok for a, b in zip(r.chunk_times, r.chunk_times[1:], strict=False)]
     return figures(((r.t_send, r.t_first, r.t_last, r.prompt_tokens, r.completion_tokens) for r in ok), gaps,
                    duration_s)
 
@@ -102,7 +102,9 @@ def _cell_of_table(cell: dict[str, Any], requests: "pd.DataFrame", chunks: "pd.D
     mine = requests[(requests["cell_id"] == cell["cell_id"]) & requests["error"].isna()
                     & requests["completion_tokens"].notna()]
     duration = value(cell.get("wall_s"))
-    if cell.get("kind") == "load":
+    from .kinds import traits_of  # the kinds import this module
+
+    if traits_of(cell.get("kind")).open_loop:
         if "measured" in mine:
             mine = mine[mine["measured"].astype(bool)]
         achieved = cell.get("achieved_rps")
@@ -123,8 +125,10 @@ def with_latency(cells: "pd.DataFrame", requests: "pd.DataFrame | None",
     they existed lacks them; a run that has them is returned as it is, and nothing is written back."""
     if cells.empty or set(LATENCY_COLUMNS) <= set(cells.columns) or requests is None or requests.empty:
         return cells
+    from .kinds import traits_of  # the kinds import this module
+
     found = [_cell_of_table({str(k): v for k, v in cell.items()}, requests, chunks)
-             if cell.get("kind") != "capacity" else {} for cell in cells.to_dict("records")]
+             if not traits_of(cell.get("kind")).derived else {} for cell in cells.to_dict("records")]
     out = cells.copy()
     for column in LATENCY_COLUMNS:
         if column not in out:

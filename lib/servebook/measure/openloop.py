@@ -86,7 +86,7 @@ def schedule(plan: LoadPlan, rate: float, trace: list[tuple[float, int, int]] | 
     times = [float(t) / rate for t in unit if t < horizon]
     prompts = _draw_lengths(np.random.default_rng([plan.seed, 1]), plan.prompt_tokens, len(times))
     outputs = _draw_lengths(np.random.default_rng([plan.seed, 2]), plan.output_tokens, len(times))
-    return [Arrival(t, p, max(o, 2), t >= plan.warmup_s) for t, p, o in zip(times, prompts, outputs)]
+    return [Arrival(t, p, max(o, 2), t >= plan.warmup_s) for t, p, o in zip(times, prompts, outputs, strict=True)]
 
 
 def plan_of_round(plan: Plan, round_: int) -> Plan:

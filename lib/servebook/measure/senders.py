@@ -226,7 +226,7 @@ class Senders:
         last_due = max((item.record.t_due or start for item in sends), default=start)
         await self._settled(futures, last_due - time.monotonic() + connection.timeout_s + SHARE_SLACK_S)
         records: list[RequestRecord] = []
-        for share, future in zip(shares, futures):
+        for share, future in zip(shares, futures, strict=True):
             if future.cancelled() or isinstance(future.exception(), BrokenProcessPool):
                 found = _lost(share)
                 self.close()  # a broken pool takes no more work

@@ -224,7 +224,7 @@ def _burst(r: RequestRecord) -> str:
     text = f"{r.completion_tokens} tokens in {span_ms:.0f} ms"
     times = [r.t_send, *r.chunk_times] if r.chunk_times else []
     if len(times) > 1:
-        wait = max(b - a for a, b in zip(times, times[1:]))
+        wait = max(b - a for a, b in zip(times, times[1:], strict=False))
         text += f" after a {1000 * wait:.0f} ms wait"
     return text
 

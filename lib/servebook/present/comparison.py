@@ -40,17 +40,23 @@ def diff_table(candidates: dict[str, dict]) -> Table:
     return Table.from_frame(config_diff(candidates), title="Knobs that differ", index="knob")
 
 
-def failure_reasons(record: RunRecord) -> list[str]:
-    """Why a run has no verdict of its own to show: incomplete, failed, or not judged yet."""
-    if record.status == "incomplete":
+def unjudged_reasons(status: str, problem: str | None, failure: str | None) -> list[str]:
+    """Why a run has no verdict of its own to show: incomplete, interrupted, unreadable (`problem`), failed (the
+    failure's text), or not judged yet. One wording for a run read from the journal and one the site cached."""
+    if status == "incomplete":
         return ["incomplete: never sealed"]
-    if record.status == "interrupted":
+    if status == "interrupted":
         return ["interrupted by the user: no evidence for a verdict"]
-    if record.problem:
-        return [record.problem]
-    if record.manifest is not None and record.manifest.failure is not None:
-        return [record.manifest.failure.text]
+    if problem:
+        return [problem]
+    if failure:
+        return [failure]
     return ["not judged"]
+
+
+def failure_reasons(record: RunRecord) -> list[str]:
+    failure = record.manifest.failure if record.manifest is not None else None
+    return unjudged_reasons(record.status, record.problem, None if failure is None else failure.text)
 
 
 @dataclass
@@ -81,7 +87,7 @@ class RunComparison(Renderable):
 
     def verdicts(self) -> Table:
         table = Table(["candidate", "run", "status", "verdict", "reasons"], title="Verdicts")
-        newest = {label: run for label, run in zip(self.labels, self.runs)}
+        newest = {label: run for label, run in zip(self.labels, self.runs, strict=True)}
         for label, run in newest.items():
             verdict = run.latest_verdict or {}
             reasons = verdict.get("reasons") or failure_reasons(run)
@@ -94,11 +100,11 @@ class RunComparison(Renderable):
         cells = cells_frame(self.runs)
         if cells.empty:
             return cells
-        label_of = dict(zip((r.run_id for r in self.runs), self.labels))
+        label_of = dict(zip((r.run_id for r in self.runs), self.labels, strict=True))
         return cells.assign(label=cells["run_id"].map(label_of))
 
     def config_diff(self) -> pd.DataFrame:
-        return config_diff({label: run.identity.candidate for label, run in zip(self.labels, self.runs)})
+        return config_diff({label: run.identity.candidate for label, run in zip(self.labels, self.runs, strict=True)})
 
     def tables(self) -> list[Table]:
         diff = Table.from_frame(self.config_diff(), title="Knobs that differ", index="knob")

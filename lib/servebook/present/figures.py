@@ -9,7 +9,7 @@ figures wrapped around the same dicts.
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from typing import Any, Iterable
 
 import numpy as np
 import pandas as pd
@@ -17,7 +17,7 @@ import pandas as pd
 from ..config.metrics import LOWER_IS_BETTER
 from ..journal.store import RunRecord
 from .frontier import frontier_context, frontier_specs
-from .kinds import PRESENT, LineChart, open_loop_kinds
+from .kinds import PRESENT, LineChart, open_loop_kinds, turn_chart_kinds
 from .style import AXIS as _AXIS
 from .style import LAYOUT as _LAYOUT
 from .style import PALETTE, fitted
@@ -88,7 +88,7 @@ def _line_spec(cells, x: str, y: str, title: str, x_title: str, y_title: str, ki
     subset = [c for c in records(cells) if c.get("kind") == kind]
     categories = list(dict.fromkeys(c.get("category") for c in subset)) if split_category and subset else [None]
     colors: dict[str, str] = {}  # also: the candidates already in the legend, whichever panel drew them first
-    layout = {**_LAYOUT, "title": {"text": title}}
+    layout: dict[str, Any] = {**_LAYOUT, "title": {"text": title}}
     width = 1.0 / len(categories)
     for i, category in enumerate(categories):
         axis = "" if i == 0 else str(i + 1)
@@ -277,16 +277,16 @@ def chunk_gap_spec(histograms: dict[str, dict]) -> dict:
 def turn_ttft_data(run: RunRecord) -> list[dict]:
     """Median TTFT per turn of a run's reuse cell (ms), with the share of each turn's prompt read from the cache."""
     cells = run.table("cells") if run.status == "completed" else None
-    if cells is None or "kind" not in cells or not (cells["kind"] == "reuse").any():
-        return []  # only runs that measured reuse have turns; the request table is not read for the others
+    if cells is None or "kind" not in cells or not cells["kind"].isin(turn_chart_kinds()).any():
+        return []  # only runs that measured a kind of turns have them; the request table is not read for the others
     requests = run.table("requests")
     if requests is None or "turn" not in requests or requests["turn"].isna().all():
         return []
     out = []
-    for turn, group in requests[requests["turn"].notna() & requests["error"].isna()].groupby("turn"):
+    for _, group in requests[requests["turn"].notna() & requests["error"].isna()].groupby("turn"):
         ttft = (group["t_first"] - group["t_send"]).median() * 1000
         cached, prompt = group["cached_tokens"].sum(), group["prompt_tokens"].sum()
-        out.append({"turn": int(turn), "ttft_ms": float(ttft),
+        out.append({"turn": int(group["turn"].iloc[0]), "ttft_ms": float(ttft),
                     "cached_share": None if group["cached_tokens"].isna().any() or not prompt else float(cached / prompt)})
     return out
 

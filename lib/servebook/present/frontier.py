@@ -8,9 +8,12 @@ these same functions.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, TypedDict
 
+from ..config.metrics import measured_by
 from ..estimates import Estimate
+from ..measure.kinds import traits_of
 from .style import AXIS as _AXIS
 from .style import LAYOUT, PALETTE, fitted
 from .tables import number
@@ -29,7 +32,7 @@ def frontier_context(plan: dict[str, Any] | None, candidate: dict[str, Any] | No
             "slo_target": slo.get("attainment"), "gpus": gpus}
 
 
-def _colors(cells: list[dict]) -> dict[str, str]:
+def _colors(cells: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     names = list(dict.fromkeys(str(c.get("candidate")) for c in cells))
     return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(names)}
 
@@ -49,7 +52,7 @@ def _empty(layout: dict, text: str) -> dict:
 
 def load_cells(cells: list[dict]) -> list[dict]:
     """Open-loop cells (fixed rates and capacity probes) with an offered rate."""
-    return [c for c in cells if c.get("kind") == "load" and number(c.get("offered_rps"))]
+    return [c for c in cells if traits_of(c.get("kind")).open_loop and number(c.get("offered_rps"))]
 
 
 def _probe_line(candidate: str, color: str, group: list[dict], x: list[float], y: list, customdata: list,
@@ -123,7 +126,7 @@ def goodput_vs_load_spec(cells: list[dict]) -> dict:
         traces.append(_probe_line(
             candidate, colors[candidate], group, [_arrived(c) for c in group],
             [number(c.get("goodput_rps")) for c in group],
-            [[run_id[-6:], share, float(c["offered_rps"])] for c, share in zip(group, shares)],
+            [[run_id[-6:], share, float(c["offered_rps"])] for c, share in zip(group, shares, strict=True)],
             "%{x:.3g} arrived (%{customdata[2]:.3g} offered): %{y:.3g} met (%{customdata[1]}%, run %{customdata[0]})",
             legend=candidate not in shown))
         shown.add(candidate)
@@ -137,7 +140,7 @@ def capacity_rows(cells: list[dict]) -> dict[str, list[dict]]:
     """candidate -> its runs' capacity cells."""
     out: dict[str, list[dict]] = {}
     for c in cells:
-        if c.get("kind") == "capacity" and number(c.get("capacity_rps")) is not None:
+        if c.get("kind") == measured_by("capacity_rps") and number(c.get("capacity_rps")) is not None:
             out.setdefault(str(c.get("candidate")), []).append(c)
     return out
 
@@ -163,9 +166,10 @@ def capacity_spec(cells: list[dict]) -> dict:
             "marker": {"color": colors[name], "size": 9, "opacity": 0.8,
                        "symbol": ["triangle-right" if r.get("capacity_cliff") else "circle" for r in rows]},
             "error_x": {"type": "data", "symmetric": False, "thickness": 1.2, "width": 4,
-                        "array": [max(0.0, (number(r.get("capacity_high_rps")) or v) - v) for r, v in zip(rows, values)],
+                        "array": [max(0.0, (number(r.get("capacity_high_rps")) or v) - v)
+                                  for r, v in zip(rows, values, strict=True)],
                         "arrayminus": [max(0.0, v - (number(r.get("capacity_low_rps")) or v))
-                                       for r, v in zip(rows, values)]},
+                                       for r, v in zip(rows, values, strict=True)]},
             "customdata": [str(r.get("run_id", ""))[-6:] for r in rows],
             "hovertemplate": "%{x:.3g} requests/s (run %{customdata})<extra>%{fullData.name}</extra>"})
         estimate = Estimate.of(values)
@@ -191,21 +195,32 @@ def user_rate(cell: dict) -> float:
     return tokens / (ttft + (tokens - 1) / rate)
 
 
-def pareto_points(cells: list[dict]) -> list[dict]:
+class ParetoPoint(TypedDict):
+    candidate: str
+    concurrency: int
+    runs: int
+    per_user: float
+    per_gpu: float
+    gpus: int
+    #: no other point is at least as good on both and better on one
+    front: bool
+
+
+def pareto_points(cells: list[dict]) -> list[ParetoPoint]:
     """Per candidate and decode concurrency: the mean over runs of tokens/s per user (`user_rate`) and of tokens/s
     per GPU (per server on a host without GPUs), with the point's place on the front of all candidates' points."""
     at: dict[tuple[str, int], list[dict]] = {}
     for c in cells:
-        if c.get("kind") == "decode" and c.get("valid") and number(c.get("per_request_tok_s")) \
+        if c.get("kind") == measured_by("per_request_tok_s") and c.get("valid") and number(c.get("per_request_tok_s")) \
                 and number(c.get("aggregate_tok_s")):
             at.setdefault((str(c.get("candidate")), int(c["concurrency"])), []).append(c)
-    points = []
+    points: list[ParetoPoint] = []
     for (candidate, concurrency), rows in at.items():
         share = max(1, int(number(rows[0].get("gpus")) or 0))
         points.append({"candidate": candidate, "concurrency": concurrency, "runs": len(rows),
                        "per_user": Estimate.of([user_rate(r) for r in rows]).mean,
                        "per_gpu": Estimate.of([float(r["aggregate_tok_s"]) / share for r in rows]).mean,
-                       "gpus": int(number(rows[0].get("gpus")) or 0)})
+                       "gpus": int(number(rows[0].get("gpus")) or 0), "front": False})
     for p in points:
         p["front"] = not any(q["per_user"] >= p["per_user"] and q["per_gpu"] >= p["per_gpu"]
                              and (q["per_user"] > p["per_user"] or q["per_gpu"] > p["per_gpu"]) for q in points)
@@ -253,6 +268,7 @@ def frontier_specs(cells: list[dict]) -> list[dict]:
         specs += [latency_vs_load_spec(cells), goodput_vs_load_spec(cells)]
     if capacity_rows(cells):
         specs.append(capacity_spec(cells))
-    if len({(c.get("candidate"), c.get("concurrency")) for c in cells if c.get("kind") == "decode"}) >= 2:
+    decode = measured_by("per_request_tok_s")
+    if len({(c.get("candidate"), c.get("concurrency")) for c in cells if c.get("kind") == decode}) >= 2:
         specs.append(pareto_spec(cells))
     return specs

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ..config.metrics import METRIC_WORDS
 from ..util.render import Block, Renderable, Table, Text
 from ..verdicts import History, SliceComparison
-from .style import fitted
+from .style import AXIS, LAYOUT, PALETTE, fitted
 
 
 def _short(cell_id: str) -> str:
@@ -90,9 +91,9 @@ def _figure(value: float | None) -> str:
 def history_spec(history: History) -> dict:
     """Each followed cell relative to its first runs (100 = the median before the first step), run by run; dashed
     lines where the engine, image, driver or configuration changed, red rings where a step was confirmed."""
-    from .figures import _AXIS, _LAYOUT, PALETTE
-
-    traces, shapes, annotations = [], [], []
+    traces: list[dict[str, Any]] = []
+    shapes: list[dict[str, Any]] = []
+    annotations: list[dict[str, Any]] = []
     marked: set[int] = set()
     for i, line in enumerate(history.series):
         values = [p.value for p in line.points]
@@ -118,8 +119,8 @@ def history_spec(history: History) -> dict:
                            "y1": 1, "line": {"color": "#6b7280", "dash": "dash", "width": 1}})
             annotations.append({"x": at + 0.5, "y": 1, "xref": "x", "yref": "paper", "text": what, "showarrow": False,
                                 "font": {"size": 10, "color": "#6b7280"}, "xanchor": "left", "yanchor": "bottom"})
-    layout = {**_LAYOUT, "title": {"text": f"{history.candidate} over time, relative to its first runs"},
-              "xaxis": {**_AXIS, "title": {"text": "run, oldest first"}},
-              "yaxis": {**_AXIS, "title": {"text": "% of the first runs' median"}},
+    layout = {**LAYOUT, "title": {"text": f"{history.candidate} over time, relative to its first runs"},
+              "xaxis": {**AXIS, "title": {"text": "run, oldest first"}},
+              "yaxis": {**AXIS, "title": {"text": "% of the first runs' median"}},
               "legend": {"title": {"text": "cell"}}, "shapes": shapes, "annotations": annotations}
     return {"data": traces, "layout": layout}

@@ -88,7 +88,11 @@ class PresentKind:
 
 
 CHECK = Column("Check", "", "check")
-_MS = {"format": ".0f", "scale": 1000.0, "suffix": " ms"}
+
+
+def _ms(title: str, column: str) -> Column:
+    """A column of seconds, shown in whole milliseconds."""
+    return Column(title, column, ".0f", 1000.0, " ms")
 
 DECODE_DEFINITIONS = [
     "Aggregate tok/s: sum of completion tokens over the cell / (first send to last finish).",
@@ -124,7 +128,7 @@ PRESENT: dict[str, PresentKind] = {
         summary_rank=10,
         table=RunTable("Decode, {category} prompts", (
             Column("Concurrency", "concurrency", "int"), Column("Aggregate tok/s", "aggregate_tok_s"),
-            Column("Per request tok/s", "per_request_tok_s"), Column("TTFT", "ttft_s", **_MS), CHECK),
+            Column("Per request tok/s", "per_request_tok_s"), _ms("TTFT", "ttft_s"), CHECK),
             sort=("concurrency",), by_category=True),
         section=Section("Decode", DECODE_DEFINITIONS + [GAP_NOTE]),
         estimates=EstimateTable("Decode, {category} prompts", "concurrency", "Concurrency", (
@@ -145,8 +149,8 @@ PRESENT: dict[str, PresentKind] = {
         summary_rank=20,
         table=RunTable("Cold prefill", (
             Column("Prompt tokens", "target_prompt_tokens", "int"), Column("Prefill tok/s", "prefill_tok_s", ".0f"),
-            Column("First token", "ttft_s", **_MS), Column("Engine's first token", "engine_ttft_s", **_MS),
-            Column("Engine's prompt time", "engine_prompt_s", **_MS), CHECK), sort=("target_prompt_tokens",)),
+            _ms("First token", "ttft_s"), _ms("Engine's first token", "engine_ttft_s"),
+            _ms("Engine's prompt time", "engine_prompt_s"), CHECK), sort=("target_prompt_tokens",)),
         section=Section("Cold prefill", PREFILL_DEFINITIONS),
         estimates=EstimateTable("Cold prefill", "target_prompt_tokens", "Prompt tokens", (
             Column("Prefill tok/s", "prefill_tok_s", ".0f"), Column("First token ms", "ttft_s", ".0f", 1000.0))),
@@ -157,8 +161,8 @@ PRESENT: dict[str, PresentKind] = {
     "reuse": PresentKind(
         summary_rank=40,
         table=RunTable("Prompt reuse across turns", (
-            Column("Requests", "requests", "int"), Column("First-turn TTFT", "first_turn_ttft_s", **_MS),
-            Column("Next-turn TTFT", "next_turn_ttft_s", **_MS),
+            Column("Requests", "requests", "int"), _ms("First-turn TTFT", "first_turn_ttft_s"),
+            _ms("Next-turn TTFT", "next_turn_ttft_s"),
             Column("Cached share (next turns)", "cached_share", ".0%"), CHECK), sort=("cell_id",)),
         section=Section("Prompt reuse across turns", REUSE_DEFINITIONS),
         estimates=EstimateTable("Prompt reuse across turns", "requests", "Requests", (
@@ -172,8 +176,8 @@ PRESENT: dict[str, PresentKind] = {
         table=RunTable("Waves beyond the slot count (queue wait shows in TTFT)", (
             Column("Requests at once", "concurrency", "int"), Column("Slots", "slots", "int"),
             Column("Queued", "queued", "int"), Column("Aggregate tok/s", "aggregate_tok_s"),
-            Column("TTFT p50", "ttft_s", **_MS), Column("TTFT p90", "ttft_p90_s", **_MS),
-            Column("Engine's queue (mean)", "engine_queue_s", **_MS), CHECK), sort=("concurrency",)),
+            _ms("TTFT p50", "ttft_s"), _ms("TTFT p90", "ttft_p90_s"),
+            _ms("Engine's queue (mean)", "engine_queue_s"), CHECK), sort=("concurrency",)),
         section=Section("Waves beyond the slot count", WAVE_DEFINITIONS),
         estimates=EstimateTable("Waves beyond the slot count", "concurrency", "Requests at once", (
             Column("Aggregate tok/s", "aggregate_tok_s", ".1f"), Column("TTFT p50 ms", "ttft_s", ".0f", 1000.0),
@@ -207,5 +211,10 @@ def summarised() -> list[tuple[str, PresentKind]]:
 
 def open_loop_kinds() -> set[str]:
     return {name for name, entry in PRESENT.items() if entry.open_loop}
+
+
+def turn_chart_kinds() -> set[str]:
+    """The kinds whose runs get the per-turn chart, read from the run's requests."""
+    return {name for name, entry in PRESENT.items() if entry.turn_chart}
 
 

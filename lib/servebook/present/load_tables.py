@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..config.metrics import measured_by
+from ..measure.kinds import traits_of
 from ..util.render import Table
 from .tables import _rows, cell_check, estimate_text, fmt, kind_tables, number, records
 
@@ -36,7 +38,7 @@ def _ms(value: Any) -> str:
 def latency_table(cells, label: str | None = None) -> Table | None:
     """Per measured cell, a row per latency (TTFT, TPOT, ITL, end to end): mean, p50, p90 and p99 in ms, as
     `vllm bench serve` prints them; narrow enough for 80 columns."""
-    rows = [c for c in records(cells) if c.get("kind") != "capacity"
+    rows = [c for c in records(cells) if not traits_of(c.get("kind")).derived
             and any(number(c.get(f"{n}_p50_ms")) is not None for n in ("ttft", "e2e"))]
     if not rows:
         return None
@@ -54,7 +56,7 @@ def latency_table(cells, label: str | None = None) -> Table | None:
 
 def throughput_table(cells, label: str | None = None) -> Table | None:
     """Per measured cell: successful requests, requests/s, output and total (prompt + output) tokens/s."""
-    rows = [c for c in records(cells) if c.get("kind") != "capacity" and number(c.get("request_rps")) is not None]
+    rows = [c for c in records(cells) if not traits_of(c.get("kind")).derived and number(c.get("request_rps")) is not None]
     if not rows:
         return None
     table = Table(([label.capitalize()] if label else []) + ["Cell", "Requests", "Requests/s", "Output tok/s",
@@ -71,16 +73,18 @@ def objectives_text(cell: dict) -> str:
     """The objectives a cell's run was held to ('TTFT <= 1 s, TPOT <= 100 ms for 90% of requests'), '-' without."""
     from ..config.load import ServiceObjectives
 
-    given = {k: number(cell.get(f"slo_{k}")) for k in ("ttft_s", "tpot_s", "e2e_s")}
-    if all(v is None for v in given.values()):
+    ttft, tpot, e2e = (number(cell.get(f"slo_{k}")) for k in ("ttft_s", "tpot_s", "e2e_s"))
+    if ttft is None and tpot is None and e2e is None:
         return "-"
     target = number(cell.get("slo_target"))
-    return ServiceObjectives(**given, **({} if target is None else {"attainment": target})).describe()
+    # a run recorded without a target was held to the objectives' default attainment
+    attainment = {} if target is None else {"attainment": target}
+    return ServiceObjectives(ttft_s=ttft, tpot_s=tpot, e2e_s=e2e, **attainment).describe()
 
 
 def load_table(cells, label: str | None = None) -> Table | None:
     """Open-loop cells (fixed rates and capacity probes): offered against achieved, and the objectives' share."""
-    rows = [c for c in records(cells) if c.get("kind") == "load"]
+    rows = [c for c in records(cells) if traits_of(c.get("kind")).open_loop]
     if not rows:
         return None
     table = Table(([label.capitalize()] if label else []) + [
@@ -107,7 +111,7 @@ def capacity_text(cell: dict) -> str:
 
 def capacity_table(cells, label: str | None = None) -> Table | None:
     """Each run's capacity, its interval from the probes, and the objectives it was held under."""
-    rows = [c for c in records(cells) if c.get("kind") == "capacity"]
+    rows = [c for c in records(cells) if c.get("kind") == measured_by("capacity_rps")]
     if not rows:
         return None
     table = Table(([label.capitalize()] if label else []) + [
@@ -125,7 +129,7 @@ def capacity_table(cells, label: str | None = None) -> Table | None:
 def capacity_estimates(cells, label: str = "candidate") -> Table | None:
     """Per candidate: the mean capacity over its valid runs with a 95% interval over runs, the range of the runs
     and the objectives (a candidate whose runs were held to different objectives gets a row per objective)."""
-    rows = [c for c in records(cells) if c.get("kind") == "capacity" and c.get("valid")]
+    rows = [c for c in records(cells) if c.get("kind") == measured_by("capacity_rps") and c.get("valid")]
     if not rows:
         return None
     table = Table([label.capitalize(), "Objectives", "Runs", "Capacity req/s (mean, 95% interval over runs)",
@@ -163,7 +167,7 @@ def capacity_cells(runs: dict[str, list], label: str = "candidate") -> list[dict
                 continue
             context = run_context(record)
             out += [{**row, **context, label: name, "run_id": record.run_id}
-                    for row in cells[cells["kind"] == "capacity"].to_dict("records")]
+                    for row in cells[cells["kind"] == measured_by("capacity_rps")].to_dict("records")]
     return out
 
 

@@ -4,14 +4,12 @@ so far), beside the tables of what was pruned, screened and confirmed (SearchRes
 from __future__ import annotations
 
 from ..sweeps.search import SearchResult
-from .style import fitted
+from .style import AXIS, LAYOUT, PALETTE, fitted
 
 
 @fitted
 def search_spec(result: SearchResult) -> dict:
     """Screening launches in order with the best figure so far, then each confirmed configuration's runs."""
-    from .figures import _AXIS, _LAYOUT, PALETTE
-
     lower = result.lower_is_better
     measured = [(i + 1, s) for i, s in enumerate(result.screened) if s.value is not None]
     best, line = None, []
@@ -35,9 +33,9 @@ def search_spec(result: SearchResult) -> dict:
                        "x": xs, "y": c.values, "hovertemplate": "%{y:,.4g}<extra>%{fullData.name}</extra>",
                        "marker": {"symbol": "diamond", "size": 10,
                                   "color": "#067647" if c.name == result.winner else PALETTE[(k + 2) % len(PALETTE)]}})
-    layout = {**_LAYOUT, "title": {"text": f"{result.objective}: {len(result.screened)} screened, "
+    layout = {**LAYOUT, "title": {"text": f"{result.objective}: {len(result.screened)} screened, "
                                            f"{len(result.confirmed)} confirmed, {len(result.pruned)} pruned unlaunched"},
-              "legend": {**_LAYOUT.get("legend", {}), "title": {"text": "launches"}},
-              "xaxis": {**_AXIS, "title": {"text": "launch, in order"}},
-              "yaxis": {**_AXIS, "title": {"text": result.objective}}}
+              "legend": {**LAYOUT.get("legend", {}), "title": {"text": "launches"}},
+              "xaxis": {**AXIS, "title": {"text": "launch, in order"}},
+              "yaxis": {**AXIS, "title": {"text": result.objective}}}
     return {"data": traces, "layout": layout}

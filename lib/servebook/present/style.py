@@ -8,13 +8,14 @@ import textwrap
 from typing import Any, Callable
 
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"]
-LAYOUT = {
+#: plotly's layout and axis JSON, which every figure copies and extends
+LAYOUT: dict[str, Any] = {
     "paper_bgcolor": "white", "plot_bgcolor": "white", "height": 380,
     "margin": {"t": 50, "b": 45, "l": 60, "r": 20},
     "font": {"family": "system-ui, sans-serif", "size": 12},
     "legend": {"title": {"text": "candidate / prompts"}},
 }
-AXIS = {"gridcolor": "#e5e7eb", "zerolinecolor": "#d1d5db", "linecolor": "#9ca3af"}
+AXIS: dict[str, Any] = {"gridcolor": "#e5e7eb", "zerolinecolor": "#d1d5db", "linecolor": "#9ca3af"}
 
 #: Characters per line of a legend entry, a title or a category tick. plotly wraps none of them itself, and an entry
 #: wider than the chart pushed the plot aside (the verdict chart shrank to 60 px) or ran out of the frame.

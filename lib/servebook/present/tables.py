@@ -113,7 +113,7 @@ def kind_tables(cells, label: str | None = None) -> list[Table]:
 
 def side_by_side(cells: pd.DataFrame, labels: list[str]) -> list[Table]:
     """One table per metric: a row per cell, a column per candidate (cells carry a `label` column)."""
-    tables = []
+    tables: list[Table] = []
     if cells.empty:
         return tables
     compared = [(title, metric, kind, spec, scale) for kind, entry in summarised()

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from ..config.metrics import measured_by
 from ..config.study import Study
 from ..journal.store import RunRecord
 from ..sweeps.dryrun import DryRunPlan
@@ -12,6 +14,9 @@ from ..util.render import Block, Renderable, Style, Table, Text
 from ..verdicts.judge import Judgement
 from .load_tables import LATENCY_DEFINITIONS, capacity_text, cell_tables
 from .tables import DECODE_DEFINITIONS, PREFILL_DEFINITIONS, fit_table, memory_table, verification_table
+
+if TYPE_CHECKING:
+    from ..engines.sizing import ModelShape
 
 
 @dataclass
@@ -63,7 +68,7 @@ class RunReport(Renderable):
                 tail = "\n".join(failure.log_tail.splitlines()[-10:])
                 blocks.append(Text("engine log tail:\n" + tail, "dim", pre=True))
         cells = self.cells()
-        capacity = [c for c in cells if c.get("kind") == "capacity"]
+        capacity = [c for c in cells if c.get("kind") == measured_by("capacity_rps")]
         if capacity:
             blocks += [Text(f"capacity: {capacity_text(c)}", "heading") for c in capacity]
         tables = cell_tables(cells) if cells else []
@@ -170,7 +175,7 @@ class DryRunView(Renderable):
 class MemoryView(Renderable):
     """A model's memory arithmetic and what fits on a host, replicas versus wider TP."""
 
-    shape: object  # engines.sizing.ModelShape
+    shape: ModelShape
     fits: list
     gpu_gib: float
     gpus: int

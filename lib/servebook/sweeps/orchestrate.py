@@ -170,7 +170,7 @@ def run_pending(study: Study, entries: list[StudyEntry], journal: Journal, runne
         seated = _round_indices(placed, todo, seats)
         for number, indices in enumerate(seated, 1):
             done.update(zip(indices, run_round([placed[i] for i in indices], one, journal.root / ".sweeps", runner,
-                                               task.advance)))
+                                               task.advance), strict=True))
             if number < len(seated):
                 interim_verdicts(study, journal, reporter, f"after resident round {number} of {len(seated)}")
         return [done[i] for i in range(len(placed))]

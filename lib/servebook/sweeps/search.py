@@ -235,7 +235,7 @@ def _screen(study: Study, run: Orchestration, configs: list[Config], entries: li
             picks = _picks(features, observed, done, initial, count, spec.seed, spec.objective.lower_is_better)
             placed = [(0, entries[i], lanes[k % len(lanes)] if lanes else None) for k, (i, _) in enumerate(picks)]
             finished = run.placed(screen_study, placed, task.advance)
-            for (i, why), made in zip(picks, finished):
+            for (i, why), made in zip(picks, finished, strict=True):
                 done.add(i)
                 _note(result, journal, study, configs[i], made.run_id, why, observed, i)
                 reporter.log(f"screened {configs[i].name}: {result.screened[-1].status}, "
@@ -248,7 +248,7 @@ def _recorded_runs(journal: Journal, plan_id: str) -> dict[str, str]:
     if frame.empty:
         return {}
     chosen = frame[(frame["plan_id"] == plan_id) & frame["status"].isin(counted_statuses(retry_failed=False))]
-    return {str(c): str(r) for c, r in zip(chosen["candidate_id"][::-1], chosen["run_id"][::-1])}
+    return {str(c): str(r) for c, r in zip(chosen["candidate_id"][::-1], chosen["run_id"][::-1], strict=True)}
 
 
 def _picks(features: list, observed: dict[int, float], done: set[int], initial: int, count: int, seed: int,
@@ -303,7 +303,7 @@ def _confirm(study: Study, run: Orchestration, configs: list[Config], entries: l
     groups: dict[str, list[tuple[tuple[str, ...], float]]] = {}
     for i in top:
         records = journal.find_all(entries[i].candidate.id, study.plan.id, statuses=counted_statuses(False))
-        values = [(cells.attrs["block"], value) for record, cells in zip(records, run_cells(records))
+        values = [(cells.attrs["block"], value) for record, cells in zip(records, run_cells(records), strict=True)
                   if cells is not None and (value := _objective(record, study, cells)[0]) is not None]
         result.confirmed.append(Confirmed(configs[i].name, configs[i].overrides, [r.run_id for r in records],
                                           [v for _, v in values]))

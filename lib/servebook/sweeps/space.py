@@ -52,7 +52,7 @@ class Space:
         out = []
         names = list(self.knobs)
         for values in itertools.product(*self.knobs.values()):
-            overrides = dict(zip(names, values))
+            overrides = dict(zip(names, values, strict=True))
             features = tuple(x for name, value in overrides.items() for x in self._position(name, value))
             out.append(Config(combo_name(overrides), overrides, features))
         return out

@@ -210,7 +210,7 @@ def to_plain(blocks: list[Block]) -> str:
         widths = [max(len(row[i]) for row in rows if i < len(row)) for i in range(len(block.columns))]
         for n, row in enumerate(rows):
             cells = [value.rjust(width) if n and numeric_text(value) else value.ljust(width)
-                     for value, width in zip(row, widths)]
+                     for value, width in zip(row, widths, strict=False)]
             lines.append("  ".join(cells).rstrip())
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"

@@ -222,7 +222,7 @@ def settle(comparisons: list[Comparison], alpha: float) -> list[Comparison]:
     returns the cells that were tested. Verdicts and `servebook compare` both settle here, so a regression one
     of them reports the other reports too."""
     tested = [c for c in comparisons if c.p_beyond is not None and c.decision != "single"]
-    for c, beyond in zip(tested, holm([c.p_beyond or 1.0 for c in tested], alpha)):
+    for c, beyond in zip(tested, holm([c.p_beyond or 1.0 for c in tested], alpha), strict=True):
         if beyond:
             c.decision, c.ok = "fail", False
     _decision_bounds(tested, alpha)

@@ -13,7 +13,7 @@ def cell_codes(cells: pd.DataFrame) -> list[list[str]]:
     """Each recorded cell's fault codes (read from the text only for journals written before codes)."""
     codes = cells["invalid_codes"] if "invalid_codes" in cells.columns else [None] * len(cells)
     texts = cells["invalid_reasons"] if "invalid_reasons" in cells.columns else [None] * len(cells)
-    return [codes_of(c, t) for c, t in zip(codes, texts)]
+    return [codes_of(c, t) for c, t in zip(codes, texts, strict=True)]
 
 
 def undisturbed(cells: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -131,7 +131,7 @@ def one_identity(rows: pd.DataFrame, candidate: str, what: str, fix: str) -> Non
     qualification's was, continues that history). Taking the newest run's plan instead made `history baseline`
     change meaning with whichever study ran last; an id prefix must likewise name one id under one plan."""
     keys: dict[tuple[str, str], list[int]] = {}
-    for position, (p, c, i) in enumerate(zip(rows["plan_id"], rows["candidate"], rows["candidate_id"])):
+    for position, (p, c, i) in enumerate(zip(rows["plan_id"], rows["candidate"], rows["candidate_id"], strict=True)):
         keys.setdefault((str(p or ""), c if c == candidate else str(i)), []).append(position)
     if len(keys) <= 1:
         return
@@ -180,7 +180,7 @@ def _series(rows: pd.DataFrame, cells: pd.DataFrame, rules: list[ComparisonRule]
     facts = {row["run_id"]: (row["started_at"] or "", _marks(row)) for row in rows.to_dict("records")}
     run_ids = list(order)
     series: dict[tuple[str, str], CellSeries] = {}
-    for run, metric, cell_id, value in zip(points["run"], points["metric"], points["cell_id"], points["value"]):
+    for run, metric, cell_id, value in zip(points["run"], points["metric"], points["cell_id"], points["value"], strict=True):
         run_id = run_ids[run]
         started_at, marks = facts[run_id]
         series.setdefault((metric, cell_id), CellSeries(metric, cell_id, [])).points.append(

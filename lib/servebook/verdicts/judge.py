@@ -15,7 +15,7 @@ from typing import Literal
 
 import pandas as pd
 
-from ..config.metrics import METRIC_WORDS
+from ..config.metrics import METRIC_WORDS, measured_by
 from ..config.rules import VerdictRules
 from ..config.study import Study, StudyEntry
 from ..estimates import ALPHA, spent_alpha
@@ -200,11 +200,12 @@ def _run_problems(manifest: Manifest, cells: pd.DataFrame, rules: VerdictRules, 
     if rules.require_reconciled:
         for row in cells[cells["reconciliation"] == "not_available"].itertuples():
             reasons.append(f"{prefix}{row.cell_id}: counters not available, so not reconciled")
-    if any(rule.kind == "capacity" for rule in rules.rules):
+    capacity = measured_by("capacity_rps")
+    if any(rule.kind == capacity for rule in rules.rules):
         # A capacity nobody measured (the objectives held at no probed rate) is a finding about the run, the
         # baseline's as much as a candidate's: it is no figure to compare, and leaving it out would accept a
         # baseline that holds no load and reject only the candidates measured against it.
-        for found in cells[cells["kind"] == "capacity"].to_dict("records"):
+        for found in cells[cells["kind"] == capacity].to_dict("records"):
             if capacity_figure(found, "capacity_rps") is None:
                 reasons.append(f"{prefix}capacity: the objectives held at no probed rate "
                                f"({int(capacity_figure(found, 'capacity_probes') or 0)} probes)")
@@ -344,7 +345,8 @@ def judge(study: Study, journal: Journal, *, append: bool = True) -> Judgement:
         peers = {name: frames for name, frames in evidence.items() if name not in (entry.name, rules.baseline_entry)}
         alpha, look = _look(study, records)
         is_baseline = entry.name == rules.baseline_entry
-        verdict = judge_runs([(r.manifest, c) for r, c in zip(records, cells_by_name[entry.name])], baseline_cells, rules,
+        judged = [(r.manifest, c) for r, c in zip(records, cells_by_name[entry.name], strict=True)]
+        verdict = judge_runs(judged, baseline_cells, rules,
                              is_baseline=is_baseline, peers=peers, alpha=alpha, look=look,
                              baseline_lost=baseline_lost, scale=_scale(entry, entries, rules))
         verdict.reasons += left_out_reasons(left_out[entry.name])

@@ -82,7 +82,7 @@ def _recorded_within(runs: list[pd.DataFrame], cell_id: str, metric: str) -> flo
     cell's headline figure; None for journals written before cells recorded it."""
     errors = [float(e) for cells in runs if "within_se_pct" in cells
               for kind, e in zip(cells.loc[cells["cell_id"] == cell_id, "kind"],
-                                 cells.loc[cells["cell_id"] == cell_id, "within_se_pct"])
+                                 cells.loc[cells["cell_id"] == cell_id, "within_se_pct"], strict=True)
               if _headline(kind) == metric and pd.notna(e)]
     return _rms(errors)
 

@@ -39,7 +39,7 @@ def test_the_h200_capacity_and_search_read_as_published():
     capacity = [r.table("cells").set_index("cell_id").loc["capacity"] for r in runs]
     assert all(8 <= row["capacity_rps"] <= 12 for row in capacity)
     # the later rounds drew the arrivals of their round, the same for both candidates
-    seeds = sorted((int(row["arrival_seed"]), name) for row, name in zip(capacity, names)
+    seeds = sorted((int(row["arrival_seed"]), name) for row, name in zip(capacity, names, strict=True)
                    if row.get("arrival_seed") == row.get("arrival_seed") and row.get("arrival_seed") is not None)
     assert seeds == [(k, name) for k in range(3) for name in ("baseline", "slots-8")]
     # the committed study still names the plan these runs measured (its plan id), so they are judged, not "not run";

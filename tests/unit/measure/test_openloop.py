@@ -32,7 +32,7 @@ def test_every_rate_meets_the_same_bursts_and_lengths_compressed_in_time():
                     output_tokens={"distribution": "lognormal", "mean": 32, "cv": 1.0, "low": 2, "high": 256})
     slow, fast = schedule(plan, 4.0), schedule(plan, 10.0)
     assert len(fast) > 2 * len(slow)
-    for a, b in zip(slow, fast):
+    for a, b in zip(slow, fast, strict=False):
         assert b.due_s == pytest.approx(a.due_s * 0.4)
         assert (a.prompt_tokens, a.output_tokens) == (b.prompt_tokens, b.output_tokens)
     longer = schedule(plan.model_copy(update={"duration_s": 200}), 10.0)
@@ -53,7 +53,7 @@ def test_bursty_arrivals_scatter_more_than_poisson_ones():
 
     def gaps_cv(plan: LoadPlan) -> float:
         times = [a.due_s for a in schedule(plan, 10)]
-        gaps = [b - a for a, b in zip(times, times[1:])]
+        gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
         return statistics.stdev(gaps) / statistics.fmean(gaps)
 
     poisson = gaps_cv(LoadPlan(rates_rps=[10], duration_s=200))

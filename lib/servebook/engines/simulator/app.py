@@ -89,7 +89,8 @@ class _Completion:
         produced, cached = 0, 0
         if self.chat:
             yield self.chunk({"index": 0, "delta": {"role": "assistant", "content": None}, "finish_reason": None})
-        async for n, cached in engine.generate(self.prompt, self.max_tokens, self.ignore_eos, self.min_tokens):
+        # the last chunk's cached count is what the usage after the loop reports
+        async for n, cached in engine.generate(self.prompt, self.max_tokens, self.ignore_eos, self.min_tokens):  # noqa: B007
             text = "".join(WORDS[(produced + i) % len(WORDS)] for i in range(n))
             produced += n
             yield self.chunk(self.piece(text, None), usage=self.usage(produced) if self.continuous else None)
@@ -114,7 +115,8 @@ class _Completion:
         self.app.in_flight += 1
         drift = 0
         try:
-            async for n, cached in self.app.engine.generate(self.prompt, self.max_tokens, self.ignore_eos,
+            # the last chunk's cached count is what the usage after the loop reports
+            async for n, cached in self.app.engine.generate(self.prompt, self.max_tokens, self.ignore_eos,  # noqa: B007
                                                             self.min_tokens, streaming=False):
                 if "batch_variant" in self.app.config.faults and self.app.in_flight > 1 and produced >= 5:
                     drift = 1

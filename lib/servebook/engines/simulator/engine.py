@@ -50,7 +50,7 @@ class Engine:
         best = 0
         for previous in self.history:
             n = 0
-            for a, b in zip(previous, tokens):
+            for a, b in zip(previous, tokens, strict=False):
                 if a != b:
                     break
                 n += 1

@@ -7,10 +7,10 @@ import importlib
 import pkgutil
 
 from .base import CellKind, CellSpec, KindBase, OnDone, Window
-from .registry import cell_line, kind_of, kinds, label, plan_cells, register, unregister
+from .registry import cell_line, kind_of, kinds, label, plan_cells, register, traits_of, unregister
 
 __all__ = ["CellKind", "CellSpec", "KindBase", "OnDone", "Window", "cell_line", "kind_of", "kinds", "label", "plan_cells",
-           "register", "unregister"]
+           "register", "traits_of", "unregister"]
 
 for _module in pkgutil.iter_modules(__path__):
     if _module.name not in ("base", "registry"):

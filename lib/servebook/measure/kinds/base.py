@@ -68,6 +68,11 @@ class CellKind(Protocol):
     checks: CellChecks
     #: whether its cells report their attainment of the plan's objectives (plan.slo) and goodput
     reports_slo: bool
+    #: whether its cells send on a schedule at an offered rate, whatever the engine's pace, and count only the
+    #: requests of a measured window (open loop)
+    open_loop: bool
+    #: whether its rows are derived from other cells (a capacity search's probes), with no requests of their own
+    derived: bool
 
     def cells(self, plan: Plan) -> list[CellSpec]:
         """The cells `plan` measures of this kind, in order (none where the plan has no section for it)."""
@@ -115,6 +120,8 @@ class KindBase:
     headline: str | None = None
     checks: CellChecks = CellChecks()
     reports_slo: bool = False
+    open_loop: bool = False
+    derived: bool = False
 
     def cells(self, plan: Plan) -> list[CellSpec]:
         return []

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 class Capacity(KindBase):
     name = "capacity"
     order = 60
+    derived = True
 
     def derives(self, plan: Plan) -> bool:
         return plan.capacity is not None

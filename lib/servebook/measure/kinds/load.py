@@ -23,6 +23,7 @@ class Load(KindBase):
     order = 50
     checks = CellChecks(per_request_lengths=True)
     reports_slo = True
+    open_loop = True
 
     def cells(self, plan: Plan) -> list[CellSpec]:
         load = plan.load
@@ -47,7 +48,7 @@ class Load(KindBase):
         sends = [Send(workloads.record(spec, f"{spec.cell_id}-{i}", a.output_tokens, t_due=a.due_s,
                                        measured=a.measured),
                       workloads.request(a.output_tokens, prompt=prompt, extra_body=endpoint.extras(a.output_tokens)))
-                 for i, (a, prompt) in enumerate(zip(arrivals, prompts))]
+                 for i, (a, prompt) in enumerate(zip(arrivals, prompts, strict=True))]
         processes = processes_for(spec.rate, plan.client_processes, output_tokens=plan.output_tokens.mean)
         if processes > 1:
             connection = Connection(endpoint.base_url, endpoint.api_key, dict(endpoint.auth),

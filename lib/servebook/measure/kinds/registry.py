@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from ...config.plan import Plan
-from .base import CellKind, CellSpec
+from .base import CellKind, CellSpec, KindBase
 
 K = TypeVar("K", bound=CellKind)
 _KINDS: dict[str, CellKind] = {}
@@ -32,6 +32,15 @@ def kind_of(name: str) -> CellKind:
         return _KINDS[name]
     except KeyError:
         raise KeyError(f"no cell kind {name!r}; the kinds are {', '.join(_KINDS)}") from None
+
+
+#: what a row that names no registered kind reads as (a frame without the column): every default
+_UNKNOWN = KindBase()
+
+
+def traits_of(name: object) -> CellKind:
+    """The kind a cell row names (its `kind` column, read from a row or a frame), to ask what it is."""
+    return _KINDS.get(name, _UNKNOWN) if isinstance(name, str) else _UNKNOWN
 
 
 def kinds() -> list[CellKind]:

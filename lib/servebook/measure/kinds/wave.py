@@ -48,7 +48,7 @@ class Wave(KindBase):
             # Prompts are built before the burst, so the burst itself is only sends.
             prompts = [await workloads.unique_prompt(spec.category, length, f"{workloads.tag}:{spec.cell_id}:{i}")
                        for i in ids]
-            await asyncio.gather(*(one(i, prompt) for i, prompt in zip(ids, prompts)))
+            await asyncio.gather(*(one(i, prompt) for i, prompt in zip(ids, prompts, strict=True)))
         return records
 
     def figures(self, spec: CellSpec, records: list[RequestRecord], slots: int | None) -> dict[str, Any]:

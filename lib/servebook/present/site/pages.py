@@ -16,10 +16,12 @@ from typing import Any, Iterable
 
 import pandas as pd
 
+from ...config.metrics import measured_by
 from ...config.secrets import Scrubber, redact_argv
 from ...journal.index import index_row
 from ...journal.store import RunRecord
 from ...util.render import Row, Style, Table
+from ..comparison import unjudged_reasons
 from ..figures import (
     chunk_gap_histogram_data,
     figure_specs,
@@ -28,7 +30,7 @@ from ..figures import (
     run_context,
     turn_ttft_data,
 )
-from ..kinds import DECODE_DEFINITIONS, GAP_NOTE, PREFILL_DEFINITIONS, PRESENT
+from ..kinds import DECODE_DEFINITIONS, GAP_NOTE, PREFILL_DEFINITIONS, PRESENT, turn_chart_kinds
 from ..load_tables import (
     CAPACITY_DEFINITIONS,
     LATENCY_DEFINITIONS,
@@ -102,8 +104,8 @@ def summarize_run(record: RunRecord) -> RunSummary:
     cell_rows = _with_latency(record, _cell_rows(record.table_path("cells"))) if record.status == "completed" else []
     verdicts = record.verdicts()
     latest = verdicts[-1] if verdicts else {}
-    decode = [c for c in cell_rows if c.get("kind") == "decode" and c.get("valid")]
-    prefill = [c for c in cell_rows if c.get("kind") == "prefill" and c.get("valid")]
+    decode = [c for c in cell_rows if c.get("kind") == measured_by("aggregate_tok_s") and c.get("valid")]
+    prefill = [c for c in cell_rows if c.get("kind") == measured_by("prefill_tok_s") and c.get("valid")]
     top_c = max((c["concurrency"] for c in decode), default=None)
     top_p = max((int(c["target_prompt_tokens"]) for c in prefill), default=None)
     launch_argv = record.launch_argv
@@ -146,7 +148,7 @@ def summarize_run(record: RunRecord) -> RunSummary:
         **capacity_summary(cell_rows, run_context(record)),
         chunk_gaps=chunk_gap_histogram_data(record),
         frontier=run_context(record),
-        reuse_turns=turn_ttft_data(record) if any(c.get("kind") == "reuse" for c in cell_rows) else [],
+        reuse_turns=turn_ttft_data(record) if any(c.get("kind") in turn_chart_kinds() for c in cell_rows) else [],
         log_tail=record.log_tail(LOG_LINES),
         files=sorted(p.name for p in record.dir.iterdir() if p.is_file() and not p.name.startswith(".")),
         index_row=index_row(record),  # its row of the journal's index, for history() without reading the index
@@ -157,7 +159,7 @@ def summarize_run(record: RunRecord) -> RunSummary:
 def capacity_summary(cells: list[dict], context: dict) -> dict:
     """The run's capacity for listings: requests/s held (None where none was searched or none held) and the
     sentence with its interval and objectives."""
-    found = [c for c in cells if c.get("kind") == "capacity"]
+    found = [c for c in cells if c.get("kind") == measured_by("capacity_rps")]
     if not found:
         return {"capacity_value": None, "capacity_text": ""}
     cell = {**found[0], **context}
@@ -310,7 +312,8 @@ def planning_table(summaries: list[RunSummary]) -> Table:
             frame.rows.append(Row([s.label, f"{unit:.1f} tok/s at {s.decode_at} requests"] +
                                   [f"{unit * n:.0f} tok/s" for n in REPLICAS[1:]], css))
         for cell in s.cells:
-            held = number(cell.get("capacity_rps")) if cell.get("kind") == "capacity" and cell.get("valid") else None
+            held = number(cell.get("capacity_rps")) \
+                if cell.get("kind") == measured_by("capacity_rps") and cell.get("valid") else None
             if held is not None:
                 frame.rows.append(Row([s.label, f"{held:.3g} requests/s under the objectives"] +
                                       [f"{held * n:.3g} requests/s" for n in REPLICAS[1:]], css))
@@ -318,15 +321,8 @@ def planning_table(summaries: list[RunSummary]) -> Table:
 
 
 def status_reason(s: RunSummary) -> list[str]:
-    if s.status == "incomplete":
-        return ["incomplete: never sealed"]
-    if s.status == "interrupted":
-        return ["interrupted by the user: no evidence for a verdict"]
-    if s.problem:
-        return [s.problem]
-    if s.failure:
-        return [f"{s.failure['cause']}: {s.failure['message']}"]
-    return ["not judged"]
+    """As failure_reasons, from the summary the site cached (its failure as the manifest's JSON)."""
+    return unjudged_reasons(s.status, s.problem, f"{s.failure['cause']}: {s.failure['message']}" if s.failure else None)
 
 
 
