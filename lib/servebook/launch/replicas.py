@@ -63,7 +63,7 @@ class ReplicaPlan:
     def record(self, redact: Callable[[list[str]], list[str]]) -> dict[str, Any]:
         """What launch.json keeps of the set (argvs through `redact`)."""
         return {"replicas": [{"index": i, "port": p, "argv": redact(a)} for i, (p, a) in
-                             enumerate(zip(self.ports, self.argvs))],
+                             enumerate(zip(self.ports, self.argvs, strict=True))],
                 "router": None if self.router_argv is None else {"port": self.router_port,
                                                                  "argv": redact(self.router_argv)}}
 
@@ -245,7 +245,7 @@ class ReplicaSet:
     def record(self) -> dict[str, Any]:
         """What the run keeps of the set: each replica's port and pid, and every death."""
         return {"replicas": [{"index": i, "port": p, "pid": r.pid} for i, (p, r) in
-                             enumerate(zip(self.plan.ports, self.replicas))],
+                             enumerate(zip(self.plan.ports, self.replicas, strict=True))],
                 "router": None if self.router is None else {"url": self.plan.router_url, "pid": self.router.pid},
                 "deaths": [vars(d) for d in self.deaths]}
 

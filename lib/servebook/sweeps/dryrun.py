@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import statistics
 from collections.abc import Callable
@@ -86,14 +87,17 @@ def dry_run(study: Study) -> list[DryRunEntry]:
             out.append(DryRunEntry(entry, steps, [f"(attach to {candidate.launch.url}; nothing is launched)"]))
             continue
         if candidate.launch.replicas > 1 or candidate.launch.router is not None:
-            commands = _replica_commands(candidate, lambda port: adapter.argv(candidate, port=port, model_path=model,
-                                                                             draft_path=draft))
+            commands = _replica_commands(candidate, functools.partial(_argv_at, adapter, candidate, model, draft))
             out.append(DryRunEntry(entry, steps, commands[0], more_commands=commands[1:]))
             continue
         argv = adapter.argv(candidate, port=candidate.launch.port or 0, model_path=model, draft_path=draft)
         argv = ["<port: free>" if a == "0" and i and argv[i - 1] == "--port" else a for i, a in enumerate(argv)]
         out.append(DryRunEntry(entry, steps, redact_argv(argv)))
     return out
+
+
+def _argv_at(adapter, candidate: Candidate, model, draft, port: int) -> list[str]:
+    return adapter.argv(candidate, port=port, model_path=model, draft_path=draft)
 
 
 def _replica_commands(candidate: Candidate, argv_for: Callable[[int], list[str]]) -> list[list[str]]:
