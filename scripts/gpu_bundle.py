@@ -53,7 +53,31 @@ import zipfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_PART_MIB = 30
+#: what one call to the lent GPU host carries, the working tree included
+CARRY_MIB = 64
+#: room kept for parts.json, the compile cache and files added before the call
+CARRY_MARGIN_MIB = 1.5
+
+
+def tracked_tree_mib(root: Path) -> float | None:
+    """The size of the files a call carries besides the parts (git's tracked and untracked-not-ignored files)."""
+    try:
+        listed = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                                capture_output=True, check=True).stdout.split(b"\0")
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    total = 0
+    for name in filter(None, listed):
+        path = root / name.decode()
+        if path.is_file() and not path.is_symlink():
+            total += path.stat().st_size
+    return total / MiB
+
+
+def default_part_mib(root: Path) -> float:
+    """The largest part that fits one call beside the working tree (30 MiB when the tree's size is unknown)."""
+    tree = tracked_tree_mib(root)
+    return 30.0 if tree is None else max(4.0, float(int(CARRY_MIB - tree - CARRY_MARGIN_MIB)))
 DEFAULT_CACHE = Path(os.environ.get("SERVEBOOK_CACHE", Path.home() / ".cache" / "servebook"))
 ARCHIVE_STEM = "servebook-bundle"
 PARTS_JSON = "parts.json"
@@ -1039,7 +1063,8 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--engine", action="append", required=True, help="a pinned engine, e.g. vllm==0.26.0 (repeat), or none")
     b.add_argument("--host", required=True, help="the host profile, e.g. data/gpu-hosts/lent-h200.txt")
     b.add_argument("--out", default=".bundle", help="output folder (parts/ in it is what to carry)")
-    b.add_argument("--part-mib", type=float, default=DEFAULT_PART_MIB, help="largest part, MiB (default 30)")
+    b.add_argument("--part-mib", type=float, default=None,
+                   help="largest part, MiB (default: what fits a 64 MiB call beside this checkout's working tree)")
     b.add_argument("--compress", choices=sorted(COMPRESSIONS), default="xz-stored",
                    help="xz-stored (default): the wheels re-zipped without deflate, then tar | xz -6 -T0;\n"
                         "  the vllm==0.26.0 bundle: 253 MiB, 9 parts of 30 MiB, 4.5 min to pack on 2 cores,\n"
@@ -1073,6 +1098,8 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.cmd == "build" and args.part_mib is None:
+        args.part_mib = default_part_mib(Path(__file__).resolve().parents[1])
     try:
         return {"build": build, "install": install, "check": check, "collect": collect}[args.cmd](args)
     except BundleError as e:

@@ -302,3 +302,15 @@ def test_llamacpp_travels_as_its_source_distribution_not_as_wheels(gb):
     assert gb._engine_pins(["vllm==0.26.0", "llamacpp==0.3.36", "none"]) == ["vllm==0.26.0"]
     with pytest.raises(gb.BundleError, match="pin a version"):
         gb._source_pins(["llamacpp"])
+
+
+def test_parts_fit_one_call_beside_the_working_tree(gb, tmp_path):
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "journal.bin").write_bytes(b"\0" * (20 * gb.MiB))  # untracked, not ignored: it travels too
+    (tmp_path / ".gitignore").write_text("ignored.bin\n")
+    (tmp_path / "ignored.bin").write_bytes(b"\0" * (30 * gb.MiB))  # ignored: it stays behind
+    assert 20 <= gb.tracked_tree_mib(tmp_path) < 20.01
+    assert gb.default_part_mib(tmp_path) == 42.0
+    assert gb.default_part_mib(tmp_path / "not-a-checkout") == 30.0
