@@ -67,12 +67,22 @@ def journal_ls(journal: Optional[str] = JournalOption,
 
 @journal_app.command("show")
 @friendly
-def journal_show(run_id: str = typer.Argument(..., help="run id (a unique prefix or fragment is enough)"),
+def journal_show(run_ids: list[str] = typer.Argument(..., help="one run id, or several to set side by side (a "
+                                                             "unique prefix or fragment of each is enough)"),
                  journal: Optional[str] = JournalOption):
-    """One run's tables, or its failure cause and log tail."""
+    """One run's tables, or its failure cause and log tail; several runs side by side, cell by cell."""
     from ..present import report
 
-    record = open_journal(journal).run(run_id)
+    opened = open_journal(journal)
+    records = [opened.run(run_id) for run_id in run_ids]
+    if len(records) > 1:
+        from ..present.comparison import RunComparison
+
+        out.print(RunComparison(records))
+        for record in records:
+            out.print(f"{record.run_id}: {record.dir}", highlight=False)
+        return
+    record = records[0]
     out.print(report(record))
     annotations = record.annotations.lines()
     if annotations:

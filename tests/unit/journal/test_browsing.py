@@ -155,3 +155,16 @@ def test_site_history_pages_are_per_study_and_a_verdict_older_than_the_journal_i
     # each page is named by the study that first measured the configuration, so the two baselines' pages differ
     assert (pages[("p", "baseline")][0], pages[("q", "baseline")][0]) == ("demo--baseline", "capacity--baseline")
     assert [s.run_id for s in pages[("q", "baseline")][1]] == ["r0", "r6"]
+
+
+def test_journal_show_sets_several_runs_side_by_side():
+    from pathlib import Path
+
+    journal = Path(__file__).resolve().parents[3] / "data" / "sample-journal-vllm-sliced"
+    runs = ["20261203T070134Z-8afc0ca4", "20261203T070134Z-53f11049", "20261203T070134Z-8c57ab0c.1"]
+    shown = CliRunner().invoke(app, ["journal", "show", *runs, "--journal", str(journal)], env={"COLUMNS": "160"})
+    assert shown.exit_code == 0, shown.output
+    assert "3 runs compared" in shown.output and "Knobs that differ" in shown.output
+    header = next(line for line in shown.output.splitlines() if "cell" in line and "baseline" in line)
+    assert "chunk-2048" in header and "kv-fp8" in header
+    assert "knobs.chunk_size" in shown.output and "2048" in shown.output
