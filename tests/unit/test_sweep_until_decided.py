@@ -166,18 +166,24 @@ def test_resident_rounds_are_cut_where_a_candidate_would_come_again_and_admitted
         raise AssertionError("a round the time left cannot hold must not start")
 
 
-def test_a_serial_sweep_says_its_verdicts_so_far_after_each_round_and_records_none(tmp_path):
+def test_a_serial_sweep_says_each_first_look_as_it_comes_then_its_verdicts_after_each_round_and_records_none(
+        tmp_path):
     path = tmp_path / "study.yaml"
-    path.write_text(textwrap.dedent(STUDY).replace("plan:", "repeats: 2\nplan:"))
+    path.write_text(textwrap.dedent(STUDY).replace("plan:", "repeats: 3\nplan:"))
     study = load_study(path)
     journal = Journal(tmp_path / "journal")
     said: list[str] = []
     reporter = Reporter(quiet=True)
     reporter.log = said.append  # type: ignore[method-assign]
     sweep_module.run_pending(study, study.expand(), journal, FakeRunner(np.random.default_rng(3)), reporter, False)
+    first = [line for line in said if line.startswith("verdict so far, after its first run")]
+    assert [line.splitlines()[1].split(":")[0].strip() for line in first] == ["clear-loss", "near-limit"]
+    assert "clear-loss: rejected (1 run): aggregate decode" in first[0]
+    # said as soon as the run is sealed: before the next candidate's run starts
+    assert said.index(first[0]) < next(i for i, line in enumerate(said) if line.startswith("near-limit: repeat 1"))
     interim = [line for line in said if line.startswith("verdicts after round")]
-    assert len(interim) == 1 and interim[0].startswith("verdicts after round 1 of 2")
-    assert "clear-loss: rejected (1 run): aggregate decode" in interim[0] and "near-limit:" in interim[0]
+    assert len(interim) == 1 and interim[0].startswith("verdicts after round 2 of 3")
+    assert "clear-loss: rejected (2 runs)" in interim[0] and "near-limit:" in interim[0]
     assert not any(r.verdicts() for r in journal.runs()), "said, not recorded"
 
 

@@ -155,13 +155,7 @@ def run_pending(study: Study, entries: list[StudyEntry], journal: Journal, runne
         if not resident and (lanes or workers > 1):
             return run_placed(placed, one, task.advance, workers)
         if not resident:  # one run at a time: the verdicts so far after each round, not only at the end
-            rounds = rounds_of(placed)
-            results: list[SweepResult] = []
-            for number, items in enumerate(rounds, 1):
-                results += run_placed(items, one, task.advance)
-                if number < len(rounds) and any(r.status != "skipped" for r in results[-len(items):]):
-                    interim_verdicts(study, journal, reporter, f"after round {number} of {len(rounds)}")
-            return results
+            return _serial_rounds(study, journal, reporter, placed, one, task.advance)
         done = {i: result for i, (repeat, entry, _) in enumerate(placed)
                 if (result := skipped(repeat, entry)) is not None}
         for _ in done:
@@ -176,9 +170,31 @@ def run_pending(study: Study, entries: list[StudyEntry], journal: Journal, runne
         return [done[i] for i in range(len(placed))]
 
 
-def interim_verdicts(study: Study, journal: Journal, reporter: Reporter, when: str) -> None:
-    """Each candidate's verdict on the runs so far, one line each and nothing recorded: a reader of a long sweep sees
-    where it is heading (the final verdicts, recorded, come when it ends)."""
+def _serial_rounds(study: Study, journal: Journal, reporter: Reporter, placed: list[Placed],
+                   one: Callable[[int, StudyEntry, Lane | None], SweepResult],
+                   advance: Callable[[], None]) -> list[SweepResult]:
+    """Round by round, one run at a time. In the first round each candidate's first look is said as soon as its run
+    is sealed (a newcomer's demo shows a verdict within minutes, not after every candidate ran once); after each
+    later round, every candidate's verdict so far."""
+    rounds = rounds_of(placed)
+    results: list[SweepResult] = []
+    for number, items in enumerate(rounds, 1):
+        if number == 1 and len(rounds) > 1:
+            for item in items:
+                results += run_placed([item], one, advance)
+                if results[-1].status != "skipped":
+                    interim_verdicts(study, journal, reporter, "so far, after its first run", only={item[1].name})
+            continue
+        results += run_placed(items, one, advance)
+        if number < len(rounds) and any(r.status != "skipped" for r in results[-len(items):]):
+            interim_verdicts(study, journal, reporter, f"after round {number} of {len(rounds)}")
+    return results
+
+
+def interim_verdicts(study: Study, journal: Journal, reporter: Reporter, when: str,
+                     only: set[str] | None = None) -> None:
+    """Each candidate's verdict on the runs so far (or those `only` names), one line each and nothing recorded: a
+    reader of a long sweep sees where it is heading (the final verdicts, recorded, come when it ends)."""
     from ..verdicts import judge
     from ..verdicts.gate import deciding
 
@@ -186,7 +202,8 @@ def interim_verdicts(study: Study, journal: Journal, reporter: Reporter, when: s
         return
     lines = []
     for item in judge(study, journal, append=False):
-        if item.verdict is None or item.entry.name == study.verdict.baseline_entry:
+        if item.verdict is None or item.entry.name == study.verdict.baseline_entry or \
+                (only is not None and item.entry.name not in only):
             continue
         cell = deciding(item.verdict) if item.verdict.comparisons else None
         why = cell.text() if cell is not None else (item.verdict.reasons[0] if item.verdict.reasons else "")
@@ -194,7 +211,8 @@ def interim_verdicts(study: Study, journal: Journal, reporter: Reporter, when: s
         lines.append(f"  {item.entry.name}: {item.verdict.outcome} ({runs} run{'s' if runs != 1 else ''})"
                      + (f": {why}" if why else ""))
     if lines:
-        reporter.log(f"verdicts {when} (not recorded; the sweep records them at its end):\n" + "\n".join(lines))
+        what = "verdict" if only is not None and len(lines) == 1 else "verdicts"
+        reporter.log(f"{what} {when} (not recorded; the sweep records them at its end):\n" + "\n".join(lines))
 
 
 def _round_indices(placed: list[Placed], todo: list[int], seats: int | None) -> list[list[int]]:
