@@ -46,7 +46,7 @@ from .measure.equivalence import compare_outputs
 from .measure.gates import gate_summary
 from .measure.host import pin_engine
 from .measure.log import MeasurementLog
-from .measure.loop import inactive_drafter, measure_plan
+from .measure.loop import drafter_watch, inactive_drafter, measure_plan
 from .measure.openloop import plan_of_round
 from .measure.replicas import describe_losses
 from .measure.turns import NoTurns, Turns, turns_for
@@ -279,11 +279,18 @@ class RunContext:
             if engine.wait_exit(2.0):  # a dying engine needs a moment to be reaped
                 engine.check_alive()
 
+        drafter = self.candidate.knobs.drafter.kind
+        watch = drafter_watch(drafter, endpoint.adapter, self.log, self.writer.engine_log)
+
+        def after_cell() -> None:
+            self.write_raw()
+            watch()
+
         started = time.monotonic()
         try:
             run_blocking(lambda: measure_plan(endpoint, self.measured, self.log, tag=self.writer.run_id,
                                               alive_check=alive_check, reporter=self.reporter,
-                                              on_cell=self.write_raw, turns=self.turns))
+                                              on_cell=after_cell, turns=self.turns))
         except TRANSPORT_ERRORS as error:
             # The engine's death explains a lost connection; its socket can close a moment before it can be reaped
             # (a vLLM killed mid-cell on an H200 refused the next connection while it still ran)
@@ -295,7 +302,7 @@ class RunContext:
         self.engine_info.measure_s = round(time.monotonic() - started, 3)
         if engine.exit_code() is not None:
             raise engine.failure().at("measure")
-        inactive_drafter(self.candidate.knobs.drafter.kind, endpoint.adapter, self.log, self.writer.engine_log)
+        inactive_drafter(drafter, endpoint.adapter, self.log, self.writer.engine_log)
 
     def write_raw(self) -> None:
         """Every raw table measured so far. Called after each cell too, so a run killed mid-plan keeps its
