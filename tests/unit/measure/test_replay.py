@@ -112,3 +112,11 @@ def test_a_plan_with_a_replay_section_has_one_replay_cell_and_plans_without_keep
     assert (cell.kind, cell.n_requests) == ("replay", 40)
     assert "replay" in plan.needs_tokenizer
     assert "replay" not in Plan().canonical_json()
+
+
+def test_a_trace_on_object_storage_reads_through_its_url():
+    import fsspec
+
+    with fsspec.open("memory://traces/t.jsonl", "wt") as handle:
+        handle.write(json.dumps({"timestamp": 5, "input_length": 600, "output_length": 3, "hash_ids": [4, 5]}) + "\n")
+    assert read_rows("memory://traces/t.jsonl") == [TraceRow(0.0, 600, 3, (4, 5))]

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import time
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from ...config.load import ReplayPlan
 from ...config.plan import Plan
 from ..client import RequestRecord
 from ..replay import make_blocks, replay_figures, replayed, run_salt
@@ -18,20 +20,23 @@ if TYPE_CHECKING:
     from ..workloads import Workloads
 
 
-def _rows(plan: Plan, cache: dict[str, Any] | None = None) -> list[TraceRow]:
+@lru_cache(maxsize=4)
+def _replayed(plan: ReplayPlan) -> tuple[TraceRow, ...]:
+    """The requests the section replays, read once per process (a trace on object storage is fetched once, not
+    for the plan's cells, then the send, then the summary)."""
+    return tuple(replayed(read_rows(plan.trace), plan))
+
+
+def _rows(plan: Plan) -> list[TraceRow]:
     assert plan.replay is not None  # a replay cell exists only with a replay section
-    if cache is not None and "replay" in cache:
-        return list(cache["replay"])
-    rows = replayed(read_rows(plan.replay.trace), plan.replay)
-    if cache is not None:
-        cache["replay"] = rows  # read once per run
-    return rows
+    return list(_replayed(plan.replay))
 
 
 class Replay(KindBase):
     name = "replay"
     order = 55
     checks = CellChecks(per_request_lengths=True)
+    reports_slo = True  # attainment of plan.slo over the replayed requests, goodput per second of the trace
 
     def cells(self, plan: Plan) -> list[CellSpec]:
         if not plan.replay:
@@ -45,7 +50,7 @@ class Replay(KindBase):
         blocks, measure.replay), so that sending is all the cell does."""
         plan = workloads.plan.replay
         assert plan is not None
-        rows = _rows(workloads.plan, workloads.cache)
+        rows = _rows(workloads.plan)
         # a salt per attempt: a cell measured again (remeasure_disturbed) must not find the first attempt's blocks
         attempt = workloads.cache["replay_attempts"] = workloads.cache.get("replay_attempts", 0) + 1
         blocks = make_blocks(await workloads.filler("prose"), run_salt(f"{workloads.tag}:{spec.cell_id}:{attempt}"))
