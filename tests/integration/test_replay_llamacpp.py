@@ -5,9 +5,8 @@ with it off (llama.cpp's per-request `cache_prompt: false`) it serves none of th
 import pytest
 
 from servebook.config import Plan
+from servebook.config.traces import ideal_hit_rate, read_rows, replayed
 from servebook.journal import Journal
-from servebook.measure.replay import replayed
-from servebook.measure.traces import ideal_hit_rate, read_rows
 from servebook.run import run_candidate
 from tests.helpers.candidates import QUIET, TOLERANT_CORES, tiny_candidate
 

@@ -164,7 +164,7 @@ class CapacitySearch(_Strict):
 class ReplayPlan(_Strict):
     """A request trace replayed at its own arrivals (scaled by `time_scale`), its prefix structure honoured: in a
     Mooncake trace every hash id stands for one block of `block_tokens` prompt tokens, the same tokens wherever it
-    occurs in the run (measure.traces, measure.replay). One cell, every request of it measured."""
+    occurs in the run (config.traces, measure.replay). One cell, every request of it measured."""
 
     trace: str = Field(description="a JSONL trace: a path, shipped:NAME (data/traces/) or an fsspec URL; Mooncake "
                                    "lines (timestamp in ms, input_length, output_length, hash_ids) or the plain "

@@ -208,6 +208,10 @@ class Plan(ShownAsYaml, _Strict):
             out.append(("waves.prompt_tokens", self.waves.prompt_tokens + self.waves.output_tokens))
         if self.load:
             out.append(("load", self.load.prompt_tokens.longest + self.load.output_tokens.longest))
+        if self.replay:
+            from .traces import longest_replayed  # reads the trace: only where the context is checked
+
+            out.append(("replay", longest_replayed(self.replay)))
         if self.equivalence:
             out.append(("equivalence", self.equivalence.prompt_tokens + self.equivalence.output_tokens))
         if self.needle_tokens:

@@ -14,8 +14,8 @@ from typing import Any
 
 from ..config.load import Lengths, LoadPlan, ServiceObjectives
 from ..config.plan import Plan
+from ..config.traces import read_rows
 from .client import RequestRecord
-from .traces import read_rows
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ def _draw_lengths(rng: Any, spec: Lengths, n: int) -> list[int]:
 
 
 def read_trace(path: str | Path) -> list[tuple[float, int, int]]:
-    """(arrival in s from the first, input tokens, output tokens) per line of a JSONL trace (measure.traces: Mooncake's
+    """(arrival in s from the first, input tokens, output tokens) per line of a JSONL trace (config.traces: Mooncake's
     lines or the plain formats; their hash_ids are the replay kind's)."""
     return [(r.arrival_s, r.input_tokens, r.output_tokens) for r in read_rows(path)]
 

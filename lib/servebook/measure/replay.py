@@ -14,8 +14,8 @@ import hashlib
 from dataclasses import dataclass
 
 from ..config.load import ReplayPlan
+from ..config.traces import TraceRow, block_lengths, ideal_hit_rate
 from .client import RequestRecord
-from .traces import TraceRow, block_lengths, ideal_hit_rate
 
 
 def run_salt(tag: str) -> int:
@@ -62,17 +62,8 @@ def make_blocks(filler: list[int], salt: int) -> BlockMaker:
     return BlockMaker(vocabulary, tuple(filler), salt)
 
 
-def replayed(rows: list[TraceRow], plan: ReplayPlan) -> list[TraceRow]:
-    """The requests a cell replays: arrivals scaled by `time_scale`, cut to `max_requests` and `max_duration_s`."""
-    out = [TraceRow(r.arrival_s * plan.time_scale, r.input_tokens, max(r.output_tokens, 2), r.hash_ids)
-           for r in rows]
-    if plan.max_duration_s is not None:
-        out = [r for r in out if r.arrival_s <= plan.max_duration_s]
-    return out[:plan.max_requests] if plan.max_requests else out
-
-
 def replay_figures(rows: list[TraceRow], records: list[RequestRecord], plan: ReplayPlan) -> dict[str, float | None]:
-    """The trace's ideal prefix hit rate (measure.traces) beside the one measured (cached over prompt tokens, as
+    """The trace's ideal prefix hit rate (config.traces) beside the one measured (cached over prompt tokens, as
     the responses report them and the engine's counters are reconciled with), the replayed span, and the rate."""
     ok = [r for r in records if r.ok]
     prompt = sum(r.prompt_tokens or 0 for r in ok)

@@ -6,11 +6,11 @@ import pytest
 
 from servebook.config import Plan
 from servebook.config.load import ReplayPlan
+from servebook.config.traces import TraceRow, block_lengths, ideal_hit_rate, read_rows, replayed
 from servebook.measure.client import RequestRecord
 from servebook.measure.kinds import plan_cells
 from servebook.measure.openloop import read_trace
-from servebook.measure.replay import make_blocks, replay_figures, replayed, run_salt
-from servebook.measure.traces import TraceRow, block_lengths, ideal_hit_rate, read_rows
+from servebook.measure.replay import make_blocks, replay_figures, run_salt
 
 FILLER = list(range(1000, 1400)) * 3
 
@@ -112,6 +112,8 @@ def test_a_plan_with_a_replay_section_has_one_replay_cell_and_plans_without_keep
     assert (cell.kind, cell.n_requests) == ("replay", 40)
     assert "replay" in plan.needs_tokenizer
     assert "replay" not in Plan().canonical_json()
+    assert plan.longest_requests() == [("replay", max(r.input_tokens + max(r.output_tokens, 2)
+                                                      for r in read_rows("shipped:mooncake-small.jsonl")))]
 
 
 def test_a_trace_on_object_storage_reads_through_its_url():

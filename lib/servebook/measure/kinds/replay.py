@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 from ...config.load import ReplayPlan
 from ...config.plan import Plan
+from ...config.traces import TraceRow, read_rows, replayed
 from ..client import RequestRecord
-from ..replay import make_blocks, replay_figures, replayed, run_salt
+from ..replay import make_blocks, replay_figures, run_salt
 from ..senders import Send, send_on_schedule
-from ..traces import TraceRow, read_rows
 from ..validity import CellChecks
 from .base import CellSpec, KindBase, OnDone, Window
 from .registry import register

@@ -14,6 +14,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from .load import ReplayPlan
+
 #: the prefix of a trace servebook ships in data/traces/
 SHIPPED = "shipped:"
 _INPUT = ("input_length", "prompt_tokens", "input_tokens", "prompt_len")
@@ -116,3 +118,18 @@ def block_lengths(row: TraceRow, block_tokens: int = 512) -> list[int]:
     (a trace whose ids cover less than its input_length) are the request's own."""
     full, rest = divmod(row.input_tokens, block_tokens)
     return [block_tokens] * full + ([rest] if rest else [])
+
+
+def replayed(rows: list[TraceRow], plan: ReplayPlan) -> list[TraceRow]:
+    """The requests a replay sends: arrivals scaled by `time_scale`, cut to `max_requests` and `max_duration_s`,
+    outputs of at least 2 tokens (an inter-token time each)."""
+    out = [TraceRow(r.arrival_s * plan.time_scale, r.input_tokens, max(r.output_tokens, 2), r.hash_ids)
+           for r in rows]
+    if plan.max_duration_s is not None:
+        out = [r for r in out if r.arrival_s <= plan.max_duration_s]
+    return out[:plan.max_requests] if plan.max_requests else out
+
+
+def longest_replayed(plan: ReplayPlan) -> int:
+    """Prompt and output tokens of the longest request a replay sends (the context check before launch)."""
+    return max(r.input_tokens + r.output_tokens for r in replayed(read_rows(plan.trace), plan))
