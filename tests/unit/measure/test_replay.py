@@ -122,3 +122,16 @@ def test_a_trace_on_object_storage_reads_through_its_url():
     with fsspec.open("memory://traces/t.jsonl", "wt") as handle:
         handle.write(json.dumps({"timestamp": 5, "input_length": 600, "output_length": 3, "hash_ids": [4, 5]}) + "\n")
     assert read_rows("memory://traces/t.jsonl") == [TraceRow(0.0, 600, 3, (4, 5))]
+
+
+def test_the_run_table_shows_the_two_hit_rates_side_by_side():
+    import pandas as pd
+
+    from servebook.present.tables import kind_tables
+
+    cells = pd.DataFrame([{"kind": "replay", "cell_id": "replay", "category": "prose", "requests": 24,
+                           "ideal_hit_rate": 0.48, "measured_hit_rate": 0.43, "ttft_s": 2.7, "ttft_p90_s": 7.1,
+                           "valid": True, "reconciliation": "ok", "invalid_reasons": ""}])
+    (table,) = kind_tables(cells)
+    assert table.title == "Trace replay"
+    assert table.rows[0].values[:3] == [24, "48%", "43%"]
