@@ -30,6 +30,9 @@ def _replay_cell(candidate, journal):
     assert cell["requests"] == 24
     requests = record.table("requests")
     assert requests["error"].isna().all()
+    replay = requests[requests.cell_id == "replay"]
+    # no request is served more than the trace's structure allows it (the blocks differ from their first token)
+    assert (replay["cached_tokens"] <= replay["ideal_cached_tokens"]).all(), replay
     return cell
 
 

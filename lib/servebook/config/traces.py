@@ -87,30 +87,36 @@ def read_rows(source: str | Path) -> list[TraceRow]:
 
 
 def ideal_hit_rate(rows: list[TraceRow], block_tokens: int = 512) -> float | None:
-    """The share of the trace's prompt tokens a perfect prefix cache (unbounded, never evicting) serves: for each
-    request, the leading run of its blocks that earlier requests already had at the same place after the same
-    blocks (a prefix cache reuses a common prefix only), a partial block counting the tokens both hold; capped one
-    token short of the prompt, as an engine computes at least the last prompt token to sample the first output.
-    None for a trace without hash_ids."""
+    """The share of the trace's prompt tokens a perfect prefix cache serves (`ideal_cached`); None for a trace
+    without hash_ids."""
+    cached = ideal_cached(rows, block_tokens)
+    prompt = sum(r.input_tokens for r in rows)
+    return None if cached is None or not prompt else sum(cached) / prompt
+
+
+def ideal_cached(rows: list[TraceRow], block_tokens: int = 512) -> list[int] | None:
+    """Per request, the prompt tokens a perfect prefix cache (unbounded, never evicting) serves: the leading run of
+    its blocks that earlier requests already had at the same place after the same blocks (a prefix cache reuses a
+    common prefix only), a partial block counting the tokens both hold; capped one token short of the prompt, as
+    an engine computes at least the last prompt token to sample the first output. None for a trace without
+    hash_ids."""
     if not rows or any(r.hash_ids is None for r in rows):
         return None
     seen: dict[tuple[int, ...], int] = {}  # a prefix of blocks, to the most tokens of its last block seen
-    cached = prompt = 0
+    out = []
     for row in rows:
         lengths = block_lengths(row, block_tokens)
         blocks = (row.hash_ids or ())[:len(lengths)]
         hit, matching = 0, True
-        for j, length in enumerate(lengths):
+        for j, length in enumerate(lengths[:len(blocks)]):
             key = blocks[:j + 1]
-            if matching and j < len(blocks):
-                held = seen.get(key, 0)
+            held = seen.get(key, 0)
+            if matching:
                 hit += min(held, length)
                 matching = held >= length
-            if j < len(blocks):
-                seen[key] = max(seen.get(key, 0), length)
-        cached += min(hit, row.input_tokens - 1)
-        prompt += row.input_tokens
-    return cached / prompt if prompt else None
+            seen[key] = max(held, length)
+        out.append(min(hit, row.input_tokens - 1))
+    return out
 
 
 def block_lengths(row: TraceRow, block_tokens: int = 512) -> list[int]:

@@ -6,7 +6,7 @@ import pytest
 
 from servebook.config import Plan
 from servebook.config.load import ReplayPlan
-from servebook.config.traces import TraceRow, block_lengths, ideal_hit_rate, read_rows, replayed
+from servebook.config.traces import TraceRow, block_lengths, ideal_cached, ideal_hit_rate, read_rows, replayed
 from servebook.measure.client import RequestRecord
 from servebook.measure.kinds import plan_cells
 from servebook.measure.openloop import read_trace
@@ -77,6 +77,7 @@ def test_the_ideal_hit_rate_counts_only_a_common_leading_run_of_blocks():
             TraceRow(2, 1024, 2, (4, 2)),  # block 2 after another first block: no prefix, nothing reusable
             TraceRow(3, 700, 2, (1, 5)),  # block 1 only: 512
             TraceRow(4, 1024, 2, (1, 5))]  # block 5 seen with 188 tokens: 512 + 188
+    assert ideal_cached(rows, 512) == [0, 1024, 0, 512, 700]
     assert ideal_hit_rate(rows, 512) == pytest.approx((1024 + 512 + 700) / (1024 + 1536 + 1024 + 700 + 1024))
 
 

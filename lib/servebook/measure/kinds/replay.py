@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...config.load import ReplayPlan
 from ...config.plan import Plan
-from ...config.traces import TraceRow, read_rows, replayed
+from ...config.traces import TraceRow, ideal_cached, read_rows, replayed
 from ..client import RequestRecord
 from ..replay import make_blocks, replay_figures, run_salt
 from ..senders import Send, send_on_schedule
@@ -55,7 +55,10 @@ class Replay(KindBase):
         attempt = workloads.cache["replay_attempts"] = workloads.cache.get("replay_attempts", 0) + 1
         blocks = make_blocks(await workloads.filler("prose"), run_salt(f"{workloads.tag}:{spec.cell_id}:{attempt}"))
         endpoint = workloads.endpoint
-        sends = [Send(workloads.record(spec, f"{spec.cell_id}-{i}", row.output_tokens, t_due=row.arrival_s),
+        cached = ideal_cached(rows, plan.block_tokens)
+        ideal: list[int | None] = [None] * len(rows) if cached is None else list(cached)
+        sends = [Send(workloads.record(spec, f"{spec.cell_id}-{i}", row.output_tokens, t_due=row.arrival_s,
+                                       ideal_cached_tokens=ideal[i]),
                       workloads.request(row.output_tokens, prompt=blocks.prompt(row, i, plan.block_tokens),
                                         extra_body=endpoint.extras(row.output_tokens)))
                  for i, row in enumerate(rows)]
