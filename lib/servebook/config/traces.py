@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..util.errors import InputError
 from .load import ReplayPlan
 
 #: the prefix of a trace servebook ships in data/traces/
@@ -39,13 +40,18 @@ def trace_text(source: str | Path) -> str:
 
         resource = shipped("traces", name[len(SHIPPED):])
         if not resource.is_file():
-            raise ValueError(f"{name}: servebook ships no such trace (data/traces/)")
+            raise InputError(f"{name}: servebook ships no such trace (data/traces/)")
         return resource.read_text()
     if "://" in name:
         import fsspec
 
-        with fsspec.open(name, "rt") as handle:
-            return str(handle.read())
+        try:
+            with fsspec.open(name, "rt") as handle:
+                return str(handle.read())
+        except FileNotFoundError:
+            raise InputError(f"{name}: no trace at that URL") from None
+    if not Path(name).is_file():
+        raise InputError(f"{name}: no such trace file (a path, shipped:NAME or an fsspec URL)")
     return Path(name).read_text()
 
 
@@ -76,11 +82,11 @@ def read_rows(source: str | Path) -> list[TraceRow]:
         try:
             rows.append(_row(json.loads(line)))
         except (KeyError, TypeError, ValueError) as error:
-            raise ValueError(f"{source}:{number}: a trace line needs timestamp (ms), input_length and output_length "
+            raise InputError(f"{source}:{number}: a trace line needs timestamp (ms), input_length and output_length "
                              f"(or prompt_tokens and output_tokens), and hash_ids as a list of integers if any "
                              f"({error})") from None
     if not rows:
-        raise ValueError(f"{source}: the trace has no requests")
+        raise InputError(f"{source}: the trace has no requests")
     start = min(r.arrival_s for r in rows)
     ordered = sorted(rows, key=lambda r: r.arrival_s)  # stable: requests of one instant keep the trace's order
     return [TraceRow(r.arrival_s - start, r.input_tokens, r.output_tokens, r.hash_ids) for r in ordered]

@@ -11,6 +11,7 @@ from servebook.measure.client import RequestRecord
 from servebook.measure.kinds import plan_cells
 from servebook.measure.openloop import read_trace
 from servebook.measure.replay import make_blocks, replay_figures, run_salt
+from servebook.util.errors import InputError
 
 FILLER = list(range(1000, 1400)) * 3
 
@@ -51,6 +52,8 @@ def test_the_shipped_trace_reads_and_has_prefix_structure():
     assert 0.4 < (ideal_hit_rate(rows) or 0) < 0.8
     with pytest.raises(ValueError, match="ships no such trace"):
         read_rows("shipped:nothing.jsonl")
+    with pytest.raises(InputError, match="no such trace file"):
+        read_rows("/nonexistent/trace.jsonl")
 
 
 def test_a_hash_id_is_the_same_tokens_wherever_it_occurs_and_a_partial_block_is_its_prefix():
