@@ -34,6 +34,7 @@ def test_every_file_of_the_package_that_is_not_python_is_package_data():
     ("data/engine-contracts", "engine-contracts"),
     ("data/candidates/tiny-llamacpp.yaml", "candidates/tiny-llamacpp.yaml"),
     ("data/plans/quick.yaml", "plans/quick.yaml"),
+    ("data/traces", "traces"),
 ])
 def test_the_user_facing_paths_are_the_shipped_files(link, shipped_as):
     path = REPO / link

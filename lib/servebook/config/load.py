@@ -159,3 +159,20 @@ class CapacitySearch(_Strict):
                              f"{self.min_requests} arrivals (min_requests); at most {MAX_PROBE_WINDOW_S:g} s, so "
                              f"low_rps >= {self.min_requests / MAX_PROBE_WINDOW_S:.3g}")
         return self
+
+
+class ReplayPlan(_Strict):
+    """A request trace replayed at its own arrivals (scaled by `time_scale`), its prefix structure honoured: in a
+    Mooncake trace every hash id stands for one block of `block_tokens` prompt tokens, the same tokens wherever it
+    occurs in the run (config.traces, measure.replay). One cell, every request of it measured."""
+
+    trace: str = Field(description="a JSONL trace: a path, shipped:NAME (data/traces/) or an fsspec URL; Mooncake "
+                                   "lines (timestamp in ms, input_length, output_length, hash_ids) or the plain "
+                                   "format (timestamp, prompt_tokens, output_tokens)")
+    time_scale: float = Field(1.0, gt=0, le=1000, description="arrival times multiplied by this (0.5: twice as fast)")
+    max_requests: int | None = Field(None, ge=1, le=100_000, description="replay only the first this many requests")
+    max_duration_s: float | None = Field(None, gt=0, le=3600, description="replay only the requests due within "
+                                                                          "this long (after scaling)")
+    block_tokens: int = Field(512, ge=16, le=65_536, description="prompt tokens per hash id (Mooncake's are 512)")
+    max_lag_ms: float = Field(50.0, gt=0, description="as load.max_lag_ms: more than 5% of requests sent later "
+                                                       "than this after they were due make the cell invalid")

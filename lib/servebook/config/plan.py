@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from .load import CapacitySearch, LoadPlan, ServiceObjectives
+from .load import CapacitySearch, LoadPlan, ReplayPlan, ServiceObjectives
 from .metrics import METRICS
 from .shown import ShownAsYaml
 
@@ -145,6 +145,8 @@ class Plan(ShownAsYaml, _Strict):
     reuse: ReusePlan | None = None
     waves: WavePlan | None = None
     load: LoadPlan | None = None
+    replay: ReplayPlan | None = Field(None, description="a request trace replayed at its arrivals, shared prompt "
+                                                        "blocks sharing their tokens")
     slo: ServiceObjectives | None = Field(None, description="objectives every decode, wave and load cell reports its "
                                                             "attainment and goodput against")
     capacity: CapacitySearch | None = Field(None, description="search the highest request rate at which slo holds, "
@@ -188,7 +190,7 @@ class Plan(ShownAsYaml, _Strict):
         """The sections of this plan that build prompts of exact token length, through the engine's tokenizer."""
         out = [name for name, present in (
             ("prefill", self.prefill), ("reuse", self.reuse), ("waves", self.waves), ("load", self.load),
-            ("equivalence", self.equivalence),
+            ("replay", self.replay), ("equivalence", self.equivalence),
             ("decode.prompt_tokens", self.decode and self.decode.prompt_tokens)) if present]
         return out
 
@@ -206,6 +208,10 @@ class Plan(ShownAsYaml, _Strict):
             out.append(("waves.prompt_tokens", self.waves.prompt_tokens + self.waves.output_tokens))
         if self.load:
             out.append(("load", self.load.prompt_tokens.longest + self.load.output_tokens.longest))
+        if self.replay:
+            from .traces import longest_replayed  # reads the trace: only where the context is checked
+
+            out.append(("replay", longest_replayed(self.replay)))
         if self.equivalence:
             out.append(("equivalence", self.equivalence.prompt_tokens + self.equivalence.output_tokens))
         if self.needle_tokens:

@@ -50,6 +50,8 @@ class RequestRecord:
     slice_index: int = 0
     #: several replicas without a router: the replica servebook sent it to (measure.replicas; None: one endpoint)
     replica: int | None = None
+    #: replay cells: the prompt tokens a perfect prefix cache serves of it, by the trace's hash ids (config.traces)
+    ideal_cached_tokens: int | None = None
     chunk_times: list[float] = field(default_factory=list, repr=False)
     chunk_tokens: list[int | None] = field(default_factory=list, repr=False)
 

@@ -7,7 +7,6 @@ when it left; a client that fell behind its schedule measured its own pace, not 
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 
 from ..config.load import Lengths, LoadPlan, ServiceObjectives
 from ..config.plan import Plan
+from ..config.traces import read_rows
 from .client import RequestRecord
 
 
@@ -41,21 +41,9 @@ def _draw_lengths(rng: Any, spec: Lengths, n: int) -> list[int]:
 
 
 def read_trace(path: str | Path) -> list[tuple[float, int, int]]:
-    """(arrival in s from the first, input tokens, output tokens) per line of a Mooncake-style JSONL trace."""
-    rows = []
-    for number, line in enumerate(Path(path).read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        item = json.loads(line)
-        try:
-            rows.append((float(item["timestamp"]) / 1000, int(item["input_length"]), int(item["output_length"])))
-        except (KeyError, TypeError, ValueError) as error:
-            raise ValueError(f"{path}:{number}: a trace line needs timestamp (ms), input_length and output_length "
-                             f"({error})") from None
-    if not rows:
-        raise ValueError(f"{path}: the trace has no requests")
-    start = min(t for t, _, _ in rows)
-    return sorted((t - start, i, o) for t, i, o in rows)
+    """(arrival in s from the first, input tokens, output tokens) per line of a JSONL trace (config.traces: Mooncake's
+    lines or the plain formats; their hash_ids are the replay kind's)."""
+    return [(r.arrival_s, r.input_tokens, r.output_tokens) for r in read_rows(path)]
 
 
 def schedule(plan: LoadPlan, rate: float, trace: list[tuple[float, int, int]] | None = None) -> list[Arrival]:

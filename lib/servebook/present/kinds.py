@@ -120,6 +120,14 @@ WAVE_DEFINITIONS = [
     "candidate's slots (as the engine reports them, else as the candidate sets them) wait in the queue.",
     "TTFT p50 / p90: over every request of the cell; the queue wait is in them.",
 ]
+REPLAY_DEFINITIONS = [
+    "A request trace sent at its own arrivals (scaled by replay.time_scale), whatever the engine's pace. In a "
+    "Mooncake trace each hash id is one block of prompt tokens (512), the same tokens wherever the id occurs in the "
+    "run and other tokens in another run, so a run starts with a cold cache.",
+    "Ideal hit rate: the prompt tokens of each request's leading blocks that earlier requests already sent after "
+    "the same blocks (what an unbounded prefix cache reuses), over all prompt tokens. Measured: cached prompt "
+    "tokens over prompt tokens, as the responses report them; the engine's cache counter is reconciled with that.",
+]
 GAP_NOTE = ("Chunk gaps (ITL) are recorded per streamed chunk: speculative decoding sends several tokens in one "
             "chunk, so a gap is not a per-token figure.")
 
@@ -186,6 +194,15 @@ PRESENT: dict[str, PresentKind] = {
                   ("Waves: aggregate tok/s", "aggregate_tok_s", ".1f", 1.0)),
         charts=(LineChart("concurrency", "ttft_p90_s", "Queue wait in waves: TTFT p90 vs requests sent at once",
                           "requests sent at once", "ms", scale=1000.0),)),
+    "replay": PresentKind(
+        summary_rank=45,
+        table=RunTable("Trace replay", (
+            Column("Requests", "requests", "int"), Column("Ideal hit rate", "ideal_hit_rate", ".0%"),
+            Column("Measured hit rate", "measured_hit_rate", ".0%"), _ms("TTFT p50", "ttft_s"),
+            _ms("TTFT p90", "ttft_p90_s"), CHECK), sort=("cell_id",)),
+        section=Section("Trace replay", REPLAY_DEFINITIONS),
+        compared=(("Replay: measured prefix hit rate", "measured_hit_rate", ".0%", 1.0),
+                  ("Replay: TTFT p90 ms", "ttft_p90_s", ".0f", 1000.0))),
     # drawn by load_tables.py (open-loop and capacity tables, one site section) and frontier.py (their charts)
     "load": PresentKind(open_loop=True),
     "capacity": PresentKind(open_loop=True),

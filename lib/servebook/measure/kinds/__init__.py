@@ -1,4 +1,4 @@
-"""One home per cell kind: decode, prefill, reuse, wave, load, and capacity (derived from load probes).
+"""One home per cell kind: decode, prefill, reuse, wave, load, replay, and capacity (derived from load probes).
 
 Every module of this package but `base` and `registry` is a kind that registers itself on import.
 """
