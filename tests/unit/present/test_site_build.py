@@ -149,3 +149,18 @@ def test_an_incremental_build_after_one_new_run_is_byte_identical_to_a_full_buil
     built, rebuilt = _site_files(out), _site_files(full)
     assert built.keys() == rebuilt.keys()
     assert [name for name in built if built[name] != rebuilt[name]] == []
+
+
+def test_a_long_engine_log_is_published_as_its_start_and_end_and_the_journal_keeps_it_whole(journal, tmp_path):
+    from servebook.present.site import downloads
+
+    run = next(r for r in journal.runs() if r.status == "completed")
+    lines = [f"0.00.{i:06d} I srv update: - cache state line {i}\n" for i in range(3 * downloads.LOG_LINES_EACH_END)]
+    (run.dir / "engine.log").write_text("".join(lines))
+    build_site(journal, tmp_path / "site")
+    published = (tmp_path / "site" / "runs" / run.run_id / "data" / "engine.log").read_text().splitlines(keepends=True)
+    each = downloads.LOG_LINES_EACH_END
+    assert published[:each] == lines[:each] and published[-each:] == lines[-each:]
+    assert f"{len(lines) - 2 * each:,} lines of the engine's log are left out" in published[each]
+    assert len((run.dir / "engine.log").read_text().splitlines()) == len(lines)
+    assert downloads.log_excerpt(b"short\nlog\n") == b"short\nlog\n"

@@ -16,8 +16,10 @@ from ...config.secrets import Scrubber
 from .files import link_or_copy, published_bytes, write_page
 
 #: the run's own files offered beside its raw tables, as they are in the journal (scrubbed of secrets)
-PUBLISHED_FILES = {"manifest.json": "", "launch.json": "", "engine.log": "", "server_info.json": "what the engine "
-                   "reported about itself", "compose.json": "", "notebook.ipynb": "the executed notebook"}
+PUBLISHED_FILES = {"manifest.json": "", "launch.json": "",
+                   "engine.log": "its start and end when long (the journal keeps it whole)",
+                   "server_info.json": "what the engine reported about itself", "compose.json": "",
+                   "notebook.ipynb": "the executed notebook"}
 #: threads converting: one beside the rendering keeps two cores busy (two were no faster on two cores)
 CONVERTERS = 1
 
@@ -51,8 +53,28 @@ def convert(files: list[str], source: Path, target: Path, scrubber: Scrubber, cs
                 strings = [None if v is None else " ".join(map(str, v)) for v in table.column(i).to_pylist()]
                 table = table.set_column(i, table.schema.field(i).name, pyarrow.array(strings, pyarrow.string()))
             pyarrow.csv.write_csv(table, target / name.replace(".parquet", ".csv"))
+        elif name == "engine.log":
+            write_page(target / name, log_excerpt(published_bytes(source / name, scrubber)))
         elif name in PUBLISHED_FILES:
             write_page(target / name, published_bytes(source / name, scrubber))
+
+
+#: an engine log's lines the site publishes from each end; the journal keeps the whole log
+LOG_LINES_EACH_END = 2000
+
+
+def log_excerpt(data: bytes, lines_each_end: int = LOG_LINES_EACH_END) -> bytes:
+    """An engine log as the site offers it: whole when short, else its start (the launch, the allocation the memory
+    arithmetic reads) and its end (the last cells, a failure's cause), the lines between counted. llama-server at
+    -lv 4 logs its prompt cache on every update: 28 MB for one run of the demo's capacity study, 157 MB of the demo
+    site's 161, before."""
+    lines = data.splitlines(keepends=True)
+    if len(lines) <= 2 * lines_each_end:
+        return data
+    left = len(lines) - 2 * lines_each_end
+    marker = (f"[... {left:,} lines of the engine's log are left out of the site; the journal keeps the whole "
+              "log ...]\n").encode()
+    return b"".join([*lines[:lines_each_end], marker, *lines[-lines_each_end:]])
 
 
 class Converter:
