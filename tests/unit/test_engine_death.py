@@ -39,9 +39,12 @@ def lost_connection(*args, **kwargs):
 def measure(engine, monkeypatch):
     """The run's measure stage with only what it reads before the connection is lost."""
     monkeypatch.setattr(run_module, "run_blocking", lost_connection)
-    monkeypatch.setattr(run_module.RunContext, "endpoint", lambda self: None)
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(run_module.RunContext, "endpoint", lambda self: SimpleNamespace(adapter=None))
     run = object.__new__(run_module.RunContext)
-    run.engine, run.writer = engine, type("Writer", (), {"run_id": "r"})()
+    run.engine, run.writer = engine, SimpleNamespace(run_id="r", engine_log=None)
+    run.candidate = SimpleNamespace(knobs=SimpleNamespace(drafter=SimpleNamespace(kind="none")))
     run.measured = run.log = run.reporter = run.turns = None
     run.measure()
 
