@@ -340,8 +340,10 @@ def drafter_watch(drafter: str, adapter: MeasuredEngine, log: MeasurementLog, en
 
     def check() -> None:
         nonlocal checked
+        if checked:
+            return
         decoded = sum(max(0, (o.summary.get("completion_tokens") or 0) - len(o.records)) for o in log.outcomes)
-        if not checked and decoded >= after_tokens:
+        if decoded >= after_tokens:
             checked = True
             inactive_drafter(drafter, adapter, log, engine_log)
 

@@ -95,6 +95,8 @@ class Turns:
         self.clock = clock
         self.steps_done = 0
         self._round = _RoundState(seat)
+        #: where this round's rotation starts: every seat derives the same from the round's id
+        self._start = int(hashlib.sha256(seat.round_id.encode()).hexdigest(), 16) % seat.seats
         self._round.set(seat.seat, pid=os.getpid(), state="starting", steps=0)
 
     def _read(self) -> dict[str, dict[str, Any]]:
@@ -117,8 +119,7 @@ class Turns:
         """The seats' order at `step`, a function of the step alone so every seat agrees on it: rotated by one
         each pair of steps from the round's own start, and backward on odd steps (step 2m+1 mirrors step 2m)."""
         n = self.seat.seats
-        start = int(hashlib.sha256(self.seat.round_id.encode()).hexdigest(), 16) % n
-        forward = [(start + step // 2 + k) % n for k in range(n)]
+        forward = [(self._start + step // 2 + k) % n for k in range(n)]
         return forward[::-1] if step % 2 else forward
 
     def my_turn(self, seats: dict[str, dict[str, Any]], step: int) -> bool:
@@ -129,7 +130,8 @@ class Turns:
             return False
         if any(int(entry.get("steps", 0)) < step and entry.get("state") != "finished" for entry in live.values()):
             return False
-        ahead = self.order(step)[:self.order(step).index(self.seat.seat)]
+        order = self.order(step)
+        ahead = order[:order.index(self.seat.seat)]
         return all(int(live[i].get("steps", 0)) > step or live[i].get("state") == "finished"
                    for i in ahead if i in live)
 
