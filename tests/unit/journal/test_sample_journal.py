@@ -127,3 +127,31 @@ def test_the_h200_vllm_sliced_rounds_decide_the_pilot_in_one_round(tmp_path):
     assert {name: v.outcome for name, v in judged.items()} == {
         "baseline": "accepted", "chunk-2048": "accepted", "kv-fp8": "accepted", "no-prefix-cache": "rejected"}
     assert any("next-turn TTFT" in reason for reason in judged["no-prefix-cache"].reasons)
+
+
+def test_the_whole_vllm_study_decides_four_candidates_at_two_launches_a_side_on_a_third_h200(tmp_path):
+    """vLLM 0.26.0 on a third lent H200 (2026-12-03, 09:54 to 10:13 UTC), data/studies/h200-vllm-1b-sliced.yaml swept
+    with `--resident --seats 7`: two rounds of the seven configurations resident at once, then the round the
+    until-decided step added (three baselines, kv-fp8, no-prefix-cache). Trimmed: engine logs, chunks and notebooks
+    left out, self-reports kept for each configuration's first launch."""
+    sample_journal(tmp_path, "sample-journal-vllm-h200b")
+    journal = Journal(tmp_path / "journal")
+    runs = journal.runs()
+    assert len(runs) == 19 and {r.status for r in runs} == {"completed"}
+    assert len({r.manifest.environment.machine_key for r in runs}) == 1
+    assert len({r.manifest.resident.round_id for r in runs}) == 3
+    for record in runs:
+        cells = record.table("cells")
+        assert cells["valid"].all() and (cells["reconciliation"] == "ok").all()
+    judged = {item.entry.name: item.verdict for item in
+              judge(load_study(ROOT / "data/studies/h200-vllm-1b-sliced.yaml"), journal, append=False)}
+    assert {name: v.outcome for name, v in judged.items()} == {
+        "baseline": "accepted", "seqs-8": "rejected", "chunk-2048": "rejected", "ngram": "rejected",
+        "draft-model": "rejected", "kv-fp8": "inconclusive", "no-prefix-cache": "accepted"}
+    assert max(sum(r.manifest.candidate["name"] == name for r in runs) for name in judged if name != "baseline") <= 3
+    assert any("prose at 16 requests" in reason for reason in judged["seqs-8"].reasons)
+    assert any("cold prefill, at 8192 tokens" in reason for reason in judged["chunk-2048"].reasons)
+    # this host ran vLLM's CPU-bound steps at half the speed of the sliced pilot's (decode at 1 request 360 against
+    # 770 tok/s): a cached next turn still cost the engine 23 ms of its own prompt time, so the prefix cache saved
+    # 16% of the next turn's TTFT here where it saved half on the faster host
+    assert any("next-turn TTFT" in reason for reason in judged["no-prefix-cache"].reasons)
