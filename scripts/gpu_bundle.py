@@ -553,10 +553,17 @@ def resolve(pip: Pip, host: HostProfile, reqs: list[str], work: Path, tag: str, 
     return report_items(json.loads(report.read_text()))
 
 
-def servebook_requirements(repo: Path) -> list[str]:
+def servebook_requirements(repo: Path, extras: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """servebook's own requirements, and those of the optional groups asked for (`--extra router`: the router
+    that launch.replicas starts in front of the replicas)."""
     import tomllib
 
-    return list(tomllib.loads((repo / "pyproject.toml").read_text())["project"]["dependencies"])
+    project = tomllib.loads((repo / "pyproject.toml").read_text())["project"]
+    groups = project.get("optional-dependencies", {})
+    unknown = sorted(set(extras) - set(groups))
+    if unknown:
+        raise SystemExit(f"--extra {', '.join(unknown)}: servebook has no such extra ({', '.join(sorted(groups))})")
+    return list(project["dependencies"]) + [r for e in extras for r in groups[e]]
 
 
 def git_state(repo: Path) -> dict:
@@ -768,7 +775,7 @@ def build(args) -> int:
         f"{(state['commit'] or '?')[:12]}{' (uncommitted changes)' if state['dirty'] else ''}")
 
     engines = resolve(pip, host, pins, work, "engines", stubs, no_deps=True) if pins else {}
-    sb_reqs = servebook_requirements(REPO)
+    sb_reqs = servebook_requirements(REPO, args.extra)
     roots = direct_roots(engines, sb_reqs, host, exclude, carry)
     n_roots = sum(map(len, roots.values()))
     log(f"[3/8] roots: {', '.join(pins) or 'no engine'} + servebook: {n_roots} requirements the host lacks "
@@ -1073,6 +1080,8 @@ def parser() -> argparse.ArgumentParser:
                         "xz: the wheels as they are, through xz: 365 MiB, 3.7%% smaller than none, 13 parts\n"
                         "none: plain tar, 379 MiB, 13 parts, packed in a second")
     b.add_argument("--xz-preset", type=int, default=6)
+    b.add_argument("--extra", action="append", default=[],
+                   help="one of servebook's optional groups to carry too, e.g. router (repeat)")
     b.add_argument("--exclude", action="append", default=[], help="another package never to carry (repeat)")
     b.add_argument("--carry", action="append", default=[],
                    help="carry this package although the host has it, e.g. a newer one than the host's (repeat)")
