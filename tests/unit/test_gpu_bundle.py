@@ -314,3 +314,12 @@ def test_parts_fit_one_call_beside_the_working_tree(gb, tmp_path):
     assert 19.5 <= gb.tracked_tree_mib(tmp_path) < 19.51
     assert gb.default_part_mib(tmp_path) == 41.0
     assert gb.default_part_mib(tmp_path / "not-a-checkout") == 30.0
+
+
+def test_an_extra_adds_its_group_to_the_roots_and_an_unknown_one_is_named(gb):
+    plain = gb.servebook_requirements(ROOT)
+    with_router = gb.servebook_requirements(ROOT, ["router"])
+    assert with_router[:len(plain)] == plain
+    assert [r for r in with_router[len(plain):] if r.startswith("sglang-router")], with_router
+    with pytest.raises(SystemExit, match="--extra routr: servebook has no such extra"):
+        gb.servebook_requirements(ROOT, ["routr"])
