@@ -28,6 +28,7 @@ def _replay_cell(candidate, journal):
     cell = record.table("cells").set_index("cell_id").loc["replay"]
     assert cell["reconciliation"] == "ok", cell["reconciliation_message"]
     assert cell["requests"] == 24
+    assert cell["replay_ttft_p90_s"] >= cell["ttft_s"] > 0, "the judged p90 is over the same requests as the median"
     requests = record.table("requests")
     assert requests["error"].isna().all()
     replay = requests[requests.cell_id == "replay"]

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 Metric = Literal["aggregate_tok_s", "steady_tok_s", "per_request_tok_s", "ttft_s", "ttft_p90_s", "prefill_tok_s",
-                 "capacity_rps", "next_turn_ttft_s"]
+                 "capacity_rps", "next_turn_ttft_s", "replay_ttft_p90_s", "measured_hit_rate"]
 Selector = Literal["concurrency", "category", "prompt_tokens"]
 
 
@@ -56,6 +56,12 @@ METRICS: dict[str, JudgedMetric] = {m.name: m for m in (
     # cache (or its absence) costs an agent's next turn
     JudgedMetric("next_turn_ttft_s", "reuse", "next-turn TTFT", "s", "lower", selects=(), where="prompt reuse",
                  no_selectors="they judge every reuse cell (plan.reuse)"),
+    # a trace replayed at its own arrivals (plan.replay): how long its requests waited for a first token, and how
+    # much of its prompts the engine's prefix cache served (the trace's ideal is beside it in the cell)
+    JudgedMetric("replay_ttft_p90_s", "replay", "replay TTFT p90", "s", "lower", selects=(), where="trace replay",
+                 no_selectors="a run replays one trace (plan.replay)"),
+    JudgedMetric("measured_hit_rate", "replay", "replay prefix hit rate", "", "higher", selects=(),
+                 where="trace replay", no_selectors="a run replays one trace (plan.replay)"),
 )}
 
 def measured_by(metric: Metric) -> str:

@@ -109,6 +109,23 @@ def test_the_cell_reports_its_measured_hit_rate_beside_the_ideal():
     assert replay_figures(rows, records, ReplayPlan(trace="x"))["measured_hit_rate"] is None
 
 
+def test_a_replay_is_judged_on_its_own_ttft_p90_and_hit_rate_and_its_rules_select_no_cells():
+    from pydantic import ValidationError
+
+    from servebook.config.rules import ComparisonRule
+
+    rows = [TraceRow(i, 512, 2, (1,)) for i in range(10)]
+    records = [RequestRecord(f"r{i}", "replay", 0, "prose", 2, t_send=0.0, t_first=0.01 * (i + 1), prompt_tokens=512,
+                             cached_tokens=0, completion_tokens=2) for i in range(10)]
+    records.append(RequestRecord("failed", "replay", 0, "prose", 2, t_send=0.0, t_first=9.0, error="boom"))
+    figures = replay_figures(rows, records, ReplayPlan(trace="x"))
+    assert figures["replay_ttft_p90_s"] == pytest.approx(0.09), "nearest rank over the requests that completed"
+    for metric in ("replay_ttft_p90_s", "measured_hit_rate"):
+        assert ComparisonRule(metric=metric, max_regression_pct=20).kind == "replay"
+        with pytest.raises(ValidationError, match="a run replays one trace"):
+            ComparisonRule(metric=metric, concurrency=[4], max_regression_pct=20)
+
+
 def test_a_plan_with_a_replay_section_has_one_replay_cell_and_plans_without_keep_their_ids():
     plan = Plan.model_validate({"decode": None, "prefill": None,
                                 "replay": {"trace": "shipped:mooncake-small.jsonl", "time_scale": 0.25}})
