@@ -1,10 +1,12 @@
-"""Every committed journal judges byte for byte as it did before the cell kinds and judged metrics got one home
+"""Every committed journal judges as it did before the cell kinds and judged metrics got one home
 each (issue 31): `servebook judge --format json`, recorded on main at 2f63741 before the change.
 
 `kinds-sim-journal` is a fresh study on the simulator (two candidates, two launches each) whose plan measures every
 cell kind and whose rules judge every metric; its engine logs, chunks, scrapes, telemetry and notebooks are left
 out, as judging reads none of them."""
 
+import json
+import math
 import shutil
 from pathlib import Path
 
@@ -30,4 +32,24 @@ def test_a_committed_journal_judges_as_recorded(journal, study, tmp_path):
     result = CliRunner().invoke(app, ["judge", str(study), "--journal", str(tmp_path / "journal"), "--format", "json",
                                       "--output", str(tmp_path / "judged.json")])
     assert result.exit_code == 0, result.output
-    assert (tmp_path / "judged.json").read_bytes() == (RECORDED / f"{study.stem}.json").read_bytes()
+    judged = json.loads((tmp_path / "judged.json").read_text())
+    recorded = json.loads((RECORDED / f"{study.stem}.json").read_text())
+    assert _differences(judged, recorded) == []
+
+
+def _differences(got, want, where: str = "") -> list[str]:
+    """Where two judgements differ: every key, string, count and outcome exactly, floats to 1e-9 of their size (a
+    new numpy or pandas sums in another order: 0.0353582502533 against 0.0353582502530 is the same judgement)."""
+    if isinstance(want, float) or isinstance(got, float):
+        same = isinstance(got, (int, float)) and isinstance(want, (int, float)) and (
+            math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-9) or (math.isnan(got) and math.isnan(want)))
+        return [] if same else [f"{where}: {got!r} != {want!r}"]
+    if isinstance(want, dict) and isinstance(got, dict):
+        if list(got) != list(want):
+            return [f"{where}: keys {list(got)} != {list(want)}"]
+        return [d for key in want for d in _differences(got[key], want[key], f"{where}.{key}")]
+    if isinstance(want, list) and isinstance(got, list):
+        if len(got) != len(want):
+            return [f"{where}: {len(got)} items != {len(want)}"]
+        return [d for i, (g, w) in enumerate(zip(got, want, strict=True)) for d in _differences(g, w, f"{where}[{i}]")]
+    return [] if got == want and type(got) is type(want) else [f"{where}: {got!r} != {want!r}"]
