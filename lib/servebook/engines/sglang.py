@@ -60,11 +60,16 @@ class SGLangDrafter(_gpu.PythonServerDrafter):
         return self
 
 
+class SGLangReasoning(_gpu.PythonServerReasoning):
+    engine_title: ClassVar[str] = "SGLang"
+
+
 class SGLangKnobs(_gpu.PythonServerKnobs):
     engine_title: ClassVar[str] = "SGLang"
     kv_types: ClassVar[tuple[str, ...]] = KV_TYPES
 
     drafter: SGLangDrafter = SGLangDrafter()
+    reasoning: SGLangReasoning | None = None
 
 
 def _speculative(drafter: SGLangDrafter, resolved: Resolved) -> list[str]:
@@ -96,6 +101,7 @@ FLAGS = {
                           also=("--speculative-draft-model", "--speculative-num-steps", "--speculative-eagle-topk",
                                 "--speculative-num-draft-tokens", "--speculative-dflash-block-size"),
                           render=_speculative),
+    "knobs.reasoning": Flag(("--reasoning-parser",), render=_gpu.reasoning_parser, yields=True),
 }
 
 

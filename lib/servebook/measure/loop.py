@@ -102,8 +102,8 @@ class Measurement:
         for i in range(self.plan.warmup_requests):
             record = RequestRecord(f"warmup-{i}", "warmup", 1, "prose", 8, t_send=0.0)
             await stream_request(self.openai, record, StreamRequest(
-                self.model_name, 8, messages=decode_prompt("prose", i, f"{self.tag}:warmup:{i}"), extra_body=extras,
-                keep_chunk_times=False))
+                self.model_name, 8, messages=decode_prompt("prose", i, f"{self.tag}:warmup:{i}"),
+                extra_body=self.endpoint.for_chat(extras), keep_chunk_times=False))
             if record.error:
                 self._warmup_failed(record)
         steady = self.plan.warmup_until_steady
@@ -118,7 +118,7 @@ class Measurement:
                            log_tail=tail_of(self.endpoint.engine_log) if self.endpoint.engine_log else "")
 
     def _burst(self, concurrency: int, output_tokens: int) -> Burst:
-        extras = self.endpoint.extras(output_tokens)
+        extras = self.endpoint.for_chat(self.endpoint.extras(output_tokens))
 
         async def burst(index: int) -> list[RequestRecord]:
             records = [RequestRecord(f"warmup-burst-{index}-{i}", "warmup", concurrency, "prose", output_tokens,
