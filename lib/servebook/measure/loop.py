@@ -48,6 +48,7 @@ from .host import (
 from .kinds import cell_line, kind_of, kinds, label
 from .log import CellOutcome, MeasurementLog
 from .prompts import decode_prompt, filler_text
+from .reasoning import client_split
 from .reconcile import ClientCounts, reconcile
 from .replicas import replica_figures, scrape_replicas
 from .roles import MeasuredEngine
@@ -232,9 +233,11 @@ class Measurement:
     def _summarize(self, spec: CellSpec, records: list[RequestRecord], before, after, log_offset: int,
                    foreign: float | None, gpu_samples: list) -> CellSummary:
         ok = [r for r in records if r.ok]
+        reasoning, answer, split = client_split(ok)
         client = ClientCounts(prompt_tokens=total_reported(ok, "prompt_tokens"),
                               cached_tokens=total_reported(ok, "cached_tokens"),
-                              completion_tokens=total_reported(ok, "completion_tokens"))
+                              completion_tokens=total_reported(ok, "completion_tokens"),
+                              reasoning_tokens=reasoning, answer_tokens=answer, split=split)
         counts = self.adapter.server_counts(before, after) if self.adapter.reconciles else None
         reconciliation = reconcile(client, counts)
         # An open-loop cell's figures are its measured window's; its warm-up requests only count for validity.
