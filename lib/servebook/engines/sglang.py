@@ -134,6 +134,8 @@ class SGLangAdapter(_gpu.PythonServerAdapter):
             out["prefix_caching"] = not info["disable_radix_cache"]
         if "speculative_algorithm" in info:
             out["drafter_active"] = bool(info["speculative_algorithm"])
+        if "reasoning_parser" in info:
+            out["reasoning_parser"] = info["reasoning_parser"] or ""  # null: none
         # The scheduler may run fewer requests than the flag asked when the KV pool is smaller (model_runner.py).
         states = info.get("internal_states")
         if isinstance(states, list) and states and isinstance(states[0], dict):

@@ -202,6 +202,9 @@ def _config_settings(config: dict[str, Any]) -> dict[str, Any]:
         out["prefix_caching"] = cache["enable_prefix_caching"]
     if isinstance(cache.get("kv_cache_size_tokens"), int):
         out["kv_cache_tokens"] = cache["kv_cache_size_tokens"]
+    parser = section("structured_outputs_config").get("reasoning_parser")
+    if isinstance(parser, str):
+        out["reasoning_parser"] = parser  # "" without one
     if "speculative_config" in config:
         spec = config["speculative_config"]
         out["drafter_active"] = isinstance(spec, dict) and bool(spec.get("method"))

@@ -211,3 +211,33 @@ def test_through_the_sdk_a_chat_request_carries_the_knobs_fields_and_its_stream_
     assert seen["chat_template_kwargs"] == {"enable_thinking": True} and seen["reasoning_effort"] == "low"
     assert (record.reasoning_tokens, record.answer_tokens, record.reasoning_source) == (3, 2, "usage")
     assert record.t_first_reasoning < record.t_first_answer <= record.t_last
+
+
+def decode_cells(answer_ttft: float, reasoning_rate: float) -> "pd.DataFrame":
+    import pandas as pd
+
+    return pd.DataFrame([{"cell_id": "decode-prose-c4", "kind": "decode", "category": "prose", "concurrency": 4,
+                          "target_prompt_tokens": None, "answer_ttft_s": answer_ttft, "reasoning_tok_s": reasoning_rate,
+                          "reasoning_split": "split", "valid": True, "invalid_reasons": "", "reconciliation": "ok"}])
+
+
+def test_the_reasoning_figures_enter_verdict_rules_with_repeats_and_intervals():
+    from servebook.config import ComparisonRule, VerdictRules
+    from servebook.journal import Manifest
+    from servebook.verdicts.judge import judge_runs
+
+    rules = VerdictRules(rules=[ComparisonRule(metric="answer_ttft_s", concurrency=[4], max_regression_pct=10),
+                                ComparisonRule(metric="reasoning_tok_s", concurrency=[4], max_regression_pct=10)])
+    baseline = [decode_cells(t, r) for t, r in ((2.00, 100.0), (2.04, 101.0), (1.98, 99.5))]
+
+    def verdict(cells):
+        return judge_runs([(Manifest(status="completed", run_id=f"r{i}"), c) for i, c in enumerate(cells)],
+                          baseline, rules, is_baseline=False)
+
+    thinking_longer = verdict([decode_cells(t, r) for t, r in ((2.60, 100.5), (2.66, 99.0), (2.58, 100.0))])
+    assert thinking_longer.outcome == "rejected"
+    answer = next(c for c in thinking_longer.comparisons if c.metric == "answer_ttft_s")
+    assert answer.runs == 3 and answer.baseline_runs == 3 and answer.change_low_pct > 10
+    assert any(r.startswith("time to the first answer token, prose at 4 requests: +") for r in thinking_longer.reasons)
+    same = verdict([decode_cells(t, r) for t, r in ((2.01, 100.0), (1.99, 100.4), (2.02, 99.8))])
+    assert same.outcome == "accepted", same.reasons
