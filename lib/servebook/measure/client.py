@@ -22,7 +22,6 @@ from openai import AsyncOpenAI
 from ..engines import ServerTimings
 from .routing import Route
 
-
 #: the delta fields a reasoning model's thinking arrives in (the first one set counts: an engine that sends both for
 #: compatibility sends the same text twice)
 REASONING_FIELDS = ("reasoning_content", "reasoning")

@@ -13,11 +13,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
+from ..engines import ServerCounts
+
 #: how a cell's reasoning streams were reconciled: reasoning and answer told apart in every stream ("split"), or some
 #: stream's reasoning count unknown, so only their total ("total_only"); None: no stream carried reasoning
 SplitStatus = Literal["split", "total_only"]
-
-from ..engines import ServerCounts
 
 
 @dataclass(frozen=True)

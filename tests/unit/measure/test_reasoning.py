@@ -7,6 +7,7 @@ import asyncio
 import json
 
 import httpx
+import pandas as pd
 import pytest
 from openai import AsyncOpenAI
 from openai.types import Completion
@@ -213,9 +214,7 @@ def test_through_the_sdk_a_chat_request_carries_the_knobs_fields_and_its_stream_
     assert record.t_first_reasoning < record.t_first_answer <= record.t_last
 
 
-def decode_cells(answer_ttft: float, reasoning_rate: float) -> "pd.DataFrame":
-    import pandas as pd
-
+def decode_cells(answer_ttft: float, reasoning_rate: float) -> pd.DataFrame:
     return pd.DataFrame([{"cell_id": "decode-prose-c4", "kind": "decode", "category": "prose", "concurrency": 4,
                           "target_prompt_tokens": None, "answer_ttft_s": answer_ttft, "reasoning_tok_s": reasoning_rate,
                           "reasoning_split": "split", "valid": True, "invalid_reasons": "", "reconciliation": "ok"}])
