@@ -240,3 +240,15 @@ def test_the_reasoning_figures_enter_verdict_rules_with_repeats_and_intervals():
     assert any(r.startswith("time to the first answer token, prose at 4 requests: +") for r in thinking_longer.reasons)
     same = verdict([decode_cells(t, r) for t, r in ((2.01, 100.0), (1.99, 100.4), (2.02, 99.8))])
     assert same.outcome == "accepted", same.reasons
+
+
+def test_the_within_run_error_of_a_reasoning_figure_reads_its_own_columns_and_none_in_older_tables():
+    from servebook.verdicts.noise import within_run_se
+
+    rows = pd.DataFrame([r.row() for r in cell_records([("reasoning", 1)] * 5 + [("answer", 1)] * 3,
+                                                       [("reasoning", 1)] * 3 + [("answer", 1)] * 5)])
+    # answer waits of 7 and 5 s: a CV of 23.6% over the square root of two requests
+    assert within_run_se([rows], "decode-prose-c1", "answer_ttft_s") == pytest.approx(100 * 1.4142 / 6 / 1.4142, 1e-3)
+    older = rows.drop(columns=["t_first_answer", "t_first_reasoning", "t_last_reasoning", "reasoning_tokens"])
+    assert within_run_se([older], "decode-prose-c1", "answer_ttft_s") is None
+    assert within_run_se([older], "decode-prose-c1", "reasoning_tok_s") is None
