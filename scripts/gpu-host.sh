@@ -10,6 +10,10 @@
 #   scripts/gpu-host.sh failures             # each failing launch of data/studies/h200-vllm-failures.yaml, and an
 #                                            # engine killed in the middle of a cell of the study's baseline
 #   scripts/gpu-host.sh placement [ARGS]     # benchmarks/gpu_placement.py on the baseline's flags (LAUNCHES)
+#   scripts/gpu-host.sh reasoning OUT_DIR [record|run]  # the 1B checkpoint as a thinking model under vLLM's
+#                                            # deepseek_r1 parser: its raw streams (thinking on and off) recorded
+#                                            # into OUT_DIR, then one servebook run of it with knobs.reasoning and the
+#                                            # quick plan (docs/reasoning.md); both by default
 #   scripts/gpu-host.sh pack OUT_DIR         # the journal as an archive in OUT_DIR (in 15 MiB parts when larger)
 #   scripts/gpu-host.sh all [SWEEP ARGS]     # setup, then study
 #
@@ -104,6 +108,45 @@ PY
     "$PYTHON" benchmarks/gpu_placement.py --port 8123 --launches "${LAUNCHES:-1}" --out "${OUT:-/tmp}/placement.json" "$@" -- \
       env VLLM_SERVER_DEV_MODE=1 vllm serve "$model" --port 8123 --host 127.0.0.1 --max-num-seqs 32 \
       --max-num-batched-tokens 8192 --max-model-len 40960 --enable-prompt-tokens-details
+    ;;
+  reasoning)
+    out=${1:?reasoning OUT_DIR}
+    phase=${2:-both}
+    mkdir -p "$out"
+    model=$("$PYTHON" -c 'from servebook.engines.model_specs import RANDOM_MODELS; from servebook.engines.hf_checkpoints import ensure_hf_checkpoint; from servebook.engines.hf_thinking import write_thinking_checkpoint; print(write_thinking_checkpoint(ensure_hf_checkpoint(RANDOM_MODELS["1b"])))')
+    if [ "$phase" != run ]; then
+      VLLM_SERVER_DEV_MODE=1 vllm serve "$model" --port 8124 --host 127.0.0.1 --max-model-len 4096 --max-num-seqs 8 \
+        --reasoning-parser deepseek_r1 --enable-prompt-tokens-details > "$out/vllm-serve.log" 2>&1 &
+      server=$!
+      # the raw server-sent events of a chat request with thinking on and one with it off, as the engine sends them
+      "$PYTHON" - "$model" "$out" <<'PY' || true
+import json, sys, time, httpx
+model, out = sys.argv[1], sys.argv[2]
+for _ in range(600):
+    try:
+        if httpx.get("http://127.0.0.1:8124/health", timeout=2).status_code == 200:
+            break
+    except httpx.HTTPError:
+        pass
+    time.sleep(1)
+for thinking in (True, False):
+    body = {"model": model, "messages": [{"role": "user", "content": "Why is the sky blue?"}], "max_tokens": 12,
+            "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+            "chat_template_kwargs": {"enable_thinking": thinking}}
+    with httpx.stream("POST", "http://127.0.0.1:8124/v1/chat/completions", json=body, timeout=60) as response:
+        text = "".join(response.iter_text())
+    open(f"{out}/stream-thinking-{str(thinking).lower()}.sse", "w").write(json.dumps(body) + "\n\n" + text)
+info = httpx.get("http://127.0.0.1:8124/server_info?config_format=json", timeout=10).json()
+json.dump(info.get("vllm_config", {}).get("structured_outputs_config"), open(f"{out}/structured_outputs_config.json", "w"))
+PY
+      kill "$server"; wait "$server" || true
+      # the engine's own processes leave the GPU a moment after the server
+      for _ in $(seq 1 60); do [ -z "$(nvidia-smi --query-compute-apps=pid --format=csv,noheader)" ] && break; sleep 1; done
+    fi
+    if [ "$phase" != record ]; then
+      printf 'name: vllm-1b-thinking\nengine: vllm\nmodel: {path: "%s"}\npins: {engine_version: "0.26.0"}\nknobs: {max_running_requests: 8, context_length: 4096, reasoning: {parser: deepseek_r1, mode: "on"}}\nlaunch: {ready_timeout_s: 600}\n' "$model" > /tmp/sb-thinking.yaml
+      "${SB[@]}" run /tmp/sb-thinking.yaml --plan data/plans/quick.yaml --journal "$JOURNAL" || true
+    fi
     ;;
   pack)
     out=${1:?pack OUT_DIR}

@@ -263,6 +263,7 @@ class RunContext:
                         api_key=self.api_key or "servebook", slots=self.slots(),
                         engine_pid=info.pid if candidate.launch.mode == "local" else None,
                         engine_log=self.writer.engine_log, request_extras=candidate.request_extras,
+                        chat_request_extras=self.adapter.chat_extras(candidate),
                         replica_urls=self.target.replica_urls, router_url=self.target.router_url)
 
     def slots(self) -> int | None:

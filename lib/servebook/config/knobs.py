@@ -10,7 +10,7 @@ registry is filled when `servebook.engines` is imported.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -70,10 +70,17 @@ def _owners(model: type[EngineOwned], key: str) -> list[str]:
     """The engines whose model at the same place has `key` (their titles, sorted)."""
     found = set()
     for knobs in KNOB_MODELS.values():
-        at: Any = knobs if model.where == "knobs" else knobs.model_fields["drafter"].annotation
+        at: Any = knobs if model.where == "knobs" else _nested(knobs, model.where.removeprefix("knobs."))
         if isinstance(at, type) and issubclass(at, EngineOwned) and key in at.model_fields:
             found.add(knobs.engine_title)
     return sorted(found - {model.engine_title})
+
+
+def _nested(knobs: type["Knobs"], name: str) -> Any:
+    """The settings model of a knob that is one (knobs.drafter, knobs.reasoning), unwrapped from `X | None`."""
+    field = knobs.model_fields.get(name)
+    annotation = field.annotation if field is not None else None
+    return next((a for a in get_args(annotation) if isinstance(a, type) and issubclass(a, EngineOwned)), annotation)
 
 
 class Drafter(EngineOwned):
@@ -96,6 +103,43 @@ class Drafter(EngineOwned):
         return self
 
 
+ReasoningMode = Literal["on", "off"]
+#: the levels the engines' request fields and flags take (vLLM's reasoning_effort, llama.cpp's --reasoning-effort);
+#: "none" is left out on purpose: no reasoning is `mode: off`, one setting with one meaning on every engine
+ReasoningEffort = Literal["minimal", "low", "medium", "high", "xhigh", "max"]
+
+
+class Reasoning(EngineOwned):
+    """A reasoning (thinking) model: whether it thinks before answering, how hard, and how the engine tells its
+    reasoning from its answer (engines add their own settings: the parser or format, a budget). Unset fields leave
+    the engine and the model's chat template at their defaults. Only chat requests carry reasoning: the engines
+    apply their parsers and templates to chat, never to a completion of a token prompt."""
+
+    where: ClassVar[str] = "knobs.reasoning"
+
+    mode: ReasoningMode | None = Field(None, description="on: the model thinks before it answers; off: it answers at "
+                                                         "once (the chat template's enable_thinking)")
+    effort: ReasoningEffort | None = Field(None, description="how hard the model thinks (reasoning_effort)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        # `reasoning: on` in YAML is the boolean true (YAML 1.1), and so is `mode: on`; `reasoning: high` is an effort
+        if isinstance(data, str) and data in get_args(ReasoningEffort):
+            data = {"mode": "on", "effort": data}
+        elif isinstance(data, (bool, str)):
+            data = {"mode": data}
+        if isinstance(data, dict) and isinstance(data.get("mode"), bool):
+            data = {**data, "mode": "on" if data["mode"] else "off"}
+        return data
+
+    @model_validator(mode="after")
+    def _coherent(self) -> "Reasoning":
+        if self.mode == "off" and self.effort is not None:
+            raise ValueError(f"{self.where}.effort: with mode off the model does not reason; leave effort unset")
+        return self
+
+
 class Knobs(EngineOwned):
     """The settings every engine shares. None means: the engine's own default. Engines subclass this."""
 
@@ -105,6 +149,8 @@ class Knobs(EngineOwned):
     kv_dtype: str | None = Field(None, description="KV cache element type, engine-specific names")
     context_length: int | None = Field(None, ge=256)
     tensor_parallel_size: int = Field(1, ge=1, le=64)
+    #: None (the default) leaves reasoning to the engine and the model, and keeps every earlier candidate's id
+    reasoning: Reasoning | None = None
 
 
 #: engine kind -> its knob model; each engine module registers its own (config stays below the engines)

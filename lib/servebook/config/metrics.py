@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 Metric = Literal["aggregate_tok_s", "steady_tok_s", "per_request_tok_s", "ttft_s", "ttft_p90_s", "prefill_tok_s",
-                 "capacity_rps", "next_turn_ttft_s", "replay_ttft_p90_s", "measured_hit_rate"]
+                 "capacity_rps", "next_turn_ttft_s", "replay_ttft_p90_s", "measured_hit_rate", "answer_ttft_s",
+                 "reasoning_tok_s", "answer_tok_s"]
 Selector = Literal["concurrency", "category", "prompt_tokens"]
 
 
@@ -62,6 +63,12 @@ METRICS: dict[str, JudgedMetric] = {m.name: m for m in (
                  no_selectors="a run replays one trace (plan.replay)"),
     JudgedMetric("measured_hit_rate", "replay", "replay prefix hit rate", "", "higher", selects=(),
                  where="trace replay", no_selectors="a run replays one trace (plan.replay)"),
+    # a reasoning model's (measure/reasoning.py): the median wait for the first answer token, thinking included (the
+    # TTFT where nothing reasons, so a candidate that thinks less is judged against one that thinks more), and each
+    # phase's median per-request decode rate; chat decode cells only (a completion of a token prompt has no answer)
+    JudgedMetric("answer_ttft_s", "decode", "time to the first answer token", "s", "lower"),
+    JudgedMetric("reasoning_tok_s", "decode", "reasoning decode", "tok/s", "higher"),
+    JudgedMetric("answer_tok_s", "decode", "answer decode", "tok/s", "higher"),
 )}
 
 def measured_by(metric: Metric) -> str:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ..config.knobs import Knobs
 from ..util.errors import EngineFailed, FailureCause, InputError
 from .contracts import contract_for, spelled_flag
-from .flags import Flag, Resolved, command_args, flag_after
+from .flags import Flag, Resolved, command_args, flag_after, value_at
 from .flags import owned as owned_flags
 
 if TYPE_CHECKING:
@@ -240,11 +240,16 @@ class EngineAdapter(ABC):
                 raise ValueError(f"extra_args: {flag} is not a flag of {self.kind} {contract.version} (or an "
                                  f"ambiguous prefix), by the contract recorded from its parser on {contract.recorded}")
             owner = self.owner_of(flag, contract)
-            if owner is not None:
+            if owner is not None and not self._yields(candidate, owner[0]):
                 knob, owned = owner
                 where = f"knobs.{knob}" if knob != "launch" else "launch/model (servebook sets it)"
                 spelled = "" if owned == flag else f" (the engine reads it as {owned})"
                 raise ValueError(f"extra_args: {flag}{spelled} conflicts with {where}; set it there instead")
+
+    def _yields(self, candidate: "Candidate", knob: str) -> bool:
+        """Whether knob `knob` leaves its flags to extra_args: its flag yields and the candidate's value writes none."""
+        flag = self.flags.get(f"knobs.{knob}")
+        return flag is not None and flag.yields and not flag.args(value_at(candidate, f"knobs.{knob}"), Resolved())
 
     async def tokenize(self, http: "httpx.AsyncClient", base_url: str, text: str, model: str,
                        headers: dict[str, str]) -> list[int] | None:
@@ -278,6 +283,11 @@ class EngineAdapter(ABC):
     def request_extras(self, output_tokens: int) -> dict:
         """Fields sent through the SDK's extra_body to force the output length."""
         return {"ignore_eos": True, "min_tokens": output_tokens}
+
+    def chat_extras(self, candidate: "Candidate") -> dict[str, Any]:
+        """Fields a chat request carries for the candidate's knobs where the engine reads them per request (the
+        reasoning switch and effort on vLLM and SGLang); empty where flags set everything."""
+        return {}
 
     @abstractmethod
     def classify_failure(self, log_tail: str, exit_code: int | None) -> Diagnosis:

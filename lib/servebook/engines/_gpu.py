@@ -7,9 +7,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field, model_validator
 
-from ..config.knobs import Drafter, Knobs
+from ..config.knobs import Drafter, Knobs, Reasoning
 from ..util.errors import FailureCause
 from ._base import Diagnosis, EngineAdapter, classify_by_patterns
+from .contracts import contract_for
 from .flags import Resolved
 
 if TYPE_CHECKING:
@@ -63,6 +64,41 @@ class PythonServerDrafter(Drafter):
         return super().refusal(key)
 
 
+class PythonServerReasoning(Reasoning):
+    """vLLM's and SGLang's reasoning settings: the parser that moves the model's thinking out of `content` (a
+    server flag), and per chat request the template's enable_thinking and reasoning_effort."""
+
+    parser: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
+                               description="the engine's reasoning parser (--reasoning-parser NAME: qwen3, "
+                                           "deepseek_r1, ...); without one the thinking stays in the answer's text")
+
+    @classmethod
+    def refusal(cls, key: str) -> str:
+        if key == "budget":
+            return (f"knobs.reasoning.budget is llama.cpp's --reasoning-budget; servebook sets no thinking budget on "
+                    f"{cls.engine_title} (send its own request field through request_extras)")
+        if key == "format":
+            return (f"knobs.reasoning.format is llama.cpp's --reasoning-format; {cls.engine_title} separates "
+                    "reasoning with knobs.reasoning.parser (--reasoning-parser)")
+        return super().refusal(key)
+
+
+def reasoning_parser(value: PythonServerReasoning | None, resolved: Resolved) -> list[str]:
+    """The flag render of knobs.reasoning on vLLM and SGLang: only the parser is a server flag."""
+    return ["--reasoning-parser", value.parser] if value is not None and value.parser else []
+
+
+def reasoning_request(reasoning: Reasoning | None) -> dict[str, Any]:
+    """What a chat request carries for knobs.reasoning on vLLM and SGLang: the chat template's switch and the effort
+    (both engines read them per request; vLLM 0.26 chat_completion/protocol.py, SGLang openai/protocol.py)."""
+    out: dict[str, Any] = {}
+    if reasoning is not None and reasoning.mode is not None:
+        out["chat_template_kwargs"] = {"enable_thinking": reasoning.mode == "on"}
+    if reasoning is not None and reasoning.effort is not None:
+        out["reasoning_effort"] = reasoning.effort
+    return out
+
+
 class PythonServerKnobs(Knobs):
     """The knobs vLLM and SGLang share: their own KV dtypes, and a prefix cache that can be turned off."""
 
@@ -70,6 +106,7 @@ class PythonServerKnobs(Knobs):
     kv_types: ClassVar[tuple[str, ...]] = ()
 
     drafter: PythonServerDrafter = PythonServerDrafter()
+    reasoning: PythonServerReasoning | None = None
     prefix_caching: bool | None = Field(
         None, description="the engine's cache of prompt prefixes shared across requests (vLLM's prefix caching, "
                           "SGLang's radix cache; both on by default); false turns it off")
@@ -113,6 +150,19 @@ class PythonServerAdapter(EngineAdapter):
 
     def uses_gpus(self, candidate: "Candidate") -> bool:
         return True
+
+    def chat_extras(self, candidate: "Candidate") -> dict[str, Any]:
+        return reasoning_request(candidate.knobs.reasoning)
+
+    def check(self, candidate: "Candidate") -> None:
+        super().check(candidate)
+        reasoning = candidate.knobs.reasoning
+        parser = getattr(reasoning, "parser", None)
+        contract = contract_for(self.kind, candidate.pins.engine_version)
+        choices = flag.choices if contract is not None and (flag := contract.flag("--reasoning-parser")) else None
+        if parser and choices and parser not in choices:
+            raise ValueError(f"knobs.reasoning.parser: {self.kind} {contract.version} has no reasoning parser "  # type: ignore[union-attr]
+                             f"{parser!r}; its parsers are {', '.join(choices)}")
 
     def local_binary(self, candidate: "Candidate", reporter: Any) -> str:
         """The server's own command where it is installed on this host (named as the engine is), else the

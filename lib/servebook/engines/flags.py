@@ -27,12 +27,15 @@ class Resolved:
 class Flag:
     """The flags of one setting. `emit` are written, each followed by the value, unless `render` writes the
     arguments itself (from the value and what preflight resolved); `also` are the other spellings the engine reads
-    as the same setting; `omit` is the value that writes nothing (None always does, unless `render` decides)."""
+    as the same setting; `omit` is the value that writes nothing (None always does, unless `render` decides).
+    `yields`: while the knob writes none of these flags, an extra_arg may give them (a knob added after studies
+    passed its flag through extra_args, as vLLM studies did --reasoning-parser)."""
 
     emit: tuple[str, ...] = ()
     also: tuple[str, ...] = ()
     render: Callable[[Any, Resolved], list[str]] | None = None
     omit: Any = None
+    yields: bool = False
 
     @property
     def spellings(self) -> tuple[str, ...]:

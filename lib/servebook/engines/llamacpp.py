@@ -8,11 +8,11 @@ not counted.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from ..config.knobs import Drafter, Knobs
+from ..config.knobs import Drafter, Knobs, Reasoning
 from ..util.errors import FailureCause
 from . import register
 from ._base import Diagnosis, EngineAdapter, KvLog, ServerCounts, ServerTimings, classify_by_patterns
@@ -66,6 +66,29 @@ class LlamaCppDrafter(Drafter):
         return self
 
 
+class LlamaCppReasoning(Reasoning):
+    """llama-server's reasoning flags (common/arg.cpp of the vendored llama.cpp): --reasoning on|off,
+    --reasoning-effort, --reasoning-format, --reasoning-budget. All are server flags, so every chat request of the
+    run is served alike; llama.cpp finds the model's thinking syntax from its chat template itself."""
+
+    engine_title: ClassVar[str] = "llama.cpp"
+    refusals: ClassVar[dict[str, str]] = {
+        "parser": "knobs.reasoning.parser: llama.cpp reads the reasoning syntax from the chat template and has no "
+                  "parser to name; set knobs.reasoning.format (--reasoning-format) instead"}
+
+    format: Literal["auto", "none", "deepseek", "deepseek-legacy"] | None = Field(
+        None, description="llama.cpp: where thinking goes (--reasoning-format): deepseek puts it in reasoning_content, "
+                          "none leaves it in the answer's text, auto (its default) decides from the template")
+    budget: int | None = Field(None, ge=-1, description="llama.cpp: the most tokens a model may think "
+                                                        "(--reasoning-budget; -1 unlimited, 0 ends thinking at once)")
+
+    @model_validator(mode="after")
+    def _llamacpp_reasoning(self) -> "LlamaCppReasoning":
+        if self.mode == "off" and self.budget not in (None, 0):
+            raise ValueError("knobs.reasoning.budget: with mode off the model does not think; leave budget unset")
+        return self
+
+
 class LlamaCppKnobs(Knobs):
     """llama-server's knobs: the shared ones, with its own KV types and slot arithmetic, and two of its own."""
 
@@ -75,6 +98,7 @@ class LlamaCppKnobs(Knobs):
                           "it (prompt_cache_mib sets the host-memory cache); leave it unset"}
 
     drafter: LlamaCppDrafter = LlamaCppDrafter()
+    reasoning: LlamaCppReasoning | None = None
     gpu_layers: int | None = Field(None, ge=0, description="llama.cpp: layers offloaded to the GPU (-ngl); every "
                                                              "layer on a CUDA build when unset, none on a CPU build")
     prompt_cache_mib: int | None = Field(
@@ -128,6 +152,17 @@ def _drafter(drafter: LlamaCppDrafter, resolved: Resolved) -> list[str]:
     return args
 
 
+def _reasoning(reasoning: LlamaCppReasoning | None, resolved: Resolved) -> list[str]:
+    if reasoning is None:
+        return []
+    args = ["--reasoning", reasoning.mode] if reasoning.mode else []
+    for flag, value in (("--reasoning-effort", reasoning.effort), ("--reasoning-format", reasoning.format),
+                        ("--reasoning-budget", reasoning.budget)):
+        if value is not None:
+            args += [flag, str(value)]
+    return args
+
+
 #: candidate field -> its flags, in command-line order; `also`: every other spelling llama-server reads the same
 FLAGS = {
     "knobs.gpu_layers": Flag(("-ngl",), also=("--gpu-layers", "--n-gpu-layers"), render=_gpu_layers),
@@ -141,6 +176,8 @@ FLAGS = {
     "knobs.drafter": Flag(also=("--spec-type", "-md", "--model-draft", "--spec-draft-model", "--spec-draft-n-max",
                                 "--spec-synth-len", "--spec-synth-rates", "--spec-ngram-mod-n-max",
                                 "--spec-ngram-mod-n-min"), render=_drafter),
+    "knobs.reasoning": Flag(("--reasoning", "--reasoning-effort", "--reasoning-format", "--reasoning-budget"),
+                            also=("-rea",), render=_reasoning, yields=True),
 }
 
 _FAILURE_PATTERNS: list[tuple[FailureCause, re.Pattern[str]]] = [

@@ -39,9 +39,12 @@ class OpenAIKnobs(Knobs):
         modelled = {"chunk_size": self.chunk_size, "max_running_requests": self.max_running_requests,
                     "kv_dtype": self.kv_dtype, "context_length": self.context_length}
         set_knobs = [k for k, v in modelled.items() if v is not None]
+        if self.reasoning is not None:
+            set_knobs.append("reasoning")
         if set_knobs or self.drafter.kind != "none" or self.tensor_parallel_size != 1:
             raise ValueError(f"knobs.{(set_knobs or ['drafter'])[0]}: the generic openai engine cannot apply knobs; "
-                             "put the engine's own flags in launch.command instead")
+                             "put the engine's own flags in launch.command (and request fields in request_extras) "
+                             "instead")
         return self
 
 

@@ -60,11 +60,16 @@ class SGLangDrafter(_gpu.PythonServerDrafter):
         return self
 
 
+class SGLangReasoning(_gpu.PythonServerReasoning):
+    engine_title: ClassVar[str] = "SGLang"
+
+
 class SGLangKnobs(_gpu.PythonServerKnobs):
     engine_title: ClassVar[str] = "SGLang"
     kv_types: ClassVar[tuple[str, ...]] = KV_TYPES
 
     drafter: SGLangDrafter = SGLangDrafter()
+    reasoning: SGLangReasoning | None = None
 
 
 def _speculative(drafter: SGLangDrafter, resolved: Resolved) -> list[str]:
@@ -96,6 +101,7 @@ FLAGS = {
                           also=("--speculative-draft-model", "--speculative-num-steps", "--speculative-eagle-topk",
                                 "--speculative-num-draft-tokens", "--speculative-dflash-block-size"),
                           render=_speculative),
+    "knobs.reasoning": Flag(("--reasoning-parser",), render=_gpu.reasoning_parser, yields=True),
 }
 
 
@@ -128,6 +134,8 @@ class SGLangAdapter(_gpu.PythonServerAdapter):
             out["prefix_caching"] = not info["disable_radix_cache"]
         if "speculative_algorithm" in info:
             out["drafter_active"] = bool(info["speculative_algorithm"])
+        if "reasoning_parser" in info:
+            out["reasoning_parser"] = info["reasoning_parser"] or ""  # null: none
         # The scheduler may run fewer requests than the flag asked when the KV pool is smaller (model_runner.py).
         states = info.get("internal_states")
         if isinstance(states, list) and states and isinstance(states[0], dict):

@@ -40,11 +40,16 @@ class VLLMDrafter(_gpu.PythonServerDrafter):
         for key in ("num_steps", "topk")}
 
 
+class VLLMReasoning(_gpu.PythonServerReasoning):
+    engine_title: ClassVar[str] = "vLLM"
+
+
 class VLLMKnobs(_gpu.PythonServerKnobs):
     engine_title: ClassVar[str] = "vLLM"
     kv_types: ClassVar[tuple[str, ...]] = KV_TYPES
 
     drafter: VLLMDrafter = VLLMDrafter()
+    reasoning: VLLMReasoning | None = None
 
 
 def _speculative_config(drafter: VLLMDrafter, resolved: Resolved) -> list[str]:
@@ -74,6 +79,7 @@ FLAGS = {
                                  also=("--disable-prefix-caching",),
                                  render=_gpu.switch("--enable-prefix-caching", "--no-enable-prefix-caching")),
     "knobs.drafter": Flag(("--speculative-config",), also=("-sc",), render=_speculative_config),
+    "knobs.reasoning": Flag(("--reasoning-parser",), render=_gpu.reasoning_parser, yields=True),
 }
 
 
@@ -196,6 +202,9 @@ def _config_settings(config: dict[str, Any]) -> dict[str, Any]:
         out["prefix_caching"] = cache["enable_prefix_caching"]
     if isinstance(cache.get("kv_cache_size_tokens"), int):
         out["kv_cache_tokens"] = cache["kv_cache_size_tokens"]
+    parser = section("structured_outputs_config").get("reasoning_parser")
+    if isinstance(parser, str):
+        out["reasoning_parser"] = parser  # "" without one
     if "speculative_config" in config:
         spec = config["speculative_config"]
         out["drafter_active"] = isinstance(spec, dict) and bool(spec.get("method"))

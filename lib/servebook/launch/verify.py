@@ -160,6 +160,11 @@ def verify_claims(candidate: Candidate, report: SelfReport,
         reported = settings.get("context_length", settings.get("context_per_slot"))
         judge("knobs.context_length", knobs.context_length, matches,
               reported if "context_length" in settings else f"{reported} per slot")
+    parser = getattr(knobs.reasoning, "parser", None)
+    if parser:  # vLLM and SGLang report the parser they run with ("" or null: none)
+        reported = settings.get("reasoning_parser")
+        judge("knobs.reasoning", f"reasoning parser {parser}", None if reported is None else reported == parser,
+              f"reasoning parser {reported}" if reported else "no reasoning parser")
     active = settings.get("drafter_active")
     judge("knobs.drafter", knobs.drafter.kind, None if active is None else active == (knobs.drafter.kind != "none"),
           None if active is None else ("a drafter" if active else "no drafter"))

@@ -15,6 +15,7 @@ from .client import RequestRecord
 from .kinds import CellSpec, kind_of, plan_cells
 from .latency import of_records
 from .openloop import attainment, percentile
+from .reasoning import reasoning_figures
 from .reconcile import Reconciliation
 from .stats import median_of, reuse_summary, se_pct, steady_state, total_reported, ttfts_of, wall_of
 from .validity import CellEvidence, InvalidReason, cell_faults, join_codes, join_texts
@@ -133,6 +134,16 @@ class CellSummary(TypedDict, total=False):
     request_rps: float | None
     output_tok_s: float | None
     total_tok_s: float | None
+    # reasoning models (measure.reasoning; docs/reasoning.md): medians over requests, sums of tokens
+    reasoning_ttft_s: float | None
+    answer_ttft_s: float | None
+    reasoning_tokens: int | None
+    answer_tokens: int | None
+    reasoning_tok_s: float | None
+    answer_tok_s: float | None
+    #: "split": every stream's reasoning and answer told apart; "total_only": reconciled on their total; None: no
+    #: stream reasoned
+    reasoning_split: str | None
 
 
 def with_engine_split(figures: dict[str, Any], records: list[RequestRecord], queue_s: float | None,
@@ -191,7 +202,7 @@ def cell_figures(spec: CellSpec, records: list[RequestRecord], slots: int | None
             **{key: value for key, value in own.items() if key not in every},  # the kind's figures no other has
             "draft_acceptance": (sum(accepted) / sum(drafted)) if drafted and sum(drafted) else None,
             # the peers' percentiles and throughputs (measure.latency); an open-loop cell's are its window's
-            **of_records(records, wall)}
+            **of_records(records, wall), **reasoning_figures(records)}
 
 
 def evidence(spec: CellSpec, records: list[RequestRecord], reconciliation: Reconciliation,

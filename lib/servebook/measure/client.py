@@ -2,6 +2,10 @@
 
 Times are `time.monotonic()` seconds. TTFT runs from send to the first chunk that carries
 content; the decode interval runs from that chunk to the last chunk that carries a choice.
+
+A reasoning model's chat stream carries its thinking in `delta.reasoning_content` (SGLang, llama.cpp, vLLM before
+the field's rename) or `delta.reasoning` (vLLM since), then its answer in `delta.content`: both are content for
+TTFT, and the record keeps them apart (`ReasoningSplit`, docs/reasoning.md).
 """
 
 from __future__ import annotations
@@ -10,13 +14,33 @@ import asyncio
 import time
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, cast
+from typing import Any, Callable, Literal, cast
 
 import httpx
 from openai import AsyncOpenAI
 
 from ..engines import ServerTimings
 from .routing import Route
+
+#: the delta fields a reasoning model's thinking arrives in (the first one set counts: an engine that sends both for
+#: compatibility sends the same text twice)
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+#: where a request's reasoning token count came from: the engine's usage, per-chunk usage on the reasoning chunks, or
+#: a stream whose every token was reasoning
+ReasoningSource = Literal["usage", "chunks", "stream"]
+
+
+@dataclass
+class ReasoningSplit:
+    """What the stream tells of reasoning while it runs; settled into the record when it ends."""
+
+    #: the engine's own count of reasoning tokens, the last usage that gave one
+    reported: int | None = None
+    #: reasoning tokens from per-chunk usage (None once a chunk could not be attributed: no usage on a chunk with
+    #: text, or one chunk with both reasoning and answer, as a drafter's run across the end of thinking)
+    counted: int | None = 0
+    completion_seen: int = 0
+    phase: str | None = None
 
 
 @dataclass
@@ -52,8 +76,20 @@ class RequestRecord:
     replica: int | None = None
     #: replay cells: the prompt tokens a perfect prefix cache serves of it, by the trace's hash ids (config.traces)
     ideal_cached_tokens: int | None = None
+    #: reasoning models (chat streams only): when the first and the last reasoning chunk and the first answer chunk
+    #: arrived, and how many chunks carried reasoning; journals written before these columns lack them
+    t_first_reasoning: float | None = None
+    t_last_reasoning: float | None = None
+    t_first_answer: float | None = None
+    reasoning_chunks: int = 0
+    #: the completion tokens that were reasoning (None: not known, never 0 for "not reported"), and whence the count
+    reasoning_tokens: int | None = None
+    reasoning_source: ReasoningSource | None = None
     chunk_times: list[float] = field(default_factory=list, repr=False)
     chunk_tokens: list[int | None] = field(default_factory=list, repr=False)
+    #: per kept chunk: "reasoning", "answer" or "mixed" (chat), None (a completion's text)
+    chunk_phases: list[str | None] = field(default_factory=list, repr=False)
+    split: ReasoningSplit = field(default_factory=ReasoningSplit, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -72,11 +108,53 @@ class RequestRecord:
         span = self.t_last - self.t_first
         return (self.completion_tokens - 1) / span if span > 0 else None
 
+    @property
+    def answer_tokens(self) -> int | None:
+        """The completion tokens of the answer: all of them less the reasoning ones (None where those are unknown)."""
+        if not self.ok or self.reasoning_tokens is None or self.completion_tokens is None:
+            return None
+        return self.completion_tokens - self.reasoning_tokens
+
+    @property
+    def reasoning_ttft(self) -> float | None:
+        return None if self.t_first_reasoning is None else self.t_first_reasoning - self.t_send
+
+    @property
+    def answer_ttft(self) -> float | None:
+        """Send to the first answer chunk: what a user of a reasoning model waits before the answer starts."""
+        return None if self.t_first_answer is None else self.t_first_answer - self.t_send
+
+    @property
+    def reasoning_rate(self) -> float | None:
+        """(reasoning_tokens - 1) / (last - first reasoning chunk): the thinking phase's own decode rate."""
+        return _rate(self.reasoning_tokens if self.ok else None, self.t_first_reasoning, self.t_last_reasoning)
+
+    @property
+    def answer_rate(self) -> float | None:
+        """(answer_tokens - 1) / (t_last - first answer chunk): the answer phase's own decode rate."""
+        return _rate(self.answer_tokens, self.t_first_answer, self.t_last)
+
     def row(self) -> dict[str, Any]:
         data = asdict(self)
-        data.pop("chunk_times")
-        data.pop("chunk_tokens")
+        for kept_apart in ("chunk_times", "chunk_tokens", "chunk_phases", "split"):
+            data.pop(kept_apart)
         return data
+
+
+def _rate(tokens: int | None, first: float | None, last: float | None) -> float | None:
+    if tokens is None or tokens < 2 or first is None or last is None or last <= first:
+        return None
+    return (tokens - 1) / (last - first)
+
+
+def _reported_reasoning(usage: Any) -> int | None:
+    """The engine's count of reasoning tokens in a usage object: vLLM's completion_tokens_details.reasoning_tokens
+    (with a reasoning parser, from the release that added it), SGLang's usage.reasoning_tokens; None: not said."""
+    details = getattr(usage, "completion_tokens_details", None)
+    value = getattr(details, "reasoning_tokens", None) if details is not None else None
+    if value is None:
+        value = getattr(usage, "reasoning_tokens", None)
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _usage_fields(record: RequestRecord, usage: Any) -> None:
@@ -86,6 +164,9 @@ def _usage_fields(record: RequestRecord, usage: Any) -> None:
     cached = getattr(details, "cached_tokens", None) if details is not None else None
     # An engine that does not report cached tokens leaves this None: "not reported" must not read as "none cached".
     record.cached_tokens = None if cached is None else int(cached)
+    reported = _reported_reasoning(usage)
+    if reported is not None:
+        record.split.reported = reported
 
 
 def _timings_fields(record: RequestRecord, timings: ServerTimings | None) -> None:
@@ -123,16 +204,14 @@ def _record_chunk(record: RequestRecord, chunk: Any, now: float, counted: int, *
     if not chunk.choices:
         return counted
     choice = chunk.choices[0]
-    if chat:
-        delta = choice.delta
-        has_content = bool(delta and (delta.content or getattr(delta, "reasoning_content", None) or delta.tool_calls))
-    else:
-        has_content = bool(choice.text)
+    phase = _chat_phase(record, choice.delta, chunk.usage, now) if chat else None
+    has_content = phase is not None if chat else bool(choice.text)
     if has_content:
         if record.t_first is None:
             record.t_first = now
         if keep_chunk_times:
             record.chunk_times.append(now)
+            record.chunk_phases.append(phase)
             # Engines that report usage on every chunk tell how many tokens a chunk carried;
             # a drafter's accepted run arrives as one chunk of several tokens.
             if chunk.usage is not None:
@@ -145,6 +224,54 @@ def _record_chunk(record: RequestRecord, chunk: Any, now: float, counted: int, *
     if choice.finish_reason:
         record.finish_reason = choice.finish_reason
     return counted
+
+
+def _chat_phase(record: RequestRecord, delta: Any, usage: Any, now: float) -> str | None:
+    """Which part of a reasoning model's output a chat delta carries ("reasoning", "answer", "mixed"; None: no
+    content), its times kept and, from per-chunk usage, the tokens it adds to the reasoning count."""
+    thought = next((text for name in REASONING_FIELDS if (text := getattr(delta, name, None) if delta else None)),
+                   None)
+    answered = bool(delta and (delta.content or delta.tool_calls))
+    phase = "mixed" if thought and answered else "reasoning" if thought else "answer" if answered else None
+    if thought:
+        record.reasoning_chunks += 1
+        record.t_last_reasoning = now
+        if record.t_first_reasoning is None:
+            record.t_first_reasoning = now
+    if answered and record.t_first_answer is None:
+        record.t_first_answer = now
+    split = record.split
+    if usage is None:
+        if phase is not None:
+            split.counted = None  # a chunk of text whose tokens nothing tells
+    else:
+        added = usage.completion_tokens - split.completion_seen
+        split.completion_seen = usage.completion_tokens
+        # tokens on a chunk without text (the last one's, a parser's swallowed marker) belong to the phase before
+        into = phase or split.phase
+        if added and split.counted is not None and into in ("reasoning", "mixed", None):
+            split.counted = split.counted + added if into == "reasoning" else None
+    split.phase = phase or split.phase
+    return phase
+
+
+def settle_reasoning(record: RequestRecord) -> None:
+    """The request's reasoning tokens once its stream ended: the engine's count where it gives a usable one (a 0
+    beside streamed reasoning is a parser that does not count, not a count), else the per-chunk count, else all of
+    them where every token streamed was reasoning; None where the stream does not tell (or carried no reasoning and
+    the engine said nothing)."""
+    total, split = record.completion_tokens, record.split
+    if total is None:
+        return
+    found: tuple[int | None, ReasoningSource | None] = (None, None)
+    reported = split.reported
+    if reported is not None and 0 <= reported <= total and (reported > 0 or record.reasoning_chunks == 0):
+        found = (reported, "usage")
+    elif record.reasoning_chunks and record.t_first_answer is None:
+        found = (total, "stream")  # every token it streamed was thinking (a budget or max_tokens ended it there)
+    elif record.reasoning_chunks and split.counted is not None and split.counted <= total:
+        found = (split.counted, "chunks")
+    record.reasoning_tokens, record.reasoning_source = found
 
 
 #: the request the current task is sending, for `stamp_send`
@@ -220,6 +347,7 @@ async def stream_request(client: AsyncOpenAI, record: RequestRecord, request: St
         async for chunk in stream:
             counted = _record_chunk(record, chunk, time.monotonic(), counted, chat=request.messages is not None,
                                     keep_chunk_times=request.keep_chunk_times, server_timings=request.server_timings)
+        settle_reasoning(record)
         if record.completion_tokens is None:
             record.error = "stream ended without a usage chunk"
         elif record.t_first is None and record.completion_tokens > 0:

@@ -26,6 +26,9 @@ class Endpoint:
     engine_log: Path | None = None
     #: the candidate's own request fields, sent on top of the engine's way of forcing the length
     request_extras: Mapping[str, Any] = field(default_factory=dict)
+    #: what a chat request carries for the candidate's knobs where the engine reads them per request (reasoning on
+    #: vLLM and SGLang: chat_template_kwargs.enable_thinking, reasoning_effort); request_extras win over them
+    chat_request_extras: Mapping[str, Any] = field(default_factory=dict)
     #: several replicas (launch.replicas): every one's URL, each scraped; the first is `base_url`
     replica_urls: tuple[str, ...] = ()
     #: the router in front of them, which the measured requests go through (None: servebook spreads them)
@@ -45,3 +48,14 @@ class Endpoint:
 
     def extras(self, output_tokens: int) -> dict[str, Any]:
         return {**self.adapter.request_extras(output_tokens), **self.request_extras}
+
+    def for_chat(self, extra_body: Mapping[str, Any] | None) -> dict[str, Any]:
+        """A chat request's body fields: `extra_body` over the knobs' chat fields, the template's kwargs merged (a
+        completion of a token prompt carries none: no template or reasoning parser applies to it)."""
+        body = dict(extra_body or {})
+        merged = {**self.chat_request_extras, **body}
+        kwargs = {**(self.chat_request_extras.get("chat_template_kwargs") or {}),
+                  **(body.get("chat_template_kwargs") or {})}
+        if kwargs:
+            merged["chat_template_kwargs"] = kwargs
+        return merged

@@ -50,10 +50,11 @@ class MeasurementLog:
         for record in self._records():
             previous = record.t_first
             tokens = record.chunk_tokens or [None] * len(record.chunk_times)
-            for i, (t, n) in enumerate(zip(record.chunk_times, tokens, strict=True)):
+            phases = record.chunk_phases or [None] * len(record.chunk_times)
+            for i, (t, n, phase) in enumerate(zip(record.chunk_times, tokens, phases, strict=True)):
                 gap = None if i == 0 or previous is None else t - previous
                 rows.append({"request_id": record.request_id, "cell_id": record.cell_id, "index": i,
-                             "t": t, "gap_s": gap, "tokens": n})
+                             "t": t, "gap_s": gap, "tokens": n, "phase": phase})
                 previous = t
         return rows
 

@@ -48,6 +48,7 @@ from .host import (
 from .kinds import cell_line, kind_of, kinds, label
 from .log import CellOutcome, MeasurementLog
 from .prompts import decode_prompt, filler_text
+from .reasoning import client_split
 from .reconcile import ClientCounts, reconcile
 from .replicas import replica_figures, scrape_replicas
 from .roles import MeasuredEngine
@@ -102,8 +103,8 @@ class Measurement:
         for i in range(self.plan.warmup_requests):
             record = RequestRecord(f"warmup-{i}", "warmup", 1, "prose", 8, t_send=0.0)
             await stream_request(self.openai, record, StreamRequest(
-                self.model_name, 8, messages=decode_prompt("prose", i, f"{self.tag}:warmup:{i}"), extra_body=extras,
-                keep_chunk_times=False))
+                self.model_name, 8, messages=decode_prompt("prose", i, f"{self.tag}:warmup:{i}"),
+                extra_body=self.endpoint.for_chat(extras), keep_chunk_times=False))
             if record.error:
                 self._warmup_failed(record)
         steady = self.plan.warmup_until_steady
@@ -118,7 +119,7 @@ class Measurement:
                            log_tail=tail_of(self.endpoint.engine_log) if self.endpoint.engine_log else "")
 
     def _burst(self, concurrency: int, output_tokens: int) -> Burst:
-        extras = self.endpoint.extras(output_tokens)
+        extras = self.endpoint.for_chat(self.endpoint.extras(output_tokens))
 
         async def burst(index: int) -> list[RequestRecord]:
             records = [RequestRecord(f"warmup-burst-{index}-{i}", "warmup", concurrency, "prose", output_tokens,
@@ -232,9 +233,11 @@ class Measurement:
     def _summarize(self, spec: CellSpec, records: list[RequestRecord], before, after, log_offset: int,
                    foreign: float | None, gpu_samples: list) -> CellSummary:
         ok = [r for r in records if r.ok]
+        reasoning, answer, split = client_split(ok)
         client = ClientCounts(prompt_tokens=total_reported(ok, "prompt_tokens"),
                               cached_tokens=total_reported(ok, "cached_tokens"),
-                              completion_tokens=total_reported(ok, "completion_tokens"))
+                              completion_tokens=total_reported(ok, "completion_tokens"),
+                              reasoning_tokens=reasoning, answer_tokens=answer, split=split)
         counts = self.adapter.server_counts(before, after) if self.adapter.reconciles else None
         reconciliation = reconcile(client, counts)
         # An open-loop cell's figures are its measured window's; its warm-up requests only count for validity.

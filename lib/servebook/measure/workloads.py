@@ -63,6 +63,8 @@ class Workloads:
                              **extra)
 
     def request(self, output_tokens: int, **fields: Any) -> StreamRequest:
+        if fields.get("messages") is not None:
+            fields["extra_body"] = self.endpoint.for_chat(fields.get("extra_body"))
         return StreamRequest(self.model, output_tokens, stream_options=self.endpoint.adapter.stream_options(),
                              keep_chunk_times=self.plan.record_chunks, server_timings=self.endpoint.adapter.server_timings,
                              **fields)

@@ -22,6 +22,9 @@ class Column:
     format: Format = ".1f"
     scale: float = 1.0
     suffix: str = ""
+    #: shown only where some cell of the table has a value in this column (figures only some runs have: a reasoning
+    #: model's); None: always shown
+    shown_with: str | None = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,8 @@ class LineChart:
 class Section:
     title: str
     definitions: list[str]
+    #: (column, definition): shown only where some cell of the kind has a value in that column
+    when_present: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -90,9 +95,30 @@ class PresentKind:
 CHECK = Column("Check", "", "check")
 
 
-def _ms(title: str, column: str) -> Column:
+def _ms(title: str, column: str, shown_with: str | None = None) -> Column:
     """A column of seconds, shown in whole milliseconds."""
-    return Column(title, column, ".0f", 1000.0, " ms")
+    return Column(title, column, ".0f", 1000.0, " ms", shown_with)
+
+
+#: the cells.parquet column that says a cell's streams reasoned (measure/reasoning.py): its figures show where it is set
+REASONED = "reasoning_split"
+REASONING_DEFINITIONS = (
+    (REASONED, "Reasoning models: a chat stream's thinking arrives in reasoning_content or reasoning deltas, its answer "
+               "in content. Answer TTFT: median time from send to the first answer chunk (TTFT counts the first "
+               "chunk of either). Reasoning / answer tokens: sums over the cell; a request's reasoning count is the "
+               "engine's own (usage) where it reports one, else counted from per-chunk usage; answer tokens are the "
+               "rest of its completion tokens. Reasoning / answer tok/s: medians over requests of (tokens - 1) / "
+               "(last - first chunk of that phase)."),
+    (REASONED, "The engine's generation counter counts thinking and answer alike: where every stream's reasoning "
+               "count is known the check is reasoning + answer against it; where one is not, the cell is reconciled "
+               "on the total only, and says so (docs/reasoning.md)."),
+)
+REASONING_COLUMNS = (
+    _ms("Answer TTFT", "answer_ttft_s", REASONED), Column("Reasoning tokens", "reasoning_tokens", "int",
+                                                          shown_with=REASONED),
+    Column("Answer tokens", "answer_tokens", "int", shown_with=REASONED),
+    Column("Reasoning tok/s", "reasoning_tok_s", shown_with=REASONED),
+    Column("Answer tok/s", "answer_tok_s", shown_with=REASONED))
 
 DECODE_DEFINITIONS = [
     "Aggregate tok/s: sum of completion tokens over the cell / (first send to last finish).",
@@ -136,12 +162,15 @@ PRESENT: dict[str, PresentKind] = {
         summary_rank=10,
         table=RunTable("Decode, {category} prompts", (
             Column("Concurrency", "concurrency", "int"), Column("Aggregate tok/s", "aggregate_tok_s"),
-            Column("Per request tok/s", "per_request_tok_s"), _ms("TTFT", "ttft_s"), CHECK),
+            Column("Per request tok/s", "per_request_tok_s"), _ms("TTFT", "ttft_s"), *REASONING_COLUMNS, CHECK),
             sort=("concurrency",), by_category=True),
-        section=Section("Decode", DECODE_DEFINITIONS + [GAP_NOTE]),
+        section=Section("Decode", DECODE_DEFINITIONS + [GAP_NOTE], when_present=REASONING_DEFINITIONS),
         estimates=EstimateTable("Decode, {category} prompts", "concurrency", "Concurrency", (
             Column("Aggregate tok/s", "aggregate_tok_s", ".1f"), Column("Steady-state tok/s", "steady_tok_s", ".1f"),
-            Column("Per request tok/s", "per_request_tok_s", ".1f"), Column("TTFT ms", "ttft_s", ".0f", 1000.0)),
+            Column("Per request tok/s", "per_request_tok_s", ".1f"), Column("TTFT ms", "ttft_s", ".0f", 1000.0),
+            Column("Answer TTFT ms", "answer_ttft_s", ".0f", 1000.0, shown_with=REASONED),
+            Column("Reasoning tok/s", "reasoning_tok_s", ".1f", shown_with=REASONED),
+            Column("Answer tok/s", "answer_tok_s", ".1f", shown_with=REASONED)),
             by_category=True),
         compared=(("Aggregate decode tok/s", "aggregate_tok_s", ".1f", 1.0),
                   ("Per-request decode tok/s (median)", "per_request_tok_s", ".0f", 1.0),

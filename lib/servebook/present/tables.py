@@ -18,12 +18,13 @@ from .kinds import (
     WAVE_DEFINITIONS,
     Column,
     RunTable,
+    Section,
     summarised,
 )
 
 __all__ = ["DECODE_DEFINITIONS", "GAP_NOTE", "PREFILL_DEFINITIONS", "REUSE_DEFINITIONS", "WAVE_DEFINITIONS",
            "cell_check", "estimate_tables", "estimate_text", "fit_table", "fmt", "kind_tables", "memory_table",
-           "number", "records", "run_tables", "side_by_side", "verification_table"]
+           "number", "records", "run_tables", "section_definitions", "side_by_side", "verification_table"]
 
 def number(value: Any) -> float | None:
     """A float, or None for missing values (None, NaN, pandas NA, text)."""
@@ -78,6 +79,22 @@ def _by(rows: list[dict], column: str) -> dict:
     return groups
 
 
+def _present(rows: list[dict], column: str) -> bool:
+    """Whether some row has a value in `column` (text counts; None and NaN do not)."""
+    return any(isinstance(v, str) or number(v) is not None for v in (row.get(column) for row in rows))
+
+
+def _shown(columns: tuple[Column, ...], rows: list[dict]) -> list[Column]:
+    """The columns a table of `rows` shows: the conditional ones only where the figure they go with is present."""
+    return [c for c in columns if c.shown_with is None or _present(rows, c.shown_with)]
+
+
+def section_definitions(section: Section, cells, kind: str) -> list[str]:
+    """A kind's definitions, with those of figures only some runs have where its cells have them."""
+    rows = _of_kind(cells, kind)
+    return section.definitions + [text for column, text in section.when_present if _present(rows, column)]
+
+
 def _figure(cell: dict, column: Column) -> Any:
     if column.format == "check":
         return cell_check(cell)
@@ -95,10 +112,11 @@ def run_tables(cells, spec: RunTable, kind: str, label: str | None = None) -> li
     for category, group in groups.items():
         if not group:
             continue
-        table = Table(([label.capitalize()] if label else []) + [c.title for c in spec.columns],
+        columns = _shown(spec.columns, group)
+        table = Table(([label.capitalize()] if label else []) + [c.title for c in columns],
                       title=spec.title.format(category=category))
         for cell in _rows(group, ["order", *spec.sort] if label else list(spec.sort)):
-            table.add(([cell[label]] if label else []) + [_figure(cell, c) for c in spec.columns],
+            table.add(([cell[label]] if label else []) + [_figure(cell, c) for c in columns],
                       "" if cell["valid"] else "invalid")
         tables.append(table)
     return tables
@@ -159,7 +177,7 @@ def estimate_tables(cells: pd.DataFrame, label: str = "candidate") -> list[Table
         for category, group in (part.groupby("category", sort=False) if spec.by_category else [(None, part)]):
             if group.empty:
                 continue
-            columns = [c for c in spec.columns if c.column in group]
+            columns = [c for c in _shown(spec.columns, records(group)) if c.column in group]
             table = Table([label.capitalize(), spec.key_title, "Runs"] + [c.title for c in columns],
                           title=spec.title.format(category=category) + " (mean of runs, 95% interval)")
             order = list(dict.fromkeys(group[label]))

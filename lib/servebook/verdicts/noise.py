@@ -100,7 +100,25 @@ def _per_request(rows: pd.DataFrame, metric: str) -> pd.Series:
         return ttft
     if metric == "prefill_tok_s":
         return rows["prompt_tokens"] / ttft
+    if metric in ("answer_ttft_s", "reasoning_tok_s", "answer_tok_s"):
+        return _reasoning_per_request(rows, metric)
     return (rows["completion_tokens"] - 1) / (rows["t_last"] - rows["t_first"])
+
+
+def _reasoning_per_request(rows: pd.DataFrame, metric: str) -> pd.Series:
+    """A reasoning figure per request (measure.client.RequestRecord); empty for requests recorded before its columns."""
+    needed = {"answer_ttft_s": ("t_first_answer",), "reasoning_tok_s": ("reasoning_tokens", "t_first_reasoning"),
+              "answer_tok_s": ("reasoning_tokens", "t_first_answer")}[metric]
+    if not set(needed) <= set(rows.columns):
+        return pd.Series(dtype=float)
+    if metric == "answer_ttft_s":
+        return (rows["t_first_answer"] - rows["t_send"]).dropna()
+    if metric == "reasoning_tok_s":
+        rates = (rows["reasoning_tokens"] - 1) / (rows["t_last_reasoning"] - rows["t_first_reasoning"])
+    else:
+        answer = rows["completion_tokens"] - rows["reasoning_tokens"]
+        rates = (answer - 1) / (rows["t_last"] - rows["t_first_answer"])
+    return rates.dropna()
 
 
 def within_run_se(requests: list[pd.DataFrame], cell_id: str, metric: str) -> float | None:

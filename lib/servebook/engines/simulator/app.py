@@ -60,12 +60,17 @@ class _Completion:
         self.continuous = config.flavor == "vllm" and (bool(options.get("continuous_usage_stats"))
                                                        or config.force_usage)
         self.include_usage = bool(options.get("include_usage")) or config.force_usage
+        # a reasoning model's first tokens are thinking, in chat only (simulator/thinking.py)
+        self.shape = config.reasoning if chat else None
+        self.thinking = self.shape.thinking_tokens(body, self.max_tokens) if self.shape else 0
 
     def usage(self, produced: int, cached: int | None = None) -> dict:
         usage: dict[str, Any] = {"prompt_tokens": len(self.prompt), "completion_tokens": produced,
                  "total_tokens": len(self.prompt) + produced}
         if cached is not None and self.app.config.cache_report:  # only under the engine's flag
             usage["prompt_tokens_details"] = {"cached_tokens": cached}
+        if self.shape is not None:  # under a parser, even when nothing was thought
+            usage.update(self.shape.usage_fields(min(produced, self.thinking)))
         return usage
 
     def envelope(self, obj: str, choices: list, usage: dict | None = None) -> dict:
@@ -79,6 +84,16 @@ class _Completion:
         obj = "chat.completion.chunk" if self.chat else "text_completion"
         return f"data: {json.dumps(self.envelope(obj, [choice] if choice else [], usage))}\n\n"
 
+    def tokens_piece(self, produced: int, n: int) -> dict:
+        """The chunk of `n` tokens from `produced` on; a reasoning model's before the end of thinking are reasoning
+        (a drafter's run across it sends both in one delta, as vLLM does)."""
+        words = [WORDS[(produced + i) % len(WORDS)] for i in range(n)]
+        if self.shape is None:
+            return self.piece("".join(words), None)
+        thought = max(0, min(n, self.thinking - produced))
+        return {"index": 0, "delta": self.shape.delta("".join(words[:thought]), "".join(words[thought:])),
+                "finish_reason": None}
+
     def piece(self, text: str, finish: str | None) -> dict:
         if self.chat:
             return {"index": 0, "delta": {"content": text} if text or not finish else {}, "finish_reason": finish}
@@ -88,12 +103,14 @@ class _Completion:
         engine, faults = self.app.engine, self.app.config.faults
         produced, cached = 0, 0
         if self.chat:
-            yield self.chunk({"index": 0, "delta": {"role": "assistant", "content": None}, "finish_reason": None})
+            # vLLM puts continuous usage on its first (role) chunk too (chat_completion/serving.py)
+            yield self.chunk({"index": 0, "delta": {"role": "assistant", "content": None}, "finish_reason": None},
+                             usage=self.usage(0) if self.continuous else None)
         # the last chunk's cached count is what the usage after the loop reports
         async for n, cached in engine.generate(self.prompt, self.max_tokens, self.ignore_eos, self.min_tokens):  # noqa: B007
-            text = "".join(WORDS[(produced + i) % len(WORDS)] for i in range(n))
+            piece = self.tokens_piece(produced, n)
             produced += n
-            yield self.chunk(self.piece(text, None), usage=self.usage(produced) if self.continuous else None)
+            yield self.chunk(piece, usage=self.usage(produced) if self.continuous else None)
             if self.measured:
                 engine.measured_tokens += n
                 self.app.maybe_crash()
@@ -125,9 +142,13 @@ class _Completion:
         finally:
             self.app.in_flight -= 1
         finish = "length" if produced >= self.max_tokens else "stop"
+        message: dict[str, Any] = {"role": "assistant"}
+        if self.chat and self.shape is not None and self.thinking:
+            thought = "".join(WORDS[i % len(WORDS)] for i in range(min(produced, self.thinking)))
+            message[self.shape.field], text = thought, text[len(thought):]
         if self.chat:
             text = self.capable_answer(text)
-        choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish} \
+        choice = {"index": 0, "message": {**message, "content": text}, "finish_reason": finish} \
             if self.chat else {"index": 0, "text": text, "finish_reason": "length"}
         return self.envelope("chat.completion" if self.chat else "text_completion", [choice],
                              self.usage(produced, cached))
@@ -254,6 +275,7 @@ class SimApp:
                      "context_length": config.context_length, "tp_size": args.get("tp_size", 1),
                      "kv_cache_dtype": "bfloat16" if kv in (None, "auto") else kv,
                      "speculative_algorithm": args.get("speculative_algorithm"),
+                     "reasoning_parser": args.get("reasoning_parser"),
                      "internal_states": [{"effective_max_running_requests_per_dp": timing.slots}],
                      "api_key": args.get("api_key")}  # SGLang reports its key among its server args
         return JSONResponse(body)
@@ -319,7 +341,9 @@ def vllm_config(config: SimConfig) -> dict:
             "scheduler_config": {"max_num_seqs": timing.slots, "max_num_batched_tokens": timing.chunk},
             "parallel_config": {"tensor_parallel_size": 1},
             "speculative_config": {"method": spec.get("method"), "num_speculative_tokens": timing.draft_tokens}
-            if spec else None}
+            if spec else None,
+            # where vLLM 0.26 reports its reasoning parser ("" without one; tests/fixtures/vllm-0.26.0)
+            "structured_outputs_config": {"reasoning_parser": args.get("reasoning_parser") or ""}}
 
 
 def build_app(engine: Engine):

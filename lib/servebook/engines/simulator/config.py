@@ -6,6 +6,8 @@ import argparse
 import json
 from dataclasses import dataclass, field
 
+from .thinking import ReasoningShape, llamacpp_shape, sglang_shape, vllm_shape
+
 FLAVORS = ("llamacpp", "sglang", "vllm")
 FAULTS = ("never_ready", "crash_mid_stream", "oom_warmup", "wrong_usage", "null_string_argument", "compile_in_cell",
           # each fails one case of a gate, as a broken chat template or parser would
@@ -87,6 +89,8 @@ class SimConfig:
     force_usage: bool = False
     #: whether a prompt's cached prefix is reused (vLLM --no-enable-prefix-caching, SGLang --disable-radix-cache)
     prefix_caching: bool = True
+    #: a reasoning model, streamed as the engine does it with its parser or format on (None: it does not think)
+    reasoning: ReasoningShape | None = None
 
     @property
     def name(self) -> str:
@@ -127,12 +131,18 @@ def _parse_flavor(flavor: str, parser: argparse.ArgumentParser, argv: list[str],
         parser.add_argument("--metrics", action="store_true")
         parser.add_argument("-c", "--ctx-size", type=int, default=4096)
         parser.add_argument("--alias", default=None)
+        parser.add_argument("--reasoning-format", default=None)
+        parser.add_argument("-rea", "--reasoning", default=None)
+        parser.add_argument("--reasoning-effort", default=None)
+        parser.add_argument("--reasoning-budget", type=int, default=None)
         args, _ = parser.parse_known_args(argv)
         timing.slots, timing.chunk = args.parallel, args.ubatch_size
         timing.draft_tokens = args.spec_draft_n_max if args.spec_type != "none" else 0
         timing.acceptance = ACCEPTANCE["NGRAM"] if args.spec_type.startswith("ngram") else timing.acceptance
         return SimConfig(flavor, args.host, args.port, args.model, timing, faults, metrics_enabled=args.metrics,
-                         served_name=args.alias, context_length=args.ctx_size, server_args=vars(args))
+                         served_name=args.alias, context_length=args.ctx_size, server_args=vars(args),
+                         reasoning=llamacpp_shape(args.reasoning_format, args.reasoning, args.reasoning_effort,
+                                                  args.reasoning_budget))
     if flavor == "sglang":
         parser.add_argument("--model-path", default="model")
         parser.add_argument("--chunked-prefill-size", type=int, default=8192)
@@ -146,6 +156,7 @@ def _parse_flavor(flavor: str, parser: argparse.ArgumentParser, argv: list[str],
         parser.add_argument("--kv-cache-dtype", default="auto")
         parser.add_argument("--enable-cache-report", action="store_true")
         parser.add_argument("--disable-radix-cache", action="store_true")
+        parser.add_argument("--reasoning-parser", default=None)
         args, _ = parser.parse_known_args(argv)
         timing.slots = args.max_running_requests
         timing.chunk = args.chunked_prefill_size if args.chunked_prefill_size > 0 else 1 << 30
@@ -155,7 +166,8 @@ def _parse_flavor(flavor: str, parser: argparse.ArgumentParser, argv: list[str],
         return SimConfig(flavor, args.host, args.port, args.model_path, timing, faults,
                          metrics_enabled=args.enable_metrics, served_name=args.served_model_name,
                          context_length=args.context_length, server_args=vars(args),
-                         cache_report=args.enable_cache_report, prefix_caching=not args.disable_radix_cache)
+                         cache_report=args.enable_cache_report, prefix_caching=not args.disable_radix_cache,
+                         reasoning=sglang_shape(args.reasoning_parser))
     return _parse_vllm(parser, argv, timing, faults)
 
 
@@ -171,6 +183,11 @@ def _parse_vllm(parser: argparse.ArgumentParser, argv: list[str], timing: Timing
     parser.add_argument("--kv-cache-dtype", default="auto")
     parser.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.92)
+    parser.add_argument("--reasoning-parser", default=None)
+    # which vLLM release's reasoning shape to play: the delta field before and after its rename, and whether usage
+    # counts reasoning tokens (releases before completion_tokens_details do not)
+    parser.add_argument("--sim-reasoning-field", choices=("reasoning", "reasoning_content"), default="reasoning")
+    parser.add_argument("--sim-reasoning-usage", choices=("details", "none"), default="details")
     args, _ = parser.parse_known_args([a for a in argv if a not in ("vllm", "serve")])
     timing.slots, timing.chunk = args.max_num_seqs, args.max_num_batched_tokens
     if args.speculative_config:
@@ -181,6 +198,7 @@ def _parse_vllm(parser: argparse.ArgumentParser, argv: list[str], timing: Timing
     return SimConfig("vllm", args.host, args.port, args.model, timing, faults, served_name=args.served_model_name,
                      context_length=args.max_model_len, server_args=vars(args),
                      cache_report=args.enable_prompt_tokens_details, force_usage=args.enable_force_include_usage,
-                     prefix_caching=args.enable_prefix_caching)
+                     prefix_caching=args.enable_prefix_caching,
+                     reasoning=vllm_shape(args.reasoning_parser, args.sim_reasoning_field, args.sim_reasoning_usage))
 
 

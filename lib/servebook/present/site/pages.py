@@ -42,7 +42,7 @@ from ..load_tables import (
     throughput_table,
 )
 from ..scaling import ScalingPoint, scaling_spec
-from ..tables import estimate_tables, fmt, number, run_tables
+from ..tables import estimate_tables, fmt, number, run_tables, section_definitions
 from .summary import RunSummary
 
 LOG_LINES = 60
@@ -227,7 +227,8 @@ def sections(summaries: list[RunSummary]) -> list[dict]:
     for kind, entry in PRESENT.items():
         tables = run_tables(cells, entry.table, kind, label) if entry.table else []
         if tables and entry.section:
-            out.append({"title": entry.section.title, "tables": tables, "definitions": entry.section.definitions})
+            out.append({"title": entry.section.title, "tables": tables,
+                        "definitions": section_definitions(entry.section, cells, kind)})
     load = [t for t in (capacity_table(cells, label), load_table(cells, label)) if t is not None]
     if load:
         out.append({"title": "Capacity and open-loop load", "tables": load, "definitions": CAPACITY_DEFINITIONS})
