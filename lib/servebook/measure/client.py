@@ -52,6 +52,9 @@ class RequestRecord:
     replica: int | None = None
     #: replay cells: the prompt tokens a perfect prefix cache serves of it, by the trace's hash ids (config.traces)
     ideal_cached_tokens: int | None = None
+    #: an interference probe (plan.prefill.probes): a short decode request sent beside the cell's own, counted in
+    #: its reconciliation and validity, never in its figures
+    probe: bool = False
     chunk_times: list[float] = field(default_factory=list, repr=False)
     chunk_tokens: list[int | None] = field(default_factory=list, repr=False)
 
