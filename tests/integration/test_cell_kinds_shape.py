@@ -1,6 +1,7 @@
 """A run that measures every cell kind (decode, prefill, reuse, wave, load, and the capacity search's probes and row)
 records the cells.parquet it recorded before the kinds got a home each (issue 31): the same columns in the same
-order and types, the same cells, and in each row the same figures present. Recorded on main at 2f63741."""
+order and types, the same cells, and in each row the same figures present. Recorded on main at 2f63741; re-recorded
+with the ITL and gauge columns added (branch itl), nothing else changed."""
 
 import json
 from pathlib import Path
