@@ -64,8 +64,9 @@ class ProbePlan(_Strict):
     """Interference probes: short decode requests sent while each long prefill runs, so the decode stall a prefill
     chunk causes shows in their TTFT and chunk gaps (reported apart: they never count in the prefill figure)."""
 
-    interval_ms: float = Field(100.0, ge=10, le=10_000, description="a probe leaves this often while the prefill "
-                                                                     "request is in flight")
+    interval_ms: float = Field(100.0, ge=10, le=10_000, description="after the first probe (already decoding when "
+                                                                     "the prefill request leaves), one leaves this "
+                                                                     "often while the prefill is in flight")
     output_tokens: int = Field(32, ge=2, le=1024, description="forced length of each probe")
     prompt_tokens: int = Field(64, ge=48, le=4096, description="exact prompt length of each probe, cold like the "
                                                                 "prefill's")

@@ -14,9 +14,10 @@ UNDER_LOAD_DEFINITIONS = [
     "cell's longest gap, the stall a reader saw.",
     "Tokens per chunk: completion tokens over content chunks (above 1 when a drafter's accepted run arrives as one "
     "chunk). Per token: each gap over the tokens of the chunk that ended it, where the engine reports them.",
-    "Probes: short cold decode requests sent every interval while each prefill request runs (plan.prefill.probes), "
-    "counted apart from the prefill figure. Their TTFT is a newcomer's wait behind the prefill, their longest gap "
-    "the stall of a decode already running: what a prefill chunk size costs the requests beside it.",
+    "Probes (plan.prefill.probes): short cold decode requests beside each prefill request, the first already "
+    "decoding when it is sent, then one every interval while it runs; counted apart from the prefill figure. Their "
+    "longest gap is the stall of a decode already running, their TTFT a newcomer's wait behind the prefill: what a "
+    "prefill chunk size costs the requests beside it.",
     "Engine gauges: sampled from /metrics while the cell ran (plan.gauge_interval_ms): the highest KV cache use "
     "(0-100%), running and waiting requests seen; preemptions: the engine's counter over the cell. '-': the engine "
     "exports no such gauge (llama.cpp exports no KV use and never preempts) or sampling was off.",
