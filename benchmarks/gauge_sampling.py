@@ -10,7 +10,7 @@ The sampler (measure.gauges) polls /metrics on the measuring client's event loop
 3. decode at concurrency 3 with sampling off, at 250 ms (the default) and at 50 ms, interleaved in rounds: the
    ratio of ITL p50 / p99 and aggregate tok/s to the unsampled arm (1.00: no effect).
 
-    .venv/bin/python benchmarks/gauge_sampling.py [--rounds 4] [--requests 12] [--tokens 96]
+    .venv/bin/python benchmarks/gauge_sampling.py [--rounds 4] [--requests 12] [--tokens 96]   (--rounds 0: costs only)
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from servebook.engines.counters import gauge_names, parse_metrics, parse_only  #
 from servebook.launch.preflight import preflight  # noqa: E402
 from servebook.launch.process import EngineProcess, free_port  # noqa: E402
 from servebook.measure.client import RequestRecord, StreamRequest, measuring_clients, stream_request  # noqa: E402
-from servebook.measure.gauges import GaugeSampler  # noqa: E402
+from servebook.measure.gauges import GaugeSampler, gauge_client  # noqa: E402
 from servebook.measure.itl import itl_figures  # noqa: E402
 from servebook.measure.prompts import decode_prompt  # noqa: E402
 from servebook.util.progress import Reporter  # noqa: E402
@@ -62,7 +62,7 @@ def hold_ms(text: str, names: frozenset[str] | None, repeats: int = 200) -> floa
 
 
 async def sampler_cpu(base_url: str, interval_s: float, seconds: float) -> tuple[float, int]:
-    http, _ = measuring_clients(base_url, "servebook", {}, 30.0)
+    http = gauge_client({})
     sampler = GaugeSampler(http, (base_url,), get_engine("llamacpp").gauges, interval_s)
     cpu, wall = time.process_time(), time.monotonic()
     async with sampler:
@@ -74,6 +74,7 @@ async def sampler_cpu(base_url: str, interval_s: float, seconds: float) -> tuple
 
 async def decode_arm(base_url: str, interval_s: float | None, requests: int, tokens: int, tag: str) -> dict:
     http, sdk = measuring_clients(base_url, "servebook", {}, 120.0)
+    gauges = gauge_client({})
     adapter = get_engine("llamacpp")
     records: list[RequestRecord] = []
 
@@ -85,11 +86,12 @@ async def decode_arm(base_url: str, interval_s: float | None, requests: int, tok
             await stream_request(sdk, record, StreamRequest("default", tokens, messages=decode_prompt("prose", i, tag),
                                                             extra_body=adapter.request_extras(tokens)))
 
-    async with GaugeSampler(http, (base_url,), adapter.gauges, interval_s):
+    async with GaugeSampler(gauges, (base_url,), adapter.gauges, interval_s):
         started = time.monotonic()
         await asyncio.gather(*(stream() for _ in range(3)))
         wall = time.monotonic() - started
     await http.aclose()
+    await gauges.aclose()
     itl = itl_figures(records)
     return {"p50": itl["itl_p50_s"], "p99": itl["itl_p99_s"],
             "tok_s": sum(r.completion_tokens or 0 for r in records) / wall}
@@ -134,13 +136,17 @@ def main() -> None:
             for name in order:
                 arms[name].append(asyncio.run(decode_arm(base, intervals[name], args.requests, args.tokens,
                                                          f"bench-{r}-{name}")))
+    if not args.rounds:
+        return
     base_arm = {k: statistics.median(a[k] for a in arms["off"]) for k in ("p50", "p99", "tok_s")}
     print(f"decode c3, {args.requests} x {args.tokens} tokens, {args.rounds} rounds; unsampled: ITL p50 "
           f"{1000 * base_arm['p50']:.2f} ms, p99 {1000 * base_arm['p99']:.2f} ms, {base_arm['tok_s']:.0f} tok/s")
-    for name in ("250 ms", "50 ms"):
+    for name in arms:
         ratios = {k: statistics.median(a[k] for a in arms[name]) / base_arm[k] for k in base_arm}
-        print(f"  sampled at {name}: ITL p50 x{ratios['p50']:.3f}, p99 x{ratios['p99']:.3f}, "
-              f"aggregate x{ratios['tok_s']:.3f}")
+        spread = {k: f"{min(a[k] for a in arms[name]) / base_arm[k]:.2f}-{max(a[k] for a in arms[name]) / base_arm[k]:.2f}"
+                  for k in base_arm}
+        print(f"  {name}: ITL p50 x{ratios['p50']:.3f} (rounds {spread['p50']}), p99 x{ratios['p99']:.3f} "
+              f"({spread['p99']}), aggregate x{ratios['tok_s']:.3f} ({spread['tok_s']})")
 
 
 if __name__ == "__main__":

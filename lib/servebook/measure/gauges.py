@@ -3,7 +3,8 @@ from /metrics every `plan.gauge_interval_ms` by a task beside the cell's request
 
 Which samples carry each gauge is the engine adapter's (`EngineAdapter.gauges`). Each poll parses only those
 samples (engines.counters.parse_only): the poll runs on the measuring client's event loop, so parsing all of a
-vLLM /metrics page would delay the chunks it times. Polls never overlap; a poll that fails is counted and the next
+vLLM /metrics page (25 ms for its 379 lines, against 0.9 ms for the gauges' samples) would delay the chunks it
+times. Polls never overlap; a poll that fails is counted and the next
 one follows. The samples of one cell are bounded: at `max_samples` every other one is dropped and the interval
 doubles, so a long cell keeps its whole span at a coarser step. Preemptions during the cell are the counter's move
 between the scrapes on either side of it (exact, sampled or not).
@@ -28,6 +29,14 @@ if TYPE_CHECKING:
 GAUGE_COLUMNS = ("kv_usage_peak", "running_peak", "waiting_peak", "preemptions", "gauge_samples")
 #: a cell's samples at most (ten minutes at 250 ms) before they are thinned
 MAX_SAMPLES = 2400
+
+
+def gauge_client(headers: dict[str, str]) -> httpx.AsyncClient:
+    """The sampler's own HTTP client: its connections kept alive between polls, which halves a poll's CPU on the
+    client (about 2 ms instead of 3-4 against llama-server), unlike the measured requests' client, which opens one
+    per request. A connection the engine closed meanwhile fails one poll, which is counted and followed by the
+    next."""
+    return httpx.AsyncClient(headers=headers, limits=httpx.Limits(max_connections=16, max_keepalive_connections=16))
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from .client import RequestRecord, StreamRequest, measuring_clients, stream_requ
 from .endpoint import Endpoint
 from .equivalence import SEED, compare_outputs, describe
 from .gates import run_gate, run_needles
-from .gauges import GaugeSampler, gauge_figures
+from .gauges import GaugeSampler, gauge_client, gauge_figures
 from .gpu import GpuSampler, NvmlReader, summarize_gpu
 from .host import (
     DEFAULT_MAX_FOREIGN_CORES,
@@ -88,12 +88,14 @@ class Measurement:
             self.model_name = listed[0]["id"] if listed else "default"
         self.workloads = Workloads(self.endpoint, self.plan, self.tag, self.http, self.openai, self.model_name)
         self.workloads.handover = self.turns.handover
+        self.gauge_http = gauge_client(self.endpoint.auth)
         return self
 
     async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
                         traceback: TracebackType | None) -> None:
         self.workloads.close()
         await self.http.aclose()
+        await self.gauge_http.aclose()
 
     async def tokenize(self, text: str) -> list[int]:
         return await self.workloads.tokenize(text)
@@ -231,7 +233,7 @@ class Measurement:
     def _gauge_sampler(self) -> GaugeSampler:
         """The engine's load gauges, read while the cell runs (plan.gauge_interval_ms; 0: not read)."""
         urls = self.endpoint.replica_urls or (self.endpoint.base_url,)
-        return GaugeSampler(self.http, urls, self.adapter.gauges, self.plan.gauge_interval_ms / 1000 or None)
+        return GaugeSampler(self.gauge_http, urls, self.adapter.gauges, self.plan.gauge_interval_ms / 1000 or None)
 
     async def _scrape(self) -> Scrape:
         """The engine's counters: every replica's, labelled by replica, where there are several."""

@@ -2,6 +2,7 @@
 and that they never count in the prefill cell's figures while its validity and reconciliation still see them."""
 
 import asyncio
+import json
 import time
 
 import pytest
@@ -14,6 +15,7 @@ from servebook.measure.kinds import kind_of
 from servebook.measure.probes import beside, probe_figures
 from servebook.measure.reconcile import Check, Reconciliation
 from servebook.measure.validity import CellChecks, CellEvidence, cell_faults
+from tests.helpers.journals import REPO
 
 SPEC = CellSpec("prefill-2048", "prefill", "prose", 1, 1, 1, 2048)
 
@@ -163,6 +165,14 @@ def test_probes_count_in_validity_but_not_in_the_prefill_figures():
     faults = cell_faults(CellEvidence("prefill", "prose", 1, 2048, [prefill, warm], rec,
                                       checks=CellChecks(cold_exact_prompts=True)))
     assert [f.code for f in faults] == ["not_cold"]
+
+
+def test_recorded_plans_keep_their_ids_with_the_gauge_interval_and_probes_added():
+    manifests = sorted((REPO / "tests" / "unit" / "journal" / "recorded_judgements").rglob("manifest.json"))
+    plans = [json.loads(m.read_text()) for m in manifests]
+    assert plans and all(Plan.model_validate(m["plan"]).id == m["plan_id"] for m in plans)
+    off = Plan.model_validate({**plans[0]["plan"], "gauge_interval_ms": 0})
+    assert off.id != plans[0]["plan_id"]  # not sampling is another plan, as any other value is
 
 
 def test_a_plan_without_probes_keeps_its_id():
