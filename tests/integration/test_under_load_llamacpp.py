@@ -78,6 +78,6 @@ def test_gauges_itl_and_the_decode_stall_of_a_large_prefill_chunk(llama_install,
           f"{1000 * chunked['ttft_s']:.0f} ms")
     # One batch holds the decode running beside it for the whole prompt: its stall is about the engine's own prompt
     # time for that batch (half of it at least, whatever the host's pace). In 64-token batches its next token rides
-    # in each one; how much shorter its stalls are then depends on the host's pace, which on a shared 2-core host
-    # varies too much to assert (the figures are printed: 762, 1051 and 1710 ms against 1829, 2205 and 1590).
+    # in each one, but this host stalls for about a second with no prefill running at all, so how much shorter its
+    # longest gap is cannot be asserted here (printed: 762, 1051, 1710, 1605 ms against 1829, 2205, 1590, 2081).
     assert big["probe_itl_max_s"] >= 0.5 * big["engine_prompt_s"]
