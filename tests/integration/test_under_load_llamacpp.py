@@ -77,7 +77,8 @@ def test_gauges_itl_and_the_decode_stall_of_a_large_prefill_chunk(llama_install,
           f"{1000 * chunked['probe_ttft_p95_s']:.0f} ms; prefill TTFT {1000 * big['ttft_s']:.0f} vs "
           f"{1000 * chunked['ttft_s']:.0f} ms")
     # One batch holds the decode running beside it for the whole prompt: its stall is about the engine's own prompt
-    # time for that batch (half of it at least, whatever the host's pace). In 64-token batches its next token rides
-    # in each one, but this host stalls for about a second with no prefill running at all, so how much shorter its
-    # longest gap is cannot be asserted here (printed: 762, 1051, 1710, 1605 ms against 1829, 2205, 1590, 2081).
-    assert big["probe_itl_max_s"] >= 0.5 * big["engine_prompt_s"]
+    # time for that batch (about 0.7-1.0 of it in five pairs on a busy 2-core host; a third at least, whatever the
+    # host's pace, where 16 batches of 64 would give a sixteenth). In 64-token batches its next token rides in each
+    # one, but this host stalls for about a second with no prefill running at all, so how much shorter its longest
+    # gap is cannot be asserted here (printed: 762, 1051, 1710, 1605, 1644 ms against 1829, 2205, 1590, 2081, 1081).
+    assert big["probe_itl_max_s"] >= big["engine_prompt_s"] / 3
