@@ -314,6 +314,8 @@ class RunContext:
         writer.write_table("scrapes", log.scrape_rows())
         if log.telemetry:
             writer.write_table("telemetry", log.telemetry)
+        if log.gauges:
+            writer.write_table("gauges", log.gauges)
         if log.outputs:
             writer.write_table("outputs", log.outputs)
         if log.outcomes:

@@ -12,7 +12,7 @@ from typing import Literal
 
 Metric = Literal["aggregate_tok_s", "steady_tok_s", "per_request_tok_s", "ttft_s", "ttft_p90_s", "prefill_tok_s",
                  "capacity_rps", "next_turn_ttft_s", "replay_ttft_p90_s", "measured_hit_rate", "answer_ttft_s",
-                 "reasoning_tok_s", "answer_tok_s"]
+                 "reasoning_tok_s", "answer_tok_s", "itl_p99_s", "probe_itl_p99_s", "probe_ttft_p95_s"]
 Selector = Literal["concurrency", "category", "prompt_tokens"]
 
 
@@ -33,6 +33,8 @@ class JudgedMetric:
     no_selectors: str = ""
     #: whether adding complete replicas is meant to multiply it (what a scaling rule may judge, config.scaling)
     scales: bool = False
+    #: the part of the kind's plan section that must be set for its cells to carry it ("probes": plan.prefill.probes)
+    needs: str | None = None
 
     @property
     def column(self) -> str:
@@ -69,6 +71,14 @@ METRICS: dict[str, JudgedMetric] = {m.name: m for m in (
     JudgedMetric("answer_ttft_s", "decode", "time to the first answer token", "s", "lower"),
     JudgedMetric("reasoning_tok_s", "decode", "reasoning decode", "tok/s", "higher"),
     JudgedMetric("answer_tok_s", "decode", "answer decode", "tok/s", "higher"),
+    # the 99th percentile of a decode cell's chunk gaps (measure.itl): the stalls a user reading the stream feels
+    JudgedMetric("itl_p99_s", "decode", "ITL p99", "s", "lower"),
+    # interference probes beside each prefill (measure.probes): the decode stall a prefill chunk causes, and how
+    # long a short request waits behind it
+    JudgedMetric("probe_itl_p99_s", "prefill", "ITL p99 of decodes beside the prefill", "s", "lower",
+                 selects=("prompt_tokens",), needs="probes"),
+    JudgedMetric("probe_ttft_p95_s", "prefill", "TTFT p95 of short requests beside the prefill", "s", "lower",
+                 selects=("prompt_tokens",), needs="probes"),
 )}
 
 def measured_by(metric: Metric) -> str:

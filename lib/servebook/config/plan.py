@@ -60,12 +60,28 @@ class DecodePlan(_Strict):
         return _ascending_unique(v, "concurrency")
 
 
+class ProbePlan(_Strict):
+    """Interference probes: short decode requests sent while each long prefill runs, so the decode stall a prefill
+    chunk causes shows in their TTFT and chunk gaps (reported apart: they never count in the prefill figure)."""
+
+    interval_ms: float = Field(100.0, ge=10, le=10_000, description="after the first probe (already decoding when "
+                                                                     "the prefill request leaves), one leaves this "
+                                                                     "often while the prefill is in flight")
+    output_tokens: int = Field(32, ge=2, le=1024, description="forced length of each probe")
+    prompt_tokens: int = Field(64, ge=48, le=4096, description="exact prompt length of each probe, cold like the "
+                                                                "prefill's")
+    max_in_flight: int = Field(2, ge=1, le=64, description="no new probe while this many are in flight (so probes "
+                                                            "beyond the engine's slots do not measure its queue)")
+
+
 class PrefillPlan(_Strict):
     """Cold prefill: exact prompt sizes, a unique prefix per request so nothing is cached."""
 
     prompt_tokens: list[int] = Field(default_factory=lambda: [512, 2048])
     requests: int = Field(2, ge=1, description="sequential requests per size (at least)")
     min_cell_s: float | None = Field(None, gt=0, le=3600, description="more requests until the cell lasted this long")
+    probes: ProbePlan | None = Field(None, description="short decode requests beside each prefill request, whose "
+                                                       "TTFT and chunk gaps show the decode stall it causes")
 
     @field_validator("prompt_tokens")
     @classmethod
@@ -133,6 +149,9 @@ _SELECTED = {"concurrency": ("concurrency", "is not in"), "category": ("categori
 _ADDED_AT_DEFAULT: dict[tuple[str, ...], object] = {
     ("remeasure_disturbed",): 1,  # which attempt of a host-disturbed cell is kept, not what a cell measures
     ("decode", "slices"): 1,
+    # sampling the engine's gauges during cells reads /metrics beside them, which its cost check found negligible
+    # (benchmarks/gauge_sampling.py); 0 turns it off, another plan
+    ("gauge_interval_ms",): 250,
 }
 
 
@@ -158,6 +177,9 @@ class Plan(ShownAsYaml, _Strict):
     gate_cases: int = Field(3, ge=1, le=50)
     needle_tokens: list[int] | None = Field(None, description="prompt lengths of the needle gate")
     record_chunks: bool = True
+    gauge_interval_ms: int = Field(
+        250, ge=0, le=60_000, description="read the engine's gauges (KV usage, running and waiting requests, "
+                                          "preemptions) from /metrics this often while each cell runs; 0: off")
     max_foreign_cpu_cores: float | None = Field(
         None, gt=0, description="CPU other processes may use during a cell before it counts as disturbed "
                                 "(default 0.5 cores)")
@@ -226,6 +248,8 @@ class Plan(ShownAsYaml, _Strict):
         if getattr(self, name) is None:
             return [f"{rule.metric} needs {_NEEDS[name]}, and the plan has no {name} section"]
         measured = getattr(self, name)
+        if judged.needs and getattr(measured, judged.needs, None) is None:
+            return [f"{rule.metric} needs plan.{name}.{judged.needs}, and the plan's {name} section has none"]
         problems = []
         for selector in judged.selects:
             field, phrase = _SELECTED[selector]

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ..config.knobs import Knobs
 from ..util.errors import EngineFailed, FailureCause, InputError
 from .contracts import contract_for, spelled_flag
+from .counters import Gauge
 from .flags import Flag, Resolved, command_args, flag_after, value_at
 from .flags import owned as owned_flags
 
@@ -144,6 +145,9 @@ class EngineAdapter(ABC):
     prefill_histogram: str | None = None
     #: the engine's own time-to-first-token histogram (vLLM's clock starts when its front end has the request)
     ttft_histogram: str | None = None
+    #: the load gauges the engine exports (KV usage, running, waiting, preemptions), sampled while a cell runs
+    #: (measure.gauges); what it does not export is absent
+    gauges: ClassVar[tuple[Gauge, ...]] = ()
 
     @property
     def owned(self) -> dict[str, tuple[str, ...]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Literal
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -71,3 +72,49 @@ def parse_metrics(text: str, t: float | None = None) -> Scrape:
         for s in family.samples
     ]
     return Scrape(t=time.monotonic() if t is None else t, samples=samples)
+
+
+#: what servebook samples of an engine's load while a cell runs: the share of its KV cache in use (0-1), the
+#: requests it runs and those it holds waiting, and the running requests it preempted (a counter)
+GaugeName = Literal["kv_usage", "running", "waiting", "preemptions"]
+
+
+@dataclass(frozen=True)
+class Gauge:
+    """One of an engine's load gauges, as its adapter names it: the Prometheus samples that carry it (renamed
+    spellings in order), how values over labels (tensor-parallel ranks, replicas) combine, and whether it is a
+    counter that the engine creates at its first use (absent: nothing counted yet)."""
+
+    name: GaugeName
+    metrics: tuple[str, ...]
+    #: "sum" for counts of requests, "max" for a usage share (the fullest rank or replica is the one that queues)
+    across: Literal["sum", "max"] = "sum"
+    counter: bool = False
+    lazy: bool = False
+
+    def read(self, scrape: Scrape) -> float | None:
+        """Its value in one scrape; None where the scrape has none of its samples (a lazy counter reads 0 in an
+        available scrape of a server that counts)."""
+        for metric in self.metrics:
+            values = [s.value for s in scrape.samples if s.name == metric]
+            if values:
+                return float(max(values) if self.across == "max" else sum(values))
+        return 0.0 if self.lazy and scrape.available and scrape.samples else None
+
+    def delta(self, before: Scrape, after: Scrape) -> float | None:
+        """How far a counter gauge moved between two scrapes (None: not in both)."""
+        a, b = self.read(after), self.read(before)
+        return None if a is None or b is None else a - b
+
+
+def gauge_names(gauges: tuple[Gauge, ...]) -> frozenset[str]:
+    return frozenset(metric for gauge in gauges for metric in gauge.metrics)
+
+
+def parse_only(text: str, names: frozenset[str], t: float | None = None) -> Scrape:
+    """`parse_metrics` of only the samples named `names`: a vLLM /metrics page is hundreds of histogram lines, and
+    parsing all of it four times a second would take the measuring client's CPU. Comment lines go too: without its
+    TYPE line a sample keeps its full name (`vllm:num_preemptions_total`), which is what `Gauge` reads."""
+    kept = [line for line in text.splitlines()
+            if line and line[0] != "#" and line.split("{", 1)[0].split(" ", 1)[0] in names]
+    return parse_metrics("\n".join(kept) + "\n", t) if kept else Scrape(t=time.monotonic() if t is None else t)

@@ -16,7 +16,7 @@ from ..config.knobs import Drafter, Knobs, Reasoning
 from ..util.errors import FailureCause
 from . import register
 from ._base import Diagnosis, EngineAdapter, KvLog, ServerCounts, ServerTimings, classify_by_patterns
-from .counters import counter_delta
+from .counters import Gauge, counter_delta
 from .flags import Flag, Resolved
 
 if TYPE_CHECKING:
@@ -206,6 +206,11 @@ class LlamaCppAdapter(EngineAdapter):
     info_paths = ("/props",)
     served_name_flag = "--alias"
     self_report_paths = ("/props", "/slots")
+    # the server llama-cpp-python 0.3.36 vendors exports no KV usage (tools/server/server-task.cpp); older builds
+    # had kv_cache_usage_ratio, read where it is there. llama.cpp never preempts a running request.
+    gauges = (Gauge("kv_usage", ("llamacpp:kv_cache_usage_ratio",), across="max"),
+              Gauge("running", ("llamacpp:requests_processing",)),
+              Gauge("waiting", ("llamacpp:requests_deferred",)))
 
     def reported_settings(self, bodies: dict[str, Any]) -> dict[str, Any]:
         found = bodies.get("/props")

@@ -17,7 +17,7 @@ from pydantic import Field, model_validator
 
 from . import _gpu, register
 from ._base import ServerCounts
-from .counters import lazy_counter_delta
+from .counters import Gauge, lazy_counter_delta
 from .flags import Flag, Resolved
 
 if TYPE_CHECKING:
@@ -122,6 +122,10 @@ class SGLangAdapter(_gpu.PythonServerAdapter):
     info_paths = ("/server_info", "/get_server_info")
     served_name_flag = "--served-model-name"
     self_report_paths = ("/server_info", "/get_server_info")
+    # per scheduler rank; SGLang calls a preemption a retraction, and creates that counter at its first one
+    gauges = (Gauge("kv_usage", ("sglang:token_usage",), across="max"), Gauge("running", ("sglang:num_running_reqs",)),
+              Gauge("waiting", ("sglang:num_queue_reqs",)),
+              Gauge("preemptions", ("sglang:num_retracted_requests_total",), counter=True, lazy=True))
 
     def reported_settings(self, bodies: dict[str, Any]) -> dict[str, Any]:
         info = next((b for p in self.self_report_paths if isinstance(b := bodies.get(p), dict)), {})

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from . import _gpu, register
 from ._base import ServerCounts
-from .counters import counter_delta
+from .counters import Gauge, counter_delta
 from .flags import Flag, Resolved
 
 if TYPE_CHECKING:
@@ -89,6 +89,10 @@ class VLLMAdapter(_gpu.PythonServerAdapter):
     queue_histogram = "vllm:request_queue_time_seconds"
     prefill_histogram = "vllm:request_prefill_time_seconds"
     ttft_histogram = "vllm:time_to_first_token_seconds"
+    # per engine core (label `engine`); older releases called the KV share (0-1) gpu_cache_usage_perc
+    gauges = (Gauge("kv_usage", ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"), across="max"),
+              Gauge("running", ("vllm:num_requests_running",)), Gauge("waiting", ("vllm:num_requests_waiting",)),
+              Gauge("preemptions", ("vllm:num_preemptions_total",), counter=True))
     compile_cache_env = ("VLLM_CACHE_ROOT", "TRITON_CACHE_DIR")
     # not any command that mentions "vllm" (a servebook sweep of a vllm study is not an engine)
     process_markers = (b"vllm serve", b"vllm.entrypoints")

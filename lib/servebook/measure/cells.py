@@ -144,6 +144,28 @@ class CellSummary(TypedDict, total=False):
     #: "split": every stream's reasoning and answer told apart; "total_only": reconciled on their total; None: no
     #: stream reasoned
     reasoning_split: str | None
+    # inter-token latency of closed-loop decode cells (measure.itl): chunk gaps in seconds, and per token
+    itl_p50_s: float | None
+    itl_p95_s: float | None
+    itl_p99_s: float | None
+    itl_max_s: float | None
+    itl_tokens_per_chunk: float | None
+    itl_token_p50_s: float | None
+    itl_token_p99_s: float | None
+    # interference probes beside prefill requests (measure.probes; plan.prefill.probes)
+    probe_requests: int | None
+    probe_ttft_p50_s: float | None
+    probe_ttft_p95_s: float | None
+    probe_itl_p50_s: float | None
+    probe_itl_p95_s: float | None
+    probe_itl_p99_s: float | None
+    probe_itl_max_s: float | None
+    # the engine's load during the cell (measure.gauges; plan.gauge_interval_ms)
+    kv_usage_peak: float | None
+    running_peak: float | None
+    waiting_peak: float | None
+    preemptions: float | None
+    gauge_samples: int | None
 
 
 def with_engine_split(figures: dict[str, Any], records: list[RequestRecord], queue_s: float | None,

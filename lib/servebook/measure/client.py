@@ -85,6 +85,9 @@ class RequestRecord:
     #: the completion tokens that were reasoning (None: not known, never 0 for "not reported"), and whence the count
     reasoning_tokens: int | None = None
     reasoning_source: ReasoningSource | None = None
+    #: an interference probe (plan.prefill.probes): a short decode request sent beside the cell's own, counted in
+    #: its reconciliation and validity, never in its figures
+    probe: bool = False
     chunk_times: list[float] = field(default_factory=list, repr=False)
     chunk_tokens: list[int | None] = field(default_factory=list, repr=False)
     #: per kept chunk: "reasoning", "answer" or "mixed" (chat), None (a completion's text)

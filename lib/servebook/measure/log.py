@@ -30,6 +30,8 @@ class MeasurementLog:
     partial_records: list[RequestRecord] = field(default_factory=list)
     gate_results: list[GateResult] = field(default_factory=list)
     telemetry: list[dict[str, Any]] = field(default_factory=list)
+    #: the engine's load gauges sampled during each cell (measure.gauges): gauges.parquet
+    gauges: list[dict[str, Any]] = field(default_factory=list)
     #: the equivalence requests' greedy outputs
     outputs: list[dict[str, Any]] = field(default_factory=list)
     #: plan.warmup_until_steady: each burst's rate and whether the engine became steady
@@ -38,6 +40,11 @@ class MeasurementLog:
     derived: list[CellSummary] = field(default_factory=list)
     #: per cell, the reasons of the attempts measured again because only the host disturbed them
     remeasured: dict[str, list[str]] = field(default_factory=dict)
+
+    def forget_samples(self, cell_id: str) -> None:
+        """Drop what was sampled during an attempt at a cell that is measured again."""
+        self.telemetry = [row for row in self.telemetry if row.get("cell_id") != cell_id]
+        self.gauges = [row for row in self.gauges if row.get("cell_id") != cell_id]
 
     def _records(self) -> list[RequestRecord]:
         return [r for o in self.outcomes for r in o.records] + self.partial_records

@@ -32,6 +32,7 @@ from .client import RequestRecord, StreamRequest, measuring_clients, stream_requ
 from .endpoint import Endpoint
 from .equivalence import SEED, compare_outputs, describe
 from .gates import run_gate, run_needles
+from .gauges import GaugeSampler, gauge_client, gauge_figures
 from .gpu import GpuSampler, NvmlReader, summarize_gpu
 from .host import (
     DEFAULT_MAX_FOREIGN_CORES,
@@ -47,6 +48,7 @@ from .host import (
 )
 from .kinds import cell_line, kind_of, kinds, label
 from .log import CellOutcome, MeasurementLog
+from .probes import probe_figures
 from .prompts import decode_prompt, filler_text
 from .reasoning import client_split
 from .reconcile import ClientCounts, reconcile
@@ -87,12 +89,14 @@ class Measurement:
             self.model_name = listed[0]["id"] if listed else "default"
         self.workloads = Workloads(self.endpoint, self.plan, self.tag, self.http, self.openai, self.model_name)
         self.workloads.handover = self.turns.handover
+        self.gauge_http = gauge_client(self.endpoint.auth)
         return self
 
     async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
                         traceback: TracebackType | None) -> None:
         self.workloads.close()
         await self.http.aclose()
+        await self.gauge_http.aclose()
 
     async def tokenize(self, text: str) -> list[int]:
         return await self.workloads.tokenize(text)
@@ -198,7 +202,8 @@ class Measurement:
         seated = process_trees(self.turns.others()) if spec.slices > 1 else set()
         cpu_before, threads_before = cpu_sample(pid, also_own=seated), thread_ticks(pid)
         with GpuSampler(self.gpus) as gpu:
-            records = await self.workloads.run(spec, on_done)
+            async with self._gauge_sampler() as gauges:
+                records = await self.workloads.run(spec, on_done)
         if any(not r.ok for r in records):
             # A dead engine explains failed requests better than the requests do.
             try:
@@ -218,11 +223,18 @@ class Measurement:
         summary["cpu_probe_ms"] = probe_ms
         summary["cpu_steal_cores"] = steal_cores(cpu_before, cpu_after)
         summary["engine_cpus"] = busiest_thread_cpus(pid, since=threads_before)
+        summary.update(gauge_figures(gauges, before, after))
         outcome = CellOutcome(spec, records, before, after, summary)
         self.log.outcomes.append(outcome)
         self.log.telemetry.extend(telemetry_rows(spec.cell_id, cpu_before, cpu_after))
         self.log.telemetry.extend(sample.row(spec.cell_id) for sample in gpu.samples)
+        self.log.gauges.extend(gauges.rows(spec.cell_id))
         return outcome
+
+    def _gauge_sampler(self) -> GaugeSampler:
+        """The engine's load gauges, read while the cell runs (plan.gauge_interval_ms; 0: not read)."""
+        urls = self.endpoint.replica_urls or (self.endpoint.base_url,)
+        return GaugeSampler(self.gauge_http, urls, self.adapter.gauges, self.plan.gauge_interval_ms / 1000 or None)
 
     async def _scrape(self) -> Scrape:
         """The engine's counters: every replica's, labelled by replica, where there are several."""
@@ -241,12 +253,14 @@ class Measurement:
         counts = self.adapter.server_counts(before, after) if self.adapter.reconciles else None
         reconciliation = reconcile(client, counts)
         # An open-loop cell's figures are its measured window's; its warm-up requests only count for validity.
-        counted = [r for r in records if r.measured]
+        # Interference probes (plan.prefill.probes) are figures of their own, never the cell's.
+        counted = [r for r in records if r.measured and not r.probe]
         figures = with_engine_split(cell_figures(spec, counted, self.endpoint.slots), counted,
                                     *(histogram_mean(before, after, name) if name else None
                                       for name in (self.adapter.queue_histogram, self.adapter.prefill_histogram,
                                                    self.adapter.ttft_histogram)))
         figures.update(objective_figures(spec, records, self.plan, figures["wall_s"]))
+        figures.update(probe_figures([r for r in records if r.probe]))
         if figures.get("draft_acceptance") is None and counts is not None and counts.draft_tokens:
             # engines that count drafts per interval, not per request (vLLM's spec_decode counters)
             figures["draft_acceptance"] = (counts.accepted_tokens or 0.0) / counts.draft_tokens
@@ -324,7 +338,7 @@ async def _measure_cell(m: Measurement, spec: CellSpec, task: Task, reporter: Re
         if outcome.summary.get("valid") or not only_disturbed(codes):
             break
         m.log.outcomes.remove(outcome)
-        m.log.telemetry = [row for row in m.log.telemetry if row.get("cell_id") != spec.cell_id]
+        m.log.forget_samples(spec.cell_id)
         m.log.remeasured.setdefault(spec.cell_id, []).append(str(outcome.summary.get("invalid_reasons") or ""))
         reporter.log(f"  {label(spec)}: disturbed by the host ({', '.join(codes)}); measuring it again")
         task.update(task.completed - spec.n_requests)

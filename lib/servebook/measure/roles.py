@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     import httpx
 
     from ..engines._base import ServerCounts, ServerTimings
-    from ..engines.counters import Scrape
+    from ..engines.counters import Gauge, Scrape
 
 
 class MeasuredEngine(Protocol):
@@ -32,6 +32,8 @@ class MeasuredEngine(Protocol):
     def prefill_histogram(self) -> str | None: ...
     @property
     def ttft_histogram(self) -> str | None: ...
+    @property
+    def gauges(self) -> "tuple[Gauge, ...]": ...
 
     def request_extras(self, output_tokens: int) -> dict: ...
 

@@ -137,20 +137,24 @@ def _request_faults(e: CellEvidence) -> list[InvalidReason]:
     if e.category == "structured":
         # A grammar decides when the JSON ends, so the length is capped, not forced.
         wrong = [r for r in ok if not 1 <= (r.completion_tokens or 0) <= e.output_tokens]
-    elif e.checks.per_request_lengths:
-        wrong = [r for r in ok if r.completion_tokens != r.expected_completion_tokens]
     else:
-        wrong = [r for r in ok if r.completion_tokens != e.output_tokens]
+        wrong = [r for r in ok if r.completion_tokens != _asked_length(e, r)]
     if wrong:
-        expected = sorted({r.expected_completion_tokens if e.checks.per_request_lengths else e.output_tokens for r in wrong})
+        expected = sorted({_asked_length(e, r) for r in wrong})
         out.append(InvalidReason.of("wrong_length", count=len(wrong), expected=expected[0] if len(expected) == 1
                                     else "their forced lengths", got=sorted({r.completion_tokens or 0 for r in wrong})))
     if e.checks.cold_exact_prompts:
-        short = [r for r in ok if r.prompt_tokens != e.prompt_tokens]
+        short = [r for r in ok if not r.probe and r.prompt_tokens != e.prompt_tokens]
         if short:
             out.append(InvalidReason.of("wrong_prompt_length", count=len(short), expected=e.prompt_tokens,
                                         got=sorted({r.prompt_tokens or 0 for r in short})))
     return out
+
+
+def _asked_length(e: CellEvidence, r: RequestRecord) -> int:
+    """The output length a request was forced to: its own where lengths are drawn per request or it is an
+    interference probe (plan.prefill.probes), else the cell's."""
+    return r.expected_completion_tokens if e.checks.per_request_lengths or r.probe else e.output_tokens
 
 
 def _cache_faults(e: CellEvidence) -> list[InvalidReason]:

@@ -75,13 +75,17 @@ class Workloads:
             self._fillers[category] = await self.tokenize(text)
         return self._fillers[category]
 
-    async def unique_prompt(self, category: str, length: int, tag: str) -> list[int]:
-        """Exactly `length` tokens whose first token no other prompt of this run starts with."""
+    async def opener(self) -> int:
+        """A first token no other prompt of this run starts with (until the filler's distinct tokens run out)."""
         if not self._openers:
             # Engines reuse the longest cached common prefix, even a single token, so the
             # first token of every prompt differs from the first token of every other.
             self._openers = sorted(set(await self.filler("prose")))
         opener = self._openers[self._prefill_count % len(self._openers)]
         self._prefill_count += 1
-        prefix = [opener] + await self.tokenize(f" [{tag}]\n")
+        return opener
+
+    async def unique_prompt(self, category: str, length: int, tag: str) -> list[int]:
+        """Exactly `length` tokens whose first token no other prompt of this run starts with."""
+        prefix = [await self.opener()] + await self.tokenize(f" [{tag}]\n")
         return exact_length_prompt(await self.filler(category), prefix, length)

@@ -17,7 +17,8 @@ import pandas as pd
 from ..config.metrics import LOWER_IS_BETTER
 from ..journal.store import RunRecord
 from .frontier import frontier_context, frontier_specs
-from .kinds import PRESENT, LineChart, open_loop_kinds, turn_chart_kinds
+from .kinds import PRESENT, LineChart, gap_histogram_kinds, open_loop_kinds, turn_chart_kinds
+from .load_figures import GAP_EDGES_MS, _trimmed, gap_counts, gauge_data, gauge_spec, has_gauges, probe_gap_data
 from .style import AXIS as _AXIS
 from .style import LAYOUT as _LAYOUT
 from .style import PALETTE, fitted
@@ -211,31 +212,18 @@ def prefill_vs_prompt_size_spec(cells) -> dict:
     return chart_spec(cells, "prefill", PRESENT["prefill"].charts[0])
 
 
-#: Chunk-gap bins, the same for every run so that histograms overlay: 8 per doubling from 0.1 ms to about 13 s.
-GAP_EDGES_MS = np.round(0.1 * 2.0 ** (np.arange(0, 17 * 8 + 1) / 8), 6)
-
-
-def _trimmed(counts) -> dict:
-    """Counts over the shared bins, cut to the bins from the first to the last that counted anything."""
-    used = np.nonzero(counts)[0]
-    if used.size == 0:
-        return {"edges": [], "counts": []}
-    first, last = int(used[0]), int(used[-1]) + 1
-    return {"edges": GAP_EDGES_MS[first:last + 1].tolist(), "counts": np.asarray(counts)[first:last].tolist()}
-
-
 def chunk_gap_histogram_data(run: RunRecord) -> dict:
-    """Gaps between content chunks of a run's decode requests (ms), counted in the shared bins `GAP_EDGES_MS`."""
-    path = run.table_path("chunks")
-    chunks = pd.read_parquet(path, columns=["cell_id", "gap_s"]) \
-        if run.status == "completed" and path.is_file() else None
-    if chunks is None or chunks.empty:
+    """Gaps between content chunks of a run's closed-loop decode requests (ms; the kinds present/kinds.py marks
+    `gap_histogram`), counted in the shared bins `GAP_EDGES_MS`."""
+    path, cells_path = run.table_path("chunks"), run.table_path("cells")
+    if run.status != "completed" or not path.is_file() or not cells_path.is_file():
         return {"edges": [], "counts": []}
-    gaps = (chunks[chunks["cell_id"].str.startswith("decode") & chunks["gap_s"].notna()]["gap_s"] * 1000).to_numpy()
-    if gaps.size == 0:
+    cells = pd.read_parquet(cells_path)
+    if "kind" not in cells:
         return {"edges": [], "counts": []}
-    counts, _ = np.histogram(np.clip(gaps, GAP_EDGES_MS[0], GAP_EDGES_MS[-1]), bins=GAP_EDGES_MS)
-    return _trimmed(counts)
+    chosen = set(cells[cells["kind"].isin(gap_histogram_kinds())]["cell_id"])
+    chunks = pd.read_parquet(path, columns=["cell_id", "gap_s"])
+    return gap_counts(chunks[chunks["cell_id"].isin(chosen) & chunks["gap_s"].notna()]["gap_s"].to_numpy() * 1000)
 
 
 def mean_gap_histogram(histograms: Iterable[dict]) -> dict:
@@ -252,9 +240,11 @@ def mean_gap_histogram(histograms: Iterable[dict]) -> dict:
 
 
 @fitted
-def chunk_gap_spec(histograms: dict[str, dict]) -> dict:
-    """Gaps between content chunks in decode cells, per candidate, as outlines over the same bins (one candidate
-    never hides another). A gap is not a per-token figure when a drafter sends several tokens in one chunk."""
+def chunk_gap_spec(histograms: dict[str, dict],
+                   title: str = "Chunk gaps in decode cells (shared bins, 8 per doubling)") -> dict:
+    """Gaps between content chunks in decode cells (or, titled so, of the probes beside prefills), per candidate,
+    as outlines over the same bins (one candidate never hides another). A gap is not a per-token figure when a
+    drafter sends several tokens in one chunk."""
     traces = []
     for i, (name, h) in enumerate(histograms.items()):
         if not h.get("counts") or "edges" not in h:
@@ -264,7 +254,7 @@ def chunk_gap_spec(histograms: dict[str, dict]) -> dict:
                                                                               "color": PALETTE[i % len(PALETTE)]},
                        "x": edges, "y": [*counts, counts[-1]],
                        "hovertemplate": "from %{x:.2f} ms: %{y:.4g} chunks per run<extra>%{fullData.name}</extra>"})
-    layout = {**_LAYOUT, "title": {"text": "Chunk gaps in decode cells (shared bins, 8 per doubling)"},
+    layout = {**_LAYOUT, "title": {"text": title},
               "legend": {"title": {"text": "candidate"}},
               "xaxis": {**_AXIS, "title": {"text": "gap between chunks (ms, log scale)"}, "type": "log"},
               "yaxis": {**_AXIS, "title": {"text": "chunks per run"}, "rangemode": "nonnegative"}}
@@ -324,10 +314,11 @@ def turn_ttft_spec(turns: dict[str, list[dict]]) -> dict:
     return {"data": traces, "layout": layout}
 
 
-def figure_specs(cells, gap_histograms: dict[str, dict],
-                 turns: dict[str, list[dict]] | None = None) -> list[dict]:
+def figure_specs(cells, gap_histograms: dict[str, dict], turns: dict[str, list[dict]] | None = None,
+                 probe_gaps: dict[str, dict] | None = None, gauges: dict | None = None) -> list[dict]:
     """Every chart of a set of runs, as figure dicts (what the site embeds): each kind's (present/kinds.py) where
-    the runs measured it, and the closed-loop charts, empty, for runs that measured no open-loop load."""
+    the runs measured it, and the closed-loop charts, empty, for runs that measured no open-loop load; the probes'
+    chunk gaps where runs sent probes, and one run's gauges on its time axis (`gauges`: load_figures.gauge_data)."""
     cells = records(cells)  # once, for every chart
     kinds = {c.get("kind") for c in cells}
     # A run that measured only open-loop load gets no empty closed-loop charts
@@ -342,6 +333,10 @@ def figure_specs(cells, gap_histograms: dict[str, dict],
     specs += frontier_specs(cells)
     if any(h.get("counts") for h in gap_histograms.values()) or closed:
         specs.append(chunk_gap_spec(gap_histograms))
+    if probe_gaps and any(h.get("counts") for h in probe_gaps.values()):
+        specs.append(chunk_gap_spec(probe_gaps, "Chunk gaps of the decodes sent beside each prefill (probes)"))
+    if has_gauges(gauges):
+        specs.append(gauge_spec(gauges or {}))
     return specs
 
 
@@ -357,6 +352,8 @@ def run_figures(runs: list[RunRecord]) -> list:
     for run in runs:
         by_candidate.setdefault(run.candidate_label, []).append(run)
     gaps = {name: mean_gap_histogram(map(chunk_gap_histogram_data, own)) for name, own in by_candidate.items()}
+    probes = {name: mean_gap_histogram(map(probe_gap_data, own)) for name, own in by_candidate.items()}
     specs = figure_specs(cells_frame(runs), gaps, {name: mean_turns(map(turn_ttft_data, own))
-                                                   for name, own in by_candidate.items()})
+                                                   for name, own in by_candidate.items()},
+                         probes, gauge_data(runs[0]) if len(runs) == 1 else None)
     return [as_figure(spec) for spec in specs]

@@ -90,6 +90,8 @@ class PresentKind:
     open_loop: bool = False
     #: where its estimates and side-by-side figures come among the kinds' (ascending; ties in registry order)
     summary_rank: int = 100
+    #: its cells' chunk gaps go into the run's ITL distribution (figures.chunk_gap_spec)
+    gap_histogram: bool = False
 
 
 CHECK = Column("Check", "", "check")
@@ -162,26 +164,29 @@ PRESENT: dict[str, PresentKind] = {
         summary_rank=10,
         table=RunTable("Decode, {category} prompts", (
             Column("Concurrency", "concurrency", "int"), Column("Aggregate tok/s", "aggregate_tok_s"),
-            Column("Per request tok/s", "per_request_tok_s"), _ms("TTFT", "ttft_s"), *REASONING_COLUMNS, CHECK),
-            sort=("concurrency",), by_category=True),
+            Column("Per request tok/s", "per_request_tok_s"), _ms("TTFT", "ttft_s"), _ms("ITL p99", "itl_p99_s"),
+            *REASONING_COLUMNS, CHECK), sort=("concurrency",), by_category=True),
         section=Section("Decode", DECODE_DEFINITIONS + [GAP_NOTE], when_present=REASONING_DEFINITIONS),
         estimates=EstimateTable("Decode, {category} prompts", "concurrency", "Concurrency", (
             Column("Aggregate tok/s", "aggregate_tok_s", ".1f"), Column("Steady-state tok/s", "steady_tok_s", ".1f"),
             Column("Per request tok/s", "per_request_tok_s", ".1f"), Column("TTFT ms", "ttft_s", ".0f", 1000.0),
+            Column("ITL p99 ms", "itl_p99_s", ".1f", 1000.0),
             Column("Answer TTFT ms", "answer_ttft_s", ".0f", 1000.0, shown_with=REASONED),
             Column("Reasoning tok/s", "reasoning_tok_s", ".1f", shown_with=REASONED),
             Column("Answer tok/s", "answer_tok_s", ".1f", shown_with=REASONED)),
             by_category=True),
         compared=(("Aggregate decode tok/s", "aggregate_tok_s", ".1f", 1.0),
                   ("Per-request decode tok/s (median)", "per_request_tok_s", ".0f", 1.0),
-                  ("TTFT ms (median)", "ttft_s", ".0f", 1000.0)),
+                  ("TTFT ms (median)", "ttft_s", ".0f", 1000.0), ("ITL p99 ms (chunk gaps)", "itl_p99_s", ".1f", 1000.0)),
         charts=(LineChart("concurrency", "aggregate_tok_s", "Aggregate decode rate vs concurrency",
                           "concurrent requests", "tok/s", split_category=True, log2_ticks=True),
                 LineChart("concurrency", "per_request_tok_s", "Per-request decode rate vs concurrency",
                           "concurrent requests", "tok/s per request", split_category=True, log2_ticks=True),
                 LineChart("concurrency", "ttft_s", "Median TTFT vs concurrency", "concurrent requests", "ms",
-                          scale=1000.0, split_category=True, log2_ticks=True)),
-        drawn_unmeasured=True),
+                          scale=1000.0, split_category=True, log2_ticks=True),
+                LineChart("concurrency", "itl_p99_s", "ITL p99 (chunk gaps) vs concurrency", "concurrent requests",
+                          "ms", scale=1000.0, split_category=True, log2_ticks=True)),
+        gap_histogram=True, drawn_unmeasured=True),
     "prefill": PresentKind(
         summary_rank=20,
         table=RunTable("Cold prefill", (
@@ -190,8 +195,11 @@ PRESENT: dict[str, PresentKind] = {
             _ms("Engine's prompt time", "engine_prompt_s"), CHECK), sort=("target_prompt_tokens",)),
         section=Section("Cold prefill", PREFILL_DEFINITIONS),
         estimates=EstimateTable("Cold prefill", "target_prompt_tokens", "Prompt tokens", (
-            Column("Prefill tok/s", "prefill_tok_s", ".0f"), Column("First token ms", "ttft_s", ".0f", 1000.0))),
-        compared=(("Cold prefill tok/s", "prefill_tok_s", ".0f", 1.0),),
+            Column("Prefill tok/s", "prefill_tok_s", ".0f"), Column("First token ms", "ttft_s", ".0f", 1000.0),
+            Column("Probe TTFT p95 ms", "probe_ttft_p95_s", ".0f", 1000.0),
+            Column("Probe ITL p99 ms", "probe_itl_p99_s", ".0f", 1000.0))),
+        compared=(("Cold prefill tok/s", "prefill_tok_s", ".0f", 1.0),
+                  ("Decodes beside the prefill: ITL p99 ms", "probe_itl_p99_s", ".0f", 1000.0)),
         charts=(LineChart("target_prompt_tokens", "prefill_tok_s", "Cold prefill rate vs prompt size",
                           "prompt tokens", "tok/s"),),
         drawn_unmeasured=True),
@@ -257,6 +265,11 @@ def summarised() -> list[tuple[str, PresentKind]]:
 
 def open_loop_kinds() -> set[str]:
     return {name for name, entry in PRESENT.items() if entry.open_loop}
+
+
+def gap_histogram_kinds() -> set[str]:
+    """The kinds whose cells' chunk gaps make the ITL distribution of a run."""
+    return {name for name, entry in PRESENT.items() if entry.gap_histogram}
 
 
 def turn_chart_kinds() -> set[str]:

@@ -10,6 +10,7 @@ from ..config.metrics import measured_by
 from ..measure.kinds import traits_of
 from ..util.render import Table
 from .tables import _rows, cell_check, estimate_text, fmt, kind_tables, number, records
+from .under_load import under_load_tables
 
 LATENCY_DEFINITIONS = [
     "TTFT: send to the first content-bearing chunk. TPOT: (end to end - TTFT) / (completion tokens - 1), per "
@@ -176,4 +177,4 @@ def cell_tables(cells, label: str | None = None) -> list[Table]:
     rows = records(cells)
     extra = [load_table(rows, label), capacity_table(rows, label), latency_table(rows, label),
              throughput_table(rows, label)]
-    return kind_tables(rows, label) + [t for t in extra if t is not None]
+    return kind_tables(rows, label) + [t for t in extra if t is not None] + under_load_tables(rows, label)

@@ -138,8 +138,8 @@ def side_by_side(cells: pd.DataFrame, labels: list[str]) -> list[Table]:
                 for title, metric, spec, scale in entry.compared]
     for title, metric, kind, spec, scale in compared:
         subset = cells[cells["kind"] == kind]
-        if subset.empty:
-            continue
+        if subset.empty or metric not in subset or subset[metric].isna().all():
+            continue  # runs recorded before the figure existed (or a plan that does not measure it) have none
         pivot = subset.pivot_table(index="cell_id", columns="label", values=metric, aggfunc="first", sort=False)
         columns = [label for label in labels if label in pivot.columns]
         table = Table(["cell"] + columns, title=title)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...config.plan import Plan
 from ..client import RequestRecord, StreamRequest, stream_request
+from ..itl import itl_figures
 from ..prompts import decode_prompt, structured_format, structured_prompt
 from ..stats import completion_of, decode_rates_of, se_pct, steady_state, wall_of
 from ..validity import CellChecks
@@ -50,7 +51,8 @@ class Decode(KindBase):
     def figures(self, spec: CellSpec, records: list[RequestRecord], slots: int | None) -> dict[str, Any]:
         wall = wall_of(records)
         return {"aggregate_tok_s": completion_of(records) / wall if wall else None,
-                **steady_state(records, spec.concurrency), "within_se_pct": se_pct(decode_rates_of(records))}
+                **steady_state(records, spec.concurrency), "within_se_pct": se_pct(decode_rates_of(records)),
+                **itl_figures(records)}
 
     def label(self, spec: CellSpec) -> str:
         return f"decode {spec.category} x{spec.concurrency}"

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...config.plan import Plan
 from ..client import RequestRecord, stream_request
+from ..probes import beside
 from ..stats import median_of, prefill_rates_of, se_pct
 from ..validity import CellChecks
 from .base import CellSpec, KindBase, OnDone
@@ -30,8 +31,12 @@ class Prefill(KindBase):
                 for n in prefill.prompt_tokens]
 
     async def send(self, workloads: "Workloads", spec: CellSpec, on_done: OnDone) -> list[RequestRecord]:
+        """One request after another; with plan.prefill.probes, short decodes beside each (measure.probes),
+        recorded after the cell's own requests."""
         extras = workloads.endpoint.extras(1)
         records: list[RequestRecord] = []
+        probes: list[RequestRecord] = []
+        plan = workloads.plan.prefill.probes if workloads.plan.prefill else None
         started = time.monotonic()
         length = spec.prompt_tokens or 0
         while len(records) < spec.n_requests or (spec.min_s is not None and len(records) < spec.max_requests
@@ -39,10 +44,14 @@ class Prefill(KindBase):
             i = len(records)
             prompt = await workloads.unique_prompt("prose", length, f"{workloads.tag}:{spec.cell_id}:{i}")
             record = workloads.record(spec, f"{spec.cell_id}-{i}", 1)
-            await stream_request(workloads.openai, record, workloads.request(1, prompt=prompt, extra_body=extras))
+            sent = stream_request(workloads.openai, record, workloads.request(1, prompt=prompt, extra_body=extras))
+            if plan is None:
+                await sent
+            else:
+                await beside(workloads, spec, plan, sent, probes, batch=i)
             records.append(record)
             on_done()
-        return records
+        return records + probes
 
     def figures(self, spec: CellSpec, records: list[RequestRecord], slots: int | None) -> dict[str, Any]:
         rates = prefill_rates_of(records)

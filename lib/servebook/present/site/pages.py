@@ -31,6 +31,7 @@ from ..figures import (
     turn_ttft_data,
 )
 from ..kinds import DECODE_DEFINITIONS, GAP_NOTE, PREFILL_DEFINITIONS, PRESENT, turn_chart_kinds
+from ..load_figures import gauge_data, probe_gap_data
 from ..load_tables import (
     CAPACITY_DEFINITIONS,
     LATENCY_DEFINITIONS,
@@ -43,6 +44,7 @@ from ..load_tables import (
 )
 from ..scaling import ScalingPoint, scaling_spec
 from ..tables import estimate_tables, fmt, number, run_tables, section_definitions
+from ..under_load import UNDER_LOAD_DEFINITIONS, under_load_tables
 from .summary import RunSummary
 
 LOG_LINES = 60
@@ -147,6 +149,7 @@ def summarize_run(record: RunRecord) -> RunSummary:
         prefill_at=top_p,
         **capacity_summary(cell_rows, run_context(record)),
         chunk_gaps=chunk_gap_histogram_data(record),
+        probe_gaps=probe_gap_data(record), gauges=gauge_data(record),
         frontier=run_context(record),
         reuse_turns=turn_ttft_data(record) if any(c.get("kind") in turn_chart_kinds() for c in cell_rows) else [],
         log_tail=record.log_tail(LOG_LINES),
@@ -193,7 +196,9 @@ def charts(summaries: list[RunSummary], prefix: str) -> list[dict]:
     for s in summaries:  # each candidate's every run, in one line per chart
         by_label.setdefault(s.label, []).append(s)
     specs = figure_specs(cells, {label: mean_gap_histogram(s.chunk_gaps for s in own) for label, own in by_label.items()},
-                         {label: mean_turns(s.reuse_turns or [] for s in own) for label, own in by_label.items()})
+                         {label: mean_turns(s.reuse_turns or [] for s in own) for label, own in by_label.items()},
+                         {label: mean_gap_histogram(s.probe_gaps for s in own) for label, own in by_label.items()},
+                         summaries[0].gauges if len(summaries) == 1 else None)  # one run's time axis
     return [{"id": f"{prefix}-chart-{i}", "figure": spec} for i, spec in enumerate(specs)]
 
 
@@ -236,6 +241,10 @@ def sections(summaries: list[RunSummary]) -> list[dict]:
     if latency:
         out.append({"title": "Latency percentiles and throughput", "tables": latency,
                     "definitions": LATENCY_DEFINITIONS})
+    under_load = under_load_tables(cells, label)
+    if under_load:
+        out.append({"title": "Latency under load: stalls, probes and the engine's gauges", "tables": under_load,
+                    "definitions": UNDER_LOAD_DEFINITIONS})
     return out
 
 

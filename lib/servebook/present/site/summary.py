@@ -60,6 +60,9 @@ class RunSummary(BaseModel):
     capacity_text: str = ""
     #: chunk gaps counted in the shared bins, for the gap histogram
     chunk_gaps: dict[str, Any] = Field(default_factory=dict)
+    #: the interference probes' chunk gaps in the same bins, and the engine's gauges on the run's time axis
+    probe_gaps: dict[str, Any] = Field(default_factory=dict)
+    gauges: dict[str, Any] = Field(default_factory=dict)
     #: the run's objectives and GPUs, which its cells do not carry
     frontier: dict[str, Any] = Field(default_factory=dict)
     reuse_turns: list[dict[str, Any]] = Field(default_factory=list)
