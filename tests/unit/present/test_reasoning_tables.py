@@ -25,15 +25,16 @@ def decode_table(cells):
 
 def test_the_columns_show_only_for_a_run_whose_streams_reasoned():
     plain = decode_table([decode_cell(1, False), decode_cell(4, False)])
-    assert plain.columns == ["Concurrency", "Aggregate tok/s", "Per request tok/s", "TTFT", "Check"]
+    assert plain.columns == ["Concurrency", "Aggregate tok/s", "Per request tok/s", "TTFT", "ITL p99", "Check"]
     # a journal written before the columns, and a chat cell's answer wait where nothing reasoned, change nothing
     older = decode_table([decode_cell(1, False, answer_ttft_s=0.05, reasoning_split=math.nan)])
     assert older.columns == plain.columns
     thought = decode_table([decode_cell(1, True), decode_cell(4, False, answer_ttft_s=0.05)])
-    assert thought.columns == ["Concurrency", "Aggregate tok/s", "Per request tok/s", "TTFT", "Answer TTFT",
-                               "Reasoning tokens", "Answer tokens", "Reasoning tok/s", "Answer tok/s", "Check"]
-    assert thought.rows[0].values[4:9] == ["300 ms", 96, 96, "110.0", "105.0"]
-    assert thought.rows[1].values[4:9] == ["50 ms", "-", "-", "-", "-"]
+    assert thought.columns == ["Concurrency", "Aggregate tok/s", "Per request tok/s", "TTFT", "ITL p99",
+                               "Answer TTFT", "Reasoning tokens", "Answer tokens", "Reasoning tok/s", "Answer tok/s",
+                               "Check"]
+    assert thought.rows[0].values[5:10] == ["300 ms", 96, 96, "110.0", "105.0"]
+    assert thought.rows[1].values[5:10] == ["50 ms", "-", "-", "-", "-"]
 
 
 def test_the_definitions_and_estimates_follow_the_same_rule():
