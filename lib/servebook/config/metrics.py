@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 Metric = Literal["aggregate_tok_s", "steady_tok_s", "per_request_tok_s", "ttft_s", "ttft_p90_s", "prefill_tok_s",
-                 "capacity_rps", "next_turn_ttft_s"]
+                 "capacity_rps", "next_turn_ttft_s", "session_p95_turn_ttft_s", "session_turns_per_s"]
 Selector = Literal["concurrency", "category", "prompt_tokens"]
 
 
@@ -56,6 +56,12 @@ METRICS: dict[str, JudgedMetric] = {m.name: m for m in (
     # cache (or its absence) costs an agent's next turn
     JudgedMetric("next_turn_ttft_s", "reuse", "next-turn TTFT", "s", "lower", selects=(), where="prompt reuse",
                  no_selectors="they judge every reuse cell (plan.reuse)"),
+    # agent sessions (plan.agents): per session the p95 of its turns' TTFTs, the median over sessions; and turns per
+    # second of a session's duration, think times included (the pace a user's agent keeps)
+    JudgedMetric("session_p95_turn_ttft_s", "agents", "session p95 turn TTFT", "s", "lower", selects=(),
+                 where="agent sessions", no_selectors="they judge every agents cell (plan.agents)"),
+    JudgedMetric("session_turns_per_s", "agents", "turns per second of a session", "turns/s", "higher", selects=(),
+                 where="agent sessions", no_selectors="they judge every agents cell (plan.agents)"),
 )}
 
 def measured_by(metric: Metric) -> str:

@@ -50,8 +50,15 @@ class RequestRecord:
     slice_index: int = 0
     #: several replicas without a router: the replica servebook sent it to (measure.replicas; None: one endpoint)
     replica: int | None = None
-    #: replay cells: the prompt tokens a perfect prefix cache serves of it, by the trace's hash ids (config.traces)
+    #: replay cells: the prompt tokens a perfect prefix cache serves of it, by the trace's hash ids (config.traces);
+    #: agent turns: by the history it resends (measure.sessions)
     ideal_cached_tokens: int | None = None
+    #: agent turns: the session that spawned this one's session (a sub-agent's parent; None: a parent session)
+    parent_conversation: int | None = None
+    #: agent turns: the turn's prompt and asked output did not fit the engine's context per request
+    context_overflow: bool = False
+    #: agent turns that asked the engine for a tool call: whether one came back that parses (None: none asked)
+    tool_call_parsed: bool | None = None
     chunk_times: list[float] = field(default_factory=list, repr=False)
     chunk_tokens: list[int | None] = field(default_factory=list, repr=False)
 
@@ -110,10 +117,13 @@ class StreamRequest:
     keep_chunk_times: bool = True
     #: the engine's reader of its own per-request timings in a chunk's extra fields (None: it sends none)
     server_timings: Callable[[dict[str, Any] | None], ServerTimings | None] | None = None
+    #: chat: called with each chunk's delta, for a caller that needs the reply itself (an agent's history)
+    on_delta: Callable[[Any], None] | None = None
 
 
 def _record_chunk(record: RequestRecord, chunk: Any, now: float, counted: int, *, chat: bool,
-                  keep_chunk_times: bool, server_timings: Callable[[Any], ServerTimings | None] | None = None) -> int:
+                  keep_chunk_times: bool, server_timings: Callable[[Any], ServerTimings | None] | None = None,
+                  on_delta: Callable[[Any], None] | None = None) -> int:
     """Fold one streamed chunk into `record`; returns the completion tokens accounted for so far."""
     record.chunk_count += 1
     if chunk.usage is not None:
@@ -125,6 +135,8 @@ def _record_chunk(record: RequestRecord, chunk: Any, now: float, counted: int, *
     choice = chunk.choices[0]
     if chat:
         delta = choice.delta
+        if on_delta is not None and delta is not None:
+            on_delta(delta)
         has_content = bool(delta and (delta.content or getattr(delta, "reasoning_content", None) or delta.tool_calls))
     else:
         has_content = bool(choice.text)
@@ -219,7 +231,8 @@ async def stream_request(client: AsyncOpenAI, record: RequestRecord, request: St
             stream = await client.completions.create(prompt=cast(Any, request.prompt), **common)
         async for chunk in stream:
             counted = _record_chunk(record, chunk, time.monotonic(), counted, chat=request.messages is not None,
-                                    keep_chunk_times=request.keep_chunk_times, server_timings=request.server_timings)
+                                    keep_chunk_times=request.keep_chunk_times, server_timings=request.server_timings,
+                                    on_delta=request.on_delta)
         if record.completion_tokens is None:
             record.error = "stream ended without a usage chunk"
         elif record.t_first is None and record.completion_tokens > 0:

@@ -18,6 +18,7 @@ from ..config.metrics import LOWER_IS_BETTER
 from ..journal.store import RunRecord
 from .frontier import frontier_context, frontier_specs
 from .kinds import PRESENT, LineChart, open_loop_kinds, turn_chart_kinds
+from .sessions import newest_sessions, session_view_data, session_view_spec
 from .style import AXIS as _AXIS
 from .style import LAYOUT as _LAYOUT
 from .style import PALETTE, fitted
@@ -324,10 +325,11 @@ def turn_ttft_spec(turns: dict[str, list[dict]]) -> dict:
     return {"data": traces, "layout": layout}
 
 
-def figure_specs(cells, gap_histograms: dict[str, dict],
-                 turns: dict[str, list[dict]] | None = None) -> list[dict]:
+def figure_specs(cells, gap_histograms: dict[str, dict], turns: dict[str, list[dict]] | None = None,
+                 sessions: dict[str, dict] | None = None) -> list[dict]:
     """Every chart of a set of runs, as figure dicts (what the site embeds): each kind's (present/kinds.py) where
-    the runs measured it, and the closed-loop charts, empty, for runs that measured no open-loop load."""
+    the runs measured it, and the closed-loop charts, empty, for runs that measured no open-loop load; `sessions`:
+    a session view per candidate (present/sessions.py), from one of its runs."""
     cells = records(cells)  # once, for every chart
     kinds = {c.get("kind") for c in cells}
     # A run that measured only open-loop load gets no empty closed-loop charts
@@ -339,6 +341,7 @@ def figure_specs(cells, gap_histograms: dict[str, dict],
     # the per-turn chart is read from requests, not cells, and follows the cells' charts
     if turns and any(turns.values()) and any(entry.turn_chart for entry in PRESENT.values()):
         specs.append(turn_ttft_spec(turns))
+    specs += [session_view_spec(data, name) for name, data in (sessions or {}).items() if data]
     specs += frontier_specs(cells)
     if any(h.get("counts") for h in gap_histograms.values()) or closed:
         specs.append(chunk_gap_spec(gap_histograms))
@@ -358,5 +361,6 @@ def run_figures(runs: list[RunRecord]) -> list:
         by_candidate.setdefault(run.candidate_label, []).append(run)
     gaps = {name: mean_gap_histogram(map(chunk_gap_histogram_data, own)) for name, own in by_candidate.items()}
     specs = figure_specs(cells_frame(runs), gaps, {name: mean_turns(map(turn_ttft_data, own))
-                                                   for name, own in by_candidate.items()})
+                                                   for name, own in by_candidate.items()},
+                         {name: newest_sessions(map(session_view_data, own)) for name, own in by_candidate.items()})
     return [as_figure(spec) for spec in specs]
