@@ -26,6 +26,19 @@ def tokenize(text: str) -> list[int]:
     return [100 + zlib.crc32(w.encode()) % 50_000 for w in _WORD.findall(text)]
 
 
+def _common_prefix(a: tuple[int, ...], b: tuple[int, ...]) -> int:
+    """The length of the common prefix, by bisection on slice equality (compared in C): token by token in Python,
+    64 held prompts of 8K tokens took the simulator 50 ms a request, and agent sessions resend such prompts."""
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        mid = (low + high + 1) // 2
+        if a[:mid] == b[:mid]:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
 class Engine:
     def __init__(self, config: SimConfig):
         self.config = config
@@ -47,15 +60,9 @@ class Engine:
     def cached_prefix(self, tokens: list[int]) -> int:
         if not self.config.prefix_caching:
             return 0
-        best = 0
-        for previous in self.history:
-            n = 0
-            for a, b in zip(previous, tokens, strict=False):
-                if a != b:
-                    break
-                n += 1
-            best = max(best, n)
-        self.history = (self.history + [tuple(tokens)])[-64:]
+        held = tuple(tokens)
+        best = max((_common_prefix(previous, held) for previous in self.history), default=0)
+        self.history = (self.history + [held])[-64:]
         return min(best, len(tokens) - 1)
 
     def prefill_seconds(self, uncached: int) -> float:
