@@ -216,8 +216,14 @@ def common_prefix(a: list[int], b: list[int]) -> int:
     return n
 
 
-def shared_prefixes(rendered: list[list[int]]) -> list[int]:
-    """Per session's first prompt (rendered by the engine, in arrival order), the tokens a perfect prefix cache
-    serves of it from the earlier sessions' prompts: its longest common prefix with any of them (0 for the first)."""
-    return [max((common_prefix(tokens, earlier) for earlier in rendered[:i]), default=0)
-            for i, tokens in enumerate(rendered)]
+def served_prefixes(rendered: dict[int, list[int]], sent: dict[int, float],
+                    ready: dict[int, float | None]) -> dict[int, int]:
+    """Per session's first prompt (as the engine renders it), the tokens a perfect prefix cache serves of it from other
+    sessions' first prompts: its longest common prefix with any whose first token had come (the engine had computed
+    it) before this one was sent; 0 where none had. Every later turn of a session starts with its first prompt, so
+    these are all the prefixes other sessions hold for it."""
+    out = {}
+    for s, tokens in rendered.items():
+        earlier = [t for t, at in ready.items() if t != s and at is not None and at <= sent[s]]
+        out[s] = max((common_prefix(tokens, rendered[t]) for t in earlier), default=0)
+    return out

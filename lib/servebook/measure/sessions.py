@@ -14,7 +14,8 @@ A sub-agent copies its parent's history up to the parent's reply (its tool call 
 runs its own turns, and its last reply is the parent's tool result. The ideal cached tokens of a turn are those of
 the turn its history extends: that turn's prompt as the engine counted it and the tokens it generated (what an
 unbounded prefix cache holds, if the reply sent back as text tokenizes to the tokens generated); a session's first
-turn is served the longest prefix it shares with earlier sessions' first prompts, as the engine renders them.
+turn is served the longest prefix it shares with the first prompts of other sessions that had their first token
+before it was sent, as the engine renders them.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..config.agents import AgentsPlan
-from .agenda import SessionAgenda, TextCutter, Turn, agenda, run_salt, shared_prefixes, tool_call, tools
+from .agenda import SessionAgenda, TextCutter, Turn, agenda, run_salt, served_prefixes, tool_call, tools
 from .client import PREPARE_AHEAD_S, RequestRecord, stream_request
 from .prompts import filler_text
 
@@ -124,36 +125,45 @@ class SessionDriver:
         self.sessions = agenda(plan)
         self.by_index = {s.index: s for s in self.sessions}
         self.records: list[RequestRecord] = []
-        self.first_shared: dict[int, int | None] = {}
 
     async def prepare(self) -> None:
-        """What the sessions need before the clock starts: the texts, the tools, and the first prompts' shared
-        prefixes as the engine renders them (None each where it renders none)."""
+        """What the sessions need before the clock starts: the texts, the tools, and every session's first prompt as
+        the engine renders it, for its ideal (none where the engine renders none)."""
         text = filler_text()
         tokens = await self.workloads.filler("prose")  # the same text, tokenized once per run
         self.texts = Texts(self.plan, TextCutter(text, len(text) / max(1, len(tokens))), self.salt)
         self.tools = tools(self.plan, self.texts.cutter)
         self.names = {t["function"]["name"] for t in self.tools}
-        parents = [s for s in self.sessions if s.parent is None]
         endpoint = self.workloads.endpoint
-        rendered: list[list[int]] = []
-        for session in parents:
+        self.rendered: dict[int, list[int]] | None = {}
+        for session in (s for s in self.sessions if s.parent is None):
             body: dict[str, Any] = {"messages": self.texts.opening(session.index)}
             if self.tools:
                 body["tools"] = self.tools
             tokens_of = await endpoint.adapter.render_chat(self.workloads.http, endpoint.base_url, body, endpoint.auth)
             if tokens_of is None:
-                self.first_shared = {s.index: None for s in parents}
+                self.rendered = None
                 return
-            rendered.append(tokens_of)
-        self.first_shared = dict(zip((s.index for s in parents), shared_prefixes(rendered), strict=True))
+            self.rendered[session.index] = tokens_of
 
     async def run(self) -> list[RequestRecord]:
         await self.prepare()
         start = time.monotonic() + LEAD_S
         parents = [s for s in self.sessions if s.parent is None]
         await asyncio.gather(*(self.session(s, start + s.start_s, self.texts.opening(s.index), None) for s in parents))
+        self._first_turn_ideals()
         return sorted(self.records, key=lambda r: (r.t_due or 0.0, r.conversation or 0, r.turn or 0))
+
+    def _first_turn_ideals(self) -> None:
+        """The parents' first turns: served what other sessions' first prompts, computed before they were sent,
+        share with them (known only once every session has run); unknown where the engine rendered no prompts."""
+        firsts = {r.conversation: r for r in self.records if r.turn == 1 and r.parent_conversation is None}
+        if self.rendered is None:
+            return
+        served = served_prefixes(self.rendered, {s: r.t_send for s, r in firsts.items() if s is not None},
+                                 {s: r.t_first for s, r in firsts.items() if s is not None})
+        for session, record in firsts.items():
+            record.ideal_cached_tokens = ideal_after(None, record, served.get(session or 0))
 
     def _request_body(self, turn: Turn) -> tuple[int, dict[str, Any]]:
         """(max_tokens, extra body) of a turn: its tools, and its length forced (client calls) or capped."""
@@ -209,11 +219,11 @@ class SessionDriver:
         # types (30 ms a turn at 26 messages on a 2-core host), which is the client's time, not the engine's, and
         # put 256 sessions seconds behind their schedule; what is sent is the same.
         await stream_request(workloads.openai, record, workloads.request(
-            max_tokens, messages=[], extra_body={**extra, "messages": history}, on_delta=reply.add))
+            max_tokens, messages=[], extra_body={**extra, "messages": history}, on_delta=reply.add, raw_chunks=True))
         if self.plan.tool_calls == "model" and turn.answer == "tool":
             record.tool_call_parsed = bool(reply.parsed_calls(self.names))
-        first = self.first_shared.get(agenda_.index) if base is None else None
-        record.ideal_cached_tokens = ideal_after(base, record, first)
+        if base is not None:  # a parent's first turn is judged when every session has run (_first_turn_ideals)
+            record.ideal_cached_tokens = ideal_after(base, record, None)
         context = workloads.endpoint.context_tokens
         if context is not None:
             # refused: the prompt held at least the turn it extends and the added text (counted only then)

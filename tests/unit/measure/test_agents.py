@@ -5,7 +5,7 @@ import pytest
 
 from servebook.config import Plan
 from servebook.config.agents import AgentsPlan
-from servebook.measure.agenda import CALLED_TOOLS, TASK_TOOL, TextCutter, agenda, shared_prefixes, tools, turn_count
+from servebook.measure.agenda import CALLED_TOOLS, TASK_TOOL, TextCutter, agenda, served_prefixes, tools, turn_count
 from servebook.measure.cells import summarize_cell
 from servebook.measure.client import RequestRecord
 from servebook.measure.kinds import plan_cells
@@ -63,8 +63,12 @@ def test_tools_are_padded_to_about_the_plans_size_and_the_same_for_every_session
     assert cutter.cut(10, 3) == cutter.cut(10, 3) and 30 <= len(cutter.cut(10, 3)) <= 50
 
 
-def test_a_first_prompt_is_served_what_it_shares_with_earlier_sessions():
-    assert shared_prefixes([[1, 2, 3, 9], [1, 2, 3, 7, 7], [1, 2, 4], [1, 2, 3, 7, 8]]) == [0, 3, 2, 4]
+def test_a_first_prompt_is_served_what_it_shares_with_sessions_computed_before_it_was_sent():
+    rendered = {0: [1, 2, 3, 9], 1: [1, 2, 3, 7, 7], 2: [1, 2, 4], 3: [1, 2, 3, 7, 8]}
+    sent = {0: 0.0, 1: 1.0, 2: 2.0, 3: 3.0}
+    assert served_prefixes(rendered, sent, {0: 0.5, 1: 1.5, 2: 2.5, 3: 3.5}) == {0: 0, 1: 3, 2: 2, 3: 4}
+    # session 1's prompt was still being computed when session 3 was sent, and session 2's never was
+    assert served_prefixes(rendered, sent, {0: 0.5, 1: 3.2, 2: None, 3: 3.5}) == {0: 0, 1: 3, 2: 2, 3: 3}
 
 
 def _turn(session, turn, prompt, cached, completion=16, *, ttft=0.1, t=0.0, parent=None, ideal=None, **extra):

@@ -8,20 +8,42 @@ import json
 from openai.types.chat import ChatCompletionChunk
 
 from servebook.config import Plan
-from servebook.measure.agenda import agenda
+from servebook.measure.agenda import TextCutter, agenda, run_salt
 from servebook.measure.endpoint import Endpoint
 from servebook.measure.kinds import plan_cells
+from servebook.measure.prompts import filler_text
+from servebook.measure.sessions import Texts
 from servebook.measure.workloads import Workloads
 
 PLAN = Plan.model_validate({"decode": None, "prefill": None, "agents": {
-    "sessions": 3, "arrival_rate_per_s": 50, "turns": 4, "system_tokens": 40, "tool_schema_tokens": 700,
+    "sessions": 3, "arrival_rate_per_s": 5, "turns": 4, "system_tokens": 40, "tool_schema_tokens": 700,
     "repo_map_tokens": 30, "tool_result_tokens": 20, "output_tokens": 3, "user_turn_share": 0.3,
     "think_time": {"distribution": "fixed", "mean_s": 0.05}, "subagents": {"probability": 0.5, "turns": 2}}})
 
 
 def _chunk(**fields):
-    return ChatCompletionChunk.model_validate({"id": "x", "object": "chat.completion.chunk", "created": 0,
-                                               "model": "m", **fields})
+    chunk = ChatCompletionChunk.model_validate({"id": "x", "object": "chat.completion.chunk", "created": 0,
+                                                "model": "m", **fields})
+    return f"data: {chunk.model_dump_json(exclude_none=True)}"
+
+
+class _Streamed:
+    """The SDK's streaming response as servebook reads it: server-sent event lines."""
+
+    def __init__(self, lines):
+        self.lines = lines
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *_):
+        return None
+
+    async def iter_lines(self):
+        async for line in self.lines:
+            yield line
+            yield ""
+        yield "data: [DONE]"
 
 
 class _Engine:
@@ -41,7 +63,14 @@ class _Engine:
     def completions(self):
         return self
 
-    async def create(self, messages, extra_body, max_tokens, **_):
+    @property
+    def with_streaming_response(self):
+        return self
+
+    def create(self, messages, extra_body, max_tokens, **_):
+        return _Streamed(self.reply(messages, extra_body, max_tokens))
+
+    def reply(self, messages, extra_body, max_tokens):
         body = {**extra_body, "max_tokens": max_tokens}
         assert messages == []  # the history travels in the body as it is (measure.sessions)
         self.bodies.append(body)
@@ -71,6 +100,12 @@ class _Engine:
 
     async def render_chat(self, http, base_url, body, headers):
         return [hash(w) for m in body["messages"] for w in str(m["content"]).split()]
+
+
+def _system_words():
+    text = filler_text()
+    texts = Texts(PLAN.agents, TextCutter(text, len(text) / len(text.split())), run_salt("run-1:agents:1"))
+    return len(texts.system.split())
 
 
 def _run():
@@ -138,20 +173,22 @@ def test_a_sub_agent_starts_from_its_parents_history_and_reports_back():
     assert all(r.ideal_cached_tokens for r in served)
 
 
-def test_first_turns_are_served_their_prefix_shared_with_earlier_sessions():
+def test_first_turns_are_served_their_prefix_shared_with_sessions_served_before():
     _, records = _run()
-    firsts = sorted((r for r in records if r.turn == 1 and r.parent_conversation is None), key=lambda r: r.t_due)
+    firsts = sorted((r for r in records if r.turn == 1 and r.parent_conversation is None), key=lambda r: r.t_send)
     assert firsts[0].ideal_cached_tokens == 0
-    # the system prompt and the session's opening words ("Session N: make ...") up to its number
-    assert all(r.ideal_cached_tokens and r.ideal_cached_tokens >= 40 for r in firsts[1:])
+    # the shared system prompt (its words, as the engine here renders and counts them), and "Session"
+    for r in firsts[1:]:
+        assert any(other.t_first <= r.t_send for other in firsts if other is not r)
+        assert r.ideal_cached_tokens == _system_words() + 1
 
 
 class _CallingEngine(_Engine):
     """Asked for a call, it makes one on odd requests and a broken one on even ones."""
 
-    async def create(self, messages, extra_body, max_tokens, **_):
+    def reply(self, messages, extra_body, max_tokens):
         if extra_body.get("tool_choice") != "required":
-            return await super().create(messages, extra_body, max_tokens)
+            return super().reply(messages, extra_body, max_tokens)
         self.bodies.append({**extra_body, "max_tokens": max_tokens})
         n = len(self.bodies)
         arguments = '{"path": "a.py"}' if n % 2 else '{"path": '
