@@ -196,7 +196,8 @@ def call_arguments(tool: str, session: int, turn: int) -> dict[str, Any]:
     """The arguments the client's call of `tool` carries: small, and the same for the same turn in every run."""
     path = f"src/module_{(session * 31 + turn) % 97}.py"
     return {"read_file": {"path": path}, "edit_file": {"path": path, "old": "return None", "new": "return value"},
-            "write_file": {"path": path, "content": "pass\n"}, "run_shell": {"command": f"pytest -x tests/test_{turn}.py"},
+            "write_file": {"path": path, "content": "pass\n"},
+            "run_shell": {"command": f"python -m pytest -x -k case_{turn}"},
             "grep": {"pattern": f"def handler_{turn}"}, "list_dir": {"path": "src"},
             TASK_TOOL: {"description": f"sub-task of turn {turn}", "prompt": "Investigate and report back."},
             }.get(tool, {})
