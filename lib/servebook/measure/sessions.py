@@ -21,6 +21,7 @@ before it was sent, as the engine renders them.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import time
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config.agents import AgentsPlan
 from .agenda import SessionAgenda, TextCutter, Turn, agenda, run_salt, served_prefixes, tool_call, tools
-from .client import PREPARE_AHEAD_S, RequestRecord, stream_request
+from .client import PREPARE_AHEAD_S, RequestRecord, stream_direct
 from .prompts import filler_text
 
 if TYPE_CHECKING:
@@ -150,7 +151,18 @@ class SessionDriver:
         await self.prepare()
         start = time.monotonic() + LEAD_S
         parents = [s for s in self.sessions if s.parent is None]
-        await asyncio.gather(*(self.session(s, start + s.start_s, self.texts.opening(s.index), None) for s in parents))
+        # No full collection during the cell: each walked every object of the process (its modules, tables, the
+        # sessions' histories) and held the event loop 100 to 225 ms, four times in a 256-session cell, and the turns
+        # due meanwhile left that late. The young generations are still collected; the rest once the cell is over.
+        thresholds = gc.get_threshold()
+        gc.freeze()
+        gc.set_threshold(thresholds[0], thresholds[1], 1 << 30)
+        try:
+            await asyncio.gather(*(self.session(s, start + s.start_s, self.texts.opening(s.index), None)
+                                   for s in parents))
+        finally:
+            gc.set_threshold(*thresholds)
+            gc.unfreeze()
         self._first_turn_ideals()
         return sorted(self.records, key=lambda r: (r.t_due or 0.0, r.conversation or 0, r.turn or 0))
 
@@ -215,11 +227,11 @@ class SessionDriver:
         reply = Reply()
         self.records.append(record)
         await asyncio.sleep(max(0.0, due - PREPARE_AHEAD_S - time.monotonic()))
-        # The history goes in the body as it is: the SDK's transform of `messages` walks every message against its
-        # types (30 ms a turn at 26 messages on a 2-core host), which is the client's time, not the engine's, and
-        # put 256 sessions seconds behind their schedule; what is sent is the same.
-        await stream_request(workloads.openai, record, workloads.request(
-            max_tokens, messages=[], extra_body={**extra, "messages": history}, on_delta=reply.add, raw_chunks=True))
+        # without the SDK (client.stream_direct): its preparation of a 26-message history took 30 ms of the event
+        # loop a turn, and 256 sessions' turns left seconds late
+        endpoint = workloads.endpoint
+        await stream_direct(workloads.http, endpoint.base_url, endpoint.auth, record, workloads.request(
+            max_tokens, messages=history, extra_body=extra, on_delta=reply.add))
         if self.plan.tool_calls == "model" and turn.answer == "tool":
             record.tool_call_parsed = bool(reply.parsed_calls(self.names))
         if base is not None:  # a parent's first turn is judged when every session has run (_first_turn_ideals)

@@ -28,7 +28,9 @@ def _chunk(**fields):
 
 
 class _Streamed:
-    """The SDK's streaming response as servebook reads it: server-sent event lines."""
+    """A streamed response as httpx gives it: server-sent event lines."""
+
+    status_code = 200
 
     def __init__(self, lines):
         self.lines = lines
@@ -39,7 +41,7 @@ class _Streamed:
     async def __aexit__(self, *_):
         return None
 
-    async def iter_lines(self):
+    async def aiter_lines(self):
         async for line in self.lines:
             yield line
             yield ""
@@ -47,32 +49,20 @@ class _Streamed:
 
 
 class _Engine:
-    """Answers every chat request with `max_tokens` words naming the request, and counts a prompt as its words;
-    renders a first prompt as the words of its messages."""
+    """Answers every chat request (sent through `stream`, as httpx's) with `max_tokens` words naming the request,
+    and counts a prompt as its words; renders a first prompt as the words of its messages."""
 
     kind, reconciles = "fake", False
 
     def __init__(self):
         self.bodies: list[dict] = []
 
-    @property
-    def chat(self):
-        return self
+    def stream(self, method, url, json, headers):
+        assert method == "POST" and url == "http://engine/v1/chat/completions" and json["stream"] is True
+        return _Streamed(self.reply(json))
 
-    @property
-    def completions(self):
-        return self
-
-    @property
-    def with_streaming_response(self):
-        return self
-
-    def create(self, messages, extra_body, max_tokens, **_):
-        return _Streamed(self.reply(messages, extra_body, max_tokens))
-
-    def reply(self, messages, extra_body, max_tokens):
-        body = {**extra_body, "max_tokens": max_tokens}
-        assert messages == []  # the history travels in the body as it is (measure.sessions)
+    def reply(self, body):
+        max_tokens = body["max_tokens"]
         self.bodies.append(body)
         n = len(self.bodies)
         prompt = sum(len(str(m.get("content") or "").split()) for m in body["messages"])
@@ -111,7 +101,7 @@ def _system_words():
 def _run():
     engine = _Engine()
     endpoint = Endpoint("http://engine", engine, context_tokens=100_000)  # type: ignore[arg-type]
-    workloads = Workloads(endpoint, PLAN, "run-1", None, engine, "m")  # type: ignore[arg-type]
+    workloads = Workloads(endpoint, PLAN, "run-1", engine, None, "m")  # type: ignore[arg-type]
     spec = plan_cells(PLAN)[0]
     records = asyncio.run(workloads.run(spec, lambda: None))
     return engine, records
@@ -186,10 +176,10 @@ def test_first_turns_are_served_their_prefix_shared_with_sessions_served_before(
 class _CallingEngine(_Engine):
     """Asked for a call, it makes one on odd requests and a broken one on even ones."""
 
-    def reply(self, messages, extra_body, max_tokens):
-        if extra_body.get("tool_choice") != "required":
-            return super().reply(messages, extra_body, max_tokens)
-        self.bodies.append({**extra_body, "max_tokens": max_tokens})
+    def reply(self, body):
+        if body.get("tool_choice") != "required":
+            return super().reply(body)
+        self.bodies.append(body)
         n = len(self.bodies)
         arguments = '{"path": "a.py"}' if n % 2 else '{"path": '
 
@@ -207,7 +197,7 @@ def test_asked_for_calls_the_engine_makes_them_and_those_that_do_not_parse_are_c
     plan = PLAN.model_copy(update={"agents": PLAN.agents.model_copy(update={"tool_calls": "model", "subagents": None,
                                                                             "user_turn_share": 0.0})})
     engine = _CallingEngine()
-    workloads = Workloads(Endpoint("http://engine", engine), plan, "run-1", None, engine, "m")  # type: ignore[arg-type]
+    workloads = Workloads(Endpoint("http://engine", engine), plan, "run-1", engine, None, "m")  # type: ignore[arg-type]
     records = asyncio.run(workloads.run(plan_cells(plan)[0], lambda: None))
     asked = [r for r in records if r.tool_call_parsed is not None]
     assert len(asked) == 9 and {r.tool_call_parsed for r in asked} == {True, False}  # 3 sessions of 3 tool turns

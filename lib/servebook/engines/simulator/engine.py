@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from array import array
 import math
 import os
 import random
@@ -26,13 +27,14 @@ def tokenize(text: str) -> list[int]:
     return [100 + zlib.crc32(w.encode()) % 50_000 for w in _WORD.findall(text)]
 
 
-def _common_prefix(a: tuple[int, ...], b: tuple[int, ...]) -> int:
-    """The length of the common prefix, by bisection on slice equality (compared in C): token by token in Python,
-    64 held prompts of 8K tokens took the simulator 50 ms a request, and agent sessions resend such prompts."""
-    low, high = 0, min(len(a), len(b))
+def _common_prefix(a: bytes, b: bytes) -> int:
+    """The length in tokens of the common prefix of two prompts held as 8-byte token ids, by bisection on byte
+    strings compared in C: token by token in Python, 64 held prompts of 8K tokens took the simulator 50 ms a request,
+    which agent sessions resending such prompts made the client's wait (memoryview slices compare item by item)."""
+    low, high = 0, min(len(a), len(b)) // 8
     while low < high:
         mid = (low + high + 1) // 2
-        if a[:mid] == b[:mid]:
+        if a[:8 * mid] == b[:8 * mid]:
             low = mid
         else:
             high = mid - 1
@@ -47,7 +49,7 @@ class Engine:
         self.running = 0
         self.waiting = 0
         self.ready = False
-        self.history: list[tuple[int, ...]] = []
+        self.history: list[bytes] = []
         self.measured_tokens = 0
         self.measured_requests = 0
         self.rng = random.Random(config.port)
@@ -60,7 +62,7 @@ class Engine:
     def cached_prefix(self, tokens: list[int]) -> int:
         if not self.config.prefix_caching:
             return 0
-        held = tuple(tokens)
+        held = array("q", tokens).tobytes()
         best = max((_common_prefix(previous, held) for previous in self.history), default=0)
         self.history = (self.history + [held])[-64:]
         return min(best, len(tokens) - 1)
