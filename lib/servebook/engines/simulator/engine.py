@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from array import array
 import math
 import os
 import random
 import re
 import time
 import zlib
+from array import array
 
 from .config import SimConfig
 from .metrics import Counters
