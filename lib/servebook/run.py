@@ -260,7 +260,7 @@ class RunContext:
         """The engine as the measurement sees it, fixed now that it answers."""
         info, candidate = self.engine_info, self.candidate
         return Endpoint(info.base_url or "", self.adapter, model=info.served_model,
-                        api_key=self.api_key or "servebook", slots=self.slots(),
+                        api_key=self.api_key or "servebook", slots=self.slots(), context_tokens=self.context_per_request(),
                         engine_pid=info.pid if candidate.launch.mode == "local" else None,
                         engine_log=self.writer.engine_log, request_extras=candidate.request_extras,
                         chat_request_extras=self.adapter.chat_extras(candidate),
@@ -271,6 +271,12 @@ class RunContext:
         reported = self.engine_info.verification.settings if self.engine_info.verification else {}
         value = reported.get("max_running_requests") or self.candidate.knobs.max_running_requests
         return int(value) if value else None
+
+    def context_per_request(self) -> int | None:
+        """What one request may hold: as the engine reports it (per slot, or in all), else as the knobs imply."""
+        reported = self.engine_info.verification.settings if self.engine_info.verification else {}
+        value = reported.get("context_per_slot") or reported.get("context_length")
+        return int(value or self.adapter.context_per_request(self.candidate) or 0) or None
 
     def measure(self) -> None:
         """Measure the ready engine; EngineFailed when it did not serve the plan."""

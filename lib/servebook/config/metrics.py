@@ -12,7 +12,8 @@ from typing import Literal
 
 Metric = Literal["aggregate_tok_s", "steady_tok_s", "per_request_tok_s", "ttft_s", "ttft_p90_s", "prefill_tok_s",
                  "capacity_rps", "next_turn_ttft_s", "replay_ttft_p90_s", "measured_hit_rate", "answer_ttft_s",
-                 "reasoning_tok_s", "answer_tok_s", "itl_p99_s", "probe_itl_p99_s", "probe_ttft_p95_s"]
+                 "reasoning_tok_s", "answer_tok_s", "itl_p99_s", "probe_itl_p99_s", "probe_ttft_p95_s",
+                 "session_p95_turn_ttft_s", "session_turns_per_s"]
 Selector = Literal["concurrency", "category", "prompt_tokens"]
 
 
@@ -79,6 +80,12 @@ METRICS: dict[str, JudgedMetric] = {m.name: m for m in (
                  selects=("prompt_tokens",), needs="probes"),
     JudgedMetric("probe_ttft_p95_s", "prefill", "TTFT p95 of short requests beside the prefill", "s", "lower",
                  selects=("prompt_tokens",), needs="probes"),
+    # agent sessions (plan.agents): per session the p95 of its turns' TTFTs, the median over sessions; and turns per
+    # second of a session's duration, think times included (the pace a user's agent keeps)
+    JudgedMetric("session_p95_turn_ttft_s", "agents", "session p95 turn TTFT", "s", "lower", selects=(),
+                 where="agent sessions", no_selectors="they judge every agents cell (plan.agents)"),
+    JudgedMetric("session_turns_per_s", "agents", "turns per second of a session", "turns/s", "higher", selects=(),
+                 where="agent sessions", no_selectors="they judge every agents cell (plan.agents)"),
 )}
 
 def measured_by(metric: Metric) -> str:

@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from .agents import AgentsPlan
 from .load import CapacitySearch, LoadPlan, ReplayPlan, ServiceObjectives
 from .metrics import METRICS
 from .shown import ShownAsYaml
@@ -137,7 +138,8 @@ class SteadyWarmup(_Strict):
 
 
 #: what a rule on a metric of each judged cell kind needs of the plan, whose section of that name holds it
-_NEEDS = {"decode": "decode cells", "prefill": "prefill cells", "reuse": "reuse cells", "capacity": "a capacity search"}
+_NEEDS = {"decode": "decode cells", "prefill": "prefill cells", "reuse": "reuse cells", "capacity": "a capacity search",
+          "agents": "agent sessions"}
 #: per rule selector: the field of the plan's section it must name values of, and how a miss reads
 _SELECTED = {"concurrency": ("concurrency", "is not in"), "category": ("categories", "is not in"),
              "prompt_tokens": ("prompt_tokens", "are not in")}
@@ -166,6 +168,8 @@ class Plan(ShownAsYaml, _Strict):
     load: LoadPlan | None = None
     replay: ReplayPlan | None = Field(None, description="a request trace replayed at its arrivals, shared prompt "
                                                         "blocks sharing their tokens")
+    agents: AgentsPlan | None = Field(None, description="concurrent agent sessions arriving open-loop, their "
+                                                        "histories growing with the engine's replies (config.agents)")
     slo: ServiceObjectives | None = Field(None, description="objectives every decode, wave and load cell reports its "
                                                             "attainment and goodput against")
     capacity: CapacitySearch | None = Field(None, description="search the highest request rate at which slo holds, "
@@ -212,7 +216,7 @@ class Plan(ShownAsYaml, _Strict):
         """The sections of this plan that build prompts of exact token length, through the engine's tokenizer."""
         out = [name for name, present in (
             ("prefill", self.prefill), ("reuse", self.reuse), ("waves", self.waves), ("load", self.load),
-            ("replay", self.replay), ("equivalence", self.equivalence),
+            ("replay", self.replay), ("agents", self.agents), ("equivalence", self.equivalence),
             ("decode.prompt_tokens", self.decode and self.decode.prompt_tokens)) if present]
         return out
 

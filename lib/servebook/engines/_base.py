@@ -260,6 +260,12 @@ class EngineAdapter(ABC):
         """Token ids of `text` without special tokens, through the engine's own tokenizer; None if it has none."""
         return None
 
+    async def render_chat(self, http: "httpx.AsyncClient", base_url: str, body: dict[str, Any],
+                          headers: dict[str, str]) -> list[int] | None:
+        """The token ids of a chat request's prompt (`messages` and `tools`) as the engine builds it, its chat template
+        applied, through the engine itself; None where it offers no way to ask."""
+        return None
+
     def check(self, candidate: "Candidate") -> None:
         """Raise ValueError naming the field when the candidate asks what this engine cannot do. Its knobs were
         checked by the engine's knob model already; what is left involves the rest of the candidate."""

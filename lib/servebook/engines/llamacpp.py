@@ -307,6 +307,18 @@ class LlamaCppAdapter(EngineAdapter):
         response.raise_for_status()
         return response.json()["tokens"]
 
+    async def render_chat(self, http: "httpx.AsyncClient", base_url: str, body: dict[str, Any],
+                          headers: dict[str, str]) -> list[int] | None:
+        # the chat endpoint's own path: its template applied to messages and tools, then tokenized with special
+        # tokens parsed and added; a server without these endpoints (the simulator) renders nothing
+        rendered = await http.post(f"{base_url}/apply-template", json=body, headers=headers)
+        if rendered.status_code != 200:
+            return None
+        tokens = await http.post(f"{base_url}/tokenize", json={"content": rendered.json()["prompt"],
+                                                               "add_special": True, "parse_special": True},
+                                 headers=headers)
+        return tokens.json()["tokens"] if tokens.status_code == 200 else None
+
     context_note = " shared by max_running_requests slots"
 
     def context_matches(self, claimed: int, settings: dict[str, Any], slots: int | None) -> bool | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Literal, cast
@@ -74,7 +75,8 @@ class RequestRecord:
     slice_index: int = 0
     #: several replicas without a router: the replica servebook sent it to (measure.replicas; None: one endpoint)
     replica: int | None = None
-    #: replay cells: the prompt tokens a perfect prefix cache serves of it, by the trace's hash ids (config.traces)
+    #: replay cells: the prompt tokens a perfect prefix cache serves of it, by the trace's hash ids (config.traces);
+    #: agent turns: by the history it resends (measure.sessions)
     ideal_cached_tokens: int | None = None
     #: reasoning models (chat streams only): when the first and the last reasoning chunk and the first answer chunk
     #: arrived, and how many chunks carried reasoning; journals written before these columns lack them
@@ -88,6 +90,12 @@ class RequestRecord:
     #: an interference probe (plan.prefill.probes): a short decode request sent beside the cell's own, counted in
     #: its reconciliation and validity, never in its figures
     probe: bool = False
+    #: agent turns: the session that spawned this one's session (a sub-agent's parent; None: a parent session)
+    parent_conversation: int | None = None
+    #: agent turns: the turn's prompt and asked output did not fit the engine's context per request
+    context_overflow: bool = False
+    #: agent turns that asked the engine for a tool call: whether one came back that parses (None: none asked)
+    tool_call_parsed: bool | None = None
     chunk_times: list[float] = field(default_factory=list, repr=False)
     chunk_tokens: list[int | None] = field(default_factory=list, repr=False)
     #: per kept chunk: "reasoning", "answer" or "mixed" (chat), None (a completion's text)
@@ -194,10 +202,13 @@ class StreamRequest:
     keep_chunk_times: bool = True
     #: the engine's reader of its own per-request timings in a chunk's extra fields (None: it sends none)
     server_timings: Callable[[dict[str, Any] | None], ServerTimings | None] | None = None
+    #: chat: called with each chunk's delta, for a caller that needs the reply itself (an agent's history)
+    on_delta: Callable[[Any], None] | None = None
 
 
 def _record_chunk(record: RequestRecord, chunk: Any, now: float, counted: int, *, chat: bool,
-                  keep_chunk_times: bool, server_timings: Callable[[Any], ServerTimings | None] | None = None) -> int:
+                  keep_chunk_times: bool, server_timings: Callable[[Any], ServerTimings | None] | None = None,
+                  on_delta: Callable[[Any], None] | None = None) -> int:
     """Fold one streamed chunk into `record`; returns the completion tokens accounted for so far."""
     record.chunk_count += 1
     if chunk.usage is not None:
@@ -207,6 +218,8 @@ def _record_chunk(record: RequestRecord, chunk: Any, now: float, counted: int, *
     if not chunk.choices:
         return counted
     choice = chunk.choices[0]
+    if chat and on_delta is not None and choice.delta is not None:
+        on_delta(choice.delta)
     phase = _chat_phase(record, choice.delta, chunk.usage, now) if chat else None
     has_content = phase is not None if chat else bool(choice.text)
     if has_content:
@@ -327,20 +340,16 @@ def measuring_clients(base_url: str, api_key: str, headers: dict[str, str], time
     return http, sdk
 
 
+def _common(request: StreamRequest) -> dict[str, Any]:
+    return dict(model=request.model, max_tokens=request.max_tokens, stream=True,
+                stream_options=request.stream_options or {"include_usage": True}, temperature=0.0)
+
+
 async def stream_request(client: AsyncOpenAI, record: RequestRecord, request: StreamRequest) -> RequestRecord:
     """Send one streaming request (chat when `messages`, completion when `prompt`) and fill `record`."""
-    common: dict[str, Any] = dict(
-        model=request.model,
-        max_tokens=request.max_tokens,
-        stream=True,
-        stream_options=request.stream_options or {"include_usage": True},
-        temperature=0.0,
-        extra_body=request.extra_body or None,
-    )
-    counted = 0  # completion tokens accounted for by earlier content chunks (continuous usage only)
-    record.t_send = time.monotonic()  # replaced by stamp_send when the client is a sending_client
-    token = _SENDING.set(record)
-    try:
+
+    async def chunks() -> AsyncIterator[Any]:
+        common = {**_common(request), "extra_body": request.extra_body or None}
         if request.messages is not None:
             # Requests are built as plain dicts (gates send fields the SDK's types do not know); the stream is typed
             # by what `stream=True` returns at run time.
@@ -348,8 +357,21 @@ async def stream_request(client: AsyncOpenAI, record: RequestRecord, request: St
         else:
             stream = await client.completions.create(prompt=cast(Any, request.prompt), **common)
         async for chunk in stream:
+            yield chunk
+
+    return await _streamed(record, request, chunks())
+
+
+async def _streamed(record: RequestRecord, request: StreamRequest, chunks: AsyncIterator[Any]) -> RequestRecord:
+    """Fill `record` from a stream's chunks; a failure anywhere is the record's error, never a crash."""
+    counted = 0  # completion tokens accounted for by earlier content chunks (continuous usage only)
+    record.t_send = time.monotonic()  # replaced by stamp_send when the client is a sending_client
+    token = _SENDING.set(record)
+    try:
+        async for chunk in chunks:
             counted = _record_chunk(record, chunk, time.monotonic(), counted, chat=request.messages is not None,
-                                    keep_chunk_times=request.keep_chunk_times, server_timings=request.server_timings)
+                                    keep_chunk_times=request.keep_chunk_times, server_timings=request.server_timings,
+                                    on_delta=request.on_delta)
         settle_reasoning(record)
         if record.completion_tokens is None:
             record.error = "stream ended without a usage chunk"

@@ -20,6 +20,8 @@ class Endpoint:
     api_key: str = "servebook"
     #: how many requests the engine runs at once, when known (waves report how many queued)
     slots: int | None = None
+    #: the most tokens one request may hold (prompt and output), when known (agent turns that do not fit overflow)
+    context_tokens: int | None = None
     #: the engine's process, when servebook launched it here (host telemetry is only checked then)
     engine_pid: int | None = None
     #: the engine's log, where compile lines are looked for

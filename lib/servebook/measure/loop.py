@@ -274,7 +274,7 @@ class Measurement:
             # Not checked (None) where servebook does not know the engine's processes (attach, compose).
             foreign_cpu_cores=foreign, foreign_cpu_limit=self.plan.max_foreign_cpu_cores or DEFAULT_MAX_FOREIGN_CORES,
             gpu_foreign_pids=gpu["gpu_foreign_pids"] if pid else None,
-            max_lag_ms=kind_of(spec.kind).lag_limit_ms(self.plan)))
+            max_lag_ms=kind_of(spec.kind).lag_limit_ms(self.plan), context_tokens=self.endpoint.context_tokens))
         return with_validity({**figures, "foreign_cpu_cores": foreign, **gpu}, reconciliation, faults)
 
 

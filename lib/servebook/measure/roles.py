@@ -1,8 +1,8 @@
 """What measuring an engine needs of its adapter: the measure layer's own protocol.
 
 The engine adapters (servebook.engines) satisfy it; the measurement names only these members: how to ask for a
-forced length and usage, the engine's tokenizer, its counters and histograms, its log's compile and error lines,
-and its own per-request timings.
+forced length and usage, the engine's tokenizer and chat template, its counters and histograms, its log's compile
+and error lines, and its own per-request timings.
 """
 
 from __future__ import annotations
@@ -47,3 +47,6 @@ class MeasuredEngine(Protocol):
 
     async def tokenize(self, http: "httpx.AsyncClient", base_url: str, text: str, model: str,
                        headers: dict[str, str]) -> list[int] | None: ...
+
+    async def render_chat(self, http: "httpx.AsyncClient", base_url: str, body: dict[str, Any],
+                          headers: dict[str, str]) -> list[int] | None: ...

@@ -28,6 +28,8 @@ InvalidCode = Literal[
     "client_stall",         # tokens reached the client in a burst after a stall, faster than the engine made them
     "ttft_below_engine",    # a first token earlier than the engine's own prompt time allows
     "client_lag",           # an open-loop client sent requests late: its pace, not the engine's
+    "context_overflow",     # more than 1% of an agents cell's turns did not fit the engine's context
+    "tool_call_unparsed",   # more than 1% of the tool calls an agents cell asked the engine for did not parse
     "unclassified",         # a fault from a journal written before codes, whose text names no known fault
 ]
 INVALID_CODES: tuple[str, ...] = get_args(InvalidCode)
@@ -51,6 +53,10 @@ MESSAGES: dict[str, str] = {
     "client_stall": "client stalled: {count} of {total} requests read tokens faster than {bound} ({worst})",
     "client_lag": "the client sent {count} of {total} requests more than {limit:g} ms after they were due (worst "
                   "{worst:.0f} ms): it fell behind its schedule, so the load was not the one asked for",
+    "context_overflow": "{count} of {total} turns did not fit the engine's context of {context} tokens per request "
+                        "(their sessions ended there): the plan's sessions outgrow this candidate",
+    "tool_call_unparsed": "{count} of {total} turns that asked for a tool call got none that parses (a tool named "
+                          "among the request's, arguments a JSON object)",
     "ttft_below_engine": "{count} first tokens came before the engine's own prompt time allows ({worst}): a clock "
                          "or a timing is wrong",
 }
@@ -96,6 +102,10 @@ class CellChecks:
     cold_exact_prompts: bool = False
     #: with an exact prompt length, the prompts share no prefix: a cache hit means they did
     unshared_prompts: bool = False
+    #: agent turns (measure.sessions): a turn that overflowed the context is counted apart from failures and lengths,
+    #: a turn that asked for a tool call has its length capped, not forced, and more than TURN_FAULT_SHARE of turns
+    #: overflowing, or of asked calls not parsing, make the cell invalid
+    session_turns: bool = False
 
 
 @dataclass(frozen=True)
@@ -119,24 +129,52 @@ class CellEvidence:
     max_lag_ms: float | None = None
     #: the checks the cell's kind asks for
     checks: CellChecks = CellChecks()
+    #: agent turns: the engine's context per request, when known (measure.sessions decides overflows with it)
+    context_tokens: int | None = None
 
 
 def cell_faults(evidence: CellEvidence) -> list[InvalidReason]:
     """Every fault of a cell, in a fixed order; an empty list means the cell is valid."""
-    return [*_request_faults(evidence), *_cache_faults(evidence), *_engine_faults(evidence),
-            *_plausibility_faults(evidence)]
+    return [*_request_faults(evidence), *_session_faults(evidence), *_cache_faults(evidence),
+            *_engine_faults(evidence), *_plausibility_faults(evidence)]
+
+
+#: the share of an agents cell's turns that may overflow the context, or of its asked tool calls that may not parse
+TURN_FAULT_SHARE = 0.01
+
+
+def _session_faults(e: CellEvidence) -> list[InvalidReason]:
+    if not e.checks.session_turns or not e.records:
+        return []
+    out: list[InvalidReason] = []
+    over = [r for r in e.records if r.context_overflow]
+    if len(over) > TURN_FAULT_SHARE * len(e.records):
+        out.append(InvalidReason.of("context_overflow", count=len(over), total=len(e.records),
+                                    context=e.context_tokens if e.context_tokens is not None else "?"))
+    asked = [r for r in e.records if r.tool_call_parsed is not None]
+    unparsed = [r for r in asked if not r.tool_call_parsed]
+    if len(unparsed) > TURN_FAULT_SHARE * len(asked):
+        out.append(InvalidReason.of("tool_call_unparsed", count=len(unparsed), total=len(asked)))
+    return out
 
 
 def _request_faults(e: CellEvidence) -> list[InvalidReason]:
-    ok = [r for r in e.records if r.ok]
-    errors = [r for r in e.records if not r.ok]
+    # an agent turn that overflowed is counted as such (_session_faults), whatever the engine made of it
+    records = [r for r in e.records if not r.context_overflow] if e.checks.session_turns else e.records
+    ok = [r for r in records if r.ok]
+    errors = [r for r in records if not r.ok]
     out: list[InvalidReason] = []
     if errors:
-        out.append(InvalidReason.of("requests_failed", failed=len(errors), total=len(e.records),
+        out.append(InvalidReason.of("requests_failed", failed=len(errors), total=len(records),
                                     first_error=errors[0].error))
     if e.category == "structured":
         # A grammar decides when the JSON ends, so the length is capped, not forced.
         wrong = [r for r in ok if not 1 <= (r.completion_tokens or 0) <= e.output_tokens]
+    elif e.checks.session_turns:
+        # a turn that asked for a tool call ends with the call: its length is capped, not forced
+        wrong = [r for r in ok if not (1 <= (r.completion_tokens or 0) <= r.expected_completion_tokens
+                                       if r.tool_call_parsed is not None
+                                       else r.completion_tokens == r.expected_completion_tokens)]
     else:
         wrong = [r for r in ok if r.completion_tokens != _asked_length(e, r)]
     if wrong:
@@ -152,9 +190,10 @@ def _request_faults(e: CellEvidence) -> list[InvalidReason]:
 
 
 def _asked_length(e: CellEvidence, r: RequestRecord) -> int:
-    """The output length a request was forced to: its own where lengths are drawn per request or it is an
-    interference probe (plan.prefill.probes), else the cell's."""
-    return r.expected_completion_tokens if e.checks.per_request_lengths or r.probe else e.output_tokens
+    """The output length a request was forced to: its own where lengths are drawn per request, it is an agent's turn
+    or an interference probe (plan.prefill.probes), else the cell's."""
+    per_request = e.checks.per_request_lengths or e.checks.session_turns
+    return r.expected_completion_tokens if per_request or r.probe else e.output_tokens
 
 
 def _cache_faults(e: CellEvidence) -> list[InvalidReason]:

@@ -19,6 +19,7 @@ from ..journal.store import RunRecord
 from .frontier import frontier_context, frontier_specs
 from .kinds import PRESENT, LineChart, gap_histogram_kinds, open_loop_kinds, turn_chart_kinds
 from .load_figures import GAP_EDGES_MS, _trimmed, gap_counts, gauge_data, gauge_spec, has_gauges, probe_gap_data
+from .sessions import newest_sessions, session_view_data, session_view_spec
 from .style import AXIS as _AXIS
 from .style import LAYOUT as _LAYOUT
 from .style import PALETTE, fitted
@@ -315,10 +316,12 @@ def turn_ttft_spec(turns: dict[str, list[dict]]) -> dict:
 
 
 def figure_specs(cells, gap_histograms: dict[str, dict], turns: dict[str, list[dict]] | None = None,
-                 probe_gaps: dict[str, dict] | None = None, gauges: dict | None = None) -> list[dict]:
+                 probe_gaps: dict[str, dict] | None = None, gauges: dict | None = None,
+                 sessions: dict[str, dict] | None = None) -> list[dict]:
     """Every chart of a set of runs, as figure dicts (what the site embeds): each kind's (present/kinds.py) where
     the runs measured it, and the closed-loop charts, empty, for runs that measured no open-loop load; the probes'
-    chunk gaps where runs sent probes, and one run's gauges on its time axis (`gauges`: load_figures.gauge_data)."""
+    chunk gaps where runs sent probes, one run's gauges on its time axis (`gauges`: load_figures.gauge_data), and
+    `sessions`: a session view per candidate (present/sessions.py), from one of its runs."""
     cells = records(cells)  # once, for every chart
     kinds = {c.get("kind") for c in cells}
     # A run that measured only open-loop load gets no empty closed-loop charts
@@ -330,6 +333,7 @@ def figure_specs(cells, gap_histograms: dict[str, dict], turns: dict[str, list[d
     # the per-turn chart is read from requests, not cells, and follows the cells' charts
     if turns and any(turns.values()) and any(entry.turn_chart for entry in PRESENT.values()):
         specs.append(turn_ttft_spec(turns))
+    specs += [session_view_spec(data, name) for name, data in (sessions or {}).items() if data]
     specs += frontier_specs(cells)
     if any(h.get("counts") for h in gap_histograms.values()) or closed:
         specs.append(chunk_gap_spec(gap_histograms))
@@ -355,5 +359,6 @@ def run_figures(runs: list[RunRecord]) -> list:
     probes = {name: mean_gap_histogram(map(probe_gap_data, own)) for name, own in by_candidate.items()}
     specs = figure_specs(cells_frame(runs), gaps, {name: mean_turns(map(turn_ttft_data, own))
                                                    for name, own in by_candidate.items()},
-                         probes, gauge_data(runs[0]) if len(runs) == 1 else None)
+                         probes, gauge_data(runs[0]) if len(runs) == 1 else None,
+                         {name: newest_sessions(map(session_view_data, own)) for name, own in by_candidate.items()})
     return [as_figure(spec) for spec in specs]

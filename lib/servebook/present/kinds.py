@@ -84,6 +84,8 @@ class PresentKind:
     charts: tuple[LineChart, ...] = ()
     #: a per-turn chart from the requests (figures.turn_ttft_spec), not from the cells
     turn_chart: bool = False
+    #: a session view per run from the requests (present/sessions.py): turns against time, context, cached share
+    session_view: bool = False
     #: charts drawn, empty, for runs that measured none of this kind (unless they measured only open-loop load)
     drawn_unmeasured: bool = False
     #: the kinds whose rows only open-loop runs have: runs with nothing else get no empty closed-loop charts
@@ -155,6 +157,23 @@ REPLAY_DEFINITIONS = [
     "Ideal hit rate: the prompt tokens of each request's leading blocks that earlier requests already sent after "
     "the same blocks (what an unbounded prefix cache reuses), over all prompt tokens. Measured: cached prompt "
     "tokens over prompt tokens, as the responses report them; the engine's cache counter is reconciled with that.",
+]
+AGENTS_DEFINITIONS = [
+    "Agent sessions arrive open-loop (Poisson, agents.arrival_rate_per_s); each turn is a streamed chat request with "
+    "the tool schemas and the whole history so far, which grows with the engine's own replies. After a think time "
+    "the tool's result (or a user's follow-up) is appended and the next turn sent; a sub-agent starts from a copy "
+    "of its parent's history and its last reply is the parent's tool result. Sizes and times are drawn from the "
+    "plan's seed. With agents.tool_calls: client, servebook plays the agent's tool call after the engine's reply; "
+    "with model, the engine is asked for it and a reply without one that parses is counted.",
+    "Session p95 turn TTFT: per session (a parent with its sub-agents), the 95th percentile of its turns' TTFTs; the "
+    "median over sessions. Turns/s per session: its turns over its duration (first send to last token), think "
+    "times included; the median over sessions.",
+    "Ideal hit rate: per turn, the prompt and output of the turn its history extends (a session's first turn: the "
+    "prefix it shares with earlier sessions' first prompts, as the engine renders them), at most one token short "
+    "of its prompt, over all prompt tokens. Measured: cached prompt tokens over prompt tokens, as the responses "
+    "report them; the engine's cache counter is reconciled with that.",
+    "More than 1% of turns that do not fit the engine's context per request (the session ends there), or of asked "
+    "tool calls that do not parse, make the cell invalid.",
 ]
 GAP_NOTE = ("Chunk gaps (ITL) are recorded per streamed chunk: speculative decoding sends several tokens in one "
             "chunk, so a gap is not a per-token figure.")
@@ -240,6 +259,25 @@ PRESENT: dict[str, PresentKind] = {
         section=Section("Trace replay", REPLAY_DEFINITIONS),
         compared=(("Replay: measured prefix hit rate", "measured_hit_rate", ".0%", 1.0),
                   ("Replay: TTFT p90 ms", "ttft_p90_s", ".0f", 1000.0))),
+    "agents": PresentKind(
+        summary_rank=47,
+        table=RunTable("Agent sessions", (
+            Column("Sessions", "sessions", "int"), Column("Sub-agents", "subagents", "int"),
+            Column("Turns", "turns", "int"), _ms("Session p95 turn TTFT", "session_p95_turn_ttft_s"),
+            Column("Turns/s per session", "session_turns_per_s", ".2f"),
+            Column("Ideal hit rate", "ideal_hit_rate", ".0%"), Column("Measured hit rate", "measured_hit_rate", ".0%"),
+            Column("Overflowed", "overflow_share", ".1%"),
+            Column("Send lag p99", "send_lag_p99_ms", ".0f", suffix=" ms"), CHECK),
+            sort=("cell_id",)),
+        section=Section("Agent sessions", AGENTS_DEFINITIONS),
+        estimates=EstimateTable("Agent sessions", "sessions", "Sessions", (
+            Column("Session p95 turn TTFT ms", "session_p95_turn_ttft_s", ".0f", 1000.0),
+            Column("Turns/s per session", "session_turns_per_s", ".2f"),
+            Column("Measured hit rate %", "measured_hit_rate", ".0f", 100.0))),
+        compared=(("Agents: session p95 turn TTFT ms", "session_p95_turn_ttft_s", ".0f", 1000.0),
+                  ("Agents: turns/s per session", "session_turns_per_s", ".2f", 1.0),
+                  ("Agents: measured prefix hit rate", "measured_hit_rate", ".0%", 1.0)),
+        session_view=True),
     # drawn by load_tables.py (open-loop and capacity tables, one site section) and frontier.py (their charts)
     "load": PresentKind(open_loop=True),
     "capacity": PresentKind(open_loop=True),
@@ -275,5 +313,10 @@ def gap_histogram_kinds() -> set[str]:
 def turn_chart_kinds() -> set[str]:
     """The kinds whose runs get the per-turn chart, read from the run's requests."""
     return {name for name, entry in PRESENT.items() if entry.turn_chart}
+
+
+def session_view_kinds() -> set[str]:
+    """The kinds whose runs get a session view, read from the run's requests."""
+    return {name for name, entry in PRESENT.items() if entry.session_view}
 
 

@@ -18,7 +18,7 @@ def test_every_metric_has_one_row_measured_by_a_registered_kind():
     for name, row in METRICS.items():
         assert row.column == name and kind_of(row.kind).name == row.kind
     assert LOWER_IS_BETTER == {"ttft_s", "ttft_p90_s", "next_turn_ttft_s", "replay_ttft_p90_s", "answer_ttft_s",
-                               "itl_p99_s", "probe_itl_p99_s", "probe_ttft_p95_s"}
+                               "itl_p99_s", "probe_itl_p99_s", "probe_ttft_p95_s", "session_p95_turn_ttft_s"}
     assert METRIC_WORDS["capacity_rps"] == "capacity under the objectives"
 
 

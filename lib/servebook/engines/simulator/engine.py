@@ -9,6 +9,7 @@ import random
 import re
 import time
 import zlib
+from array import array
 
 from .config import SimConfig
 from .metrics import Counters
@@ -26,6 +27,20 @@ def tokenize(text: str) -> list[int]:
     return [100 + zlib.crc32(w.encode()) % 50_000 for w in _WORD.findall(text)]
 
 
+def _common_prefix(a: bytes, b: bytes) -> int:
+    """The length in tokens of the common prefix of two prompts held as 8-byte token ids, by bisection on byte
+    strings compared in C: token by token in Python, 64 held prompts of 8K tokens took the simulator 50 ms a request,
+    which agent sessions resending such prompts made the client's wait (memoryview slices compare item by item)."""
+    low, high = 0, min(len(a), len(b)) // 8
+    while low < high:
+        mid = (low + high + 1) // 2
+        if a[:8 * mid] == b[:8 * mid]:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
 class Engine:
     def __init__(self, config: SimConfig):
         self.config = config
@@ -34,7 +49,7 @@ class Engine:
         self.running = 0
         self.waiting = 0
         self.ready = False
-        self.history: list[tuple[int, ...]] = []
+        self.history: list[bytes] = []
         self.measured_tokens = 0
         self.measured_requests = 0
         self.rng = random.Random(config.port)
@@ -47,15 +62,9 @@ class Engine:
     def cached_prefix(self, tokens: list[int]) -> int:
         if not self.config.prefix_caching:
             return 0
-        best = 0
-        for previous in self.history:
-            n = 0
-            for a, b in zip(previous, tokens, strict=False):
-                if a != b:
-                    break
-                n += 1
-            best = max(best, n)
-        self.history = (self.history + [tuple(tokens)])[-64:]
+        held = array("q", tokens).tobytes()
+        best = max((_common_prefix(previous, held) for previous in self.history), default=0)
+        self.history = (self.history + [held])[-64:]
         return min(best, len(tokens) - 1)
 
     def prefill_seconds(self, uncached: int) -> float:

@@ -30,7 +30,7 @@ from ..figures import (
     run_context,
     turn_ttft_data,
 )
-from ..kinds import DECODE_DEFINITIONS, GAP_NOTE, PREFILL_DEFINITIONS, PRESENT, turn_chart_kinds
+from ..kinds import DECODE_DEFINITIONS, GAP_NOTE, PREFILL_DEFINITIONS, PRESENT, session_view_kinds, turn_chart_kinds
 from ..load_figures import gauge_data, probe_gap_data
 from ..load_tables import (
     CAPACITY_DEFINITIONS,
@@ -43,6 +43,7 @@ from ..load_tables import (
     throughput_table,
 )
 from ..scaling import ScalingPoint, scaling_spec
+from ..sessions import newest_sessions, session_view_data
 from ..tables import estimate_tables, fmt, number, run_tables, section_definitions
 from ..under_load import UNDER_LOAD_DEFINITIONS, under_load_tables
 from .summary import RunSummary
@@ -152,6 +153,8 @@ def summarize_run(record: RunRecord) -> RunSummary:
         probe_gaps=probe_gap_data(record), gauges=gauge_data(record),
         frontier=run_context(record),
         reuse_turns=turn_ttft_data(record) if any(c.get("kind") in turn_chart_kinds() for c in cell_rows) else [],
+        agent_sessions=session_view_data(record) if any(c.get("kind") in session_view_kinds() for c in cell_rows)
+        else {},
         log_tail=record.log_tail(LOG_LINES),
         files=sorted(p.name for p in record.dir.iterdir() if p.is_file() and not p.name.startswith(".")),
         index_row=index_row(record),  # its row of the journal's index, for history() without reading the index
@@ -198,7 +201,8 @@ def charts(summaries: list[RunSummary], prefix: str) -> list[dict]:
     specs = figure_specs(cells, {label: mean_gap_histogram(s.chunk_gaps for s in own) for label, own in by_label.items()},
                          {label: mean_turns(s.reuse_turns or [] for s in own) for label, own in by_label.items()},
                          {label: mean_gap_histogram(s.probe_gaps for s in own) for label, own in by_label.items()},
-                         summaries[0].gauges if len(summaries) == 1 else None)  # one run's time axis
+                         summaries[0].gauges if len(summaries) == 1 else None,  # one run's time axis
+                         {label: newest_sessions(s.agent_sessions for s in own) for label, own in by_label.items()})
     return [{"id": f"{prefix}-chart-{i}", "figure": spec} for i, spec in enumerate(specs)]
 
 

@@ -66,6 +66,8 @@ class RunSummary(BaseModel):
     #: the run's objectives and GPUs, which its cells do not carry
     frontier: dict[str, Any] = Field(default_factory=dict)
     reuse_turns: list[dict[str, Any]] = Field(default_factory=list)
+    #: the turns of its agents cells, as columns (present/sessions.py), for the session view
+    agent_sessions: dict[str, list[Any]] = Field(default_factory=dict)
     log_tail: str | None = None
     files: list[str] = Field(default_factory=list)
     #: its row of the journal's index, for history() without reading the index
