@@ -318,12 +318,9 @@ class RunContext:
         writer.write_table("requests", log.request_rows())
         writer.write_table("chunks", log.chunk_rows())
         writer.write_table("scrapes", log.scrape_rows())
-        if log.telemetry:
-            writer.write_table("telemetry", log.telemetry)
-        if log.gauges:
-            writer.write_table("gauges", log.gauges)
-        if log.outputs:
-            writer.write_table("outputs", log.outputs)
+        for name, rows in (("telemetry", log.telemetry), ("gauges", log.gauges), ("outputs", log.outputs)):
+            if rows:  # a run without them has no such file (journal contract)
+                writer.write_table(name, rows)
         if log.outcomes:
             writer.write_table("cells", [dict(row) for row in log.cell_rows()])
 

@@ -51,6 +51,6 @@ def test_the_session_view_has_its_four_panels_and_marks_what_overflowed():
 
 def test_the_charts_of_runs_carry_one_session_view_per_candidate_from_its_newest_run():
     assert newest_sessions([_view(), {}, {"session": [3]}]) == {"session": [3]}
-    specs = figure_specs([CELL], {}, {}, {"a": _view(), "b": {}})
+    specs = figure_specs([CELL], {}, {}, sessions={"a": _view(), "b": {}})
     titles = [s["layout"]["title"]["text"] for s in specs]
     assert sum(t.startswith("Agent sessions") for t in titles) == 1
