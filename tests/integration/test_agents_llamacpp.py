@@ -1,8 +1,12 @@
-"""Agent sessions on the real llama-server (issue 33): with no more sessions than slots, each session finds its
-history in its slot, so the engine serves about the share of prompt tokens a perfect prefix cache would (within 5
-points; what it misses is the replies, whose random tokens do not come back as the same tokens from their text);
-with the cache off (llama.cpp's per-request `cache_prompt: false`) it serves none of them. Sessions that outgrow
-the context end there and are counted, not failed."""
+"""Agent sessions on the real llama-server (issue 33): with no more sessions than slots and each session's own
+system prompt, each session finds its history in its slot, so the engine serves about the share of prompt tokens a
+perfect prefix cache would (within 5 points; what it can miss is a reply whose random tokens do not come back as the
+same tokens from their text); with the cache off (llama.cpp's per-request `cache_prompt: false`) it serves none of
+them. Sessions that outgrow the context end there and are counted, not failed.
+
+(With one system prompt shared by every session the ideal also counts that prefix for a session's first turn,
+computed by another session's turn before it was sent; llama.cpp serves it only from an idle slot that holds it, and
+a slot busy with that session's next turn held it: 0.67 measured against 0.81 ideal on a quiet host.)"""
 
 import pytest
 
@@ -20,7 +24,8 @@ pytestmark = pytest.mark.integration
 FRIENDLY = Plan.model_validate({
     "decode": None, "prefill": None, "warmup_requests": 1, "max_foreign_cpu_cores": TOLERANT_CORES,
     "remeasure_disturbed": 0,
-    "agents": {"sessions": 3, "arrival_rate_per_s": 1, "turns": 3, "system_tokens": 100, "tool_schema_tokens": 420,
+    "agents": {"sessions": 3, "arrival_rate_per_s": 1, "turns": 3, "system_tokens": 100, "shared_system_prompt": False,
+               "tool_schema_tokens": 420,
                "repo_map_tokens": 80, "tool_result_tokens": 80, "output_tokens": 8, "user_turn_share": 0.2,
                "think_time": {"distribution": "fixed", "mean_s": 0.2}, "subagents": {"probability": 0.3, "turns": 2},
                "max_lag_ms": 500}})
@@ -55,8 +60,7 @@ def test_a_cache_friendly_plan_is_served_about_its_ideal_hit_rate_and_none_with_
     assert first["ideal_cached_tokens"] == 0 and first["cached_tokens"] <= 4
     # a perfect prefix cache serves no turn less than the engine does (up to that opening)
     assert (turns["cached_tokens"] <= turns["ideal_cached_tokens"] + 4).all(), turns
-    # (the ideal of a first turn depends on which other sessions' first prompts were computed before it was sent)
-    assert on["ideal_hit_rate"] > 0.6 and off["ideal_hit_rate"] > 0.6
+    assert on["ideal_hit_rate"] == pytest.approx(off["ideal_hit_rate"], abs=0.01) and on["ideal_hit_rate"] > 0.6
     assert abs(on["measured_hit_rate"] - on["ideal_hit_rate"]) <= 0.05
     assert off["measured_hit_rate"] < 0.05
 

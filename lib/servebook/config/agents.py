@@ -49,7 +49,12 @@ class AgentsPlan(_Strict):
     arrival_rate_per_s: float = Field(0.5, gt=0, le=1000, description="sessions start at Poisson arrivals of this "
                                                                       "rate (open loop, whatever the engine's pace)")
     turns: Lengths = Lengths(distribution="uniform", mean=12, low=8, high=16)
-    system_tokens: int = Field(2500, ge=16, le=1_000_000, description="the system prompt, the same in every session")
+    system_tokens: int = Field(2500, ge=16, le=1_000_000, description="the system prompt (shared_system_prompt: the "
+                                                                      "same in every session)")
+    shared_system_prompt: bool = Field(
+        True, description="sessions share their system prompt (and the tool schemas after it), as one agent's "
+                          "sessions do; false: each opens with its own (a user's own instructions), so sessions share "
+                          "nothing but the chat template's opening, and each needs only its own history cached")
     tool_schema_tokens: int = Field(2000, ge=0, le=1_000_000,
                                     description="the tool schemas every request carries (the shipped coding tools, "
                                                 "their descriptions padded to about this many tokens; 0: no tools)")

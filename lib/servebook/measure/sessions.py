@@ -97,14 +97,18 @@ class Texts:
     """The session's words: the shared system prompt, each session's task, tool results, follow-ups, briefs."""
 
     def __init__(self, plan: AgentsPlan, cutter: TextCutter, salt: str):
-        self.plan, self.cutter = plan, cutter
-        self.system = (f"[{salt}] You are a coding agent working in a user's repository. Use the tools to read, "
-                       f"search, edit and test the code; answer briefly.\n\n{cutter.cut(plan.system_tokens, 1)}")
+        self.plan, self.cutter, self.salt = plan, cutter, salt
+
+    def system(self, session: int) -> str:
+        """The system prompt: the same for every session, or (not shared) opening with the session's own words."""
+        own = "" if self.plan.shared_system_prompt else f"Session {session}'s own instructions. "
+        return (f"{own}[{self.salt}] You are a coding agent working in a user's repository. Use the tools to read, "
+                f"search, edit and test the code; answer briefly.\n\n{self.cutter.cut(self.plan.system_tokens, 1)}")
 
     def opening(self, session: int) -> list[dict[str, Any]]:
         task = (f"Session {session}: make the failing test pass.\n\nRepository map:\n"
                 f"{self.cutter.cut(self.plan.repo_map_tokens, 1000 + session)}")
-        return [{"role": "system", "content": self.system}, {"role": "user", "content": task}]
+        return [{"role": "system", "content": self.system(session)}, {"role": "user", "content": task}]
 
     def result(self, session: int, turn: int, tokens: int, tool: str) -> str:
         return f"[{tool} output, session {session}, turn {turn}]\n{self.cutter.cut(tokens, session * 1009 + turn)}"

@@ -95,7 +95,7 @@ class _Engine:
 def _system_words():
     text = filler_text()
     texts = Texts(PLAN.agents, TextCutter(text, len(text) / len(text.split())), run_salt("run-1:agents:1"))
-    return len(texts.system.split())
+    return len(texts.system(0).split())
 
 
 def _run():
@@ -208,3 +208,14 @@ def test_asked_for_calls_the_engine_makes_them_and_those_that_do_not_parse_are_c
         # a call that parsed goes on in the history as the engine made it; one that did not, as the agent would have
         assert all(c.startswith(("model_", "call_")) for c in calls)
         assert all(int(c.split("_")[1]) % 2 for c in calls if c.startswith("model_"))
+
+
+def test_sessions_with_their_own_system_prompts_share_only_the_opening():
+    plan = PLAN.model_copy(update={"agents": PLAN.agents.model_copy(update={"shared_system_prompt": False})})
+    engine = _Engine()
+    workloads = Workloads(Endpoint("http://engine", engine), plan, "run-1", engine, None, "m")  # type: ignore[arg-type]
+    records = asyncio.run(workloads.run(plan_cells(plan)[0], lambda: None))
+    systems = {b["messages"][0]["content"] for b in engine.bodies}
+    assert len(systems) == 3 and all(s.startswith("Session ") for s in systems)
+    firsts = [r for r in records if r.turn == 1 and r.parent_conversation is None]
+    assert sorted(r.ideal_cached_tokens for r in firsts) == [0, 1, 1]  # the word "Session", as the engine here counts
