@@ -65,10 +65,11 @@ def test_every_page_loads_offline_without_errors_and_every_link_resolves(site, b
 def test_charts_draw_on_study_and_run_pages(site, browser):
     page, problems, _ = visit(browser, (site / "studies" / "browser.html").as_uri())
     page.wait_for_selector(".chart .main-svg")
-    # the forest plot of verdicts, then six charts of the cells, the Pareto front of the two slot counts among them
-    assert page.locator(".chart").count() == 7
-    assert page.locator(".chart .main-svg").count() >= 7
-    assert "Pareto front" in page.locator(".chart").nth(5).inner_text()
+    # the forest plot of verdicts, then seven charts of the cells (decode's four with ITL p99), the Pareto front of
+    # the two slot counts among them
+    assert page.locator(".chart").count() == 8
+    assert page.locator(".chart .main-svg").count() >= 8
+    assert "Pareto front" in page.locator(".chart").nth(6).inner_text()
     assert "no comparisons judged yet" in page.locator("#study-forest").inner_text()
     assert page.locator("tr.accepted").count() == 0  # nobody judged these runs
     assert problems == []

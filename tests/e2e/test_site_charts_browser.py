@@ -41,7 +41,7 @@ MEASURE = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(
 
 
 #: What a candidate needs measured to be owed a line in a chart, by the chart's title.
-NEEDS = [("Aggregate decode", "decode"), ("Per-request decode", "decode"), ("Median TTFT", "decode"),
+NEEDS = [("Aggregate decode", "decode"), ("Per-request decode", "decode"), ("Median TTFT", "decode"), ("ITL p99", "itl"),
          ("Pareto", "decode"), ("Cold prefill", "prefill"), ("Chunk gaps", "chunks"), ("Latency p90", "load"),
          ("Goodput", "load"), ("Capacity", "capacity"), ("Queue wait", "wave"), ("Prompt reuse", "reuse")]
 
@@ -97,7 +97,10 @@ def sample_site(tmp_path_factory):
     for run in journal.runs():
         if run.status == "completed" and run.manifest is not None and run.manifest.study:
             has = studies.setdefault(run.manifest.study, {}).setdefault(run.candidate_label, set())
-            has.update(run.table("cells")["kind"])
+            cells = run.table("cells")
+            has.update(cells["kind"])
+            if "itl_p99_s" in cells and cells["itl_p99_s"].notna().any():  # runs before measure/itl.py have none
+                has.add("itl")
             if run.table_path("chunks").is_file():
                 has.add("chunks")
     return root / "site", studies
