@@ -144,12 +144,25 @@ class ReplicaSet:
             process = EngineProcess(argv, self.adapter, self.plan.replica_urls[i],
                                     self.run_dir / replica_log_name(i), env={**(self.env or {}), **own})
             self.replicas.append(process)
-            process.start()
+            if not self.waits_its_turn(i):
+                process.start()
         return self
+
+    def waits_its_turn(self, index: int) -> bool:
+        """A replica sharing a GPU with an earlier one starts once that one is ready: an engine that sizes its
+        memory from the device's free memory (vLLM's profiling) charges a neighbour's loading to itself when both
+        start at once (vllm-project/vllm#55827), so shared GPUs load in turn and separate ones at once."""
+        def devices(i: int) -> set[str]:
+            envs = self.replica_envs
+            return set(envs[i].get("CUDA_VISIBLE_DEVICES", "").split(",")) - {""} if i < len(envs) else set()
+        mine = devices(index)
+        return any(mine & devices(earlier) for earlier in range(index))
 
     def wait_ready(self, timeout_s: float, on_poll: Callable[[float], None] | None = None) -> float:
         started = time.monotonic()
-        for replica in self.replicas:  # they load at once; each is waited for in turn
+        for i, replica in enumerate(self.replicas):  # in order, so every earlier replica is ready when one waits
+            if self.waits_its_turn(i):
+                replica.start()
             replica.wait_ready(max(1.0, timeout_s - (time.monotonic() - started)), on_poll)
         if self.plan.router_argv is not None:
             self._start_router(on_poll, started)

@@ -112,3 +112,24 @@ def test_a_dry_run_shows_every_replica_and_the_router_with_the_ports_it_would_pi
     urls = router[router.index("--worker-urls") + 1:router.index("--policy")]
     assert urls == ["http://127.0.0.1:<port: free, replica 0>", "http://127.0.0.1:<port: free, replica 1>"]
     assert router[router.index("--port") + 1] == "<port: free, router>"
+
+
+@pytest.mark.parametrize("layout,in_turn", [
+    (["0", "0"], [False, True]),
+    (["0", "1"], [False, False]),
+    (["0,1", "2,3", "0,1"], [False, False, True]),
+    (["0", "1", "0", "1"], [False, False, True, True]),
+    ([], [False, False]),  # a CPU build: no GPU is shared
+])
+def test_replicas_sharing_a_gpu_start_in_turn_and_the_rest_at_once(monkeypatch, tmp_path, layout, in_turn):
+    """vLLM sizes its memory from the device's free memory: two instances starting at once on one GPU charge each
+    other's loading to themselves, so a replica on a GPU an earlier one holds is started only once that is ready."""
+    from servebook.launch import replicas as module
+    started: list[int] = []
+    monkeypatch.setattr(module.EngineProcess, "start", lambda self: started.append(int(self.base_url.rsplit(":")[-1])))
+    ports = [20000 + i for i in range(len(in_turn))]
+    plan = module.ReplicaPlan("127.0.0.1", ports, [["engine"]] * len(ports))
+    envs = [{"CUDA_VISIBLE_DEVICES": devices} for devices in layout]
+    replica_set = module.ReplicaSet(plan, get_engine("vllm"), tmp_path, replica_envs=envs).start()
+    assert [replica_set.waits_its_turn(i) for i in range(len(ports))] == in_turn
+    assert started == [port for port, waits in zip(ports, in_turn, strict=True) if not waits]
