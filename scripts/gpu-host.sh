@@ -52,6 +52,8 @@ case "$step" in
     ;;
   setup)
     "$PYTHON" scripts/gpu_bundle.py install --parts "$PARTS" --target "$SITE_DIR"
+    # the compile cache the last lent machine left (data/gpu-caches: small, committed so a fresh clone has it)
+    CACHE_ARCHIVE=${CACHE_ARCHIVE:-$(ls data/gpu-caches/vllm-*.tar.xz 2>/dev/null | tail -1 || true)}
     if [ -n "${CACHE_ARCHIVE:-}" ] && [ -f "$CACHE_ARCHIVE" ]; then
       mkdir -p "$SERVEBOOK_CACHE" && tar -C "$SERVEBOOK_CACHE" -xJf "$CACHE_ARCHIVE" && echo "compile cache from $CACHE_ARCHIVE"
     fi
