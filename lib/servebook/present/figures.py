@@ -13,6 +13,7 @@ from typing import Any, Iterable
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 
 from ..config.metrics import LOWER_IS_BETTER
 from ..journal.store import RunRecord
@@ -223,6 +224,8 @@ def chunk_gap_histogram_data(run: RunRecord) -> dict:
     if "kind" not in cells:
         return {"edges": [], "counts": []}
     chosen = set(cells[cells["kind"].isin(gap_histogram_kinds())]["cell_id"])
+    if not {"cell_id", "gap_s"} <= set(pq.read_schema(path).names):  # a run whose requests all failed has no chunk
+        return {"edges": [], "counts": []}
     chunks = pd.read_parquet(path, columns=["cell_id", "gap_s"])
     return gap_counts(chunks[chunks["cell_id"].isin(chosen) & chunks["gap_s"].notna()]["gap_s"].to_numpy() * 1000)
 
