@@ -46,6 +46,8 @@ class ReplicaPlan:
     argvs: list[list[str]]
     router_port: int | None = None
     router_argv: list[str] | None = None
+    #: where the router's own Prometheus exporter listens
+    router_metrics_port: int | None = None
 
     @property
     def replica_urls(self) -> list[str]:
@@ -68,10 +70,13 @@ class ReplicaPlan:
                                                                  "argv": redact(self.router_argv)}}
 
 
-def router_argv(router: Router, port: int, worker_urls: list[str]) -> list[str]:
-    """The router's command line: the installed wheel's launcher, run by this interpreter."""
+def router_argv(router: Router, port: int, worker_urls: list[str], metrics_port: int) -> list[str]:
+    """The router's command line: the installed wheel's launcher, run by this interpreter. Its Prometheus exporter
+    gets a free port too: both routers default to 29000, and a second router on the host (resident rounds, two
+    sweeps) panicked with "Address already in use" before it was ready."""
     return [sys.executable, "-m", ROUTER_MODULES[router.kind], "--host", "127.0.0.1", "--port", str(port),
-            "--worker-urls", *worker_urls, "--policy", router.policy, *router.args]
+            "--worker-urls", *worker_urls, "--policy", router.policy, "--prometheus-host", "127.0.0.1",
+            "--prometheus-port", str(metrics_port), *router.args]
 
 
 def plan_replicas(candidate: Candidate, argv_for: Callable[[int], list[str]],
@@ -81,18 +86,27 @@ def plan_replicas(candidate: Candidate, argv_for: Callable[[int], list[str]],
     launch = candidate.launch
     ports: list[int] = []
     for i in range(launch.replicas):
-        port = launch.port + i if launch.port else port_for()
-        while port in ports:  # two free-port picks can return the same port once the first socket closed
-            port = port_for()
-        ports.append(port)
+        if launch.port:
+            ports.append(launch.port + i)
+        else:
+            _another_port(port_for, ports)
     plan = ReplicaPlan(launch.host, ports, [argv_for(port) for port in ports])
     if launch.router is None:
         return plan
-    router_port = port_for()
-    while router_port in ports:
-        router_port = port_for()
+    taken = list(ports)
+    router_port, metrics_port = (_another_port(port_for, taken) for _ in range(2))
     return ReplicaPlan(launch.host, ports, plan.argvs, router_port,
-                       router_argv(launch.router, router_port, plan.replica_urls))
+                       router_argv(launch.router, router_port, plan.replica_urls, metrics_port), metrics_port)
+
+
+def _another_port(port_for: Callable[[], int], taken: list[int]) -> int:
+    """A port none of `taken` holds (two free-port picks can return the same port once the first socket closed),
+    added to `taken`."""
+    port = port_for()
+    while port in taken:
+        port = port_for()
+    taken.append(port)
+    return port
 
 
 @dataclass

@@ -109,12 +109,13 @@ def _replica_commands(candidate: Candidate, argv_for: Callable[[int], list[str]]
     free = {} if candidate.launch.port else {str(p): f"<port: free, replica {i}>" for i, p in enumerate(plan.ports)}
     if plan.router_port is not None:
         free[str(plan.router_port)] = "<port: free, router>"
+        free[str(plan.router_metrics_port)] = "<port: free, router metrics>"
 
     def shown(argv: list[str]) -> list[str]:
         out: list[str] = []
         for arg in redact_argv(argv):
             url, _, port = arg.rpartition(":")
-            if out and out[-1] == "--port":
+            if out and out[-1] in ("--port", "--prometheus-port"):
                 arg = free.get(arg, arg)
             elif url.startswith("http") and port in free:  # the router's --worker-urls
                 arg = f"{url}:{free[port]}"

@@ -24,12 +24,13 @@ def test_each_replica_gets_its_own_port_and_the_router_points_at_them():
     c = make_candidate("llamacpp", launch={"replicas": 2, "router": {"kind": "sglang-router",
                                                                      "policy": "cache_aware"}})
     plan = plan_replicas(c, lambda port: ["llama-server", "--port", str(port)], ports())
-    assert plan.ports == [20000, 20001] and plan.router_port == 20002
+    assert plan.ports == [20000, 20001] and plan.router_port == 20002 and plan.router_metrics_port == 20003
     assert [a[-1] for a in plan.argvs] == ["20000", "20001"]
     assert plan.router_argv[:3] == [sys.executable, "-m", "sglang_router.launch_router"]
     argv = plan.router_argv
     assert argv[argv.index("--worker-urls") + 1:argv.index("--policy")] == plan.replica_urls
     assert argv[argv.index("--policy") + 1] == "cache_aware"
+    assert argv[argv.index("--prometheus-port") + 1] == "20003", "two routers on one host must not share 29000"
     assert plan.route_urls == ["http://127.0.0.1:20002"]
     without = plan_replicas(make_candidate("llamacpp", launch={"replicas": 3, "port": 8100}), lambda p: [str(p)])
     assert without.ports == [8100, 8101, 8102] and without.route_urls == without.replica_urls
