@@ -28,7 +28,8 @@ def usage(completion: int, reasoning: int | None = None, *, top_level: bool = Fa
     if reasoning is not None and top_level:
         out["reasoning_tokens"] = reasoning  # SGLang's place for it (openai/usage_processor.py)
     elif reasoning is not None:
-        out["completion_tokens_details"] = {"reasoning_tokens": reasoning}  # vLLM's, with a reasoning parser
+        # the OpenAI place for it, which vLLM fills where it reports one (0.26.0 streamed none live: see below)
+        out["completion_tokens_details"] = {"reasoning_tokens": reasoning}
     return out
 
 
@@ -252,3 +253,32 @@ def test_the_within_run_error_of_a_reasoning_figure_reads_its_own_columns_and_no
     older = rows.drop(columns=["t_first_answer", "t_first_reasoning", "t_last_reasoning", "reasoning_tokens"])
     assert within_run_se([older], "decode-prose-c1", "answer_ttft_s") is None
     assert within_run_se([older], "decode-prose-c1", "reasoning_tok_s") is None
+
+
+def recorded_vllm_stream(thinking: str) -> list[dict]:
+    """A chat stream recorded live from vLLM 0.26.0 on an H200 (`scripts/gpu-host.sh reasoning`: the random 1B
+    checkpoint as a thinking model under `--reasoning-parser deepseek_r1`, 12 tokens forced, continuous usage)."""
+    from pathlib import Path
+    path = Path(__file__).parents[2] / "fixtures" / "vllm-0.26.0" / f"reasoning-stream-thinking-{thinking}.sse"
+    _request, _, events = path.read_text().partition("\n\n")
+    return [json.loads(line[5:]) for line in events.splitlines()
+            if line.startswith("data:") and line[5:].strip() != "[DONE]"]
+
+
+def test_live_vllm_thinking_stream_is_all_reasoning_counted_from_its_per_chunk_usage():
+    """Live, vLLM 0.26.0 streams `delta.reasoning` and, unlike what its non-streamed usage may carry, puts no
+    completion_tokens_details.reasoning_tokens in any chunk's usage: the count comes from the stream. A random
+    model never closes its </think>, so the whole forced length is reasoning and no answer began."""
+    chunks = recorded_vllm_stream("on")
+    assert all("completion_tokens_details" not in (c.get("usage") or {}) for c in chunks)
+    record = record_of(chunks)
+    assert (record.completion_tokens, record.reasoning_tokens, record.reasoning_source) == (12, 12, "stream")
+    assert record.answer_tokens == 0 and record.answer_ttft is None
+    assert record.reasoning_ttft == record.ttft == 2.0  # the role chunk first, then reasoning
+
+
+def test_live_vllm_stream_with_thinking_off_is_all_answer_and_claims_no_reasoning():
+    record = record_of(recorded_vllm_stream("off"))
+    assert record.completion_tokens == 12 and record.reasoning_chunks == 0
+    assert record.reasoning_tokens is None and record.reasoning_ttft is None, "no reasoning is not a 0 the engine said"
+    assert record.ttft == 2.0
