@@ -155,3 +155,26 @@ def test_the_whole_vllm_study_decides_four_candidates_at_two_launches_a_side_on_
     # 770 tok/s): a cached next turn still cost the engine 23 ms of its own prompt time, so the prefix cache saved
     # 16% of the next turn's TTFT here where it saved half on the faster host
     assert any("next-turn TTFT" in reason for reason in judged["no-prefix-cache"].reasons)
+
+
+def test_two_vllm_replicas_sharing_one_h200_behind_a_router_hold_no_more_than_one(tmp_path):
+    """data/studies/h200-vllm-replicas.yaml on a lent H200 (2026-12-03, 14:46 to 14:53 UTC): one vLLM 0.26.0
+    replica of the 1B model against two on the same GPU, both behind sglang-router (round robin); a resident round
+    (two baselines and two-replicas, all engines up at once, measured in turn), then one two-replicas launch alone.
+    Every replica's counters summed reconcile with the client's, the router split the tokens evenly, and the scaling
+    rule (two hold 1.8x one) rejects: two processes on one GPU without MPS take turns on it. Trimmed: engine and
+    router logs, chunks and notebooks left out."""
+    sample_journal(tmp_path, "sample-journal-vllm-replicas")
+    journal = Journal(tmp_path / "journal")
+    runs = journal.runs()
+    assert len(runs) == 4 and {r.status for r in runs} == {"completed"}
+    assert len({r.manifest.environment.machine_key for r in runs}) == 1
+    for record in runs:
+        cells = record.table("cells")
+        assert cells["valid"].all() and (cells["reconciliation"] == "ok").all()
+        if record.manifest.candidate["name"] == "two-replicas":
+            assert (cells["replicas_serving"] == 2).all() and (cells["replica_balance"] > 0.95).all()
+    judged = {item.entry.name: item.verdict for item in
+              judge(load_study(ROOT / "data/studies/h200-vllm-replicas.yaml"), journal, append=False)}
+    assert {name: v.outcome for name, v in judged.items()} == {"baseline": "accepted", "two-replicas": "rejected"}
+    assert any("scaling 2 vs 1 replicas" in r and "at 64 requests" in r for r in judged["two-replicas"].reasons)
