@@ -43,6 +43,25 @@ def test_two_replicas_through_the_router_reconcile_per_replica_and_in_sum(llama_
     _gone(record)
 
 
+def test_replicas_that_ask_for_an_api_key_are_measured_through_the_router_and_the_key_is_kept_nowhere(
+        llama_install, tmp_path, monkeypatch):
+    """Each replica gets the key (llama-server --api-key refuses requests without it); sglang-router passes the
+    client's Authorization header on to the worker it picks, so the router itself needs no key of its own."""
+    monkeypatch.setenv("SB_TEST_KEY", "sekret-4711")
+    candidate = tiny_candidate(launch={"replicas": 2, "api_key_env": "SB_TEST_KEY",
+                                       "router": {"kind": "sglang-router", "policy": "round_robin"}})
+    record = run_candidate(candidate, PLAN, Journal(tmp_path), reporter=QUIET)
+    assert record.status == "completed", record.manifest.failure
+    cell = record.table("cells").iloc[0]
+    assert cell["valid"] and cell["errors"] == 0, cell["invalid_reasons"]
+    assert all(g > 0 for g in json.loads(cell["replica_generation_tokens"])), "both replicas answered the keyed requests"
+    replicas = json.loads((record.dir / "launch.json").read_text())["replicas"]
+    assert len(replicas) == 2 and all(r["argv"][r["argv"].index("--api-key") + 1] == "***" for r in replicas)
+    assert not any("sekret-4711" in f.read_text(errors="replace") for f in record.dir.iterdir()
+                   if f.suffix in (".json", ".log")), "the key is redacted from every file the run keeps"
+    _gone(record)
+
+
 def test_a_killed_replica_ends_as_a_degraded_run_naming_it(llama_install, tmp_path):
     # No warm-up, so the kill's clock (from readiness) falls inside the cells, not in unrecorded requests
     plan = PLAN.model_copy(update={"warmup_requests": 0,
