@@ -210,6 +210,11 @@ class EngineAdapter(ABC):
         """Whether this candidate runs on the host's GPUs (so preflight checks them and telemetry samples them)."""
         return False
 
+    def sizes_memory_from_free(self, candidate: "Candidate") -> bool:
+        """Whether this candidate sizes its memory from what the device has free at start, so that a neighbour
+        loading on the same GPU at the same time is charged to it (replicas sharing a GPU then start in turn)."""
+        return False
+
     def local_binary(self, candidate: "Candidate", reporter: Any) -> str:
         """The program that launches this engine on this host; InputError when it is not installed."""
         if candidate.launch.command:

@@ -151,6 +151,9 @@ class PythonServerAdapter(EngineAdapter):
     def uses_gpus(self, candidate: "Candidate") -> bool:
         return True
 
+    def sizes_memory_from_free(self, candidate: "Candidate") -> bool:
+        return True  # a memory fraction of the device, checked against and profiled from its free memory
+
     def chat_extras(self, candidate: "Candidate") -> dict[str, Any]:
         return reasoning_request(candidate.knobs.reasoning)
 

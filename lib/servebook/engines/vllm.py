@@ -118,6 +118,10 @@ class VLLMAdapter(_gpu.PythonServerAdapter):
         # Development mode adds endpoints (/server_info among them) and changes nothing in how requests are served.
         return {"VLLM_SERVER_DEV_MODE": "1"}
 
+    def sizes_memory_from_free(self, candidate: "Candidate") -> bool:
+        # a fixed KV size skips the free-memory profiling (its log says "skipped memory profiling"), seen live
+        return not any(arg.split("=")[0] == "--kv-cache-memory-bytes" for arg in candidate.extra_args)
+
     def reported_settings(self, bodies: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {}
         listed = (bodies.get("/v1/models") or {}).get("data") if isinstance(bodies.get("/v1/models"), dict) else None

@@ -135,6 +135,8 @@ class ReplicaSet:
     replica_envs: list[dict[str, str]] = field(default_factory=list)
     kill: tuple[int, float] | None = None
     router_ready_timeout_s: float = 60.0
+    #: whether replicas sharing a GPU start in turn (the engine sizes its memory from the device's free memory)
+    shared_gpus_in_turn: bool = True
     #: what the router is asked with (the candidate's API key, which it passes on to the replicas)
     headers: dict[str, str] = field(default_factory=dict)
     replicas: list[EngineProcess] = field(default_factory=list)
@@ -163,9 +165,12 @@ class ReplicaSet:
         return self
 
     def waits_its_turn(self, index: int) -> bool:
-        """A replica sharing a GPU with an earlier one starts once that one is ready: an engine that sizes its
-        memory from the device's free memory (vLLM's profiling) charges a neighbour's loading to itself when both
-        start at once (vllm-project/vllm#55827), so shared GPUs load in turn and separate ones at once."""
+        """A replica sharing a GPU with an earlier one starts once that one is ready, when the engine sizes its
+        memory from the device's free memory: vLLM's profiling charges a neighbour's loading to itself when both
+        start at once (vllm-project/vllm#55827). Separate GPUs, and a fixed KV size, load at once."""
+        if not self.shared_gpus_in_turn:
+            return False
+
         def devices(i: int) -> set[str]:
             envs = self.replica_envs
             return set(envs[i].get("CUDA_VISIBLE_DEVICES", "").split(",")) - {""} if i < len(envs) else set()
@@ -304,7 +309,8 @@ def replica_set(plan: ReplicaPlan, candidate: Candidate, adapter: LaunchedEngine
     kill = (launch.kill_replica.replica, launch.kill_replica.after_s) if launch.kill_replica else None
     timeout = launch.router.ready_timeout_s if launch.router else 60.0
     return ReplicaSet(plan, adapter, run_dir, env=env, replica_envs=gpu_split(candidate, adapter), kill=kill,
-                      router_ready_timeout_s=timeout, headers=dict(headers or {}))
+                      router_ready_timeout_s=timeout, headers=dict(headers or {}),
+                      shared_gpus_in_turn=adapter.sizes_memory_from_free(candidate))
 
 
 def gpu_split(candidate: Candidate, adapter: LaunchedEngine) -> list[dict[str, str]]:

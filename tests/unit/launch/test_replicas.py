@@ -134,3 +134,14 @@ def test_replicas_sharing_a_gpu_start_in_turn_and_the_rest_at_once(monkeypatch, 
     replica_set = module.ReplicaSet(plan, get_engine("vllm"), tmp_path, replica_envs=envs).start()
     assert [replica_set.waits_its_turn(i) for i in range(len(ports))] == in_turn
     assert started == [port for port, waits in zip(ports, in_turn, strict=True) if not waits]
+
+
+def test_a_fixed_kv_size_lets_replicas_sharing_a_gpu_start_at_once():
+    """vLLM with --kv-cache-memory-bytes skips its free-memory profiling (live: "skipped memory profiling"), so
+    the in-turn start, a minute per replica on the H200, buys nothing there; a memory fraction still needs it."""
+    vllm = get_engine("vllm")
+    fraction = make_candidate("vllm", launch={"replicas": 2, "gpus": [0, 0]})
+    fixed = make_candidate("vllm", launch={"replicas": 2, "gpus": [0, 0]},
+                           extra_args=["--kv-cache-memory-bytes", "6442450944"])
+    assert vllm.sizes_memory_from_free(fraction) and not vllm.sizes_memory_from_free(fixed)
+    assert not get_engine("llamacpp").sizes_memory_from_free(make_candidate("llamacpp"))
