@@ -64,6 +64,7 @@ def main() -> None:
                    "output_tokens": args.output_tokens, "think_time": {"mean_s": args.think},
                    "subagents": {"probability": 0.05, "turns": 2}, "max_lag_ms": 20}})
     cpu_before = resource.getrusage(resource.RUSAGE_SELF)
+    children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as folder:
         record = run_candidate(candidate, plan, Journal(folder), reporter=Reporter(quiet=True))
@@ -75,6 +76,8 @@ def main() -> None:
     wall = time.perf_counter() - started
     cpu = resource.getrusage(resource.RUSAGE_SELF)
     used = (cpu.ru_utime - cpu_before.ru_utime) + (cpu.ru_stime - cpu_before.ru_stime)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    simulator = (children.ru_utime - children_before.ru_utime) + (children.ru_stime - children_before.ru_stime)
     span = float(requests["t_last"].max() - requests["t_send"].min())
     print(f"agent sessions against the simulator (times x{args.slowdown:g}): {args.sessions} sessions arriving at "
           f"{args.arrival:g}/s, {args.turns} turns each, think {args.think:g} s (mean), {args.output_tokens} output "
@@ -87,7 +90,8 @@ def main() -> None:
           f"{1000 * cell['ttft_s']:.0f} ms")
     print(f"send lag: p50 {cell['send_lag_p50_ms']:.2f} ms, p99 {cell['send_lag_p99_ms']:.2f} ms "
           f"(aim: p99 < 20 ms); cell {'valid' if cell['valid'] else 'INVALID: ' + cell['invalid_codes']}")
-    print(f"the run's own process used {used:.1f} s of CPU in {wall:.1f} s (the simulator runs in its own process)")
+    print(f"CPU in {wall:.1f} s: the run's own process {used:.1f} s, the processes it started (the simulator, any "
+          f"senders) {simulator:.1f} s")
 
 
 if __name__ == "__main__":
