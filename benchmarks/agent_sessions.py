@@ -6,8 +6,11 @@ resending their growing histories until they end.
 
 Printed: how many sessions were in flight at once (each from its first send to its last token), the turns sent and
 their rate, how late turns left after they were due (p50, p99: the agents cell's client_lag check holds p99 under the
-plan's max_lag_ms), and the CPU the client's process used. The aim is 256 sessions with a p99 send lag under 20 ms
-on a 2-core machine.
+plan's max_lag_ms), and the CPU the client's process used and the processes it started (the simulator). The aim
+is 256 sessions with a p99 send lag under 20 ms on a 2-core machine. Measured on one, defaults, beside other work
+(load average 0.7 to 2): p50 0.8 to 1.0 ms, p99 4.9, 5.3, 6.2, 9.2, 14.0, 13.9 ms over six runs (the higher ones with
+the host busier), the client's process 17 to 19 s of CPU in 98 s, the simulator 24 to 28 s. Through httpx
+(before measure.sse) the same runs gave p50 1.3 to 2.2 ms, p99 42, 51, 53 and 111 ms, the client 32 to 39 s of CPU.
 
     .venv/bin/python benchmarks/agent_sessions.py [--sessions 256] [--turns 6] [--think 2] [--output-tokens 32]
                                                   [--slowdown 1] [--arrival 32]
@@ -64,6 +67,7 @@ def main() -> None:
                    "output_tokens": args.output_tokens, "think_time": {"mean_s": args.think},
                    "subagents": {"probability": 0.05, "turns": 2}, "max_lag_ms": 20}})
     cpu_before = resource.getrusage(resource.RUSAGE_SELF)
+    children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as folder:
         record = run_candidate(candidate, plan, Journal(folder), reporter=Reporter(quiet=True))
@@ -75,6 +79,8 @@ def main() -> None:
     wall = time.perf_counter() - started
     cpu = resource.getrusage(resource.RUSAGE_SELF)
     used = (cpu.ru_utime - cpu_before.ru_utime) + (cpu.ru_stime - cpu_before.ru_stime)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    simulator = (children.ru_utime - children_before.ru_utime) + (children.ru_stime - children_before.ru_stime)
     span = float(requests["t_last"].max() - requests["t_send"].min())
     print(f"agent sessions against the simulator (times x{args.slowdown:g}): {args.sessions} sessions arriving at "
           f"{args.arrival:g}/s, {args.turns} turns each, think {args.think:g} s (mean), {args.output_tokens} output "
@@ -87,7 +93,8 @@ def main() -> None:
           f"{1000 * cell['ttft_s']:.0f} ms")
     print(f"send lag: p50 {cell['send_lag_p50_ms']:.2f} ms, p99 {cell['send_lag_p99_ms']:.2f} ms "
           f"(aim: p99 < 20 ms); cell {'valid' if cell['valid'] else 'INVALID: ' + cell['invalid_codes']}")
-    print(f"the run's own process used {used:.1f} s of CPU in {wall:.1f} s (the simulator runs in its own process)")
+    print(f"CPU in {wall:.1f} s: the run's own process {used:.1f} s, the processes it started (the simulator, any "
+          f"senders) {simulator:.1f} s")
 
 
 if __name__ == "__main__":

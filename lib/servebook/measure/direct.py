@@ -1,16 +1,20 @@
-"""Streams sent without the SDK, through the same measuring HTTP client (its send stamp, its routes): for many
-streams in one process (the agents cell's hundreds of sessions), where the SDK's request preparation and chunk
-models held turns past their due times. The chunks fill the record as `client.stream_request`'s do."""
+"""Streams sent without the SDK, on asyncio's transports (measure.sse), stamped and routed as the measuring HTTP
+client stamps and routes: for many streams in one process (the agents cell's hundreds of sessions), where the SDK's
+request preparation and chunk models, and then httpx's reading, held turns past their due times. The chunks fill
+the record as `client.stream_request`'s do."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
-from typing import Any
-
-import httpx
+from typing import Any, Protocol
 
 from .client import RequestRecord, StreamRequest, _common, _streamed
+from .sse import DirectStatusError
+
+__all__ = ["DirectStatusError", "Streams", "stream_direct"]
 
 
 class _Json:
@@ -32,38 +36,35 @@ def _json(value: Any) -> Any:
     return [_json(v) for v in value] if isinstance(value, list) else value
 
 
-async def _direct_chunks(http: httpx.AsyncClient, url: str, headers: dict[str, str],
-                         body: dict[str, Any]) -> AsyncIterator[Any]:
-    """The chunks of a stream sent by httpx itself: each `data:` line of its server-sent events parsed as JSON."""
-    async with http.stream("POST", url, json=body, headers=headers) as response:
-        if response.status_code >= 400:
-            text = (await response.aread()).decode("utf-8", "replace")
-            raise DirectStatusError(f"Error code: {response.status_code} - {text}")
-        async for line in response.aiter_lines():
-            if not line.startswith("data:"):
-                continue
-            data = line[5:].strip()
-            if data == "[DONE]":
-                break
-            value = json.loads(data)
-            if isinstance(value, dict) and value.get("error"):
-                raise DirectStatusError(f"the stream reported an error: {value['error']}")
-            yield _Json(value)
+async def _direct_chunks(streams: "Streams", url: str, headers: dict[str, str], body: dict[str, Any],
+                         record: RequestRecord) -> AsyncIterator[Any]:
+    """The chunks of a stream: its body encoded before the turn is due (the SDK's preparation, done ahead as
+    `stamp_send` holds a request built early), then held until due, stamped as it leaves, and read."""
+    payload = json.dumps(body, separators=(",", ":")).encode()
+    if record.t_due is not None:
+        await asyncio.sleep(max(0.0, record.t_due - time.monotonic()))
+    record.t_send = time.monotonic()  # as stamp_send stamps it: when the request leaves for its connection
+    async for value in streams.events(url, headers, payload, record):
+        yield _Json(value)
 
 
-class DirectStatusError(Exception):
-    """An engine's refusal of a request sent without the SDK (the status and the body the engine gave)."""
+class Streams(Protocol):
+    """What sends the streams (sse.SseClient; a test's engine)."""
+
+    def events(self, url: str, headers: dict[str, str], payload: bytes, record: Any = None
+               ) -> AsyncIterator[dict[str, Any]]: ...
 
 
-async def stream_direct(http: httpx.AsyncClient, base_url: str, headers: dict[str, str], record: RequestRecord,
+async def stream_direct(streams: Streams, base_url: str, headers: dict[str, str], record: RequestRecord,
                         request: StreamRequest) -> RequestRecord:
-    """`stream_request` without the SDK, through the same measuring HTTP client (its send stamp, its routes), for
-    many streams in one process: the SDK's preparation of a request (3 ms, most of it walking the parameters against
-    their types, 30 ms for a 26-message history) and its chunk models (above) held 256 agent sessions' turns tens of
-    milliseconds past their due times. The body is the one the SDK would send; the same chunks fill the record."""
+    """`stream_request` without the SDK or httpx, for many streams in one process: the SDK's preparation of a
+    request (3 ms, most of it walking the parameters against their types, 30 ms for a 26-message history) and its
+    chunk models (above) held 256 agent sessions' turns tens of milliseconds past their due times, and httpx's
+    reading of each chunk did still (measure.sse). The body is the one the SDK would send; the same chunks fill the
+    record."""
     body = {**_common(request), **(request.extra_body or {})}
     if request.messages is not None:
         body["messages"], path = request.messages, "chat/completions"
     else:
         body["prompt"], path = request.prompt, "completions"
-    return await _streamed(record, request, _direct_chunks(http, f"{base_url}/v1/{path}", headers, body))
+    return await _streamed(record, request, _direct_chunks(streams, f"{base_url}/v1/{path}", headers, body, record))

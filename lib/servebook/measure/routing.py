@@ -44,16 +44,12 @@ class Route:
         return RouteTransport(inner, self, current=current)
 
 
-class RouteTransport(httpx.AsyncBaseTransport):
-    """Sends each measured request to the router or to one replica in turn, recording the replica it chose on the
-    request's record; shared requests fail over to a replica still serving; every other request goes where it was
-    addressed."""
+class Rotation:
+    """The replicas measured requests go to in turn, a conversation's turns to one, never one that refused: the
+    httpx transport's choice (RouteTransport) and the agents cell's streams' (measure.sse)."""
 
-    def __init__(self, inner: httpx.AsyncBaseTransport, route: Route, *, current: Callable[[], Any] = lambda: None):
-        self.inner = inner
-        self.current = current  # the record of the request being sent (measure.client.sending_record)
-        self.replicas = [httpx.URL(u) for u in route.replicas]
-        self.router = httpx.URL(route.router) if route.router else None
+    def __init__(self, replicas: Sequence[Any]):
+        self.replicas = list(replicas)
         self.down: set[int] = set()
         self._next = 0
 
@@ -66,6 +62,18 @@ class RouteTransport(httpx.AsyncBaseTransport):
             return home if home in serving else serving[record.conversation % len(serving)]
         self._next += 1
         return serving[(self._next - 1) % len(serving)]
+
+
+class RouteTransport(Rotation, httpx.AsyncBaseTransport):
+    """Sends each measured request to the router or to one replica in turn, recording the replica it chose on the
+    request's record; shared requests fail over to a replica still serving; every other request goes where it was
+    addressed."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, route: Route, *, current: Callable[[], Any] = lambda: None):
+        super().__init__([httpx.URL(u) for u in route.replicas])
+        self.inner = inner
+        self.current = current  # the record of the request being sent (measure.client.sending_record)
+        self.router = httpx.URL(route.router) if route.router else None
 
     def _index(self, url: httpx.URL) -> int | None:
         return next((i for i, r in enumerate(self.replicas) if (r.host, r.port) == (url.host, url.port)), None)

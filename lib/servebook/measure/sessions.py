@@ -235,7 +235,7 @@ class SessionDriver:
         # without the SDK (direct.stream_direct): its preparation of a 26-message history took 30 ms of the event
         # loop a turn, and 256 sessions' turns left seconds late
         endpoint = workloads.endpoint
-        await stream_direct(workloads.http, endpoint.base_url, endpoint.auth, record, workloads.request(
+        await stream_direct(workloads.streams, endpoint.base_url, endpoint.auth, record, workloads.request(
             max_tokens, messages=history, extra_body=extra, on_delta=reply.add))
         if self.plan.tool_calls == "model" and turn.answer == "tool":
             record.tool_call_parsed = bool(reply.parsed_calls(self.names))

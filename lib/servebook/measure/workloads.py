@@ -15,10 +15,12 @@ from openai import AsyncOpenAI
 from ..config.plan import Plan
 from ..util.errors import InputError
 from .client import RequestRecord, StreamRequest
+from .direct import Streams
 from .endpoint import Endpoint
 from .kinds import CellSpec, OnDone, kind_of
 from .prompts import corpus, exact_length_prompt, filler_text
 from .senders import Senders
+from .sse import SseClient
 
 __all__ = ["OnDone", "Workloads"]
 
@@ -29,9 +31,11 @@ async def _no_handover(slice_index: int) -> None:
 
 class Workloads:
     def __init__(self, endpoint: Endpoint, plan: Plan, tag: str, http: httpx.AsyncClient, openai: AsyncOpenAI,
-                 model: str):
+                 model: str, streams: Streams | None = None):
         self.endpoint, self.plan, self.tag = endpoint, plan, tag
         self.http, self.openai, self.model = http, openai, model
+        #: the agents cell's streams, sent without the SDK or httpx (measure.direct)
+        self.streams: Streams = streams or SseClient(plan.request_timeout_s, endpoint.route)
         self._fillers: dict[str, list[int]] = {}
         self._openers: list[int] = []
         self._prefill_count = 0

@@ -24,42 +24,22 @@ PLAN = Plan.model_validate({"decode": None, "prefill": None, "agents": {
 def _chunk(**fields):
     chunk = ChatCompletionChunk.model_validate({"id": "x", "object": "chat.completion.chunk", "created": 0,
                                                 "model": "m", **fields})
-    return f"data: {chunk.model_dump_json(exclude_none=True)}"
-
-
-class _Streamed:
-    """A streamed response as httpx gives it: server-sent event lines."""
-
-    status_code = 200
-
-    def __init__(self, lines):
-        self.lines = lines
-
-    async def __aenter__(self):
-        return self
-
-    async def __aexit__(self, *_):
-        return None
-
-    async def aiter_lines(self):
-        async for line in self.lines:
-            yield line
-            yield ""
-        yield "data: [DONE]"
+    return json.loads(chunk.model_dump_json(exclude_none=True))
 
 
 class _Engine:
-    """Answers every chat request (sent through `stream`, as httpx's) with `max_tokens` words naming the request,
-    and counts a prompt as its words; renders a first prompt as the words of its messages."""
+    """Answers every chat request (its events, as measure.sse's client gives them) with `max_tokens` words naming the
+    request, and counts a prompt as its words; renders a first prompt as the words of its messages."""
 
     kind, reconciles = "fake", False
 
     def __init__(self):
         self.bodies: list[dict] = []
 
-    def stream(self, method, url, json, headers):
-        assert method == "POST" and url == "http://engine/v1/chat/completions" and json["stream"] is True
-        return _Streamed(self.reply(json))
+    def events(self, url, headers, payload, record=None):
+        body = json.loads(payload)
+        assert url == "http://engine/v1/chat/completions" and body["stream"] is True
+        return self.reply(body)
 
     def reply(self, body):
         max_tokens = body["max_tokens"]
@@ -101,7 +81,7 @@ def _system_words():
 def _run():
     engine = _Engine()
     endpoint = Endpoint("http://engine", engine, context_tokens=100_000)  # type: ignore[arg-type]
-    workloads = Workloads(endpoint, PLAN, "run-1", engine, None, "m")  # type: ignore[arg-type]
+    workloads = Workloads(endpoint, PLAN, "run-1", engine, None, "m", engine)  # type: ignore[arg-type]
     spec = plan_cells(PLAN)[0]
     records = asyncio.run(workloads.run(spec, lambda: None))
     return engine, records
@@ -197,7 +177,7 @@ def test_asked_for_calls_the_engine_makes_them_and_those_that_do_not_parse_are_c
     plan = PLAN.model_copy(update={"agents": PLAN.agents.model_copy(update={"tool_calls": "model", "subagents": None,
                                                                             "user_turn_share": 0.0})})
     engine = _CallingEngine()
-    workloads = Workloads(Endpoint("http://engine", engine), plan, "run-1", engine, None, "m")  # type: ignore[arg-type]
+    workloads = Workloads(Endpoint("http://engine", engine), plan, "run-1", engine, None, "m", engine)  # type: ignore[arg-type]
     records = asyncio.run(workloads.run(plan_cells(plan)[0], lambda: None))
     asked = [r for r in records if r.tool_call_parsed is not None]
     assert len(asked) == 9 and {r.tool_call_parsed for r in asked} == {True, False}  # 3 sessions of 3 tool turns
@@ -213,7 +193,7 @@ def test_asked_for_calls_the_engine_makes_them_and_those_that_do_not_parse_are_c
 def test_sessions_with_their_own_system_prompts_share_only_the_opening():
     plan = PLAN.model_copy(update={"agents": PLAN.agents.model_copy(update={"shared_system_prompt": False})})
     engine = _Engine()
-    workloads = Workloads(Endpoint("http://engine", engine), plan, "run-1", engine, None, "m")  # type: ignore[arg-type]
+    workloads = Workloads(Endpoint("http://engine", engine), plan, "run-1", engine, None, "m", engine)  # type: ignore[arg-type]
     records = asyncio.run(workloads.run(plan_cells(plan)[0], lambda: None))
     systems = {b["messages"][0]["content"] for b in engine.bodies}
     assert len(systems) == 3 and all(s.startswith("Session ") for s in systems)
