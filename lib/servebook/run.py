@@ -263,7 +263,7 @@ class RunContext:
                         api_key=self.api_key or "servebook", slots=self.slots(), context_tokens=self.context_per_request(),
                         engine_pid=info.pid if candidate.launch.mode == "local" else None,
                         engine_log=self.writer.engine_log, request_extras=candidate.request_extras,
-                        chat_request_extras=self.adapter.chat_extras(candidate),
+                        chat_request_extras=self.adapter.chat_extras(candidate), session_header=self.target.session_header,
                         replica_urls=self.target.replica_urls, router_url=self.target.router_url)
 
     def slots(self) -> int | None:

@@ -13,7 +13,9 @@ from pydantic import BaseModel, ConfigDict, Field
 #: routers servebook starts and measures through: maintained Rust routers installed from PyPI
 #: (`pip install sglang-router`, or vLLM's fork `vllm-router`); both take the same command line
 RouterKind = Literal["sglang-router", "vllm-router"]
-RouterPolicy = Literal["round_robin", "cache_aware", "random", "power_of_two"]
+#: `manual` pins every request that carries a routing key to the replica its key was first sent to (sglang-router's
+#: sticky sessions; requests without a key are placed at random)
+RouterPolicy = Literal["round_robin", "cache_aware", "random", "power_of_two", "manual"]
 
 
 class _Strict(BaseModel):
@@ -28,6 +30,11 @@ class Router(_Strict):
     policy: RouterPolicy = Field(..., description="how the router picks a replica for each request "
                                                             "(cache_aware keeps shared prefixes on one replica)")
     args: list[str] = Field(default_factory=list, description="router flags servebook does not model")
+    session_header: str | None = Field(
+        None, pattern=r"^[A-Za-z0-9][A-Za-z0-9-]*$",
+        description="the header every turn of a conversation carries its session's key in (a sub-agent's turns "
+                    "their parent's), for a router that keeps a key on one replica: sglang-router reads "
+                    "x-smg-routing-key under policy manual; requests outside conversations carry none")
     ready_timeout_s: float = Field(60.0, gt=0)
 
 

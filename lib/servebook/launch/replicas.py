@@ -48,6 +48,8 @@ class ReplicaPlan:
     router_argv: list[str] | None = None
     #: where the router's own Prometheus exporter listens
     router_metrics_port: int | None = None
+    #: the header the router reads a conversation's session key from (launch.router.session_header)
+    session_header: str | None = None
 
     @property
     def replica_urls(self) -> list[str]:
@@ -67,7 +69,8 @@ class ReplicaPlan:
         return {"replicas": [{"index": i, "port": p, "argv": redact(a)} for i, (p, a) in
                              enumerate(zip(self.ports, self.argvs, strict=True))],
                 "router": None if self.router_argv is None else {"port": self.router_port,
-                                                                 "argv": redact(self.router_argv)}}
+                                                                 "argv": redact(self.router_argv),
+                                                                 "session_header": self.session_header}}
 
 
 def router_argv(router: Router, port: int, worker_urls: list[str], metrics_port: int) -> list[str]:
@@ -96,7 +99,8 @@ def plan_replicas(candidate: Candidate, argv_for: Callable[[int], list[str]],
     taken = list(ports)
     router_port, metrics_port = (_another_port(port_for, taken) for _ in range(2))
     return ReplicaPlan(launch.host, ports, plan.argvs, router_port,
-                       router_argv(launch.router, router_port, plan.replica_urls, metrics_port), metrics_port)
+                       router_argv(launch.router, router_port, plan.replica_urls, metrics_port), metrics_port,
+                       launch.router.session_header)
 
 
 def _another_port(port_for: Callable[[], int], taken: list[int]) -> int:

@@ -55,6 +55,11 @@ class Target:
         """The router the measured requests go through; None: servebook spreads them over `replica_urls`."""
         return self.replicas.router_url if self.replicas is not None else None
 
+    @property
+    def session_header(self) -> str | None:
+        """The header the router reads a conversation's session key from; None without a router or a header."""
+        return self.replicas.session_header if self.replicas is not None else None
+
 
 def target_for(candidate: Candidate, adapter: EngineAdapter, paths: ResolvedPaths, api_key: str | None) -> Target:
     launch = candidate.launch

@@ -112,6 +112,9 @@ class CellSummary(TypedDict, total=False):
     replica_generation_tokens: str | None
     replica_prompt_tokens: str | None
     replica_cached_tokens: str | None
+    #: each replica's cached over prompt tokens by its counters (JSON), and their cached tokens over the ideal
+    replica_hit_rates: str | None
+    cache_kept: float | None
     replica_reconciliation: str | None
     replica_balance: float | None
     # the peers' latency percentiles (ms) and throughputs (measure.latency.LATENCY_COLUMNS)

@@ -35,6 +35,8 @@ class Endpoint:
     replica_urls: tuple[str, ...] = ()
     #: the router in front of them, which the measured requests go through (None: servebook spreads them)
     router_url: str | None = None
+    #: the header the router reads a conversation's session key from (launch.router.session_header; None: none sent)
+    session_header: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "base_url", self.base_url.rstrip("/"))
@@ -42,7 +44,7 @@ class Endpoint:
     @property
     def route(self) -> Route | None:
         """Where the measured requests go instead of `base_url`: the router, or every replica in turn."""
-        return Route.of(self.replica_urls, self.router_url)
+        return Route.of(self.replica_urls, self.router_url, self.session_header)
 
     @property
     def auth(self) -> dict[str, str]:

@@ -5,6 +5,12 @@ Where each request goes (a router, or every replica in turn) is measure.routing'
 Every replica's /metrics is scraped before and after each cell into one snapshot whose samples carry the replica's
 index as a label (`servebook_replica`): summed over labels, as every counter lookup sums, the snapshot reconciles
 the replicas' total against the client's; split by the label, it gives each replica's share.
+
+Where the cell's requests know what a perfect prefix cache would serve of them (agent turns, trace replay, prompt
+reuse: `ideal_cached_tokens`), the replicas' cached tokens, summed, over that ideal say how much of it the routing
+kept (`cache_kept`): a router that sends a conversation's turns to another replica than the one holding its prefix
+loses that prefix, and nothing else in the cell shows it (through a router servebook cannot tell which replica
+served a request).
 """
 
 from __future__ import annotations
@@ -70,6 +76,7 @@ def replica_figures(adapter: MeasuredEngine, records: Sequence[RequestRecord], b
     if attributed:
         checks = [reconcile(_client([r for r in ok if r.replica == i]), c).status for i, c in enumerate(counts)]
     known = [g for g in generated if g is not None]
+    cached = [None if c is None else c.cached_tokens for c in counts]
     return CellSummary(**{
         "replicas_serving": sum(1 for c in counts if c is not None),
         "replica_requests": None if requests is None else json.dumps(requests),
@@ -77,10 +84,30 @@ def replica_figures(adapter: MeasuredEngine, records: Sequence[RequestRecord], b
             [sum(1 for r in records if r.replica == i and not r.ok) for i in range(replicas)]),
         "replica_generation_tokens": json.dumps(generated),
         "replica_prompt_tokens": json.dumps([None if c is None else c.prompt_tokens for c in counts]),
-        "replica_cached_tokens": json.dumps([None if c is None else c.cached_tokens for c in counts]),
+        "replica_cached_tokens": json.dumps(cached),
+        "replica_hit_rates": json.dumps([None if c is None else hit_rate(c) for c in counts]),
+        "cache_kept": cache_kept(ok, cached),
         "replica_reconciliation": None if checks is None else ",".join(checks),
         "replica_balance": balance(known) if len(known) == replicas else None,
     })
+
+
+def hit_rate(counts: ServerCounts) -> float | None:
+    """A replica's cached prompt tokens over its prompt tokens, by its own counters (None: it served no prompt)."""
+    if counts.cached_tokens is None or not counts.prompt_tokens:
+        return None
+    return counts.cached_tokens / counts.prompt_tokens
+
+
+def cache_kept(served: Sequence[RequestRecord], cached: Sequence[float | None]) -> float | None:
+    """The replicas' cached prompt tokens (their counters, summed) over what a perfect prefix cache would have served
+    the cell's served requests: near 1 where every conversation found its prefix, near what chance leaves where
+    routing ignores conversations. None where a request's ideal or a replica's counter is not known, or the ideal is
+    0 (nothing to keep)."""
+    ideal = total_reported(list(served), "ideal_cached_tokens")
+    if not ideal or any(c is None for c in cached):
+        return None
+    return sum(c or 0.0 for c in cached) / ideal
 
 
 def _client(records: Sequence[RequestRecord]) -> ClientCounts:

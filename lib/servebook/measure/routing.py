@@ -4,7 +4,8 @@ Without a router servebook is the load balancer: each measured request goes to t
 conversation's turns (reuse cells) stay on one replica, as a cache-aware router keeps them near their cached
 prefix. A replica that refuses a connection is taken out of rotation; the request that found it dead is lost (it
 is recorded with its error, not retried). With a router, every measured request goes to the router and the router
-decides.
+decides; where the candidate names the router's session header, every turn of a conversation carries its session's
+key in it (`session_key`), so that a router that pins keys keeps the conversation where its prefix is cached.
 
 What every replica answers alike (the tokenizer, the model list: one engine configuration) is asked of the replica
 it was addressed to (the first), and of the next one still serving when that one refuses: a run whose first
@@ -34,14 +35,26 @@ class Route:
     replicas: tuple[str, ...]
     #: the router every measured request goes through (None: servebook spreads them)
     router: str | None = None
+    #: the header a conversation's turns carry their session's key in to the router (launch.router.session_header)
+    session_header: str | None = None
 
     @classmethod
-    def of(cls, replica_urls: Sequence[str], router_url: str | None) -> "Route | None":
+    def of(cls, replica_urls: Sequence[str], router_url: str | None,
+           session_header: str | None = None) -> "Route | None":
         """None for one engine."""
-        return cls(tuple(replica_urls), router_url) if replica_urls else None
+        return cls(tuple(replica_urls), router_url, session_header if router_url else None) if replica_urls else None
 
     def transport(self, inner: httpx.AsyncBaseTransport, current: Callable[[], Any]) -> "RouteTransport":
         return RouteTransport(inner, self, current=current)
+
+
+def session_key(record: Any) -> str | None:
+    """The key of the session a request belongs to: its cell's and its root conversation's (a sub-agent's turns are
+    its parent's, whose history they start from); None outside conversations (single requests, trace replay)."""
+    if record is None or record.conversation is None:
+        return None
+    root = record.parent_conversation if record.parent_conversation is not None else record.conversation
+    return f"{record.cell_id}/{root}"
 
 
 class Rotation:
@@ -74,6 +87,7 @@ class RouteTransport(Rotation, httpx.AsyncBaseTransport):
         self.inner = inner
         self.current = current  # the record of the request being sent (measure.client.sending_record)
         self.router = httpx.URL(route.router) if route.router else None
+        self.session_header = route.session_header
 
     def _index(self, url: httpx.URL) -> int | None:
         return next((i for i, r in enumerate(self.replicas) if (r.host, r.port) == (url.host, url.port)), None)
@@ -87,9 +101,12 @@ class RouteTransport(Rotation, httpx.AsyncBaseTransport):
         return await self.inner.handle_async_request(request)
 
     async def _routed(self, request: httpx.Request) -> httpx.Response:
-        if self.router is not None:
-            return await self._send_to(request, self.router, None)
         record = self.current()
+        if self.router is not None:
+            header, key = self.session_header, session_key(record)
+            if header and key:
+                request.headers[header] = key
+            return await self._send_to(request, self.router, None)
         index = self.pick(record)
         if record is not None:
             record.replica = index

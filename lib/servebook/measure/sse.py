@@ -22,7 +22,7 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
-from .routing import Rotation, Route
+from .routing import Rotation, Route, session_key
 
 #: as the measuring client's httpx.Timeout(timeout_s, connect=10)
 CONNECT_TIMEOUT_S = 10.0
@@ -161,6 +161,7 @@ class SseClient:
     def __init__(self, timeout_s: float, route: Route | None = None):
         self.timeout_s = timeout_s
         self.router = route.router if route is not None else None
+        self.session_header = route.session_header if route is not None else None
         self.picker = Rotation(route.replicas) if route is not None and route.router is None else None
 
     def _target(self, url: str, record: Any) -> tuple[str, int | None]:
@@ -181,6 +182,9 @@ class SseClient:
         """POST `payload` (JSON) to `url`; each event's `data:` parsed, up to `[DONE]` or the end of the body. A
         status of 400 or more raises DirectStatusError with the engine's body; a stream's error event too."""
         url, index = self._target(url, record)
+        key = session_key(record) if self.router is not None and self.session_header else None
+        if key is not None:  # as the httpx transport keys a conversation's turns to a router (routing.RouteTransport)
+            headers = {**headers, str(self.session_header): key}
         scheme, host, port, head = _head(url, headers, len(payload))
         try:
             transport, conn = await asyncio.wait_for(asyncio.get_running_loop().create_connection(

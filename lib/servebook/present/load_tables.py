@@ -9,6 +9,7 @@ from typing import Any
 from ..config.metrics import measured_by
 from ..measure.kinds import traits_of
 from ..util.render import Table
+from .replica_tables import replica_table
 from .tables import _rows, cell_check, estimate_text, fmt, kind_tables, number, records
 from .under_load import under_load_tables
 
@@ -176,5 +177,5 @@ def cell_tables(cells, label: str | None = None) -> list[Table]:
     """Every table of a run's (or runs') cells, in the order a report prints them."""
     rows = records(cells)
     extra = [load_table(rows, label), capacity_table(rows, label), latency_table(rows, label),
-             throughput_table(rows, label)]
+             throughput_table(rows, label), replica_table(rows, label)]
     return kind_tables(rows, label) + [t for t in extra if t is not None] + under_load_tables(rows, label)

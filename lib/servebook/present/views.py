@@ -13,6 +13,7 @@ from ..sweeps.dryrun import DryRunPlan
 from ..util.render import Block, Renderable, Style, Table, Text
 from ..verdicts.judge import Judgement
 from .load_tables import LATENCY_DEFINITIONS, capacity_text, cell_tables
+from .replica_tables import REPLICA_DEFINITIONS, REPLICA_TITLE
 from .tables import DECODE_DEFINITIONS, PREFILL_DEFINITIONS, fit_table, memory_table, verification_table
 
 if TYPE_CHECKING:
@@ -76,6 +77,8 @@ class RunReport(Renderable):
         if tables:
             blocks.append(Text(" ".join(DECODE_DEFINITIONS[:3] + PREFILL_DEFINITIONS[:1] + LATENCY_DEFINITIONS),
                                "dim"))
+        if any(t.title == REPLICA_TITLE for t in tables):
+            blocks.append(Text(" ".join(REPLICA_DEFINITIONS), "dim"))
         for extra in (verification_table(manifest.engine.verification if manifest else None),
                       memory_table(manifest.engine.memory if manifest else None)):
             if extra is not None:

@@ -50,6 +50,21 @@ def test_router_and_replicas_are_the_candidates_identity():
                                                                            "policy": "round_robin",
                                                                            "ready_timeout_s": 120}})
     assert patient.id == routed.id, "how long servebook waits for the router is not what the router does"
+    keyed = make_candidate("llamacpp", launch={"replicas": 2, "router": {
+        "kind": "sglang-router", "policy": "manual", "session_header": "x-smg-routing-key"}})
+    assert keyed.identity()["launch"]["router"]["session_header"] == "x-smg-routing-key"
+    assert keyed.id != make_candidate("llamacpp", launch={"replicas": 2, "router": {
+        "kind": "sglang-router", "policy": "manual"}}).id, "whether turns carry their session's key is identity"
+
+
+def test_the_session_header_reaches_the_measured_route_and_the_launch_record():
+    c = make_candidate("llamacpp", launch={"replicas": 2, "router": {
+        "kind": "sglang-router", "policy": "manual", "session_header": "x-smg-routing-key"}})
+    plan = plan_replicas(c, lambda port: ["llama-server", "--port", str(port)], ports())
+    target = Target(plan.argvs[0], plan.replica_urls[0], replicas=plan)
+    assert target.session_header == "x-smg-routing-key"
+    assert plan.record(lambda argv: argv)["router"]["session_header"] == "x-smg-routing-key"
+    assert Target(["x"], "http://127.0.0.1:1").session_header is None
 
 
 @pytest.mark.parametrize("launch,match", [
@@ -58,6 +73,7 @@ def test_router_and_replicas_are_the_candidates_identity():
     ({"replicas": 2, "cpus": [0]}, "launch.cpus"),
     ({"router": {"kind": "nginx", "policy": "round_robin"}}, "kind"),
     ({"router": {"kind": "sglang-router"}}, "policy"),
+    ({"router": {"kind": "sglang-router", "policy": "manual", "session_header": "x key"}}, "session_header"),
 ])
 def test_replica_settings_are_checked(launch, match):
     with pytest.raises(ValidationError, match=match):

@@ -9,7 +9,7 @@ import pytest
 from servebook.engines import get_engine
 from servebook.engines.counters import parse_metrics
 from servebook.measure.client import RequestRecord, StreamRequest, measuring_clients, stream_request
-from servebook.measure.replicas import balance, replica_figures, scrape_replicas
+from servebook.measure.replicas import balance, cache_kept, replica_figures, scrape_replicas
 from servebook.measure.routing import Route
 
 URLS = ["http://127.0.0.1:9001", "http://127.0.0.1:9002", "http://127.0.0.1:9003"]
@@ -42,8 +42,9 @@ def send(route, records, refuse=None):
     return seen
 
 
-def record(i, conversation=None):
-    return RequestRecord(f"r{i}", "decode-prose-c1", 1, "prose", 1, t_send=0.0, conversation=conversation)
+def record(i, conversation=None, parent=None):
+    return RequestRecord(f"r{i}", "decode-prose-c1", 1, "prose", 1, t_send=0.0, conversation=conversation,
+                         parent_conversation=parent)
 
 
 def test_requests_go_round_robin_over_every_replica_and_other_calls_stay_on_the_first():
@@ -71,6 +72,36 @@ def test_through_a_router_every_request_goes_to_it_unattributed():
     records = [record(i) for i in range(3)]
     seen = send(Route(tuple(URLS), "http://127.0.0.1:9100"), records)
     assert seen[:3] == ["9100/v1/completions"] * 3 and all(r.replica is None for r in records)
+
+
+def keys_sent(route, records):
+    """The session header of every request the fake engines saw."""
+    keys: list[str | None] = []
+
+    async def go():
+        http, sdk = measuring_clients(URLS[0], "k", {}, 5.0, route)
+        inner = served([])
+
+        async def handle(request):
+            keys.append(request.headers.get("x-smg-routing-key"))
+            return await inner.handle_async_request(request)
+
+        http._transport.inner = httpx.MockTransport(handle)
+        for one in records:
+            await stream_request(sdk, one, StreamRequest("m", 1, prompt="hi"))
+        await http.aclose()
+
+    asyncio.run(go())
+    return keys
+
+
+def test_through_a_router_a_conversations_turns_carry_their_root_sessions_key_and_single_requests_none():
+    router = "http://127.0.0.1:9100"
+    records = [record(0), record(1, conversation=3), record(2, conversation=7, parent=3), record(3, conversation=4)]
+    keyed = Route.of(URLS, router, "x-smg-routing-key")
+    assert keys_sent(keyed, records) == [None, "decode-prose-c1/3", "decode-prose-c1/3", "decode-prose-c1/4"]
+    assert keys_sent(Route.of(URLS, router), records) == [None] * 4, "no header named, none sent"
+    assert Route.of(URLS, None, "x-smg-routing-key").session_header is None, "servebook itself keeps conversations"
 
 
 def test_one_engine_has_no_route_and_a_router_takes_every_request():
@@ -129,6 +160,8 @@ def test_every_replica_is_scraped_summed_and_split(monkeypatch):
     assert json.loads(figures["replica_requests"]) == [1, 3]
     assert figures["replica_balance"] == pytest.approx(0.5)
     assert figures["replicas_serving"] == 2
+    assert json.loads(figures["replica_hit_rates"]) == [None, None], "llama.cpp counted no cached tokens here"
+    assert figures["cache_kept"] is None, "no request knows its ideal"
 
 
 def test_a_dead_replica_leaves_its_counters_out_and_is_counted_as_not_serving():
@@ -144,3 +177,22 @@ def test_a_dead_replica_leaves_its_counters_out_and_is_counted_as_not_serving():
     assert snapshot.available and "replica 1" in (snapshot.error or "")
     figures = replica_figures(get_engine("llamacpp"), [], snapshot, snapshot, 2)
     assert figures["replicas_serving"] == 1 and figures["replica_balance"] is None
+
+
+def test_the_cache_kept_is_the_replicas_cached_tokens_over_the_ideal():
+    served_ = [RequestRecord(f"r{i}", "agents", 1, "prose", 4, t_send=0.0, prompt_tokens=100, completion_tokens=4,
+                             cached_tokens=0, ideal_cached_tokens=ideal) for i, ideal in enumerate([0, 80, 90])]
+    assert cache_kept(served_, [85.0, 0.0]) == pytest.approx(0.5)
+    assert cache_kept(served_, [85.0, None]) is None, "a replica whose counters are missing"
+    assert cache_kept(served_[:1], [0.0, 0.0]) is None, "nothing to keep"
+    served_[1].ideal_cached_tokens = None
+    assert cache_kept(served_, [85.0, 0.0]) is None, "an ideal not known"
+
+
+def test_a_reuse_turns_ideal_is_the_whole_prompt_of_the_turn_it_extends():
+    from servebook.measure.kinds.reuse import _ideal
+
+    before = RequestRecord("r", "reuse", 1, "prose", 4, t_send=0.0, prompt_tokens=320, completion_tokens=4)
+    assert _ideal(None) == 0 and _ideal(before) == 320
+    before.error = "refused"
+    assert _ideal(before) is None, "a turn the engine did not count leaves the next one's ideal unknown"

@@ -36,10 +36,12 @@ class Reuse(KindBase):
             prompt = await workloads.unique_prompt("prose", reuse.first_prompt_tokens,
                                                    f"{workloads.tag}:{spec.cell_id}:conversation-{conversation}")
             offset = conversation * 7919
+            before: RequestRecord | None = None
             for turn in range(1, reuse.turns + 1):
                 record = workloads.record(spec, f"{spec.cell_id}-{conversation}-{turn}", spec.output_tokens,
-                                          turn=turn, conversation=conversation)
+                                          turn=turn, conversation=conversation, ideal_cached_tokens=_ideal(before))
                 records.append(record)
+                before = record
                 await stream_request(workloads.openai, record, workloads.request(
                     spec.output_tokens, prompt=list(prompt), extra_body=extras))
                 on_done()
@@ -59,6 +61,15 @@ class Reuse(KindBase):
         share = summary.get("cached_share")
         return (f"next-turn TTFT {(summary.get('next_turn_ttft_s') or 0) * 1000:.0f} ms, "
                 f"{'-' if share is None else f'{share:.0%}'} of it cached")
+
+
+def _ideal(before: RequestRecord | None) -> int | None:
+    """What a perfect prefix cache serves of a turn: the turn before's whole prompt, which this one extends (its
+    reply is not resent); none of the first turn, whose opening no other prompt shares; unknown after a turn whose
+    prompt the engine did not count."""
+    if before is None:
+        return 0
+    return before.prompt_tokens if before.ok else None
 
 
 register(Reuse())

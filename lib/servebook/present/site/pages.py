@@ -22,14 +22,7 @@ from ...journal.index import index_row
 from ...journal.store import RunRecord
 from ...util.render import Row, Style, Table
 from ..comparison import unjudged_reasons
-from ..figures import (
-    chunk_gap_histogram_data,
-    figure_specs,
-    mean_gap_histogram,
-    mean_turns,
-    run_context,
-    turn_ttft_data,
-)
+from ..figures import chunk_gap_histogram_data, figure_specs, mean_gap_histogram, mean_turns, run_context, turn_ttft_data
 from ..kinds import DECODE_DEFINITIONS, GAP_NOTE, PREFILL_DEFINITIONS, PRESENT, session_view_kinds, turn_chart_kinds
 from ..load_figures import gauge_data, probe_gap_data
 from ..load_tables import (
@@ -42,6 +35,7 @@ from ..load_tables import (
     load_table,
     throughput_table,
 )
+from ..replica_tables import REPLICA_DEFINITIONS, replica_table
 from ..scaling import ScalingPoint, scaling_spec
 from ..sessions import newest_sessions, session_view_data
 from ..tables import estimate_tables, fmt, number, run_tables, section_definitions
@@ -238,17 +232,17 @@ def sections(summaries: list[RunSummary]) -> list[dict]:
         if tables and entry.section:
             out.append({"title": entry.section.title, "tables": tables,
                         "definitions": section_definitions(entry.section, cells, kind)})
-    load = [t for t in (capacity_table(cells, label), load_table(cells, label)) if t is not None]
-    if load:
-        out.append({"title": "Capacity and open-loop load", "tables": load, "definitions": CAPACITY_DEFINITIONS})
-    latency = [t for t in (latency_table(cells, label), throughput_table(cells, label)) if t is not None]
-    if latency:
-        out.append({"title": "Latency percentiles and throughput", "tables": latency,
-                    "definitions": LATENCY_DEFINITIONS})
-    under_load = under_load_tables(cells, label)
-    if under_load:
-        out.append({"title": "Latency under load: stalls, probes and the engine's gauges", "tables": under_load,
-                    "definitions": UNDER_LOAD_DEFINITIONS})
+    for title, made, definitions in (
+            ("Capacity and open-loop load", [capacity_table(cells, label), load_table(cells, label)], CAPACITY_DEFINITIONS),
+            ("Latency percentiles and throughput", [latency_table(cells, label), throughput_table(cells, label)],
+             LATENCY_DEFINITIONS),
+            ("Latency under load: stalls, probes and the engine's gauges", under_load_tables(cells, label),
+             UNDER_LOAD_DEFINITIONS),
+            ("Replicas: each one's share, hit rate, and the prefix cache kept", [replica_table(cells, label)],
+             REPLICA_DEFINITIONS)):
+        shown = [t for t in made if t is not None]
+        if shown:
+            out.append({"title": title, "tables": shown, "definitions": definitions})
     return out
 
 
