@@ -146,3 +146,23 @@ def test_a_closed_connection_before_the_end_is_the_records_error():
 
     record = asyncio.run(one())
     assert not record.ok and "ConnectionError" in record.error
+
+
+def test_through_a_router_a_conversations_turn_carries_its_session_key_in_the_named_header():
+    """The agents cell's own streams key a turn to the router as the httpx transport does (routing.session_key):
+    the root session's key, so that a router pinning keys keeps the conversation where its prefix is cached."""
+    async def one(record, header):
+        server = _Server()
+        listening = await asyncio.start_server(server.handle, "127.0.0.1", 0)
+        base = f"http://127.0.0.1:{listening.sockets[0].getsockname()[1]}"
+        route = Route(("http://127.0.0.1:9", "http://127.0.0.1:9"), base, header)
+        await stream_direct(SseClient(5.0, route), "http://127.0.0.1:9", {}, record, _request([]))
+        listening.close()
+        return server.sent[-1][2]
+
+    sub_agent = RequestRecord("r", "agents", 1, "prose", 2, t_send=0.0, conversation=7, parent_conversation=3)
+    assert asyncio.run(one(sub_agent, "x-smg-routing-key"))["x-smg-routing-key"] == "agents/3"
+    single = RequestRecord("r", "decode-prose-c1", 1, "prose", 2, t_send=0.0)
+    assert "x-smg-routing-key" not in asyncio.run(one(single, "x-smg-routing-key")), "no conversation, no key"
+    keyless = RequestRecord("r", "agents", 1, "prose", 2, t_send=0.0, conversation=7)
+    assert "x-smg-routing-key" not in asyncio.run(one(keyless, None))
