@@ -159,7 +159,12 @@ PY
       split -b 15M -d "$out/journal.tar.xz" "$out/journal.tar.xz." && rm "$out/journal.tar.xz"
     fi
     if [ -d "$VLLM_CACHE_ROOT" ]; then
-      tar -C "$SERVEBOOK_CACHE" -cJf "$out/vllm-cache.tar.xz" "$(realpath --relative-to="$SERVEBOOK_CACHE" "$VLLM_CACHE_ROOT")"
+      # triton's kernels too: with vLLM's own cache alone, a fresh H200's first start still spent ~100 s silent
+      # after graph capture (107 s to ready against 5 s for the next start on that machine), untried whether this
+      # is what fills it
+      caches=("$(realpath --relative-to="$SERVEBOOK_CACHE" "$VLLM_CACHE_ROOT")")
+      [ -d "$TRITON_CACHE_DIR" ] && caches+=("$(realpath --relative-to="$SERVEBOOK_CACHE" "$TRITON_CACHE_DIR")")
+      tar -C "$SERVEBOOK_CACHE" -cJf "$out/vllm-cache.tar.xz" "${caches[@]}"
       [ "$(stat -c %s "$out/vllm-cache.tar.xz")" -lt $((16 * 1024 * 1024)) ] || rm -f "$out/vllm-cache.tar.xz"
     fi
     ls -la "$out"
