@@ -34,8 +34,7 @@ class Workloads:
                  model: str, streams: Streams | None = None):
         self.endpoint, self.plan, self.tag = endpoint, plan, tag
         self.http, self.openai, self.model = http, openai, model
-        #: the agents cell's streams, sent without the SDK or httpx (measure.direct)
-        self.streams: Streams = streams or SseClient(plan.request_timeout_s, endpoint.route)
+        self._streams = streams
         self._fillers: dict[str, list[int]] = {}
         self._openers: list[int] = []
         self._prefill_count = 0
@@ -45,6 +44,14 @@ class Workloads:
         #: a sliced cell's pause between its slices: hand the round's turn on and wait for it (measure.turns);
         #: measured alone, the next slice follows at once
         self.handover: Callable[[int], Awaitable[None]] = _no_handover
+
+    @property
+    def streams(self) -> Streams:
+        """The agents cell's streams, sent without the SDK or httpx (measure.direct); made on first use, so a
+        plan without that cell needs no endpoint for them."""
+        if self._streams is None:
+            self._streams = SseClient(self.plan.request_timeout_s, self.endpoint.route)
+        return self._streams
 
     def close(self) -> None:
         self.senders.close()
