@@ -90,8 +90,9 @@ def fit_contrasts(groups: dict[str, list[tuple[Block, float]]], baseline: str) -
             if position < len(block) and block[position] == level:
                 x[i, len(names) + j] = 1.0
     y = np.array([value for _, _, value in rows])
-    if np.linalg.matrix_rank(x) < width:  # blocks confounded with groups: fit without them
-        x, width, columns = x[:, :len(names)], len(names), []
+    kept = _independent_columns(x, len(names))
+    x, columns = x[:, kept], [columns[j - len(names)] for j in kept[len(names):]]
+    width = x.shape[1]
     # fewer block positions than words where no run was seated in a round
     described = [f"{len(levels)} {word}" for levels, word in zip(factors, _FACTOR_WORDS, strict=False) if levels] \
         if columns else []
@@ -118,6 +119,20 @@ def fit_contrasts(groups: dict[str, list[tuple[Block, float]]], baseline: str) -
         out[name] = Contrast(float(beta[i] - beta[b]), se, df if se is not None else None, counts[name],
                              counts[baseline], method)
     return out
+
+
+def _independent_columns(x: Any, groups: int) -> list[int]:
+    """The group columns and each block column that adds to the rank of those before it. Rounds are nested in
+    machines (a round runs on one machine), so with several machines some block columns are sums of others: those
+    are dropped, not every block (dropping all of them once compared a fast host's runs with a slow one's). A block
+    column that would make a group's column a sum of blocks (a round that only one group ran in) goes too."""
+    import numpy as np
+
+    kept = list(range(groups))
+    for j in range(groups, x.shape[1]):
+        if np.linalg.matrix_rank(x[:, kept + [j]]) > len(kept):
+            kept.append(j)
+    return kept
 
 
 def _weighted_fit(x: Any, y: Any, weights: Any) -> tuple[Any, Any]:

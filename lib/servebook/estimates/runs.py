@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Literal, Sequence
 
 CONFIDENCE = 0.95
-Decision = Literal["pass", "fail", "straddle", "single", "missing"]
+#: host: within the limit on one machine's runs and beyond it on another's (verdicts.machines)
+Decision = Literal["pass", "fail", "straddle", "single", "missing", "host"]
 
 
 @functools.lru_cache(maxsize=None)

@@ -101,7 +101,7 @@ def verdicts_junit(study: Study, judged: list[Judged], result: GateResult) -> st
             if cell.decision == "fail":
                 cell_case.result = [Failure(cell.text(), type_="beyond_limit") if "rejected" in result.fail_on
                                     else Skipped(f"{cell.text()} (beyond the limit; the gate does not fail on it)")]
-            elif cell.decision in ("straddle", "single", "missing"):
+            elif cell.decision in ("straddle", "single", "missing", "host"):
                 undecided = f"{cell.text()} ({cell.decision})"
                 cell_case.result = [Failure(undecided, type_="undecided") if "inconclusive" in result.fail_on
                                     else Skipped(undecided)]

@@ -74,7 +74,8 @@ class SliceComparisonView(Renderable):
         for c in r.comparisons:
             interval = (f" [{c.change_low_pct:+.1f}, {c.change_high_pct:+.1f}]" if c.change_low_pct is not None else "")
             change = "-" if c.change_pct is None else f"{c.change_pct:+.1f}%{interval}" + (", better" if c.better else "")
-            verdict = {"pass": "yes", "straddle": "undecided", "single": "one run per side", "missing": "-"}.get(
+            verdict = {"pass": "yes", "straddle": "undecided", "single": "one run per side", "missing": "-",
+                       "host": "depends on the machine"}.get(
                 c.decision, "no")
             table.add([METRIC_WORDS[c.metric], _short(c.cell_id), _figure(c.baseline), _figure(c.value), change,
                        f"{c.baseline_runs} / {c.runs}", f"{verdict} (limit {c.limit_pct:g}%)"],

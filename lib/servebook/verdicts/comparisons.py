@@ -4,7 +4,7 @@ its one-sided bounds."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -12,6 +12,7 @@ import pandas as pd
 from ..config.metrics import LOWER_IS_BETTER, METRIC_WORDS, METRICS
 from ..config.rules import ComparisonRule
 from ..estimates import ALPHA, Block, Contrast, Decision, Estimate, fit_contrasts, holm
+from .machines import MachineChange, host_dependent, machine_changes
 
 
 @dataclass
@@ -53,6 +54,12 @@ class Comparison:
     holm_level: float | None = None
     decision_low_pct: float | None = None
     decision_high_pct: float | None = None
+    #: the change on each machine alone, where the runs come from two or more (verdicts.machines)
+    machines: list[MachineChange] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        # read back from a verdict event (or copied with asdict), each machine is a dict
+        self.machines = [m if isinstance(m, MachineChange) else MachineChange(**m) for m in self.machines]
 
     @property
     def lower_is_better(self) -> bool:
@@ -89,7 +96,9 @@ class Comparison:
         verdict used and, where cells were tested together, the rule that set them."""
         sign = "+" if self.metric in LOWER_IS_BETTER else "-"
         bounds = self.shown_bounds
-        if self.change_pct is None:
+        if self.decision == "host":
+            figure = "depends on the machine: " + "; ".join(m.text() for m in self.machines)
+        elif self.change_pct is None:
             figure = "no figure on one side"
         else:
             interval = (f" [{bounds[0]:+.1f}, {bounds[1]:+.1f}]" if bounds is not None
@@ -173,7 +182,12 @@ def compare_rule(runs: list[pd.DataFrame], baseline_runs: list[pd.DataFrame], ru
                   **{f"peer:{name}": found[cell_id] for name, found in others.items() if cell_id in found}}
         contrast = fit_contrasts(groups, _BASELINE).get(_CANDIDATE)
         row = {str(k): v for k, v in described[cell_id].items()}
-        out.append(comparison_of(rule, row, values, theirs[cell_id], contrast, alpha))
+        found = comparison_of(rule, row, values, theirs[cell_id], contrast, alpha)
+        found.machines = machine_changes(groups, _CANDIDATE, _BASELINE, log_margin(rule),
+                                         rule.metric in LOWER_IS_BETTER, alpha)
+        if host_dependent(found.machines):
+            found.decision, found.ok, found.repeats_to_decide = "host", False, None
+        out.append(found)
     return out
 
 
@@ -221,7 +235,8 @@ def settle(comparisons: list[Comparison], alpha: float) -> list[Comparison]:
     """Mark as failing the cells Holm's procedure finds beyond their limits at familywise `alpha` (in place);
     returns the cells that were tested. Verdicts and `servebook compare` both settle here, so a regression one
     of them reports the other reports too."""
-    tested = [c for c in comparisons if c.p_beyond is not None and c.decision != "single"]
+    # a cell that depends on the machine is decided machine by machine, not by the pooled figure
+    tested = [c for c in comparisons if c.p_beyond is not None and c.decision not in ("single", "host")]
     for c, beyond in zip(tested, holm([c.p_beyond or 1.0 for c in tested], alpha), strict=True):
         if beyond:
             c.decision, c.ok = "fail", False

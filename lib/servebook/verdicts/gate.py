@@ -78,6 +78,6 @@ def deciding(verdict: Verdict) -> Comparison | None:
         return (worst if c.lower_is_better else -worst) - c.limit_pct
 
     pool = {"rejected": [c for c in verdict.comparisons if not c.ok and c.decision == "fail"],
-            "inconclusive": [c for c in verdict.comparisons if c.decision in ("straddle", "single", "missing")]}
+            "inconclusive": [c for c in verdict.comparisons if c.decision in ("straddle", "single", "missing", "host")]}
     chosen = pool[verdict.outcome] if verdict.outcome in pool else verdict.comparisons
     return max(chosen, key=regression_bound, default=None)

@@ -43,13 +43,16 @@ class Verdict:
     settled: bool = False
     #: what decided it, for the reader: the test, its level and where the variance came from (None: no interval)
     method: str | None = None
+    #: inconclusive only because a cell passes on one machine and fails on another (verdicts.machines): more runs on
+    #: these machines will not decide it
+    host_dependent: bool = False
 
     @property
     def undecided(self) -> bool:
         """Whether more runs could change the outcome: an interval straddles a limit, or a comparison rests on
         one run per side, and nothing else (a failed load, an invalid cell, a failed gate) already decided it."""
         if self.outcome == "inconclusive":
-            return True
+            return not self.host_dependent
         if self.outcome == "failed" or self.settled or any(c.decision == "fail" for c in self.comparisons):
             return False
         return any(c.decision == "single" for c in self.comparisons)
@@ -116,7 +119,7 @@ def _compare(completed: list[tuple[Manifest, pd.DataFrame]], baseline_runs: list
     inconclusive."""
     runs = [cells for _, cells in completed]
     comparisons: list[Comparison] = []
-    failing, straddling, passing = [], [], []
+    failing, straddling, passing, by_machine = [], [], [], []
     settled = bool(reasons)
     for rule in rules.rules:
         found = compare_rule(runs, baseline_runs, rule, alpha, peers)
@@ -132,6 +135,9 @@ def _compare(completed: list[tuple[Manifest, pd.DataFrame]], baseline_runs: list
     for c in comparisons:
         if c.decision == "straddle":
             straddling.append(f"inconclusive: {c.text()}{_hint(c, len(tested))}")
+        elif c.decision == "host":
+            by_machine.append(f"inconclusive: {c.text()}; more runs on these machines will not decide it, "
+                              "each machine's figure is the answer for its kind of host")
         elif c.decision == "missing" and c.runs and c.baseline_runs:
             straddling.append(f"inconclusive: {METRIC_WORDS[c.metric]}, {c.where}: no comparison, as runs are judged "
                               "within machines and no run of the baseline or another candidate shares a machine "
@@ -147,11 +153,12 @@ def _compare(completed: list[tuple[Manifest, pd.DataFrame]], baseline_runs: list
     gains = [f"better beyond the noise: {c.text()}" for c in comparisons if c.better]
     method = _method(comparisons, alpha, look)
     if reasons or failing:
-        return Verdict("rejected", reasons + failing + straddling + [f"within limits: {t}" for t in passing] + gains,
+        return Verdict("rejected", reasons + failing + by_machine + straddling
+                       + [f"within limits: {t}" for t in passing] + gains,
                        comparisons, settled, method)
-    if straddling:
-        return Verdict("inconclusive", straddling + [f"within limits: {t}" for t in passing] + gains, comparisons,
-                       method=method)
+    if straddling or by_machine:
+        return Verdict("inconclusive", by_machine + straddling + [f"within limits: {t}" for t in passing] + gains,
+                       comparisons, method=method, host_dependent=not straddling)
     return Verdict("accepted", (passing or ["valid, and no comparison rules to apply"]) + gains, comparisons,
                    method=method)
 

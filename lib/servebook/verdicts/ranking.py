@@ -150,8 +150,9 @@ def _pct(value: float | None) -> str:
 
 def _cell_words(c: Comparison, outcome: str) -> str:
     text = c.text()
-    if c.decision in ("straddle", "single", "missing") and outcome != "accepted":
-        said = {"single": "one run per side, undecided", "missing": "not compared"}.get(c.decision, "undecided")
+    if c.decision in ("straddle", "single", "missing", "host") and outcome != "accepted":
+        said = {"single": "one run per side, undecided", "missing": "not compared",
+                "host": "(a finding about the hosts, not undecided)"}.get(c.decision, "undecided")
         runs = f", about {c.repeats_to_decide} runs per side would likely decide it" \
             if c.repeats_to_decide and c.repeats_to_decide <= 50 else ""
         return f"{text} {said}{runs}"
@@ -177,7 +178,7 @@ def decisive_cells(entrant: Entrant) -> list[Comparison]:
     if entrant.outcome == "accepted":
         cell = deciding(Verdict("accepted", [], cells))
         return [cell] if cell else []
-    wanted = ("fail",) if entrant.outcome == "rejected" else ("straddle", "single", "missing")
+    wanted = ("fail",) if entrant.outcome == "rejected" else ("straddle", "single", "missing", "host")
     pool = [c for c in cells if c.decision in wanted]
     ordered: list[Comparison] = []
     while pool and len(ordered) < SHOWN_CELLS:
