@@ -212,3 +212,21 @@ def journal_archive(run_id: str = typer.Argument(..., help="run id (a unique pre
     record.annotate("unarchive" if undo else "archive", why.strip() or "restored")
     state = "restored" if undo else f"archived ({why.strip()}); re-judge its study to see the verdicts without it"
     out.print(f"run {record.run_id}: {state}", highlight=False)
+
+
+@journal_app.command("import")
+@friendly
+def journal_import(source: Path = typer.Argument(..., help="another journal: its directory, or an archive of one "
+                                                             "(.tar.xz as scripts/gpu-host.sh pack writes)"),
+                   journal: Optional[str] = JournalOption):
+    """Copy another journal's sealed runs into this one (a second machine's runs of the same study): each run whole
+    and unchanged, runs already here left alone. Judge the study afterwards: machines are blocks, and a cell that
+    holds on one machine and not another is said so, with each machine's figure."""
+    from ..journal.merge import import_runs
+
+    if not source.exists():
+        raise InputError(f"journal import: {source} does not exist")
+    done = import_runs(open_journal(journal, create=True), source)
+    out.print(done.text(), highlight=False)
+    if done.conflicts:
+        raise typer.Exit(1)

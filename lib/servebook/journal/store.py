@@ -80,6 +80,12 @@ class Journal(Renderable):
         if self.mirror is not None:
             self.mirror.push(path)
 
+    def push_run(self, directory: Path) -> None:
+        """Upload every file of a run copied whole into a remote journal's mirror (a local journal needs nothing)."""
+        if self.mirror is not None:
+            for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+                self.mirror.push(path)
+
     @property
     def runs_dir(self) -> Path:
         return self.root / "runs"
