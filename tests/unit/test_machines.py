@@ -124,6 +124,9 @@ def test_three_h200s_decide_the_pilot_together_and_say_where_the_hosts_differ():
     fast = next(m for m in chunk.machines if m.decision == "pass")
     assert fast.label == "8a439014-991c" and -8 < fast.change_pct < -5
     assert all(-36 < m.change_pct < -30 for m in chunk.machines if m is not fast)
+    # the CPU probe each cell records tells the kinds apart, and the reason says it beside each machine's figure
+    assert fast.cpu_probe_ms < 1.0 < min(m.cpu_probe_ms for m in chunk.machines if m is not fast)
+    assert "CPU probe 0.78 ms: within the limit" in chunk.text()
     cache = [c for c in cells("no-prefix-cache").values() if c.metric == "next_turn_ttft_s"][0]
     assert cache.decision == "host"
     assert {m.label: m.decision for m in cache.machines}["8a439014-991c"] == "fail"

@@ -12,7 +12,7 @@ import pandas as pd
 from ..config.metrics import LOWER_IS_BETTER, METRIC_WORDS, METRICS
 from ..config.rules import ComparisonRule
 from ..estimates import ALPHA, Block, Contrast, Decision, Estimate, fit_contrasts, holm
-from .machines import MachineChange, host_dependent, machine_changes
+from .machines import MachineChange, cpu_probes, host_dependent, machine_changes
 
 
 @dataclass
@@ -174,6 +174,7 @@ def compare_rule(runs: list[pd.DataFrame], baseline_runs: list[pd.DataFrame], ru
     mine, theirs = blocked_figures(runs, rule), blocked_figures(baseline_runs, rule)
     others = {name: blocked_figures(frames, rule) for name, frames in (peers or {}).items()}
     described = {row["cell_id"]: row for cells in runs for row in select_cells(cells, rule).to_dict("records")}
+    probes = cpu_probes([*runs, *baseline_runs, *(f for frames in (peers or {}).values() for f in frames)])
     out = []
     for cell_id, values in mine.items():
         if cell_id not in theirs:
@@ -185,6 +186,8 @@ def compare_rule(runs: list[pd.DataFrame], baseline_runs: list[pd.DataFrame], ru
         found = comparison_of(rule, row, values, theirs[cell_id], contrast, alpha)
         found.machines = machine_changes(groups, _CANDIDATE, _BASELINE, log_margin(rule),
                                          rule.metric in LOWER_IS_BETTER, alpha)
+        for machine in found.machines:
+            machine.cpu_probe_ms = probes.get(machine.machine)
         if host_dependent(found.machines):
             found.decision, found.ok, found.repeats_to_decide = "host", False, None
         out.append(found)

@@ -12,7 +12,10 @@ figure, and more runs on these machines will not decide it.
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
+
+import pandas as pd
 
 from ..estimates import ALPHA, Block, Decision, Estimate, fit_contrasts
 
@@ -34,6 +37,9 @@ class MachineChange:
     change_high_pct: float | None
     #: pass (within the limit), fail (beyond it), straddle, single (one run a side) or missing
     decision: Decision
+    #: the median of the cells' `cpu_probe_ms` there (a fixed 2 ms of Python timed before each cell): what tells the
+    #: lent hosts' two kinds apart (0.74-0.79 ms on the fast one, 1.0-2.3 ms on the slow), None where not recorded
+    cpu_probe_ms: float | None = None
 
     @property
     def label(self) -> str:
@@ -48,9 +54,14 @@ class MachineChange:
                   if self.change_low_pct is not None and self.change_high_pct is not None else "")
         said = {"pass": "within the limit", "fail": "beyond it", "straddle": "undecided",
                 "single": "one run a side"}.get(self.decision, self.decision)
-        base = f", baseline {self.baseline:,.4g}" if self.baseline is not None else ""
-        return (f"{self.change_pct:+.1f}%{bounds} on {self.label} ({self.runs} vs {self.baseline_runs} runs{base}: "
-                f"{said})")
+        base = f", baseline {_figure(self.baseline)}" if self.baseline is not None else ""
+        probe = f", CPU probe {self.cpu_probe_ms:.2f} ms" if self.cpu_probe_ms is not None else ""
+        return (f"{self.change_pct:+.1f}%{bounds} on {self.label} ({self.runs} vs {self.baseline_runs} runs{base}"
+                f"{probe}: {said})")
+
+
+def _figure(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
 def machine_of(block: Block) -> str:
@@ -85,6 +96,16 @@ def machine_changes(groups: dict[str, list[tuple[Block, float]]], candidate: str
                                  None if contrast is None else contrast.pct,
                                  bounds[0] if bounds else None, bounds[1] if bounds else None, decision))
     return out
+
+
+def cpu_probes(frames: list[pd.DataFrame]) -> dict[str, float]:
+    """Per machine (its runs' blocks), the median `cpu_probe_ms` of every cell of these runs."""
+    values: dict[str, list[float]] = {}
+    for frame in frames:
+        block = frame.attrs.get("block")
+        if block and "cpu_probe_ms" in frame.columns:
+            values.setdefault(machine_of(tuple(block)), []).extend(float(v) for v in frame["cpu_probe_ms"].dropna())
+    return {machine: statistics.median(found) for machine, found in values.items() if found}
 
 
 def host_dependent(changes: list[MachineChange]) -> bool:
