@@ -20,7 +20,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..config.plan import ProbePlan
-from .client import RequestRecord, stream_request
+from .client import RequestRecord
 from .itl import itl_figures
 from .latency import quantile
 from .prompts import exact_length_prompt
@@ -53,7 +53,7 @@ async def beside(workloads: "Workloads", spec: "CellSpec", plan: ProbePlan, main
         # the probes' chunk times are their figures, whatever plan.record_chunks says of the cell's
         request = replace(workloads.request(plan.output_tokens, prompt=prompt, extra_body=extras),
                           keep_chunk_times=True)
-        sent.append(asyncio.create_task(stream_request(workloads.openai, record, request)))
+        sent.append(asyncio.create_task(workloads.stream(record, request)))
 
     await probe()
     first = probes[-1]

@@ -8,7 +8,6 @@ import time
 import pytest
 
 from servebook.config.plan import Plan, ProbePlan
-from servebook.measure import probes as probes_module
 from servebook.measure.cells import CellSpec
 from servebook.measure.client import RequestRecord, StreamRequest
 from servebook.measure.kinds import kind_of
@@ -32,9 +31,15 @@ class FakeWorkloads:
     endpoint = FakeEndpoint()
     openai = None
 
+    #: what answers the probes' streams (the `served` fixture's engine)
+    answer = None
+
     def __init__(self):
         self.openers = iter(range(1000, 2000))
         self.decided: list[float] = []  # when each probe was decided on (its record made)
+
+    async def stream(self, record, request):
+        return await FakeWorkloads.answer(record, request)
 
     async def tokenize(self, text):
         return [7, 8, 9]
@@ -59,7 +64,7 @@ def served(monkeypatch):
     """Probes answered after `probe_s`, each 4 chunks; records what was in flight when."""
     seen = {"in_flight": 0, "most": 0, "starts": [], "requests": [], "probe_s": 0.05}
 
-    async def fake_stream(client, record, request):
+    async def fake_stream(record, request):
         seen["in_flight"] += 1
         seen["most"] = max(seen["most"], seen["in_flight"])
         seen["starts"].append(time.monotonic())
@@ -75,7 +80,7 @@ def served(monkeypatch):
         seen["in_flight"] -= 1
         return record
 
-    monkeypatch.setattr(probes_module, "stream_request", fake_stream)
+    monkeypatch.setattr(FakeWorkloads, "answer", staticmethod(fake_stream))
     return seen
 
 

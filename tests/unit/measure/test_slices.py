@@ -66,6 +66,10 @@ class RecordingWorkloads:
         self.endpoint = type("E", (), {"extras": staticmethod(lambda n: {})})()
         self.openai = None
 
+    async def stream(self, record, request):
+        await asyncio.sleep(0)
+        return record
+
     async def handover(self, index: int) -> None:
         self.events.append(("handover", index))
 
@@ -76,13 +80,9 @@ class RecordingWorkloads:
 
 
 def test_decode_sends_each_slice_at_the_cells_concurrency_and_hands_the_turn_on_between(monkeypatch):
-    async def answered(openai, record, request):
-        await asyncio.sleep(0)
-
     async def prompt(workloads, spec, i, extras):
         return None
 
-    monkeypatch.setattr(decode_kind, "stream_request", answered)
     monkeypatch.setattr(decode_kind, "_request", prompt)
     plan = Plan.model_validate({"decode": {"concurrency": [2], "rounds": 4, "slices": 2, "categories": ["prose"]},
                                 "prefill": None})

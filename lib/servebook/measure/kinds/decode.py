@@ -7,7 +7,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ...config.plan import Plan
-from ..client import RequestRecord, StreamRequest, stream_request
+from ..client import RequestRecord, StreamRequest
 from ..itl import itl_figures
 from ..prompts import decode_prompt, structured_format, structured_prompt
 from ..stats import completion_of, decode_rates_of, se_pct, steady_state, wall_of
@@ -79,7 +79,7 @@ async def _closed_loop(workloads: "Workloads", spec: CellSpec, records: list[Req
             i = len(records)
             record = workloads.record(spec, f"{spec.cell_id}-{i}", spec.output_tokens, slice_index=slice_index)
             records.append(record)
-            await stream_request(workloads.openai, record, await _request(workloads, spec, i, extras))
+            await workloads.stream(record, await _request(workloads, spec, i, extras))
             on_done()
 
     await asyncio.gather(*(stream() for _ in range(spec.concurrency)))

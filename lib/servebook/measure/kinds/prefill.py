@@ -6,7 +6,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ...config.plan import Plan
-from ..client import RequestRecord, stream_request
+from ..client import RequestRecord
 from ..probes import beside
 from ..stats import median_of, prefill_rates_of, se_pct
 from ..validity import CellChecks
@@ -44,7 +44,7 @@ class Prefill(KindBase):
             i = len(records)
             prompt = await workloads.unique_prompt("prose", length, f"{workloads.tag}:{spec.cell_id}:{i}")
             record = workloads.record(spec, f"{spec.cell_id}-{i}", 1)
-            sent = stream_request(workloads.openai, record, workloads.request(1, prompt=prompt, extra_body=extras))
+            sent = workloads.stream(record, workloads.request(1, prompt=prompt, extra_body=extras))
             if plan is None:
                 await sent
             else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ...config.plan import Plan
-from ..client import RequestRecord, stream_request
+from ..client import RequestRecord
 from ..stats import ok_records, reuse_summary
 from .base import CellSpec, KindBase, OnDone
 from .registry import register
@@ -42,7 +42,7 @@ class Reuse(KindBase):
                                           turn=turn, conversation=conversation, ideal_cached_tokens=_ideal(before))
                 records.append(record)
                 before = record
-                await stream_request(workloads.openai, record, workloads.request(
+                await workloads.stream(record, workloads.request(
                     spec.output_tokens, prompt=list(prompt), extra_body=extras))
                 on_done()
                 start = (offset + turn * reuse.turn_tokens) % max(1, len(filler) - reuse.turn_tokens)

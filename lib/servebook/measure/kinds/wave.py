@@ -7,7 +7,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from ...config.plan import Plan
-from ..client import RequestRecord, stream_request
+from ..client import RequestRecord
 from ..stats import completion_of, wall_of
 from ..validity import CellChecks
 from .base import CellSpec, KindBase, OnDone
@@ -39,7 +39,7 @@ class Wave(KindBase):
         async def one(i: int, prompt: list[int]) -> None:
             record = workloads.record(spec, f"{spec.cell_id}-{i}", spec.output_tokens)
             records.append(record)
-            await stream_request(workloads.openai, record, workloads.request(spec.output_tokens, prompt=prompt,
+            await workloads.stream(record, workloads.request(spec.output_tokens, prompt=prompt,
                                                                              extra_body=extras))
             on_done()
 
