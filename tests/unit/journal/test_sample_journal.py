@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+import pandas as pd
+
 from servebook.config import load_study
 from servebook.journal import Journal
 from servebook.sweeps.search import SearchResult
@@ -178,3 +180,37 @@ def test_two_vllm_replicas_sharing_one_h200_behind_a_router_hold_no_more_than_on
               judge(load_study(ROOT / "data/studies/h200-vllm-replicas.yaml"), journal, append=False)}
     assert {name: v.outcome for name, v in judged.items()} == {"baseline": "accepted", "two-replicas": "rejected"}
     assert any("scaling 2 vs 1 replicas" in r and "at 64 requests" in r for r in judged["two-replicas"].reasons)
+
+
+def test_the_8b_study_on_a_slow_host_decides_the_cpu_bound_knobs_as_the_fast_host_did_for_1b(tmp_path):
+    """data/studies/h200-vllm-8b-sliced.yaml on a lent H200 (2026-12-04, 16:08 to 16:20 UTC), swept with
+    `--resident --seats 6`: two rounds of the six configurations of an 8B model (Llama-3.1-8B's shape, random
+    weights) resident at once. The host was of the slow kind (median CPU probe 1.9 ms, as the 1B study's hosts A
+    and C), yet chunk-2048 is accepted and no-prefix-cache rejected, as on the fast host B for the 1B model and
+    against the 1B verdicts on the slow hosts: once the GPU's work per step outweighs the engine's CPU work, the
+    host's speed no longer decides those knobs. Trimmed: engine logs, chunks and notebooks left out, self-reports
+    kept for each configuration's first launch."""
+    sample_journal(tmp_path, "sample-journal-vllm-8b")
+    journal = Journal(tmp_path / "journal")
+    runs = journal.runs()
+    assert len(runs) == 12 and {r.status for r in runs} == {"completed"}
+    assert len({r.manifest.environment.machine_key for r in runs}) == 1
+    assert len({r.manifest.resident.round_id for r in runs}) == 2
+    probes = []
+    for record in runs:
+        cells = record.table("cells")
+        assert cells["valid"].all() and (cells["reconciliation"] == "ok").all()
+        probes += cells["cpu_probe_ms"].dropna().tolist()
+    assert sorted(probes)[len(probes) // 2] > 1.5  # the slow kind: the fast host's cells probed 0.74-0.79 ms
+    judged = {item.entry.name: item.verdict for item in
+              judge(load_study(ROOT / "data/studies/h200-vllm-8b-sliced.yaml"), journal, append=False)}
+    assert {name: v.outcome for name, v in judged.items()} == {
+        "baseline": "accepted", "seqs-8": "rejected", "chunk-2048": "accepted", "ngram": "rejected",
+        "kv-fp8": "inconclusive", "no-prefix-cache": "rejected"}
+    assert any("prose at 16 requests" in reason for reason in judged["seqs-8"].reasons)
+    assert any("next-turn TTFT" in reason for reason in judged["no-prefix-cache"].reasons)
+    # an 8K prefill is 210 ms of the engine's own prompt time for an 8B model: the 17 ms the request spends outside
+    # it (the server's frontend, chiefly reading 8,192 token ids) are 1.06-1.09 of it, not the 1B model's 1.35-1.44
+    prefill = pd.concat([r.table("cells") for r in runs])
+    at_8k = prefill[prefill["target_prompt_tokens"] == 8192]
+    assert ((at_8k["ttft_s"] / at_8k["engine_prompt_s"]) < 1.2).all()
