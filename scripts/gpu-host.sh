@@ -7,6 +7,11 @@
 #   scripts/gpu-host.sh receive DIR          # copy the parts carried in DIR into $PARTS (one call per part)
 #   scripts/gpu-host.sh setup                # verify, join and install the bundle; write the models
 #   scripts/gpu-host.sh study [SWEEP ARGS]   # sweep $STUDY into $JOURNAL (default: --until-decided --max-repeats 6)
+#   scripts/gpu-host.sh start [SWEEP ARGS]   # the same sweep detached from this call (setsid), its log in $STUDY_LOG:
+#                                            # a study longer than one call's limit (10 minutes on the lent H200s)
+#   scripts/gpu-host.sh wait [SECONDS]       # until the detached sweep ends (its exit status) or SECONDS pass (540;
+#                                            # exit 3: still running); its progress either way. Call it again at once:
+#                                            # a lent machine goes back when no call comes within 30 s of the last
 #   scripts/gpu-host.sh failures             # each failing launch of data/studies/h200-vllm-failures.yaml, and an
 #                                            # engine killed in the middle of a cell of the study's baseline
 #   scripts/gpu-host.sh placement [ARGS]     # benchmarks/gpu_placement.py on the baseline's flags (LAUNCHES)
@@ -24,7 +29,7 @@
 #
 # Environment: STUDY (data/studies/h200-vllm-1b.yaml), JOURNAL (/tmp/sb-journal), PARTS (/tmp/sb-parts),
 # SITE_DIR (/tmp/sb-site: where the wheels are installed), MODELS (1b: `servebook models random --params`),
-# BUDGET (seconds the sweep may start runs in; unset: no limit), PYTHON (python3).
+# BUDGET (seconds the sweep may start runs in; unset: no limit), PYTHON (python3), STUDY_LOG (/tmp/sb-study.log).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STUDY=${STUDY:-data/studies/h200-vllm-1b.yaml}
@@ -33,6 +38,7 @@ PARTS=${PARTS:-/tmp/sb-parts}
 SITE_DIR=${SITE_DIR:-/tmp/sb-site}
 MODELS=${MODELS:-1b}
 PYTHON=${PYTHON:-python3}
+STUDY_LOG=${STUDY_LOG:-/tmp/sb-study.log}
 
 # servebook from this checkout (its notebooks and data travel with it), everything else from the bundle
 export PYTHONPATH="$PWD/lib:$SITE_DIR${PYTHONPATH:+:$PYTHONPATH}"
@@ -73,6 +79,26 @@ case "$step" in
     # exec: a `timeout` around this step must reach servebook itself, which then stops its engines (a shell in
     # between took the signal alone once, and the sweep and its engines ran on)
     exec "${SB[@]}" sweep "$STUDY" --journal "$JOURNAL" ${BUDGET:+--time-budget "$BUDGET"} "$@"
+    ;;
+  start)
+    # Detached into a session of its own: a lent machine kills what a call leaves behind except such a process,
+    # so the sweep (and its resident engines) outlive the call that started it, and its status lands in .rc
+    rm -f "$STUDY_LOG.rc"
+    setsid nohup bash -c '"$0" study "$@"; echo $? > "$STUDY_LOG.rc"' "$0" "$@" > "$STUDY_LOG" 2>&1 < /dev/null &
+    echo $! > "$STUDY_LOG.pid"
+    echo "sweep of $STUDY started (pid $!), log $STUDY_LOG: 'scripts/gpu-host.sh wait' follows it"
+    ;;
+  wait)
+    secs=${1:-540}
+    pid=$(cat "$STUDY_LOG.pid" 2>/dev/null || true)
+    [ -n "$pid" ] || { echo "no detached sweep was started here (scripts/gpu-host.sh start)" >&2; exit 2; }
+    for _ in $(seq 1 $(( (secs + 4) / 5 ))); do kill -0 "$pid" 2>/dev/null || break; sleep 5; done
+    # what the sweep said last: which runs started, finished, and the verdicts between rounds
+    grep -E '^(candidate|\[|verdicts|  [a-z0-9-]+: (accepted|rejected|inconclusive|failed))|runs made' "$STUDY_LOG" | tail -n 40 || true
+    if kill -0 "$pid" 2>/dev/null; then echo "still running after ${secs} s"; exit 3; fi
+    rc=$(cat "$STUDY_LOG.rc" 2>/dev/null || echo 1)
+    echo "sweep ended with status $rc"
+    exit "$rc"
     ;;
   failures)
     "${SB[@]}" sweep data/studies/h200-vllm-failures.yaml --journal "$JOURNAL" || true
@@ -174,7 +200,7 @@ PY
     "$0" study "$@"
     ;;
   *)
-    echo "unknown step $step: receive, setup, study, pack or all" >&2
+    echo "unknown step $step: receive, setup, study, start, wait, failures, placement, reasoning, pack or all" >&2
     exit 2
     ;;
 esac

@@ -1,0 +1,47 @@
+"""scripts/gpu-host.sh start/wait: a sweep detached from the call that started it, followed by later calls (a lent
+machine's command limit is 10 minutes; the 8B study's two resident rounds took 12)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def gpu_host(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", str(REPO / "scripts/gpu-host.sh"), *args], env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_a_detached_sweep_outlives_its_call_and_wait_reports_it_running_then_its_status(tmp_path):
+    # a stand-in for the sweep: what `study` runs is "$PYTHON -m servebook.cli sweep ..."; this one takes 4 s
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\necho \"candidate baseline (abc) -> run R1\"\nsleep 4\n"
+                    "echo \"  seqs-8: rejected (1 run): decode\"\necho \"1 runs made\"\nexit 7\n")
+    fake.chmod(0o755)
+    env = {**os.environ, "PYTHON": str(fake), "STUDY_LOG": str(tmp_path / "study.log"),
+           "JOURNAL": str(tmp_path / "journal")}
+    started = gpu_host("start", "--resident", env=env)
+    assert started.returncode == 0 and "started" in started.stdout
+    running = gpu_host("wait", "1", env=env)
+    assert running.returncode == 3 and "still running" in running.stdout
+    assert "candidate baseline" in running.stdout
+    ended = gpu_host("wait", "30", env=env)
+    assert ended.returncode == 7, ended.stdout + ended.stderr
+    assert "seqs-8: rejected" in ended.stdout and "ended with status 7" in ended.stdout
+
+
+def test_a_real_dry_run_sweep_through_start_and_wait(tmp_path):
+    env = {**os.environ, "PYTHON": sys.executable, "STUDY": "data/studies/tiny-demo.yaml",
+           "STUDY_LOG": str(tmp_path / "study.log"), "JOURNAL": str(tmp_path / "journal")}
+    assert gpu_host("start", "--dry-run", env=env).returncode == 0
+    ended = gpu_host("wait", "60", env=env)
+    assert ended.returncode == 0, ended.stdout + ended.stderr
+    assert "nothing was started (--dry-run)" in (tmp_path / "study.log").read_text()
+
+
+def test_wait_without_a_started_sweep_says_so(tmp_path):
+    env = {**os.environ, "STUDY_LOG": str(tmp_path / "study.log")}
+    missing = gpu_host("wait", "1", env=env)
+    assert missing.returncode == 2 and "gpu-host.sh start" in missing.stderr
