@@ -65,11 +65,14 @@ case "$step" in
     fi
     nvidia-smi --query-gpu=name,uuid,clocks.sm,clocks.max.sm,memory.used,memory.total,power.limit --format=csv
     sdist=$(ls "$SITE_DIR"/sources/llama_cpp_python-*.tar.gz 2>/dev/null | head -1 || true)
+    # a bundle may carry both engines (--engine vllm==0.26.0 --engine llamacpp==0.3.36): launch noise compared on one
+    # machine, each engine with its own form of the same random model
     if [ -n "$sdist" ]; then
       # llama.cpp: servebook builds llama-server for this GPU from the carried sdist, then the GGUF models
       "${SB[@]}" engine install llamacpp --backend cuda --source "$sdist"
       "${SB[@]}" models random --params "$MODELS" --format gguf
-    else
+    fi
+    if [ -z "$sdist" ] || "$PYTHON" -c 'import vllm' 2>/dev/null; then
       "$PYTHON" -c 'import vllm, sys; print("vllm", vllm.__version__, "on python", sys.version.split()[0])' || true
       "${SB[@]}" models random --params "$MODELS" --format hf
     fi
