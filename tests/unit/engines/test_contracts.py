@@ -80,13 +80,26 @@ def _labels(metric, value: str) -> str:
 
 @pytest.mark.parametrize("engine", sorted(PINNED))
 def test_the_counters_servebook_reads_exist_in_the_release(engine):
-    names = {m.name for m in contract(engine).metrics}
-    read = {"sglang": ["sglang:prompt_tokens_total", "sglang:cached_tokens_total", "sglang:generation_tokens_total",
-                       "sglang:spec_verify_calls_total"],
-            "vllm": ["vllm:prompt_tokens_total", "vllm:prompt_tokens_cached_total", "vllm:generation_tokens_total",
-                     "vllm:spec_decode_num_draft_tokens_total", "vllm:spec_decode_num_accepted_tokens_total",
-                     "vllm:request_queue_time_seconds_sum", "vllm:request_prefill_time_seconds_sum"]}[engine]
-    assert not set(read) - names
+    assert not set(COUNTERS_READ[engine]) - {m.name for m in contract(engine).metrics}
+
+
+#: the counters the reconciliation and the drafter's evidence read
+COUNTERS_READ = {
+    "sglang": ["sglang:prompt_tokens_total", "sglang:cached_tokens_total", "sglang:generation_tokens_total",
+               "sglang:spec_verify_calls_total"],
+    "vllm": ["vllm:prompt_tokens_total", "vllm:prompt_tokens_cached_total", "vllm:generation_tokens_total",
+             "vllm:spec_decode_num_draft_tokens_total", "vllm:spec_decode_num_accepted_tokens_total",
+             "vllm:request_queue_time_seconds_sum", "vllm:request_prefill_time_seconds_sum"]}
+
+
+@pytest.mark.parametrize("engine,version", sorted(recorded_contracts()))
+def test_every_recorded_release_has_the_counters_and_server_info_servebook_reads(engine, version):
+    """The releases studies pin for the lent H200 (SGLang 0.5.17, vLLM 0.26.0: the newest whose pins its torch
+    satisfies) as much as the newest ones the adapters were checked against."""
+    recorded = recorded_contracts()[(engine, version)]
+    assert not set(COUNTERS_READ[engine]) - {m.name for m in recorded.metrics}
+    if engine == "sglang":
+        assert set(REPORTED_FIELDS) <= set(recorded.server_info_fields)
 
 
 @pytest.mark.parametrize("engine", sorted(PINNED))
