@@ -2,8 +2,8 @@
 records the cells.parquet it recorded before the kinds got a home each (issue 31): the same columns in the same
 order and types, the same cells, and in each row the same figures present. Recorded on main at 2f63741; since then
 the reasoning columns (measure/reasoning.py) were added after the peers' throughputs, the chat decode cells have an
-answer TTFT, and the ITL, probe and gauge columns (measure/itl.py, probes.py, gauges.py) follow them; nothing else
-changed."""
+answer TTFT, the ITL, probe and gauge columns (measure/itl.py, probes.py, gauges.py) follow them, and draft_tokens
+stands before draft_acceptance; nothing else changed."""
 
 import json
 from pathlib import Path

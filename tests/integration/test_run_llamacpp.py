@@ -67,6 +67,7 @@ def test_drafter_with_synthetic_acceptance_drafts_and_reconciles(llama_install, 
     cells = record.table("cells")
     assert cells["valid"].all(), cells["invalid_reasons"].tolist()
     assert (cells["draft_acceptance"] > 0).all()
+    assert (cells["draft_tokens"] > 0).all(), "the drafted tokens, summed over the requests' own timings"
     requests = record.table("requests")
     assert (requests["server_draft_tokens"] > 0).all()
     scrapes = record.table("scrapes")

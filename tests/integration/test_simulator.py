@@ -313,6 +313,7 @@ def test_a_launched_vllm_reports_every_knob_back_and_its_drafter_acceptance(tmp_
     assert claims["knobs.drafter"] == "verified: a drafter" and claims["knobs.context_length"] == "verified: 8192"
     cells = record.table("cells")
     assert (cells["draft_acceptance"].between(0.05, 1.0)).all(), cells["draft_acceptance"].tolist()
+    assert (cells["draft_tokens"] > 0).all(), "the drafted tokens, from the spec_decode counters per cell"
     # the raw answers stay with the run, so a claim can be read again later
     assert "vllm_config" in json.loads((record.dir / "self_report.json").read_text())["/server_info?config_format=json"]
 

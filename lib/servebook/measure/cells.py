@@ -11,6 +11,7 @@ import statistics
 from typing import Any, TypedDict, cast
 
 from ..config.plan import Plan
+from ..engines import ServerCounts
 from .client import RequestRecord
 from .kinds import CellSpec, kind_of, plan_cells
 from .latency import of_records
@@ -20,8 +21,9 @@ from .reconcile import Reconciliation
 from .stats import median_of, reuse_summary, se_pct, steady_state, total_reported, ttfts_of, wall_of
 from .validity import CellEvidence, InvalidReason, cell_faults, join_codes, join_texts
 
-__all__ = ["CellSpec", "CellSummary", "cell_figures", "evidence", "objective_figures", "plan_cells", "reuse_summary",
-           "se_pct", "steady_state", "summarize_cell", "total_reported", "with_engine_split", "with_validity"]
+__all__ = ["CellSpec", "CellSummary", "cell_figures", "drafter_figures", "evidence", "objective_figures",
+           "plan_cells", "reuse_summary", "se_pct", "steady_state", "summarize_cell", "total_reported",
+           "with_engine_split", "with_validity"]
 
 
 class CellSummary(TypedDict, total=False):
@@ -60,6 +62,9 @@ class CellSummary(TypedDict, total=False):
     #: values' CV over the square root of their number: Kalibera and Jones' within-launch level)
     within_se_pct: float | None
     ttft_outside_engine_s: float | None
+    #: the tokens the engine's drafter proposed in the cell (its per-request counts, else its counters' change); 0 is
+    #: a drafter that proposed nothing, whose cost is then its overhead alone; None: no drafter, or not reported
+    draft_tokens: float | None
     draft_acceptance: float | None
     reconciliation: str
     reconciliation_message: str
@@ -225,9 +230,21 @@ def cell_figures(spec: CellSpec, records: list[RequestRecord], slots: int | None
     own = kind_of(spec.kind).figures(spec, records, slots)
     return {**{key: own.get(key, value) for key, value in every.items()},
             **{key: value for key, value in own.items() if key not in every},  # the kind's figures no other has
+            "draft_tokens": sum(drafted) if drafted else None,
             "draft_acceptance": (sum(accepted) / sum(drafted)) if drafted and sum(drafted) else None,
             # the peers' percentiles and throughputs (measure.latency); an open-loop cell's are its window's
             **of_records(records, wall), **reasoning_figures(records)}
+
+
+def drafter_figures(figures: dict[str, Any], counts: ServerCounts | None) -> dict[str, Any]:
+    """A drafter's figures from the engine's counters where its requests reported none: engines that count drafts
+    per interval, not per request (vLLM's spec_decode counters, which exist only with a drafter). A drafter that
+    proposed nothing is 0 drafted tokens with no acceptance (nothing to accept), never a missing figure."""
+    if figures.get("draft_tokens") is not None or counts is None or counts.draft_tokens is None:
+        return {}
+    drafted = counts.draft_tokens
+    return {"draft_tokens": drafted,
+            "draft_acceptance": (counts.accepted_tokens or 0.0) / drafted if drafted else None}
 
 
 def evidence(spec: CellSpec, records: list[RequestRecord], reconciliation: Reconciliation,

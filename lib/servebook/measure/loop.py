@@ -21,6 +21,7 @@ from .cells import (
     CellSpec,
     CellSummary,
     cell_figures,
+    drafter_figures,
     evidence,
     objective_figures,
     plan_cells,
@@ -261,9 +262,7 @@ class Measurement:
                                                    self.adapter.ttft_histogram)))
         figures.update(objective_figures(spec, records, self.plan, figures["wall_s"]))
         figures.update(probe_figures([r for r in records if r.probe]))
-        if figures.get("draft_acceptance") is None and counts is not None and counts.draft_tokens:
-            # engines that count drafts per interval, not per request (vLLM's spec_decode counters)
-            figures["draft_acceptance"] = (counts.accepted_tokens or 0.0) / counts.draft_tokens
+        figures.update(drafter_figures(figures, counts))
         pid = self.endpoint.engine_pid
         # a resident round's other engines share the GPU by design, idle while this one measures (measure.turns)
         own = (own_processes(pid) | process_trees(self.turns.others())) if pid else set()

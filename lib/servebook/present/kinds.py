@@ -117,6 +117,14 @@ REASONING_DEFINITIONS = (
                "count is known the check is reasoning + answer against it; where one is not, the cell is reconciled "
                "on the total only, and says so (docs/reasoning.md)."),
 )
+#: a drafter's own evidence, from the engine's counts: shown where some cell has them (a run with a drafter)
+DRAFT_COLUMNS = (
+    Column("Drafted tokens", "draft_tokens", "int", shown_with="draft_tokens"),
+    Column("Accepted", "draft_acceptance", ".0f", 100.0, " %", shown_with="draft_tokens"),
+)
+DRAFT_DEFINITION = ("draft_tokens", "Drafted tokens: the tokens the engine's drafter proposed during the cell, from its "
+                    "own counts; Accepted: the share of them the target model kept. A drafter that proposed nothing "
+                    "(an n-gram drafter on text that never repeats its prompt) costs its overhead and gains nothing.")
 REASONING_COLUMNS = (
     _ms("Answer TTFT", "answer_ttft_s", REASONED), Column("Reasoning tokens", "reasoning_tokens", "int",
                                                           shown_with=REASONED),
@@ -184,8 +192,9 @@ PRESENT: dict[str, PresentKind] = {
         table=RunTable("Decode, {category} prompts", (
             Column("Concurrency", "concurrency", "int"), Column("Aggregate tok/s", "aggregate_tok_s"),
             Column("Per request tok/s", "per_request_tok_s"), _ms("TTFT", "ttft_s"), _ms("ITL p99", "itl_p99_s"),
-            *REASONING_COLUMNS, CHECK), sort=("concurrency",), by_category=True),
-        section=Section("Decode", DECODE_DEFINITIONS + [GAP_NOTE], when_present=REASONING_DEFINITIONS),
+            *DRAFT_COLUMNS, *REASONING_COLUMNS, CHECK), sort=("concurrency",), by_category=True),
+        section=Section("Decode", DECODE_DEFINITIONS + [GAP_NOTE],
+                        when_present=(DRAFT_DEFINITION, *REASONING_DEFINITIONS)),
         estimates=EstimateTable("Decode, {category} prompts", "concurrency", "Concurrency", (
             Column("Aggregate tok/s", "aggregate_tok_s", ".1f"), Column("Steady-state tok/s", "steady_tok_s", ".1f"),
             Column("Per request tok/s", "per_request_tok_s", ".1f"), Column("TTFT ms", "ttft_s", ".0f", 1000.0),
