@@ -13,6 +13,21 @@ from tests.helpers.journals import sample_journal
 ROOT = Path(__file__).parents[3]
 
 
+def one_machines_rounds(tmp_path: Path, name: str, *, runs: int, rounds: int):
+    """A committed journal of resident rounds on one machine: every run completed, every cell valid and its counters
+    reconciled; the journal and its runs."""
+    sample_journal(tmp_path, name)
+    journal = Journal(tmp_path / "journal")
+    recorded = journal.runs()
+    assert len(recorded) == runs and {r.status for r in recorded} == {"completed"}
+    assert len({r.manifest.environment.machine_key for r in recorded}) == 1
+    assert len({r.manifest.resident.round_id for r in recorded}) == rounds
+    for record in recorded:
+        cells = record.table("cells")
+        assert cells["valid"].all() and (cells["reconciliation"] == "ok").all()
+    return journal, recorded
+
+
 def test_the_h200_study_reads_and_judges_as_published():
     journal = Journal(ROOT / "data" / "sample-journal")
     runs = [r for r in journal.runs() if r.manifest.study == "h200-1b-llamacpp"]
@@ -136,15 +151,7 @@ def test_the_whole_vllm_study_decides_four_candidates_at_two_launches_a_side_on_
     with `--resident --seats 7`: two rounds of the seven configurations resident at once, then the round the
     until-decided step added (three baselines, kv-fp8, no-prefix-cache). Trimmed: engine logs, chunks and notebooks
     left out, self-reports kept for each configuration's first launch."""
-    sample_journal(tmp_path, "sample-journal-vllm-h200b")
-    journal = Journal(tmp_path / "journal")
-    runs = journal.runs()
-    assert len(runs) == 19 and {r.status for r in runs} == {"completed"}
-    assert len({r.manifest.environment.machine_key for r in runs}) == 1
-    assert len({r.manifest.resident.round_id for r in runs}) == 3
-    for record in runs:
-        cells = record.table("cells")
-        assert cells["valid"].all() and (cells["reconciliation"] == "ok").all()
+    journal, runs = one_machines_rounds(tmp_path, "sample-journal-vllm-h200b", runs=19, rounds=3)
     judged = {item.entry.name: item.verdict for item in
               judge(load_study(ROOT / "data/studies/h200-vllm-1b-sliced.yaml"), journal, append=False)}
     assert {name: v.outcome for name, v in judged.items()} == {
@@ -190,17 +197,8 @@ def test_the_8b_study_on_a_slow_host_decides_the_cpu_bound_knobs_as_the_fast_hos
     against the 1B verdicts on the slow hosts: once the GPU's work per step outweighs the engine's CPU work, the
     host's speed no longer decides those knobs. Trimmed: engine logs, chunks and notebooks left out, self-reports
     kept for each configuration's first launch."""
-    sample_journal(tmp_path, "sample-journal-vllm-8b")
-    journal = Journal(tmp_path / "journal")
-    runs = journal.runs()
-    assert len(runs) == 12 and {r.status for r in runs} == {"completed"}
-    assert len({r.manifest.environment.machine_key for r in runs}) == 1
-    assert len({r.manifest.resident.round_id for r in runs}) == 2
-    probes = []
-    for record in runs:
-        cells = record.table("cells")
-        assert cells["valid"].all() and (cells["reconciliation"] == "ok").all()
-        probes += cells["cpu_probe_ms"].dropna().tolist()
+    journal, runs = one_machines_rounds(tmp_path, "sample-journal-vllm-8b", runs=12, rounds=2)
+    probes = [p for r in runs for p in r.table("cells")["cpu_probe_ms"].dropna()]
     assert sorted(probes)[len(probes) // 2] > 1.5  # the slow kind: the fast host's cells probed 0.74-0.79 ms
     judged = {item.entry.name: item.verdict for item in
               judge(load_study(ROOT / "data/studies/h200-vllm-8b-sliced.yaml"), journal, append=False)}
