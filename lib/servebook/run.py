@@ -264,7 +264,8 @@ class RunContext:
                         engine_pid=info.pid if candidate.launch.mode == "local" else None,
                         engine_log=self.writer.engine_log, request_extras=candidate.request_extras,
                         chat_request_extras=self.adapter.chat_extras(candidate), session_header=self.target.session_header,
-                        replica_urls=self.target.replica_urls, router_url=self.target.router_url)
+                        replica_urls=self.target.replica_urls, router_url=self.target.router_url,
+                        drafting=candidate.knobs.drafter.kind != "none")
 
     def slots(self) -> int | None:
         """How many requests the engine runs at once: what it reports, else what the candidate sets."""

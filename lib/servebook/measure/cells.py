@@ -236,10 +236,13 @@ def cell_figures(spec: CellSpec, records: list[RequestRecord], slots: int | None
             **of_records(records, wall), **reasoning_figures(records)}
 
 
-def drafter_figures(figures: dict[str, Any], counts: ServerCounts | None) -> dict[str, Any]:
+def drafter_figures(figures: dict[str, Any], counts: ServerCounts | None, *, drafting: bool) -> dict[str, Any]:
     """A drafter's figures from the engine's counters where its requests reported none: engines that count drafts
     per interval, not per request (vLLM's spec_decode counters, which exist only with a drafter). A drafter that
-    proposed nothing is 0 drafted tokens with no acceptance (nothing to accept), never a missing figure."""
+    proposed nothing is 0 drafted tokens with no acceptance (nothing to accept), never a missing figure; a candidate
+    without a drafter has neither (llama.cpp counts 0 drafted tokens per request with no drafter too)."""
+    if not drafting:
+        return {"draft_tokens": None, "draft_acceptance": None}
     if figures.get("draft_tokens") is not None or counts is None or counts.draft_tokens is None:
         return {}
     drafted = counts.draft_tokens

@@ -37,6 +37,9 @@ class Endpoint:
     router_url: str | None = None
     #: the header the router reads a conversation's session key from (launch.router.session_header; None: none sent)
     session_header: str | None = None
+    #: whether the candidate runs a drafter (knobs.drafter): an engine's count of 0 drafted tokens is then a drafter
+    #: that proposed nothing, not a run without one (llama.cpp reports draft_n 0 either way)
+    drafting: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "base_url", self.base_url.rstrip("/"))

@@ -262,7 +262,7 @@ class Measurement:
                                                    self.adapter.ttft_histogram)))
         figures.update(objective_figures(spec, records, self.plan, figures["wall_s"]))
         figures.update(probe_figures([r for r in records if r.probe]))
-        figures.update(drafter_figures(figures, counts))
+        figures.update(drafter_figures(figures, counts, drafting=self.endpoint.drafting))
         pid = self.endpoint.engine_pid
         # a resident round's other engines share the GPU by design, idle while this one measures (measure.turns)
         own = (own_processes(pid) | process_trees(self.turns.others())) if pid else set()

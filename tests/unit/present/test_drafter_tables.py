@@ -14,15 +14,21 @@ def counts(drafted: float | None, accepted: float | None = None) -> ServerCounts
 
 
 def test_a_drafter_that_proposed_nothing_is_zero_drafted_tokens_with_no_acceptance():
-    assert drafter_figures({}, counts(0.0, 0.0)) == {"draft_tokens": 0.0, "draft_acceptance": None}
-    assert drafter_figures({}, counts(8.0, 3.0)) == {"draft_tokens": 8.0, "draft_acceptance": 0.375}
+    assert drafter_figures({}, counts(0.0, 0.0), drafting=True) == {"draft_tokens": 0.0, "draft_acceptance": None}
+    assert drafter_figures({}, counts(8.0, 3.0), drafting=True) == {"draft_tokens": 8.0, "draft_acceptance": 0.375}
 
 
-def test_no_drafter_no_counters_or_per_request_counts_leave_the_figures_alone():
-    assert drafter_figures({}, counts(None)) == {}  # vLLM exports the spec_decode counters only with a drafter
-    assert drafter_figures({}, None) == {}
+def test_no_counters_or_per_request_counts_leave_the_figures_alone():
+    assert drafter_figures({}, counts(None), drafting=True) == {}  # counters not exported
+    assert drafter_figures({}, None, drafting=True) == {}
     # llama.cpp counts per request; its figures stand
-    assert drafter_figures({"draft_tokens": 40, "draft_acceptance": 0.5}, counts(0.0, 0.0)) == {}
+    assert drafter_figures({"draft_tokens": 40, "draft_acceptance": 0.5}, counts(0.0, 0.0), drafting=True) == {}
+
+
+def test_a_candidate_without_a_drafter_has_no_drafter_figures_whatever_the_engine_counts():
+    # llama.cpp reports draft_n 0 in every request's timings with no drafter configured
+    assert drafter_figures({"draft_tokens": 0, "draft_acceptance": None}, None, drafting=False) == {
+        "draft_tokens": None, "draft_acceptance": None}
 
 
 def decode_cell(concurrency: int, **extra) -> dict:
