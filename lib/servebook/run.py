@@ -261,11 +261,10 @@ class RunContext:
         info, candidate = self.engine_info, self.candidate
         return Endpoint(info.base_url or "", self.adapter, model=info.served_model,
                         api_key=self.api_key or "servebook", slots=self.slots(), context_tokens=self.context_per_request(),
-                        engine_pid=info.pid if candidate.launch.mode == "local" else None,
-                        engine_log=self.writer.engine_log, request_extras=candidate.request_extras,
+                        engine_pid=info.pid if candidate.launch.mode == "local" else None, engine_log=self.writer.engine_log,
+                        request_extras=candidate.request_extras, drafting=candidate.knobs.drafter.kind != "none",
                         chat_request_extras=self.adapter.chat_extras(candidate), session_header=self.target.session_header,
-                        replica_urls=self.target.replica_urls, router_url=self.target.router_url,
-                        drafting=candidate.knobs.drafter.kind != "none")
+                        replica_urls=self.target.replica_urls, router_url=self.target.router_url)
 
     def slots(self) -> int | None:
         """How many requests the engine runs at once: what it reports, else what the candidate sets."""
