@@ -72,8 +72,11 @@ case "$step" in
       "${SB[@]}" engine install llamacpp --backend cuda --source "$sdist"
       "${SB[@]}" models random --params "$MODELS" --format gguf
     fi
-    if [ -z "$sdist" ] || "$PYTHON" -c 'import vllm' 2>/dev/null; then
-      "$PYTHON" -c 'import vllm, sys; print("vllm", vllm.__version__, "on python", sys.version.split()[0])' || true
+    # vLLM imported once (seconds): its version said, and its presence deciding the Hugging Face checkpoints
+    vllm_version=$("$PYTHON" -c 'import vllm, sys; print("vllm", vllm.__version__, "on python", sys.version.split()[0])' \
+      2>/dev/null || true)
+    [ -z "$vllm_version" ] || echo "$vllm_version"
+    if [ -z "$sdist" ] || [ -n "$vllm_version" ]; then
       "${SB[@]}" models random --params "$MODELS" --format hf
     fi
     ;;
