@@ -12,6 +12,7 @@
 #   scripts/gpu-host.sh wait [SECONDS]       # until the detached sweep ends (its exit status) or SECONDS pass (540;
 #                                            # exit 3: still running); its progress either way. Call it again at once:
 #                                            # a lent machine goes back when no call comes within 30 s of the last
+#   scripts/gpu-host.sh probe                # the study's baseline, one launch, a short plan ($PLAN): does it serve?
 #   scripts/gpu-host.sh failures             # each failing launch of data/studies/h200-vllm-failures.yaml, and an
 #                                            # engine killed in the middle of a cell of the study's baseline
 #   scripts/gpu-host.sh placement [ARGS]     # benchmarks/gpu_placement.py on the baseline's flags (LAUNCHES)
@@ -50,6 +51,22 @@ export SERVEBOOK_CACHE=${SERVEBOOK_CACHE:-/tmp/sb-cache}
 export VLLM_CACHE_ROOT=${VLLM_CACHE_ROOT:-$SERVEBOOK_CACHE/vllm} TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-$SERVEBOOK_CACHE/triton}
 SB=("$PYTHON" -m servebook.cli)
 
+# The study's base as a candidate file of its own (NAME, and launch.env SERVEBOOK_DRILL=NAME unless NAME is
+# "baseline": a drilled run must never count as one of the study's baseline runs) and the study's plan beside it
+study_baseline() {
+  "$PYTHON" - "$STUDY" "$1" "$2" "$3" <<'PY'
+import sys, yaml
+study_file, candidate_file, plan_file, name = sys.argv[1:]
+study = yaml.safe_load(open(study_file))
+base = study["base"]
+if name != "baseline":
+    launch = base.get("launch", {})
+    base = {**base, "launch": {**launch, "env": {**launch.get("env", {}), "SERVEBOOK_DRILL": name}}}
+yaml.safe_dump({**base, "name": name}, open(candidate_file, "w"))
+yaml.safe_dump(study["plan"], open(plan_file, "w"))
+PY
+}
+
 step=${1:-all}
 [ $# -gt 0 ] && shift
 case "$step" in
@@ -65,19 +82,27 @@ case "$step" in
     fi
     nvidia-smi --query-gpu=name,uuid,clocks.sm,clocks.max.sm,memory.used,memory.total,power.limit --format=csv
     sdist=$(ls "$SITE_DIR"/sources/llama_cpp_python-*.tar.gz 2>/dev/null | head -1 || true)
-    # a bundle may carry both engines (--engine vllm==0.26.0 --engine llamacpp==0.3.36): launch noise compared on one
-    # machine, each engine with its own form of the same random model
+    # the GPU engines imported once (seconds): their versions said, and their presence deciding the Hugging Face
+    # checkpoints, written before llama.cpp's build (minutes) so that another engine can start on them meanwhile
+    engines=$("$PYTHON" - <<'PY' 2>/dev/null || true
+import importlib, sys
+for name in ("vllm", "sglang"):
+    try:
+        print(name, importlib.import_module(name).__version__, "on python", sys.version.split()[0])
+    except Exception:
+        pass
+PY
+)
+    [ -z "$engines" ] || echo "$engines"
+    if [ -z "$sdist" ] || [ -n "$engines" ]; then
+      "${SB[@]}" models random --params "$MODELS" --format hf
+    fi
+    # a bundle may carry llama.cpp beside a GPU engine (--engine vllm==0.26.0 --engine llamacpp==0.3.36): launch
+    # noise compared on one machine, each engine with its own form of the same random model
     if [ -n "$sdist" ]; then
       # llama.cpp: servebook builds llama-server for this GPU from the carried sdist, then the GGUF models
       "${SB[@]}" engine install llamacpp --backend cuda --source "$sdist"
       "${SB[@]}" models random --params "$MODELS" --format gguf
-    fi
-    # vLLM imported once (seconds): its version said, and its presence deciding the Hugging Face checkpoints
-    vllm_version=$("$PYTHON" -c 'import vllm, sys; print("vllm", vllm.__version__, "on python", sys.version.split()[0])' \
-      2>/dev/null || true)
-    [ -z "$vllm_version" ] || echo "$vllm_version"
-    if [ -z "$sdist" ] || [ -n "$vllm_version" ]; then
-      "${SB[@]}" models random --params "$MODELS" --format hf
     fi
     ;;
   study)
@@ -106,22 +131,19 @@ case "$step" in
     echo "sweep ended with status $rc"
     exit "$rc"
     ;;
+  probe)
+    # The study's baseline launched once and measured with a short plan (PLAN: data/plans/quick.yaml; "study" for the
+    # study's own) before a round of resident engines: does this engine start here, serve, and reconcile its counters
+    study_baseline /tmp/sb-probe-candidate.yaml /tmp/sb-probe-plan.yaml baseline
+    plan=${PLAN:-data/plans/quick.yaml}
+    [ "$plan" = study ] && plan=/tmp/sb-probe-plan.yaml
+    "${SB[@]}" run /tmp/sb-probe-candidate.yaml --plan "$plan" --journal "$JOURNAL"
+    ;;
   failures)
     "${SB[@]}" sweep data/studies/h200-vllm-failures.yaml --journal "$JOURNAL" || true
     # An engine that dies mid-cell: the study's baseline with the study's plan, its engine killed (SIGKILL, every
     # process of it) once the first cell's requests are on disk, i.e. inside a later cell.
-    "$PYTHON" - "$STUDY" > /tmp/sb-kill-candidate.yaml <<'PY'
-import sys, yaml
-study = yaml.safe_load(open(sys.argv[1]))
-base = study["base"]
-# its own identity (launch.env is part of it): a killed run must never count as one of the study's baseline runs
-launch = {**base.get("launch", {}), "env": {**base.get("launch", {}).get("env", {}), "SERVEBOOK_DRILL": "kill-mid-cell"}}
-yaml.safe_dump({**base, "name": "killed-mid-cell", "launch": launch}, sys.stdout)
-PY
-    "$PYTHON" - "$STUDY" > /tmp/sb-kill-plan.yaml <<'PY'
-import sys, yaml
-yaml.safe_dump(yaml.safe_load(open(sys.argv[1]))["plan"], sys.stdout)
-PY
+    study_baseline /tmp/sb-kill-candidate.yaml /tmp/sb-kill-plan.yaml killed-mid-cell
     before=$(ls "$JOURNAL/runs" 2>/dev/null | wc -l)
     "${SB[@]}" run /tmp/sb-kill-candidate.yaml --plan /tmp/sb-kill-plan.yaml --journal "$JOURNAL" &
     runner=$!
@@ -206,7 +228,7 @@ PY
     "$0" study "$@"
     ;;
   *)
-    echo "unknown step $step: receive, setup, study, start, wait, failures, placement, reasoning, pack or all" >&2
+    echo "unknown step $step: receive, setup, study, start, wait, probe, failures, placement, reasoning, pack or all" >&2
     exit 2
     ;;
 esac
