@@ -13,8 +13,9 @@
 #                                            # exit 3: still running); its progress either way. Call it again at once:
 #                                            # a lent machine goes back when no call comes within 30 s of the last
 #   scripts/gpu-host.sh probe                # the study's baseline, one launch, a short plan ($PLAN): does it serve?
-#   scripts/gpu-host.sh failures             # each failing launch of data/studies/h200-vllm-failures.yaml, and an
-#                                            # engine killed in the middle of a cell of the study's baseline
+#   scripts/gpu-host.sh failures             # each failing launch of data/studies/h200-ENGINE-failures.yaml (the
+#                                            # study's engine; FAILURES another), and an engine killed in the middle
+#                                            # of a cell of the study's baseline
 #   scripts/gpu-host.sh placement [ARGS]     # benchmarks/gpu_placement.py on the baseline's flags (LAUNCHES)
 #   scripts/gpu-host.sh reasoning OUT_DIR [record|run]  # the 1B checkpoint as a thinking model under vLLM's
 #                                            # deepseek_r1 parser: its raw streams (thinking on and off) recorded
@@ -140,7 +141,8 @@ PY
     "${SB[@]}" run /tmp/sb-probe-candidate.yaml --plan "$plan" --journal "$JOURNAL"
     ;;
   failures)
-    "${SB[@]}" sweep data/studies/h200-vllm-failures.yaml --journal "$JOURNAL" || true
+    engine=$("$PYTHON" -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["base"]["engine"])' "$STUDY")
+    "${SB[@]}" sweep "${FAILURES:-data/studies/h200-$engine-failures.yaml}" --journal "$JOURNAL" || true
     # An engine that dies mid-cell: the study's baseline with the study's plan, its engine killed (SIGKILL, every
     # process of it) once the first cell's requests are on disk, i.e. inside a later cell.
     study_baseline /tmp/sb-kill-candidate.yaml /tmp/sb-kill-plan.yaml killed-mid-cell
@@ -150,7 +152,10 @@ PY
     for _ in $(seq 1 600); do
       newest=$(ls -t "$JOURNAL/runs" 2>/dev/null | head -1)
       if [ "$(ls "$JOURNAL/runs" | wc -l)" -gt "$before" ] && [ -f "$JOURNAL/runs/$newest/requests.parquet" ]; then
-        sleep 1.5; pkill -9 -f "vllm serve" || true; pkill -9 -f "EngineCore" || true
+        # [x]yz: a pattern that never matches the command line of the call that runs this script
+        sleep 1.5
+        if [ "$engine" = sglang ]; then pkill -9 -f "[s]glang serve" || true; pkill -9 -f "[s]glang::" || true
+        else pkill -9 -f "[v]llm serve" || true; pkill -9 -f "[E]ngineCore" || true; fi
         echo "killed the engine of $newest"; break
       fi
       sleep 1

@@ -288,6 +288,30 @@ def walk_closure(roots: list[tuple[str, str]], items: dict[str, dict], host: Hos
     return closure
 
 
+def refused_host_versions(items: dict[str, dict], askers: set[str] | frozenset[str], host: HostProfile,
+                          exact_only: bool = False) -> dict[str, str]:
+    """Host packages whose listed version a requirement of `askers` (names in `items`) refuses: name -> why.
+
+    With `exact_only`, only exact pins count (an engine's `transformers==5.12.1` against the host's 5.17: SGLang
+    0.5.17 then failed at import, as the host's newer transformers registers a model name SGLang registers again).
+    A carried package's own refusals follow it (that transformers asks tokenizers<=0.23.0, the host has 0.23.2)."""
+    Requirement, _, Version = _packaging()
+    env = host.marker_env()
+    out: dict[str, str] = {}
+    for asker in sorted(askers):
+        for text in (items.get(asker) or {}).get("requires_dist") or []:
+            req = Requirement(text)
+            name = normalize(req.name)
+            have = host.pinned.get(name)
+            if have is None or not applies(req, env) or not str(req.specifier):
+                continue
+            if exact_only and not all(spec.operator in ("==", "===") for spec in req.specifier):
+                continue
+            if not req.specifier.contains(Version(have), prereleases=True):
+                out.setdefault(name, f"{asker} asks {name}{req.specifier}, the host has {have}")
+    return out
+
+
 def host_requirements(dropped: dict[str, dict], host: HostProfile) -> list[dict]:
     """What the bundle asks of the host's own packages, and whether the listed version meets it."""
     _, SpecifierSet, Version = _packaging()
@@ -764,7 +788,6 @@ def build(args) -> int:
     exclude = EXCLUDE + [(normalize(p), "excluded with --exclude") for p in args.exclude]
     carry = frozenset(normalize(n) for n in args.carry)
     pip = Pip(cache)
-    stubs = write_host_stubs(host, work / "host-stubs", carry)
     log(f"[1/8] pip {pip.version} from {pip.home} (the running pip is {pip.running}); host {host.source}: "
         f"{len(host.packages)} packages "
         f"({len(host.pinned)} with versions), Python {host.python}, glibc {host.glibc}, {host.machine}")
@@ -774,7 +797,14 @@ def build(args) -> int:
     log(f"[2/8] servebook wheel {sb_wheel.name} ({sb_wheel.stat().st_size / 1024:,.0f} KiB) at "
         f"{(state['commit'] or '?')[:12]}{' (uncommitted changes)' if state['dirty'] else ''}")
 
-    engines = resolve(pip, host, pins, work, "engines", stubs, no_deps=True) if pins else {}
+    engines = resolve(pip, host, pins, work, "engines", write_host_stubs(host, work / "no-stubs", carry),
+                      no_deps=True) if pins else {}
+    # an engine's exact pin on a package the host has in another version: the engine's is carried (it goes first
+    # on PYTHONPATH), or the engine would run on a version it never ran with
+    auto_carried = {} if args.no_auto_carry else \
+        refused_host_versions(engines, set(engines), host, exact_only=True)
+    carry |= frozenset(auto_carried)
+    stubs = write_host_stubs(host, work / "host-stubs", carry)
     sb_reqs = servebook_requirements(REPO, args.extra)
     roots = direct_roots(engines, sb_reqs, host, exclude, carry)
     n_roots = sum(map(len, roots.values()))
@@ -794,6 +824,15 @@ def build(args) -> int:
         f"host versions something asks to change: {', '.join(moved) or 'none'}")
 
     items = {**resolved, **engines}
+    while not args.no_auto_carry:  # what a carried package refuses of the host's is carried too, to a fixed point
+        more = {n: why for n, why in refused_host_versions(items, carry & set(items), host).items()
+                if n not in carry and n in items}
+        if not more:
+            break
+        auto_carried.update(more)
+        carry |= frozenset(more)
+    for name, why in sorted(auto_carried.items()):
+        log(f"      carried although the host has it: {name} ({why})")
     by_group, kept, dropped, unreached = walk_groups(engines, sb_reqs, items, host, exclude, carry)
     kinds = {k: sum(e["kind"] == k for e in dropped.values()) for k in ("host-pinned", "host-unpinned", "excluded")}
     log(f"[5/8] bundle: {len(kept)} wheels + servebook; dropped {len(dropped)} "
@@ -818,6 +857,7 @@ def build(args) -> int:
                    "size": sb_wheel.stat().st_size, "sha256": sha256_file(sb_wheel), "url": None,
                    "for": "servebook", "required_by": []})
     manifest = _manifest(host, pip, state, pins, wheels, dropped, unreached, sb_wheel, args.strict, carry)
+    manifest["resolver"]["carried_because"] = dict(sorted(auto_carried.items()))
     manifest["target"]["newest_glibc_needed"] = {"glibc": f"{top[0]}.{top[1]}", "by": needers}
     sources = fetch_sources(pip, _source_pins(args.engine), cache / "sources")
     manifest["sources"] = [{"filename": p.name, "size": p.stat().st_size, "sha256": sha256_file(p)} for p in sources]
@@ -934,8 +974,16 @@ def _pip_install_args(stage: Path, target: Path, bundle: dict, dry_run: bool) ->
     return args + wheels
 
 
+def import_modules(engines: list[str]) -> list[str]:
+    """What `install` imports to check the bundle: servebook and each engine carried as wheels. An engine carried as
+    a source distribution (llama.cpp) is no module: the host builds it, and importing it failed a bundle of vLLM and
+    llama.cpp together."""
+    names = [normalize(e.partition("==")[0]) for e in engines]
+    return ["servebook"] + [n.replace("-", "_") for n in names if n not in SOURCE_ENGINES]
+
+
 def _import_check(target: Path, bundle: dict) -> list[str]:
-    modules = ["servebook"] + [normalize(e.split("==")[0]).replace("-", "_") for e in bundle["engines"]]
+    modules = import_modules(bundle["engines"])
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(target), os.environ.get("PYTHONPATH")])))
     failed = []
     for mod in modules:
@@ -1085,6 +1133,9 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--exclude", action="append", default=[], help="another package never to carry (repeat)")
     b.add_argument("--carry", action="append", default=[],
                    help="carry this package although the host has it, e.g. a newer one than the host's (repeat)")
+    b.add_argument("--no-auto-carry", action="store_true",
+                   help="use the host's version even where an engine pins another exactly (by default the engine's "
+                        "pin is carried, with what that version refuses of the host's)")
     b.add_argument("--cache", default=str(DEFAULT_CACHE), help="downloads and pip kept here (default %(default)s)")
     b.add_argument("--keep-archive", action="store_true", help="keep the whole archive in OUT/work")
     b.add_argument("--strict", action="store_true",

@@ -9,7 +9,7 @@ import pytest
 from servebook.config import ComparisonRule, VerdictRules
 from servebook.estimates import Estimate, change, decide, repeats_to_decide, runs_needed_for
 from servebook.journal import Manifest
-from servebook.verdicts import judge_runs
+from servebook.verdicts import baseline_evidence, judge_runs, undisturbed
 
 DONE = Manifest(status="completed")
 
@@ -103,3 +103,41 @@ def test_disturbed_cells_leave_the_statistics_and_are_named():
     assert verdict.outcome != "rejected"
     assert any(r.startswith("left out: run r3 decode-prose-c4 (gpu busy") for r in verdict.reasons)
     assert verdict.comparisons[0].runs == 3
+
+
+def stalled(cells: pd.DataFrame, cell_id: str) -> pd.DataFrame:
+    cells = cells.copy()
+    cells.loc[cells.cell_id == cell_id, ["valid", "invalid_reasons", "invalid_codes"]] = [
+        False, "client stalled: 3 of 4 requests read tokens faster than the engine made them", "client_stall"]
+    return cells
+
+
+RULE_C1_C4 = VerdictRules(rules=[ComparisonRule(metric="aggregate_tok_s", concurrency=[1, 4], category="prose",
+                                                max_regression_pct=7)])
+
+
+def test_a_cell_disturbed_in_every_candidate_run_is_not_accepted_on_the_other_cells_alone():
+    # the candidate's 4-request cell was disturbed and left out: its 1-request cell alone once accepted the rule
+    baseline = [run_cells(300, 200)]
+    verdict = judge_runs([(DONE, stalled(run_cells(200, 200), "decode-prose-c4"))], baseline, RULE_C1_C4,
+                         is_baseline=False)
+    assert verdict.outcome == "inconclusive" and verdict.undecided and not verdict.settled
+    assert verdict.reasons[0].startswith("inconclusive: aggregate decode, decode-prose-c4: every candidate run")
+
+
+def test_a_baseline_cell_disturbed_in_every_run_leaves_the_candidate_undecided_not_rejected():
+    # once "no matching cells in both runs": rejected, and settled, for the baseline's lost evidence
+    baseline = stalled(run_cells(300, 200), "decode-prose-c4")
+    verdict = judge_runs([(DONE, run_cells(200, 200))], baseline_evidence([baseline]), RULE_C1_C4, is_baseline=False,
+                         baseline_disturbed=[undisturbed(baseline)[1]])
+    assert verdict.outcome == "inconclusive" and verdict.undecided
+    assert "every baseline run of this cell was disturbed" in verdict.reasons[0] and "run the baseline again" in \
+        verdict.reasons[0]
+    only_c4 = VerdictRules(rules=[ComparisonRule(metric="aggregate_tok_s", concurrency=[4], category="prose",
+                                                 max_regression_pct=7)])
+    assert judge_runs([(DONE, run_cells(200, 200))], baseline_evidence([baseline]), only_c4, is_baseline=False,
+                      baseline_disturbed=[undisturbed(baseline)[1]]).outcome == "inconclusive"
+    # a rule no run of either side has a cell for is still a rejection that more runs cannot change
+    prefill = VerdictRules(rules=[ComparisonRule(metric="prefill_tok_s", prompt_tokens=[8192], max_regression_pct=7)])
+    lost = judge_runs([(DONE, run_cells(200, 200))], [run_cells(300, 200)], prefill, is_baseline=False)
+    assert lost.outcome == "rejected" and lost.settled

@@ -160,6 +160,21 @@ def test_drop_rules(gb):
     assert "version not listed" in gb.drop_reason("aiohttp", host)[1]
 
 
+def test_an_engines_exact_pin_and_what_the_pinned_package_refuses_are_carried(gb):
+    # SGLang 0.5.17 on the lent H200: its transformers==5.12.1 against the host's 5.17.0 (which made SGLang fail at
+    # import), and that transformers' tokenizers<=0.23.0 against the host's 0.23.2
+    host = gb.parse_host_profile("transformers==5.17.0\ntokenizers==0.23.2\nnumpy==2.5.2\ntorch==2.11.0\n")
+    engines = {"sglang": {"requires_dist": ["transformers==5.12.1", "torch==2.11.0", "numpy<2.4",
+                                            "torchao==0.9; python_version < '3.0'"]}}
+    assert gb.refused_host_versions(engines, {"sglang"}, host, exact_only=True) == \
+        {"transformers": "sglang asks transformers==5.12.1, the host has 5.17.0"}
+    items = {**engines, "transformers": {"requires_dist": ["tokenizers<=0.23.0,>=0.22.0", "numpy>=1.17"]}}
+    assert gb.refused_host_versions(items, {"transformers"}, host) == \
+        {"tokenizers": "transformers asks tokenizers<=0.23.0,>=0.22.0, the host has 0.23.2"}
+    # a range the host misses is the resolver's business, not a reason to carry (numpy is the host's)
+    assert "numpy" not in gb.refused_host_versions(engines, {"sglang"}, host, exact_only=True)
+
+
 def test_the_walk_never_enters_a_dropped_package(gb):
     host = gb.parse_host_profile(PROFILE)
     items = {
@@ -212,9 +227,9 @@ def tiny_wheel(where: Path, name: str, version: str) -> Path:
     return path
 
 
-def tiny_bundle(gb, tmp_path: Path, compression: str) -> Path:
+def tiny_bundle(gb, tmp_path: Path, compression: str, engines: tuple[str, ...] = ()) -> Path:
     wheels = [tiny_wheel(tmp_path, "sbtiny_a", "1.0"), tiny_wheel(tmp_path, "sbtiny_b", "2.0")]
-    bundle = {"engines": [], "servebook": {"commit": "abc"}, "host_requirements": [],
+    bundle = {"engines": list(engines), "servebook": {"commit": "abc"}, "host_requirements": [],
               "wheels": [{"name": w.name.split("-")[0], "filename": w.name} for w in wheels],
               "target": {"python_version": "3.12", "implementation": "cp", "abis": ["cp312", "abi3", "none"],
                          "platforms": ["manylinux_2_17_x86_64"]}}
@@ -242,6 +257,17 @@ def test_install_checks_joins_installs_and_a_second_call_does_nothing(gb, tmp_pa
     assert not list(tmp_path.glob(".sb-work-*"))
     assert gb.main(argv) == 0
     assert "nothing to do" in capsys.readouterr().out
+
+
+def test_the_import_check_imports_engine_wheels_and_skips_what_the_host_builds(gb, tmp_path, capsys):
+    # a bundle of vLLM and llama.cpp once failed here: `import llamacpp` (a source distribution, no module) stopped
+    # gpu-host.sh setup before the models and the engine build
+    parts = tiny_bundle(gb, tmp_path, "none", engines=("sbtiny_a==1.0", "llamacpp==0.3.36"))
+    assert gb.main(["install", "--parts", str(parts), "--target", str(tmp_path / "site")]) == 0
+    out = capsys.readouterr().out
+    assert "import sbtiny_a: ok" in out and "import servebook: ok" in out and "import llamacpp" not in out
+    assert gb.import_modules(["sglang==0.5.17", "llamacpp==0.3.36"]) == \
+        ["servebook", "sglang"]
 
 
 def test_install_with_a_part_missing_installs_nothing(gb, tmp_path, capsys):

@@ -25,7 +25,10 @@ FAILURE_PATTERNS: list[tuple[FailureCause, re.Pattern[str]]] = [
     ("out_of_memory", re.compile(r"CUDA out of memory|OutOfMemoryError|not enough memory|"
                                  r"insufficient memory|cudaErrorMemoryAllocation|No available memory|"
                                  # vLLM's commonest: one request's KV cache does not fit (kv_cache_planning.py)
-                                 r"larger than the available KV cache memory", re.I)),
+                                 r"larger than the available KV cache memory|"
+                                 # SGLang's (scheduler.py, 0.5.x): the weights fill --mem-fraction-static; the
+                                 # scheduler's ValueError comes first, then SGLang SIGKILLs its own process tree
+                                 r"leave no GPU memory for the KV cache", re.I)),
     ("warmup_failed", re.compile(r"warm ?up .*(fail|error)|(fail|error).*warm ?up", re.I)),
     ("model_load", re.compile(r"(Repository|Model) not found|No such file|failed to load|"
                               r"does not appear to have a file|Cannot find model|"

@@ -16,7 +16,7 @@ from typing import Literal
 import pandas as pd
 
 from ..config.metrics import METRIC_WORDS, measured_by
-from ..config.rules import VerdictRules
+from ..config.rules import ComparisonRule, VerdictRules
 from ..config.study import Study, StudyEntry
 from ..estimates import ALPHA, spent_alpha
 from ..journal import Journal, RunRecord
@@ -26,7 +26,7 @@ from ..measure.equivalence import compare_outputs
 from ..measure.equivalence import describe as describe_equivalence
 from ..util.errors import InputError
 from ..util.render import Block, Renderable, Style, Table
-from .comparisons import Comparison, compare_rule, describe, settle
+from .comparisons import Comparison, compare_rule, describe, select_cells, settle
 from .evidence import baseline_evidence, run_cells, undisturbed
 from .recorded import ChosenBaseline, recorded_baseline
 from .scaling import ScalingComparison, scaling_comparisons
@@ -68,12 +68,13 @@ class Verdict:
 def judge_runs(runs: list[tuple[Manifest | None, pd.DataFrame | None]], baseline_runs: list[pd.DataFrame],
                rules: VerdictRules, *, is_baseline: bool, peers: dict[str, list[pd.DataFrame]] | None = None,
                alpha: float = ALPHA, look: str = "", baseline_lost: list[str] | None = None,
-               scale: tuple[int, int] | None = None) -> Verdict:
+               scale: tuple[int, int] | None = None, baseline_disturbed: list[pd.DataFrame] | None = None) -> Verdict:
     """A candidate's verdict from all of its runs (manifest and cells each) against the baseline's cells;
     `peers`: the study's other candidates' valid runs, whose between-run noise the comparison pools;
     `scale`: the candidate's replicas and the baseline's, for the scaling rules;
     `baseline_lost`: why baseline runs were left out as damaged (a baseline whose evidence was lost leaves a sound
-    candidate undecided, not rejected: running the baseline again decides it).
+    candidate undecided, not rejected: running the baseline again decides it);
+    `baseline_disturbed`: the baseline's cells left out as disturbed (`undisturbed`), for the same reason.
 
     Cells disturbed by other processes on the host are left out of the statistics, and said so."""
     if not runs or all(manifest is None for manifest, _ in runs):
@@ -88,11 +89,13 @@ def judge_runs(runs: list[tuple[Manifest | None, pd.DataFrame | None]], baseline
         return Verdict("rejected", reasons + ["no cells were recorded"])
     notes: list[str] = []
     kept: list[tuple[Manifest, pd.DataFrame]] = []
+    lost: list[pd.DataFrame] = []
     for manifest, cells in recorded:
         cells, disturbed = undisturbed(cells)
         notes += [f"left out: run {manifest.run_id} {row.cell_id} ({row.invalid_reasons})"
                   for row in disturbed.itertuples()]
         kept.append((manifest, cells))
+        lost.append(disturbed)
         reasons += _run_problems(manifest, cells, rules, several=len(completed) > 1)
     if not reasons and all(cells.empty for _, cells in kept):
         return Verdict("inconclusive", ["every cell was disturbed by other load on the host, so nothing was "
@@ -106,17 +109,19 @@ def judge_runs(runs: list[tuple[Manifest | None, pd.DataFrame | None]], baseline
     if not baseline_runs:
         return Verdict("rejected", reasons + ["no valid baseline run to compare against"] + (baseline_lost or [])
                        + notes)
-    verdict = _compare(kept, baseline_runs, rules, reasons, left_out=bool(notes), peers=peers, alpha=alpha,
-                       look=look, scale=scale)
+    verdict = _compare(kept, baseline_runs, rules, reasons, peers=peers, alpha=alpha, look=look, scale=scale,
+                       disturbed={"candidate": lost, "baseline": baseline_disturbed or []})
     verdict.reasons += notes
     return verdict
 
 def _compare(completed: list[tuple[Manifest, pd.DataFrame]], baseline_runs: list[pd.DataFrame], rules: VerdictRules,
-             reasons: list[str], left_out: bool = False, peers: dict[str, list[pd.DataFrame]] | None = None,
-             alpha: float = ALPHA, look: str = "", scale: tuple[int, int] | None = None) -> Verdict:
+             reasons: list[str], peers: dict[str, list[pd.DataFrame]] | None = None, alpha: float = ALPHA,
+             look: str = "", scale: tuple[int, int] | None = None,
+             disturbed: dict[str, list[pd.DataFrame]] | None = None) -> Verdict:
     """accepted: every judged cell non-inferior at one-sided `alpha` (an intersection-union test: no multiplicity
     penalty); rejected: some cell beyond the limit, with Holm's familywise control across the cells; else
-    inconclusive."""
+    inconclusive. A cell the rule selects whose every run on one side was disturbed (`disturbed`: side -> the cells
+    left out) is not compared, and leaves the verdict undecided: never accepted without it, never rejected for it."""
     runs = [cells for _, cells in completed]
     comparisons: list[Comparison] = []
     failing, straddling, passing, by_machine = [], [], [], []
@@ -124,10 +129,11 @@ def _compare(completed: list[tuple[Manifest, pd.DataFrame]], baseline_runs: list
     for rule in rules.rules:
         found = compare_rule(runs, baseline_runs, rule, alpha, peers)
         comparisons.extend(found)
-        if not found and left_out:
-            straddling.append(f"inconclusive: {METRIC_WORDS[rule.metric]}: no cell left to compare once the "
-                              "disturbed cells were left out")
-        elif not found:
+        unmeasured = _lost_cells(rule, {c.cell_id for c in found}, disturbed or {})
+        straddling += [f"inconclusive: {METRIC_WORDS[rule.metric]}, {cell}: every {side} run of this cell was "
+                       f"disturbed by other load on the host, so it was not compared: run the {side} again"
+                       for cell, side in unmeasured]
+        if not found and not unmeasured:
             failing.append(describe(rule, found))
             settled = True
     comparisons.extend(scaling_comparisons(runs, baseline_runs, rules.scaling, scale, alpha, peers))
@@ -161,6 +167,17 @@ def _compare(completed: list[tuple[Manifest, pd.DataFrame]], baseline_runs: list
                        comparisons, method=method, host_dependent=not straddling)
     return Verdict("accepted", (passing or ["valid, and no comparison rules to apply"]) + gains, comparisons,
                    method=method)
+
+
+def _lost_cells(rule: ComparisonRule, compared: set[str], disturbed: dict[str, list[pd.DataFrame]]) -> list[tuple[str, str]]:
+    """(cell id, side) for each cell of the rule that was left out as disturbed on a side and so never compared."""
+    out: dict[str, str] = {}
+    for side, frames in disturbed.items():
+        for frame in frames:
+            for cell in select_cells(frame, rule)["cell_id"] if not frame.empty else []:
+                if cell not in compared:
+                    out.setdefault(str(cell), side)
+    return sorted(out.items())
 
 
 def _hint(c: Comparison, cells: int) -> str:
@@ -343,6 +360,7 @@ def judge(study: Study, journal: Journal, *, append: bool = True) -> Judgement:
             frame.attrs["block"] = (frame.attrs["host"],)
     evidence = {name: baseline_evidence(cells) for name, cells in cells_by_name.items()}
     baseline_cells = baseline_evidence(baseline_frames)
+    baseline_disturbed = [undisturbed(cells)[1] for cells in baseline_frames if cells is not None and not cells.empty]
     out = []
     for entry in entries:
         records = runs[entry.name]
@@ -353,9 +371,9 @@ def judge(study: Study, journal: Journal, *, append: bool = True) -> Judgement:
         alpha, look = _look(study, records)
         is_baseline = entry.name == rules.baseline_entry
         judged = [(r.manifest, c) for r, c in zip(records, cells_by_name[entry.name], strict=True)]
-        verdict = judge_runs(judged, baseline_cells, rules,
-                             is_baseline=is_baseline, peers=peers, alpha=alpha, look=look,
-                             baseline_lost=baseline_lost, scale=_scale(entry, entries, rules))
+        verdict = judge_runs(judged, baseline_cells, rules, is_baseline=is_baseline, peers=peers, alpha=alpha,
+                             look=look, baseline_lost=baseline_lost, scale=_scale(entry, entries, rules),
+                             baseline_disturbed=baseline_disturbed)
         verdict.reasons += left_out_reasons(left_out[entry.name])
         if recorded and rules.baseline_from:
             verdict.reasons.append(recorded.describe(rules.baseline_from))

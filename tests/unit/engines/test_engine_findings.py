@@ -195,3 +195,20 @@ def test_11_the_simulated_vllm_follows_its_usage_flags():
             "POST", "/v1/completions", json={"prompt": "a b", "max_tokens": 3, "stream": True}) as response:
         chunks = [line for line in response.iter_lines() if line.startswith("data: {")]
     assert all('"usage"' in chunk for chunk in chunks[:-1])  # usage on every chunk, unasked
+
+
+def test_9_sglang_weights_that_fill_the_static_fraction_are_out_of_memory_not_a_signal():
+    # seen on an H200 (2026-12-04, seven SGLang 0.5.17 engines started side by side at --mem-fraction-static 0.08):
+    # the scheduler's ValueError, then SGLang's own SIGKILL of its process tree, once read as "killed by signal 9"
+    tail = "\n".join([
+        "[2026-12-04 20:26:41] Load weight end. elapsed=1.71 s, type=LlamaForCausalLM, dtype=torch.bfloat16",
+        "[2026-12-04 20:26:41] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/tmp/sb-site/sglang/srt/managers/scheduler.py", line 3375, in run_scheduler_process',
+        "ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.08. Raise "
+        "--mem-fraction-static above 0.161 (minimum viable = 1 - available/pre = 0.1603). If using speculative "
+        "decoding, draft weights are now counted.",
+        "[2026-12-04 20:26:41] Received sigquit from a child process. It usually means the child failed.",
+    ])
+    diagnosis = get_engine("sglang").classify_failure(tail, -9)
+    assert diagnosis.cause == "out_of_memory"
+    assert diagnosis.message.startswith("ValueError: Loaded weights leave no GPU memory for the KV cache")
