@@ -288,16 +288,33 @@ def walk_closure(roots: list[tuple[str, str]], items: dict[str, dict], host: Hos
     return closure
 
 
+@dataclasses.dataclass(frozen=True)
+class Refusal:
+    """A requirement of `asker` that the host's listed version of `name` does not meet."""
+
+    asker: str
+    name: str
+    specifier: str
+    host_version: str
+
+    def words(self) -> str:
+        return f"{self.asker} asks {self.name}{self.specifier}, the host has {self.host_version}"
+
+
+#: what the host's own compiled packages are built against: never carried over the host's (a bundle that carried
+#: numpy 2.3.5 for a numba pin would have put it under the host's torch, scipy and pandas)
+HOST_FOUNDATION = ("numpy", "torch", "torchvision", "torchaudio", "triton", "nvidia-*", "cuda-*")
+
+
 def refused_host_versions(items: dict[str, dict], askers: set[str] | frozenset[str], host: HostProfile,
-                          exact_only: bool = False) -> dict[str, str]:
-    """Host packages whose listed version a requirement of `askers` (names in `items`) refuses: name -> why.
+                          exact_only: bool = False) -> dict[str, Refusal]:
+    """Host packages whose listed version a requirement of `askers` (names in `items`) refuses.
 
     With `exact_only`, only exact pins count (an engine's `transformers==5.12.1` against the host's 5.17: SGLang
-    0.5.17 then failed at import, as the host's newer transformers registers a model name SGLang registers again).
-    A carried package's own refusals follow it (that transformers asks tokenizers<=0.23.0, the host has 0.23.2)."""
+    0.5.17 then failed at import, as the host's newer transformers registers a model name SGLang registers again)."""
     Requirement, _, Version = _packaging()
     env = host.marker_env()
-    out: dict[str, str] = {}
+    out: dict[str, Refusal] = {}
     for asker in sorted(askers):
         for text in (items.get(asker) or {}).get("requires_dist") or []:
             req = Requirement(text)
@@ -308,8 +325,33 @@ def refused_host_versions(items: dict[str, dict], askers: set[str] | frozenset[s
             if exact_only and not all(spec.operator in ("==", "===") for spec in req.specifier):
                 continue
             if not req.specifier.contains(Version(have), prereleases=True):
-                out.setdefault(name, f"{asker} asks {name}{req.specifier}, the host has {have}")
+                out.setdefault(name, Refusal(asker, name, str(req.specifier), have))
     return out
+
+
+def settle_auto_carry(pinned: dict[str, Refusal], items: dict[str, dict], host: HostProfile,
+                      chosen: frozenset[str] = frozenset()) -> tuple[dict[str, Refusal], dict[str, Refusal]]:
+    """(carried, kept the host's): the engines' exact pins the host has in another version (`pinned`), with what each
+    carried package refuses of the host's in turn (transformers 5.12.1's tokenizers<=0.23.0), to a fixed point; then
+    without what would move the host's foundation (HOST_FOUNDATION), the packages that asked for it and what they
+    brought (SGLang's numba==0.65.1 asks numpy<2.5: the host's numba 0.68 is kept; SGLang ran with it).
+    `chosen`: what build --carry names, carried whatever it asks."""
+    carried = dict(pinned)
+    while True:
+        more = {n: r for n, r in refused_host_versions(items, (set(carried) | chosen) & set(items), host).items()
+                if n not in carried and n not in chosen and n in items}
+        if not more:
+            break
+        carried.update(more)
+    kept: dict[str, Refusal] = {}
+    blocked = {n for n in carried if any(fnmatch.fnmatchcase(n, p) for p in HOST_FOUNDATION)}
+    while blocked:
+        for name in blocked:
+            kept[name] = carried.pop(name)
+        # whoever asked for a blocked package is not carried either, nor what only it asked for
+        blocked = {kept[n].asker for n in list(kept) if kept[n].asker in carried}
+        blocked |= {n for n, r in carried.items() if r.asker in kept}
+    return carried, kept
 
 
 def host_requirements(dropped: dict[str, dict], host: HostProfile) -> list[dict]:
@@ -801,9 +843,9 @@ def build(args) -> int:
                       no_deps=True) if pins else {}
     # an engine's exact pin on a package the host has in another version: the engine's is carried (it goes first
     # on PYTHONPATH), or the engine would run on a version it never ran with
-    auto_carried = {} if args.no_auto_carry else \
-        refused_host_versions(engines, set(engines), host, exact_only=True)
-    carry |= frozenset(auto_carried)
+    chosen = carry
+    pinned = {} if args.no_auto_carry else refused_host_versions(engines, set(engines), host, exact_only=True)
+    carry |= frozenset(pinned)
     stubs = write_host_stubs(host, work / "host-stubs", carry)
     sb_reqs = servebook_requirements(REPO, args.extra)
     roots = direct_roots(engines, sb_reqs, host, exclude, carry)
@@ -824,15 +866,13 @@ def build(args) -> int:
         f"host versions something asks to change: {', '.join(moved) or 'none'}")
 
     items = {**resolved, **engines}
-    while not args.no_auto_carry:  # what a carried package refuses of the host's is carried too, to a fixed point
-        more = {n: why for n, why in refused_host_versions(items, carry & set(items), host).items()
-                if n not in carry and n in items}
-        if not more:
-            break
-        auto_carried.update(more)
-        carry |= frozenset(more)
-    for name, why in sorted(auto_carried.items()):
-        log(f"      carried although the host has it: {name} ({why})")
+    auto_carried, host_kept = settle_auto_carry(pinned, items, host, chosen) if pinned else ({}, {})
+    carry = chosen | frozenset(auto_carried)
+    for name, refusal in sorted(auto_carried.items()):
+        log(f"      carried although the host has it: {name} ({refusal.words()})")
+    for name, refusal in sorted(host_kept.items()):
+        log(f"      the host's own kept: {name} ({refusal.words()}), as carrying it would move the host's numpy, "
+            "torch or CUDA packages")
     by_group, kept, dropped, unreached = walk_groups(engines, sb_reqs, items, host, exclude, carry)
     kinds = {k: sum(e["kind"] == k for e in dropped.values()) for k in ("host-pinned", "host-unpinned", "excluded")}
     log(f"[5/8] bundle: {len(kept)} wheels + servebook; dropped {len(dropped)} "
@@ -857,7 +897,8 @@ def build(args) -> int:
                    "size": sb_wheel.stat().st_size, "sha256": sha256_file(sb_wheel), "url": None,
                    "for": "servebook", "required_by": []})
     manifest = _manifest(host, pip, state, pins, wheels, dropped, unreached, sb_wheel, args.strict, carry)
-    manifest["resolver"]["carried_because"] = dict(sorted(auto_carried.items()))
+    manifest["resolver"]["carried_because"] = {n: r.words() for n, r in sorted(auto_carried.items())}
+    manifest["resolver"]["host_kept_although_asked"] = {n: r.words() for n, r in sorted(host_kept.items())}
     manifest["target"]["newest_glibc_needed"] = {"glibc": f"{top[0]}.{top[1]}", "by": needers}
     sources = fetch_sources(pip, _source_pins(args.engine), cache / "sources")
     manifest["sources"] = [{"filename": p.name, "size": p.stat().st_size, "sha256": sha256_file(p)} for p in sources]

@@ -163,16 +163,23 @@ def test_drop_rules(gb):
 def test_an_engines_exact_pin_and_what_the_pinned_package_refuses_are_carried(gb):
     # SGLang 0.5.17 on the lent H200: its transformers==5.12.1 against the host's 5.17.0 (which made SGLang fail at
     # import), and that transformers' tokenizers<=0.23.0 against the host's 0.23.2
-    host = gb.parse_host_profile("transformers==5.17.0\ntokenizers==0.23.2\nnumpy==2.5.2\ntorch==2.11.0\n")
-    engines = {"sglang": {"requires_dist": ["transformers==5.12.1", "torch==2.11.0", "numpy<2.4",
+    host = gb.parse_host_profile("transformers==5.17.0\ntokenizers==0.23.2\nnumpy==2.5.2\ntorch==2.11.0\n"
+                                 "numba==0.68.0\nllvmlite==0.50.0\n")
+    engines = {"sglang": {"requires_dist": ["transformers==5.12.1", "torch==2.11.0", "numpy<2.4", "numba==0.65.1",
                                             "torchao==0.9; python_version < '3.0'"]}}
-    assert gb.refused_host_versions(engines, {"sglang"}, host, exact_only=True) == \
-        {"transformers": "sglang asks transformers==5.12.1, the host has 5.17.0"}
-    items = {**engines, "transformers": {"requires_dist": ["tokenizers<=0.23.0,>=0.22.0", "numpy>=1.17"]}}
-    assert gb.refused_host_versions(items, {"transformers"}, host) == \
-        {"tokenizers": "transformers asks tokenizers<=0.23.0,>=0.22.0, the host has 0.23.2"}
-    # a range the host misses is the resolver's business, not a reason to carry (numpy is the host's)
-    assert "numpy" not in gb.refused_host_versions(engines, {"sglang"}, host, exact_only=True)
+    pinned = gb.refused_host_versions(engines, {"sglang"}, host, exact_only=True)
+    assert sorted(pinned) == ["numba", "transformers"]  # a range the host misses (numpy<2.4) is no exact pin
+    assert pinned["transformers"].words() == "sglang asks transformers==5.12.1, the host has 5.17.0"
+    items = {**engines, "transformers": {"requires_dist": ["tokenizers<=0.23.0,>=0.22.0", "numpy>=1.17"]},
+             "numba": {"requires_dist": ["llvmlite<0.48,>=0.47.0dev0", "numpy<2.5,>=1.22"]},
+             "tokenizers": {"requires_dist": []}, "llvmlite": {"requires_dist": []}, "numpy": {"requires_dist": []}}
+    carried, kept = gb.settle_auto_carry(pinned, items, host)
+    assert sorted(carried) == ["tokenizers", "transformers"]
+    assert carried["tokenizers"].asker == "transformers"
+    # numba 0.65.1 would bring numpy 2.3.5 under the host's torch: the host's numba (which SGLang ran with) is kept,
+    # and so is the llvmlite only that numba asked for
+    assert sorted(kept) == ["llvmlite", "numba", "numpy"] and kept["numpy"].asker == "numba"
+    assert gb.settle_auto_carry({}, items, host) == ({}, {})
 
 
 def test_the_walk_never_enters_a_dropped_package(gb):
