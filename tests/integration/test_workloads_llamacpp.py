@@ -43,6 +43,10 @@ def test_reuse_waves_and_prompts_without_shared_prefix(llama_install, tmp_path):
         assert cells.loc["decode-prose-c2", "cached_tokens"] == 0
         requests = record.table("requests")
         assert (requests.loc[requests.cell_id == "decode-prose-c2", "prompt_tokens"] == 160).all()
+        # each token prompt keeps the length of the opening that makes it unique (opener and the run's tag): a
+        # cache hit within it matched an opener, not content (measure.validity)
+        unique = requests[requests.cell_id.isin(["decode-prose-c2", "wave-c4"])]
+        assert (unique["opening_tokens"] > 1).all() and (unique["opening_tokens"] < 40).all(), unique
         # each next turn reads the previous turns from the cache
         reuse = requests[requests.cell_id == "reuse"]
         later = reuse[reuse.turn > 1]

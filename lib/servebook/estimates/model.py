@@ -101,13 +101,7 @@ def fit_contrasts(groups: dict[str, list[tuple[Block, float]]], baseline: str) -
     method = (f"variance pooled over {len(names)} candidates and {len(rows)} runs, moderated per candidate"
               + (f", blocks: {' and '.join(described)}" if described else "")
               + (f"; {unpaired} runs left out, on machines no other candidate ran on" if unpaired else ""))
-    beta, covariance = _weighted_fit(x, y, np.ones(len(rows)))
-    scales = None
-    for _ in range(2):  # feasible weighted least squares: a noisy candidate's runs weigh less in the blocks
-        scales = _moderated_variances(y - x @ beta, rows, names, df)
-        if scales is None:
-            break
-        beta, covariance = _weighted_fit(x, y, np.array([1.0 / max(scales[name], 1e-18) for name, _, _ in rows]))
+    variances, beta, covariance = _iterated_fit(x, y, rows, names, df)
     out = {}
     b = names.index(baseline)
     for name in names:
@@ -115,10 +109,33 @@ def fit_contrasts(groups: dict[str, list[tuple[Block, float]]], baseline: str) -
             continue
         i = names.index(name)
         se = math.sqrt(max(float(covariance[i, i] + covariance[b, b] - 2 * covariance[i, b]), 0.0)) \
-            if scales is not None else None
+            if variances is not None else None
         out[name] = Contrast(float(beta[i] - beta[b]), se, df if se is not None else None, counts[name],
                              counts[baseline], method)
     return out
+
+
+def _iterated_fit(x: Any, y: Any, rows: list[tuple[str, Block, float]], names: list[str],
+                  df: int) -> tuple[dict[str, float] | None, Any, Any]:
+    """Feasible weighted least squares run to convergence: (each group's variance or None, beta, covariance).
+    A noisy candidate's runs weigh less in the block effects; stopping after one or two steps (as this once did)
+    left an erratic candidate's residuals in the blocks, and so in every other candidate's variance: beside one
+    30%-CV candidate, everyone's intervals came out several times wider than their own runs justify."""
+    import numpy as np
+
+    weights = np.ones(len(rows))
+    beta, covariance = _weighted_fit(x, y, weights)
+    scales = None
+    for _ in range(100):
+        leverage = np.einsum("ij,jk,ik->i", x, covariance, x) * weights
+        scales = _moderated_variances(y - x @ beta, leverage, rows, names, df)
+        if scales is None:
+            break
+        weights = np.array([1.0 / max(scales[name], 1e-18) for name, _, _ in rows])
+        previous, (beta, covariance) = beta, _weighted_fit(x, y, weights)
+        if float(np.max(np.abs(beta - previous))) < 1e-9:
+            break
+    return scales, beta, covariance
 
 
 def _independent_columns(x: Any, groups: int) -> list[int]:
@@ -176,20 +193,23 @@ def _shared_levels(rows: list[tuple[str, Block, float]]) -> list[list[str]]:
     return out
 
 
-def _moderated_variances(residuals: Any, rows: list[tuple[str, Block, float]], names: list[str],
+def _moderated_variances(residuals: Any, leverage: Any, rows: list[tuple[str, Block, float]], names: list[str],
                          df: int) -> dict[str, float] | None:
     """Each group's variance, shrunk toward the study's (empirical Bayes): the prior is a robust scale of all groups'
     variances (their median, corrected for the chi-square's skew), so one noisy candidate widens its own
-    interval without widening everyone else's; the prior weighs as much as the rest of the study's residual df."""
+    interval without widening everyone else's; the prior weighs as much as the rest of the study's residual df.
+    A group's own degrees of freedom are its runs' share of the residual df, sum(1 - leverage): the block
+    effects are fitted from its runs too, so its residuals are smaller than its noise by that share (counting
+    n - 1 for each group made every variance too small once blocks were in the model)."""
     from scipy import stats
 
     if df <= 0:
         return None
-    own: dict[str, tuple[float, int]] = {}
+    own: dict[str, tuple[float, float]] = {}
     for name in names:
-        values = [float(r) for r, (n, _, _) in zip(residuals, rows, strict=True) if n == name]
-        own[name] = (sum(v * v for v in values), max(len(values) - 1, 0))
-    spread = [ss / d / (stats.chi2.median(d) / d) for ss, d in own.values() if d > 0]
+        mine = [(float(r), float(h)) for r, h, (n, _, _) in zip(residuals, leverage, rows, strict=True) if n == name]
+        own[name] = (sum(r * r for r, _ in mine), max(sum(1.0 - h for _, h in mine), 0.0))
+    spread = [ss / d / (stats.chi2.median(d) / d) for ss, d in own.values() if d > 1e-6]
     if not spread:
         total = sum(ss for ss, _ in own.values())
         return {name: total / df for name in names}

@@ -78,6 +78,10 @@ class RequestRecord:
     #: replay cells: the prompt tokens a perfect prefix cache serves of it, by the trace's hash ids (config.traces);
     #: agent turns: by the history it resends (measure.sessions)
     ideal_cached_tokens: int | None = None
+    #: token prompts unique from their first token (Workloads.unique_prompt): the tokens of their opening, the
+    #: opener and the run's tag before the shared filler. A cache hit no longer than that matched another prompt's
+    #: opening by chance (a radix cache, SGLang's, matches a single token), never its content.
+    opening_tokens: int | None = None
     #: reasoning models (chat streams only): when the first and the last reasoning chunk and the first answer chunk
     #: arrived, and how many chunks carried reasoning; journals written before these columns lack them
     t_first_reasoning: float | None = None

@@ -204,8 +204,10 @@ def _cache_faults(e: CellEvidence) -> list[InvalidReason]:
             return [InvalidReason.of("cold_not_verified", why=why)]
         return [] if cold else [InvalidReason.of("not_cold", why=why)]
     if e.checks.unshared_prompts and e.prompt_tokens is not None and e.category != "structured":
-        # The plan asked for prompts that share no prefix: any cache hit means they did.
-        shared = [r for r in ok if r.cached_tokens]
+        # The plan asked for prompts that share no prefix: a cache hit means they did, unless it stayed within
+        # the opening that makes a token prompt unique (a radix cache matches a lone opener token that a prompt of
+        # an earlier run on the same server began with; SGLang did, 1 token of a 512-token prompt).
+        shared = [r for r in ok if r.cached_tokens and r.cached_tokens >= (r.opening_tokens or 1)]
         if shared:
             return [InvalidReason.of("shared_prefix", count=len(shared),
                                      cached=max(r.cached_tokens or 0 for r in shared))]
@@ -275,15 +277,18 @@ def _burst(r: RequestRecord) -> str:
 def cold_evidence(records: Sequence[RequestRecord], reconciliation: Reconciliation) -> tuple[bool | None, str]:
     """Whether a prefill cell ran cold, and on what evidence: the responses' cached-token counts or the engine's
     cache counter. Neither reporting means not verified, never cold by default."""
-    warm = [r for r in records if r.cached_tokens]
+    warm = [r for r in records if r.cached_tokens and r.cached_tokens >= (r.opening_tokens or 1)]
     if warm:
         return False, f"{len(warm)} requests hit the prompt cache ({max(r.cached_tokens or 0 for r in warm)} " \
                       "cached tokens)"
+    # hits within a prompt's opening (RequestRecord.opening_tokens) matched another prompt's opener, no content
+    chance = sum(r.cached_tokens or 0 for r in records)
     server = server_cached_tokens(reconciliation)
-    if server:
+    if server and server > chance:
         return False, f"the engine's counter says {server:g} prompt tokens came from its cache"
-    if records and all(r.cached_tokens == 0 for r in records):
-        return True, "every response reported 0 cached tokens"
+    if records and all(r.cached_tokens is not None for r in records):
+        return True, ("every response reported 0 cached tokens" if not chance else
+                      f"no response reported cached tokens beyond its unique opening ({chance} tokens of openers)")
     if server == 0:
         return True, "the engine's cache counter did not move"
     return None, "neither the responses' usage nor the engine's counters report cached tokens"

@@ -102,7 +102,11 @@ class Workloads:
         self._prefill_count += 1
         return opener
 
-    async def unique_prompt(self, category: str, length: int, tag: str) -> list[int]:
-        """Exactly `length` tokens whose first token no other prompt of this run starts with."""
+    async def unique_prompt(self, category: str, length: int, tag: str,
+                            record: RequestRecord | None = None) -> list[int]:
+        """Exactly `length` tokens whose first token no other prompt of this run starts with; `record`, when given,
+        keeps the length of the opening (opener and tag) that makes it unique."""
         prefix = [await self.opener()] + await self.tokenize(f" [{tag}]\n")
+        if record is not None:
+            record.opening_tokens = len(prefix)
         return exact_length_prompt(await self.filler(category), prefix, length)

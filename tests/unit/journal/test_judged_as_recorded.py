@@ -1,5 +1,7 @@
 """Every committed journal judges as it did before the cell kinds and judged metrics got one home
-each (issue 31): `servebook judge --format json`, recorded on main at 2f63741 before the change.
+each (issue 31): `servebook judge --format json`, recorded on main at 2f63741 before the change; re-recorded when
+the study model's feasible weighted least squares ran to convergence and took each candidate's degrees of freedom net
+of the block effects fitted from its runs (2026-12-05: intervals changed, no outcome did).
 
 `kinds-sim-journal` is a fresh study on the simulator (two candidates, two launches each) whose plan measures every
 cell kind and whose rules judge every metric; its engine logs, chunks, scrapes, telemetry and notebooks are left

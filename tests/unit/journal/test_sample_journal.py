@@ -156,14 +156,16 @@ def test_the_whole_vllm_study_decides_four_candidates_at_two_launches_a_side_on_
               judge(load_study(ROOT / "data/studies/h200-vllm-1b-sliced.yaml"), journal, append=False)}
     assert {name: v.outcome for name, v in judged.items()} == {
         "baseline": "accepted", "seqs-8": "rejected", "chunk-2048": "rejected", "ngram": "rejected",
-        "draft-model": "rejected", "kv-fp8": "inconclusive", "no-prefix-cache": "accepted"}
+        "draft-model": "rejected", "kv-fp8": "inconclusive", "no-prefix-cache": "inconclusive"}
     assert max(sum(r.manifest.candidate["name"] == name for r in runs) for name in judged if name != "baseline") <= 3
     assert any("prose at 16 requests" in reason for reason in judged["seqs-8"].reasons)
     assert any("cold prefill, at 8192 tokens" in reason for reason in judged["chunk-2048"].reasons)
     # this host ran vLLM's CPU-bound steps at half the speed of the sliced pilot's (decode at 1 request 360 against
     # 770 tok/s): a cached next turn still cost the engine 23 ms of its own prompt time, so the prefix cache saved
-    # 16% of the next turn's TTFT here where it saved half on the faster host
-    assert any("next-turn TTFT" in reason for reason in judged["no-prefix-cache"].reasons)
+    # 16% of the next turn's TTFT here where it saved half on the faster host. That is near the 25% limit: once each
+    # candidate's degrees of freedom are net of the round effects fitted from its runs, +16.1% [+1.8, +26.1] no
+    # longer clears it (the two-step fit with n - 1 per candidate had accepted it, at a level above 5%)
+    assert any(reason.startswith("inconclusive: next-turn TTFT") for reason in judged["no-prefix-cache"].reasons)
 
 
 def test_two_vllm_replicas_sharing_one_h200_behind_a_router_hold_no_more_than_one(tmp_path):
@@ -193,18 +195,21 @@ def test_the_8b_study_on_a_slow_host_decides_the_cpu_bound_knobs_as_the_fast_hos
     """data/studies/h200-vllm-8b-sliced.yaml on a lent H200 (2026-12-04, 16:08 to 16:20 UTC), swept with
     `--resident --seats 6`: two rounds of the six configurations of an 8B model (Llama-3.1-8B's shape, random
     weights) resident at once. The host was of the slow kind (median CPU probe 1.9 ms, as the 1B study's hosts A
-    and C), yet chunk-2048 is accepted and no-prefix-cache rejected, as on the fast host B for the 1B model and
-    against the 1B verdicts on the slow hosts: once the GPU's work per step outweighs the engine's CPU work, the
-    host's speed no longer decides those knobs. Trimmed: engine logs, chunks and notebooks left out, self-reports
-    kept for each configuration's first launch."""
+    and C), yet no-prefix-cache is rejected and chunk-2048 is within every decode and prefill limit, as on the fast
+    host B for the 1B model and against the 1B verdicts on the slow hosts: once the GPU's work per step outweighs
+    the engine's CPU work, the host's speed no longer decides those knobs. chunk-2048 stays inconclusive on the
+    next turn's TTFT alone (+1.9% [-30.0, +26.3] at two launches a side against a 25% limit); kv-fp8 is accepted.
+    Trimmed: engine logs, chunks and notebooks left out, self-reports kept for each configuration's first launch."""
     journal, runs = one_machines_rounds(tmp_path, "sample-journal-vllm-8b", runs=12, rounds=2)
     probes = [p for r in runs for p in r.table("cells")["cpu_probe_ms"].dropna()]
     assert sorted(probes)[len(probes) // 2] > 1.5  # the slow kind: the fast host's cells probed 0.74-0.79 ms
     judged = {item.entry.name: item.verdict for item in
               judge(load_study(ROOT / "data/studies/h200-vllm-8b-sliced.yaml"), journal, append=False)}
     assert {name: v.outcome for name, v in judged.items()} == {
-        "baseline": "accepted", "seqs-8": "rejected", "chunk-2048": "accepted", "ngram": "rejected",
-        "kv-fp8": "inconclusive", "no-prefix-cache": "rejected"}
+        "baseline": "accepted", "seqs-8": "rejected", "chunk-2048": "inconclusive", "ngram": "rejected",
+        "kv-fp8": "accepted", "no-prefix-cache": "rejected"}
+    assert [r for r in judged["chunk-2048"].reasons if r.startswith("inconclusive")] == [
+        r for r in judged["chunk-2048"].reasons if r.startswith("inconclusive: next-turn TTFT")]
     assert any("prose at 16 requests" in reason for reason in judged["seqs-8"].reasons)
     assert any("next-turn TTFT" in reason for reason in judged["no-prefix-cache"].reasons)
     # an 8K prefill is 210 ms of the engine's own prompt time for an 8B model: the 17 ms the request spends outside

@@ -80,7 +80,7 @@ class RecordingWorkloads:
 
 
 def test_decode_sends_each_slice_at_the_cells_concurrency_and_hands_the_turn_on_between(monkeypatch):
-    async def prompt(workloads, spec, i, extras):
+    async def prompt(workloads, spec, i, extras, record):
         return None
 
     monkeypatch.setattr(decode_kind, "_request", prompt)

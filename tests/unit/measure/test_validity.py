@@ -165,3 +165,44 @@ def test_a_slow_first_token_is_not_a_stall():
                              prompt_tokens=100, completion_tokens=24, cached_tokens=0,
                              server_predicted_per_second=18.0) for i in range(2)]
     assert "client_stall" not in [f.code for f in cell_faults(evidence(spec, streams, OK))]
+
+
+TOKEN_SPEC = CellSpec("decode-prose-c16", "decode", "prose", 16, 16, 10, prompt_tokens=512)
+PREFILL_SPEC = CellSpec("prefill-8192", "prefill", "prose", 1, 4, 1, 8192)
+
+
+def token_record(i, cached, opening=9, spec=TOKEN_SPEC):
+    r = request_record(i, cell_id=spec.cell_id, concurrency=spec.concurrency, completion=spec.output_tokens,
+                       t_first=0.1, t_last=1.0, cached_tokens=cached)
+    r.prompt_tokens, r.opening_tokens = spec.prompt_tokens, opening
+    return r
+
+
+def codes(spec, records, reconciliation=OK):
+    return [f.code for f in cell_faults(evidence(spec, records, reconciliation))]
+
+
+def test_a_radix_cache_matching_a_lone_opener_token_is_no_shared_prefix():
+    """SGLang 0.5.17 on an H100 (2026-12-05): one request of a 512-token decode cell hit 1 cached token, the opener
+    a prompt of an earlier run on the resident server began with; the run was rejected for it. A hit that stays
+    within the opening (opener and tag) matched no content; one that covers it is the prompts sharing a prefix."""
+    chance = [token_record(0, 1)] + [token_record(i, 0) for i in range(1, 16)]
+    assert "shared_prefix" not in codes(TOKEN_SPEC, chance)
+    whole_opening = [token_record(0, 9)] + [token_record(i, 0) for i in range(1, 16)]
+    assert "shared_prefix" in codes(TOKEN_SPEC, whole_opening)
+    # journals written before the opening was recorded: every hit counts, as it did
+    unknown = [token_record(0, 1, opening=None)] + [token_record(i, 0, opening=None) for i in range(1, 16)]
+    assert "shared_prefix" in codes(TOKEN_SPEC, unknown)
+
+
+def test_cold_prefill_tolerates_opener_hits_but_not_a_counter_beyond_them():
+    def prefill(cached):
+        return [token_record(i, c, spec=PREFILL_SPEC) for i, c in enumerate(cached)]
+
+    cold, why = validity.cold_evidence(prefill([1, 0, 0, 0]), OK)
+    assert cold is True and "opening" in why
+    counted = Reconciliation("ok", [Check("cached tokens", 1, 1)])
+    assert "not_cold" not in codes(PREFILL_SPEC, prefill([1, 0, 0, 0]), counted)
+    beyond = Reconciliation("ok", [Check("cached tokens", 1, 4096)])
+    assert "not_cold" in codes(PREFILL_SPEC, prefill([1, 0, 0, 0]), beyond)
+    assert "not_cold" in codes(PREFILL_SPEC, prefill([4096, 0, 0, 0]))

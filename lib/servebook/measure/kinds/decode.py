@@ -79,13 +79,14 @@ async def _closed_loop(workloads: "Workloads", spec: CellSpec, records: list[Req
             i = len(records)
             record = workloads.record(spec, f"{spec.cell_id}-{i}", spec.output_tokens, slice_index=slice_index)
             records.append(record)
-            await workloads.stream(record, await _request(workloads, spec, i, extras))
+            await workloads.stream(record, await _request(workloads, spec, i, extras, record))
             on_done()
 
     await asyncio.gather(*(stream() for _ in range(spec.concurrency)))
 
 
-async def _request(workloads: "Workloads", spec: CellSpec, i: int, extras: dict[str, Any]) -> StreamRequest:
+async def _request(workloads: "Workloads", spec: CellSpec, i: int, extras: dict[str, Any],
+                   record: RequestRecord) -> StreamRequest:
     """Chat prompts from the category's corpus, or, when the plan sets prompt_tokens, token prompts of exactly
     that length that share no prefix; `structured` asks for JSON under a json_schema."""
     tag = f"{workloads.tag}:{spec.cell_id}:{i}"
@@ -97,7 +98,7 @@ async def _request(workloads: "Workloads", spec: CellSpec, i: int, extras: dict[
     if spec.prompt_tokens is None:
         return workloads.request(spec.output_tokens, messages=decode_prompt(spec.category, i, tag),
                                  extra_body=extras)
-    prompt = await workloads.unique_prompt(spec.category, spec.prompt_tokens, tag)
+    prompt = await workloads.unique_prompt(spec.category, spec.prompt_tokens, tag, record)
     return workloads.request(spec.output_tokens, prompt=prompt, extra_body=extras)
 
 

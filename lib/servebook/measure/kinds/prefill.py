@@ -42,8 +42,8 @@ class Prefill(KindBase):
         while len(records) < spec.n_requests or (spec.min_s is not None and len(records) < spec.max_requests
                                                  and time.monotonic() - started < spec.min_s):
             i = len(records)
-            prompt = await workloads.unique_prompt("prose", length, f"{workloads.tag}:{spec.cell_id}:{i}")
             record = workloads.record(spec, f"{spec.cell_id}-{i}", 1)
+            prompt = await workloads.unique_prompt("prose", length, f"{workloads.tag}:{spec.cell_id}:{i}", record)
             sent = workloads.stream(record, workloads.request(1, prompt=prompt, extra_body=extras))
             if plan is None:
                 await sent

@@ -36,19 +36,19 @@ class Wave(KindBase):
         records: list[RequestRecord] = []
         length = spec.prompt_tokens or 0
 
-        async def one(i: int, prompt: list[int]) -> None:
-            record = workloads.record(spec, f"{spec.cell_id}-{i}", spec.output_tokens)
+        async def one(record: RequestRecord, prompt: list[int]) -> None:
             records.append(record)
             await workloads.stream(record, workloads.request(spec.output_tokens, prompt=prompt,
                                                                              extra_body=extras))
             on_done()
 
         for wave in range(spec.n_requests // spec.concurrency):
-            ids = [wave * spec.concurrency + k for k in range(spec.concurrency)]
+            burst = [workloads.record(spec, f"{spec.cell_id}-{i}", spec.output_tokens)
+                     for i in range(wave * spec.concurrency, (wave + 1) * spec.concurrency)]
             # Prompts are built before the burst, so the burst itself is only sends.
-            prompts = [await workloads.unique_prompt(spec.category, length, f"{workloads.tag}:{spec.cell_id}:{i}")
-                       for i in ids]
-            await asyncio.gather(*(one(i, prompt) for i, prompt in zip(ids, prompts, strict=True)))
+            prompts = [await workloads.unique_prompt(spec.category, length, f"{workloads.tag}:{r.request_id}", r)
+                       for r in burst]
+            await asyncio.gather(*(one(r, prompt) for r, prompt in zip(burst, prompts, strict=True)))
         return records
 
     def figures(self, spec: CellSpec, records: list[RequestRecord], slots: int | None) -> dict[str, Any]:
