@@ -75,9 +75,12 @@ def registry_metrics(before: set, at_start_after: callable) -> list[dict]:
         name = collector._name
         samples = {"counter": [f"{name}_total"], "gauge": [name], "histogram": [f"{name}_sum", f"{name}_count"],
                    "summary": [f"{name}_sum", f"{name}_count"]}.get(kind, [name])
+        # a gauge's mode decides the labels a multi-process server exports it with (a `pid` in "all" and "liveall")
+        mode = {"multiprocess_mode": collector._multiprocess_mode} if kind == "gauge" and hasattr(
+            collector, "_multiprocess_mode") else {}
         for sample in samples:
             out.append({"name": sample, "type": kind, "labels": sorted(collector._labelnames),
-                        "at_start": sample in present})
+                        "at_start": sample in present, **mode})
     return sorted(out, key=lambda m: m["name"])
 
 
@@ -120,15 +123,42 @@ def sglang_contract(lines: dict) -> dict:
                                      server_args=server_args)
     except Exception as error:
         notes.append(f"SchedulerMetricsCollector: {type(error).__name__}: {error}")
+    # What the live server exports besides the two collectors (seen on an H100, 2026-12-05): the radix cache's
+    # evictions, the HTTP server's request counters, and each process's CPU (observability/cpu_monitor.py)
+    # the cache labels its collector with its own class alone (mem_cache/base_prefix_cache.py init_metrics_collector)
+    others = {"RadixCacheMetricsCollector": lambda: mc.RadixCacheMetricsCollector(labels={"cache_type": "RadixCache"}),
+              "add_prometheus_track_response_middleware": lambda: _sglang_http_metrics(),
+              "start_cpu_monitor_thread": lambda: _sglang_cpu_monitor()}
+    for name, make in others.items():
+        try:
+            make()
+        except Exception as error:
+            notes.append(f"{name}: {type(error).__name__}: {error}")
     import msgspec
 
     fields = sorted(f.name for f in msgspec.structs.fields(ServerArgs)) if hasattr(ServerArgs, "__struct_fields__") \
         else sorted(getattr(ServerArgs, "__dataclass_fields__", {}))
     return {"parser": {"allow_abbrev": parser.allow_abbrev, "underscores": False},
             "flags": describe_actions(parser), "metrics": registry_metrics(before, lambda: None),
-            # /server_info is the server args (flat) plus these (entrypoints/http_server.py)
-            "server_info_fields": fields + ["internal_states", "version"],
+            # /server_info is the server args (flat), the scheduler's handshake (managers/scheduler.py get_init_info)
+            # and these (entrypoints/http_server.py server_info)
+            "server_info_fields": sorted({*fields, "status", "max_total_num_tokens", "max_req_input_len",
+                                          "startup_time", "internal_states", "version", "kv_events"}),
             "dry_runs": parse_lines(parser, lines, entry_words=2), "notes": notes}
+
+
+def _sglang_http_metrics() -> None:
+    from fastapi import FastAPI
+    from sglang.srt.utils.common import add_prometheus_track_response_middleware
+
+    add_prometheus_track_response_middleware(FastAPI())
+
+
+def _sglang_cpu_monitor() -> None:
+    # the counter is made at once; its thread (a daemon, every 5 s) ends with this script
+    from sglang.srt.observability.cpu_monitor import start_cpu_monitor_thread
+
+    start_cpu_monitor_thread("recorder", interval=3600)
 
 
 # --- vLLM ---------------------------------------------------------------------------------------------------------

@@ -48,7 +48,10 @@ for path in sorted(pathlib.Path(sys.argv[1]).glob("*.json")):
     contract = json.loads(path.read_text())
     for study, lines in contract.get("dry_runs", {}).items():
         for name, result in lines.items():
-            if result["parsed"] != "ok":
+            if result["parsed"] != "ok" and study.endswith("-failures"):
+                # a failures study provokes a refused flag on purpose (h200-ENGINE-failures.yaml's baseline)
+                print(f"{path.name}: {study}/{name}: refused, as the study provokes: {result['parsed']}")
+            elif result["parsed"] != "ok":
                 bad += 1
                 print(f"{path.name}: {study}/{name}: the real parser says: {result['parsed']}")
     for note in contract.get("notes", []):

@@ -64,13 +64,22 @@ class Diagnosis:
         return EngineFailed(self.cause, self.message, log_tail=log_tail, exit_code=exit_code)
 
 
+#: a traceback's frame or source line, indented after any process prefix (vLLM's `(APIServer pid=5533) `): it names
+#: the exception that the line below it states with its message (`    raise LocalEntryNotFoundError(` above
+#: `huggingface_hub.errors.LocalEntryNotFoundError: Cannot find the requested files in the disk cache ...`)
+_TRACEBACK_ECHO = re.compile(r"(\([\w-]+ pid=\d+\) )?\s")
+
+
 def classify_by_patterns(patterns: list[tuple[FailureCause, re.Pattern[str]]], log_tail: str,
                          exit_code: int | None) -> Diagnosis:
-    """The first cause whose pattern matches a log line (in the order given), else how the process ended."""
+    """The first cause whose pattern matches a log line (in the order given), else how the process ended. The reason
+    is the engine's statement of the error, preferred to a traceback's echo of the code that raised it."""
+    lines = log_tail.splitlines()
     for cause, pattern in patterns:
-        for line in log_tail.splitlines():
-            if pattern.search(line):
-                return Diagnosis(cause, line.strip())
+        matches = [line for line in lines if pattern.search(line)]
+        if matches:
+            stated = [line for line in matches if not _TRACEBACK_ECHO.match(line)]
+            return Diagnosis(cause, (stated or matches)[0].strip())
     if exit_code is not None and exit_code < 0:
         return Diagnosis("crash", f"engine killed by signal {-exit_code}")
     if exit_code is not None:
@@ -148,6 +157,9 @@ class EngineAdapter(ABC):
     #: the load gauges the engine exports (KV usage, running, waiting, preemptions), sampled while a cell runs
     #: (measure.gauges); what it does not export is absent
     gauges: ClassVar[tuple[Gauge, ...]] = ()
+    #: whether a response's usage leaves prompt_tokens_details out when no prompt token came from the cache, so
+    #: that its absence means 0 (SGLang under --enable-cache-report); otherwise an absent count is "not reported"
+    usage_omits_zero_cached: ClassVar[bool] = False
 
     @property
     def owned(self) -> dict[str, tuple[str, ...]]:

@@ -47,6 +47,15 @@ class Metric:
     #: whether a fresh server exports a sample of it before any request (False: its labelled child appears at
     #: first use)
     at_start: bool
+    #: a gauge's prometheus_client multiprocess mode (SGLang exports through a MultiProcessCollector, which adds a
+    #: `pid` label to the gauges in "all" or "liveall" mode); None where not recorded
+    multiprocess_mode: str | None = None
+
+    @property
+    def live_labels(self) -> tuple[str, ...]:
+        """The labels a live multi-process server exports this metric with."""
+        per_process = self.type == "gauge" and self.multiprocess_mode in ("all", "liveall")
+        return tuple(sorted((*self.labels, "pid"))) if per_process else tuple(sorted(self.labels))
 
 
 @dataclass(frozen=True)
@@ -93,7 +102,8 @@ def _read(path: Traversable) -> Contract:
         flags=tuple(Flag(tuple(f["options"]), f["dest"], f.get("type"),
                          None if f.get("choices") is None else tuple(map(str, f["choices"])), f.get("nargs"),
                          f.get("action", "store")) for f in raw["flags"]),
-        metrics=tuple(Metric(m["name"], m["type"], tuple(m["labels"]), m["at_start"]) for m in raw["metrics"]),
+        metrics=tuple(Metric(m["name"], m["type"], tuple(m["labels"]), m["at_start"], m.get("multiprocess_mode"))
+                      for m in raw["metrics"]),
         server_info_fields=tuple(raw.get("server_info_fields", ())), cache_dtypes=tuple(raw.get("cache_dtypes", ())),
         spec_only=frozenset(raw.get("spec_only_metrics", ())), dry_runs=raw.get("dry_runs", {}))
 

@@ -122,6 +122,10 @@ class SGLangAdapter(_gpu.PythonServerAdapter):
     info_paths = ("/server_info", "/get_server_info")
     served_name_flag = "--served-model-name"
     self_report_paths = ("/server_info", "/get_server_info")
+    # usage_processor._details_if_cached (0.5.x): `{"cached_tokens": N} only when N > 0`; servebook always passes
+    # --enable-cache-report, so a usage without the details is a prompt with nothing cached (seen live 2026-12-05: every
+    # decode cell of the 1B study read "cached tokens: not in the responses' usage" and went unreconciled)
+    usage_omits_zero_cached = True
     # per scheduler rank; SGLang calls a preemption a retraction, and creates that counter at its first one
     gauges = (Gauge("kv_usage", ("sglang:token_usage",), across="max"), Gauge("running", ("sglang:num_running_reqs",)),
               Gauge("waiting", ("sglang:num_queue_reqs",)),
@@ -159,11 +163,25 @@ class SGLangAdapter(_gpu.PythonServerAdapter):
         def lazy(name: str) -> float | None:
             return lazy_counter_delta(before, after, name, counting="sglang:prompt_tokens_total")
 
+        generated, verify = lazy("sglang:generation_tokens_total"), lazy("sglang:spec_verify_calls_total")
+        drafted = accepted = None
+        # SGLang counts verify passes, not drafts (its counters are added as requests finish). Each pass proposes
+        # spec_num_draft_tokens - 1 tokens (the gauge counts the verified root too) and yields its accepted drafts
+        # plus one; a request's first token comes from its prefill: accepted = generated - passes - requests,
+        # SGLang's own accept length being completion_tokens / spec_verify_ct (test/kits/spec_server_kits.py)
+        per_pass = max(after.by_label("sglang:spec_num_draft_tokens", "tp_rank").values(), default=None)
+        finished = lazy("sglang:num_requests_total")
+        if verify is not None and per_pass is not None and per_pass > 1:
+            drafted = verify * (per_pass - 1)
+            if generated is not None and finished is not None:
+                accepted = max(0.0, generated - verify - finished)
         return ServerCounts(
             prompt_tokens=lazy("sglang:prompt_tokens_total"),
             cached_tokens=lazy("sglang:cached_tokens_total"),
-            generation_tokens=lazy("sglang:generation_tokens_total"),
-            verify_passes=lazy("sglang:spec_verify_calls_total"),
+            generation_tokens=generated,
+            draft_tokens=drafted,
+            accepted_tokens=accepted,
+            verify_passes=verify,
         )
 
 

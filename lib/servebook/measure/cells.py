@@ -102,6 +102,8 @@ class CellSummary(TypedDict, total=False):
     foreign_cpu_cores: float | None
     cpu_probe_ms: float | None
     cpu_steal_cores: float | None
+    #: CPU cores a resident round's other seats kept busy during the cell (None: no other seats)
+    seated_cpu_cores: float | None
     engine_cpus: str | None
     gpu_energy_j: float | None
     gpu_power_w: float | None

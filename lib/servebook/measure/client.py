@@ -208,6 +208,9 @@ class StreamRequest:
     server_timings: Callable[[dict[str, Any] | None], ServerTimings | None] | None = None
     #: chat: called with each chunk's delta, for a caller that needs the reply itself (an agent's history)
     on_delta: Callable[[Any], None] | None = None
+    #: the engine leaves prompt_tokens_details out of a usage when nothing was cached: a finished stream without
+    #: the count then had 0 cached (the adapter's usage_omits_zero_cached)
+    absent_cached_is_zero: bool = False
 
 
 def _record_chunk(record: RequestRecord, chunk: Any, now: float, counted: int, *, chat: bool,
@@ -377,6 +380,8 @@ async def _streamed(record: RequestRecord, request: StreamRequest, chunks: Async
                                     keep_chunk_times=request.keep_chunk_times, server_timings=request.server_timings,
                                     on_delta=request.on_delta)
         settle_reasoning(record)
+        if request.absent_cached_is_zero and record.completion_tokens is not None and record.cached_tokens is None:
+            record.cached_tokens = 0
         if record.completion_tokens is None:
             record.error = "stream ended without a usage chunk"
         elif record.t_first is None and record.completion_tokens > 0:

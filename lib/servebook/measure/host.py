@@ -25,6 +25,8 @@ class CpuSample:
     own_s: float  # this process and the engine's process tree
     #: time the hypervisor gave this machine's CPUs to someone else (a virtual machine's noisy neighbours)
     steal_s: float | None = None
+    #: of own_s, the processes whose load is expected beside the run's own (a resident round's other seats)
+    seated_s: float = 0.0
 
 
 def _host_busy_s(proc: Path) -> tuple[float, float] | None:
@@ -106,12 +108,15 @@ def pin_engine(engine_pid: int, cpus: list[int], proc: Path = Path("/proc")) -> 
 def cpu_sample(engine_pid: int | None, proc: Path = Path("/proc"), *,
                also_own: set[int] | frozenset[int] = frozenset()) -> CpuSample:
     """The host's busy CPU and this run's own (client, engine, and `also_own`: processes whose load is expected)."""
-    own = 0.0
-    for pid in own_processes(engine_pid, proc) | also_own:
+    own = seated = 0.0
+    mine = own_processes(engine_pid, proc)
+    for pid in mine | also_own:
         stat = _stat(proc, pid)
-        own += stat[1] if stat else 0.0
+        used = stat[1] if stat else 0.0
+        own += used
+        seated += used if pid not in mine else 0.0
     host = _host_busy_s(proc)
-    return CpuSample(time.monotonic(), host[0] if host else None, own, host[1] if host else None)
+    return CpuSample(time.monotonic(), host[0] if host else None, own, host[1] if host else None, seated)
 
 
 def foreign_cores(before: CpuSample, after: CpuSample) -> float | None:
@@ -151,6 +156,15 @@ def busiest_thread_cpus(engine_pid: int | None, proc: Path = Path("/proc"),
         if (since is None or used > 0) and (pid not in busiest or used > busiest[pid][0]):
             busiest[pid] = (used, cpu)
     return ",".join(str(c) for c in sorted({cpu for _, cpu in busiest.values()})) or None
+
+
+def seated_cores(before: CpuSample, after: CpuSample) -> float | None:
+    """CPU cores the expected neighbours (a resident round's other seats) kept busy, on average, between two
+    samples; None where there were none. A neighbour that ended meanwhile drops out of `after`: never below 0."""
+    wall = after.t - before.t
+    if wall <= 0 or (before.seated_s == 0.0 and after.seated_s == 0.0):
+        return None
+    return max(0.0, after.seated_s - before.seated_s) / wall
 
 
 def steal_cores(before: CpuSample, after: CpuSample) -> float | None:

@@ -43,6 +43,7 @@ from .host import (
     foreign_cores,
     own_processes,
     process_trees,
+    seated_cores,
     steal_cores,
     telemetry_rows,
     thread_ticks,
@@ -199,8 +200,11 @@ class Measurement:
         pid = self.endpoint.engine_pid
         before = await self._scrape()
         probe_ms = cpu_probe_ms()
-        # between a sliced cell's slices the round's other seats measure, by design: their load is not foreign
-        seated = process_trees(self.turns.others()) if spec.slices > 1 else set()
+        # A resident round's other seats are the round's own load, never foreign: between a sliced cell's slices they
+        # measure, by design, and while idle they may still poll (an idle SGLang 0.5.17 scheduler kept about 0.4 of
+        # a core busy: six of them read as 2.4 foreign cores and failed every unsliced cell of a round, 2026-12-05).
+        # Their load is kept beside the cell as seated_cpu_cores, a covariate that falls on every seat alike.
+        seated = process_trees(self.turns.others())
         cpu_before, threads_before = cpu_sample(pid, also_own=seated), thread_ticks(pid)
         with GpuSampler(self.gpus) as gpu:
             async with self._gauge_sampler() as gauges:
@@ -223,6 +227,7 @@ class Measurement:
         # decode with the engine's own CPU use unchanged)
         summary["cpu_probe_ms"] = probe_ms
         summary["cpu_steal_cores"] = steal_cores(cpu_before, cpu_after)
+        summary["seated_cpu_cores"] = seated_cores(cpu_before, cpu_after)
         summary["engine_cpus"] = busiest_thread_cpus(pid, since=threads_before)
         summary.update(gauge_figures(gauges, before, after))
         outcome = CellOutcome(spec, records, before, after, summary)

@@ -84,7 +84,7 @@ class Workloads:
             fields["extra_body"] = self.endpoint.for_chat(fields.get("extra_body"))
         return StreamRequest(self.model, output_tokens, stream_options=self.endpoint.adapter.stream_options(),
                              keep_chunk_times=self.plan.record_chunks, server_timings=self.endpoint.adapter.server_timings,
-                             **fields)
+                             absent_cached_is_zero=self.endpoint.adapter.usage_omits_zero_cached, **fields)
 
     async def filler(self, category: str) -> list[int]:
         if category not in self._fillers:

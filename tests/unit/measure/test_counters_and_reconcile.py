@@ -111,3 +111,49 @@ def test_usage_without_cached_tokens_is_recorded_as_unknown_not_zero():
     _usage_fields(record, SimpleNamespace(prompt_tokens=10, completion_tokens=8,
                                           prompt_tokens_details=SimpleNamespace(cached_tokens=0)))
     assert record.cached_tokens == 0
+
+
+def _finished_stream(absent_cached_is_zero: bool, details):
+    import asyncio
+    from types import SimpleNamespace
+
+    from servebook.measure.client import RequestRecord, StreamRequest, _streamed
+
+    async def chunks():
+        yield SimpleNamespace(usage=None, model_extra={},
+                              choices=[SimpleNamespace(text="a", delta=None, finish_reason=None)])
+        yield SimpleNamespace(usage=SimpleNamespace(prompt_tokens=10, completion_tokens=1,
+                                                    prompt_tokens_details=details), model_extra={}, choices=[])
+
+    record = RequestRecord("r", "cell", 1, "prose", 1, t_send=0.0)
+    request = StreamRequest("m", 1, prompt="x", absent_cached_is_zero=absent_cached_is_zero)
+    return asyncio.run(_streamed(record, request, chunks()))
+
+
+def test_sglang_leaves_the_cached_count_out_when_nothing_was_cached_and_that_is_zero():
+    from types import SimpleNamespace
+
+    from servebook.engines import get_engine
+
+    # SGLang's usage_processor sends {"cached_tokens": N} only when N > 0; vLLM and llama.cpp always send theirs
+    assert get_engine("sglang").usage_omits_zero_cached
+    assert not get_engine("vllm").usage_omits_zero_cached and not get_engine("llamacpp").usage_omits_zero_cached
+    assert _finished_stream(True, None).cached_tokens == 0
+    assert _finished_stream(True, SimpleNamespace(cached_tokens=7)).cached_tokens == 7
+    # elsewhere an absent count stays unknown
+    assert _finished_stream(False, None).cached_tokens is None
+
+
+def test_a_stream_that_ended_without_usage_is_not_zero_cached_either():
+    import asyncio
+    from types import SimpleNamespace
+
+    from servebook.measure.client import RequestRecord, StreamRequest, _streamed
+
+    async def chunks():
+        yield SimpleNamespace(usage=None, model_extra={},
+                              choices=[SimpleNamespace(text="a", delta=None, finish_reason=None)])
+
+    record = asyncio.run(_streamed(RequestRecord("r", "cell", 1, "prose", 1, t_send=0.0),
+                                   StreamRequest("m", 1, prompt="x", absent_cached_is_zero=True), chunks()))
+    assert record.cached_tokens is None and record.error

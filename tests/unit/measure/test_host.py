@@ -75,3 +75,23 @@ def test_the_cpu_of_each_engine_processs_busiest_thread_is_recorded(tmp_path):
     assert busiest_thread_cpus(100, proc, since=start) == "5"
     thread(100, 102, 45, 9)      # the API server's second thread ran the most during the cell
     assert busiest_thread_cpus(100, proc, since=start) == "5,9"
+
+
+def test_a_resident_rounds_other_seats_are_the_rounds_own_load_and_kept_apart(tmp_path):
+    from servebook.measure.host import seated_cores
+
+    me = os.getpid()
+    # 100: the measured engine; 400 and its engine 401: another seat, idle but polling (an SGLang scheduler)
+    tree = {me: (1, 100), 100: (1, 200), 400: (1, 30), 401: (400, 300)}
+    before = cpu_sample(100, fake_proc(tmp_path / "a", 1000, tree), also_own={400, 401})
+    busier = {me: (1, 100 + TICK), 100: (1, 200 + TICK), 400: (1, 30), 401: (400, 300 + 2 * TICK)}
+    after = cpu_sample(100, fake_proc(tmp_path / "b", 1000 + 4 * TICK, busier), also_own={400, 401})
+    after = CpuSample(before.t + 2.0, after.host_busy_s, after.own_s, after.steal_s, after.seated_s)
+    # 4 s busy: 2 s ours, 2 s the other seat's: nothing foreign, the seat's 1 core kept beside
+    assert abs(foreign_cores(before, after)) < 1e-9
+    assert abs(seated_cores(before, after) - 1.0) < 1e-9
+    # the same load with the seat not declared is foreign
+    alone = [cpu_sample(100, fake_proc(tmp_path / d, t, p)) for d, t, p in (("a", 1000, tree), ("b", 1000 + 4 * TICK, busier))]
+    later = CpuSample(alone[0].t + 2.0, alone[1].host_busy_s, alone[1].own_s)
+    assert abs(foreign_cores(alone[0], later) - 1.0) < 1e-9
+    assert seated_cores(alone[0], later) is None

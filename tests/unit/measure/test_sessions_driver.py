@@ -31,7 +31,7 @@ class _Engine:
     """Answers every chat request (its events, as measure.sse's client gives them) with `max_tokens` words naming the
     request, and counts a prompt as its words; renders a first prompt as the words of its messages."""
 
-    kind, reconciles = "fake", False
+    kind, reconciles, usage_omits_zero_cached = "fake", False, False
 
     def __init__(self):
         self.bodies: list[dict] = []

@@ -67,7 +67,8 @@ class _Completion:
     def usage(self, produced: int, cached: int | None = None) -> dict:
         usage: dict[str, Any] = {"prompt_tokens": len(self.prompt), "completion_tokens": produced,
                  "total_tokens": len(self.prompt) + produced}
-        if cached is not None and self.app.config.cache_report:  # only under the engine's flag
+        # only under the engine's flag, and SGLang's only when something was cached (usage_processor.py)
+        if cached is not None and self.app.config.cache_report and (cached or self.app.config.flavor != "sglang"):
             usage["prompt_tokens_details"] = {"cached_tokens": cached}
         if self.shape is not None:  # under a parser, even when nothing was thought
             usage.update(self.shape.usage_fields(min(produced, self.thinking)))

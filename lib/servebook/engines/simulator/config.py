@@ -160,7 +160,8 @@ def _parse_flavor(flavor: str, parser: argparse.ArgumentParser, argv: list[str],
         args, _ = parser.parse_known_args(argv)
         timing.slots = args.max_running_requests
         timing.chunk = args.chunked_prefill_size if args.chunked_prefill_size > 0 else 1 << 30
-        timing.draft_tokens = args.speculative_num_draft_tokens if args.speculative_algorithm else 0
+        # SGLang's --speculative-num-draft-tokens counts the verified root: a pass proposes one token fewer
+        timing.draft_tokens = max(0, args.speculative_num_draft_tokens - 1) if args.speculative_algorithm else 0
         timing.acceptance = ACCEPTANCE.get(str(args.speculative_algorithm).upper(), timing.acceptance)
         timing.kv_cost = FP8_KV_COST if "fp8" in str(args.kv_cache_dtype) else 1.0
         return SimConfig(flavor, args.host, args.port, args.model_path, timing, faults,

@@ -127,6 +127,8 @@ class Engine:
                     c.inc(c.drafted, drafted)
                     c.inc(c.accepted, max(0, n - 1) if drafted else 0)
                     c.inc(c.verify, 1 if drafted else 0)
+                    if drafted:
+                        c.set(c.verify_width, drafted + 1)
                     yield n, cached
                 finish = "length" if produced >= max_tokens else "stop"
                 if flavor == "llamacpp":

@@ -34,6 +34,7 @@ EXPORTED = {
         "running": ("gauge", "num_running_reqs", "The number of running requests."),
         "waiting": ("gauge", "num_queue_reqs", "The number of requests in the waiting queue."),
         "verify": ("counter", "spec_verify_calls", "Number of speculative decoding verification calls."),
+        "verify_width": ("gauge", "spec_num_draft_tokens", "The number of draft tokens per verification, root included."),
     },
     "vllm": {
         "prompt": ("counter", "prompt_tokens", "Number of prefill tokens processed."),
