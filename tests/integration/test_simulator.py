@@ -318,6 +318,22 @@ def test_a_launched_vllm_reports_every_knob_back_and_its_drafter_acceptance(tmp_
     assert "vllm_config" in json.loads((record.dir / "self_report.json").read_text())["/server_info?config_format=json"]
 
 
+def test_a_launched_sglang_drafter_shows_its_acceptance_from_the_verify_passes(tmp_path):
+    """SGLang counts verify passes, not drafts (spec_verify_calls_total); the drafted and accepted tokens of a cell
+    follow from them, the draft width SGLang exports, and the generated tokens, as on the H100 (2026-12-05)."""
+    candidate = Candidate.model_validate({
+        "name": "drafting", "engine": "sglang", "model": {"id": "org/model"},
+        "knobs": {"max_running_requests": 4, "context_length": 8192,
+                  "drafter": {"kind": "ngram", "max_draft_tokens": 4}},
+        "launch": {"simulator": True}})
+    record = run_candidate(candidate, PLAN.model_copy(update={"prefill": None}), Journal(tmp_path), reporter=QUIET)
+    assert record.status == "completed", record.manifest.failure
+    cells = record.table("cells")
+    assert (cells["reconciliation"] == "ok").all(), cells["reconciliation_message"].tolist()
+    assert (cells["draft_tokens"] > 0).all() and cells["draft_acceptance"].between(0.05, 1.0).all(), \
+        cells[["draft_tokens", "draft_acceptance"]].to_dict("records")
+
+
 def test_prefix_caching_off_leaves_every_turn_uncached(tmp_path):
     plan = PLAN.model_copy(update={"prefill": None, "decode": None, "reuse": ReusePlan(
         conversations=1, turns=3, first_prompt_tokens=256, turn_tokens=64, output_tokens=4)})

@@ -29,3 +29,16 @@ def test_why_a_run_has_no_verdict_reads_its_typed_fields():
     assert status_reason(RunSummary(run_id="r", status="incomplete")) == ["incomplete: never sealed"]
     failed = RunSummary(run_id="r", status="failed", failure={"cause": "bad_flag", "message": "-x"})
     assert status_reason(failed) == ["bad_flag: -x"]
+
+
+def test_a_resident_rounds_other_seats_show_beside_the_foreign_cpu_never_in_it():
+    from servebook.present.site.pages import cells_detail
+
+    cell = {"cell_id": "prefill-8192", "requests": 4, "errors": 0, "prompt_tokens": 32768, "cached_tokens": 0,
+            "completion_tokens": 4, "reconciliation": "ok", "reconciliation_message": "-", "valid": True}
+    rows = cells_detail(RunSummary(run_id="r", status="completed", cells=[
+        {**cell, "foreign_cpu_cores": 0.05, "seated_cpu_cores": 2.41},
+        {**cell, "foreign_cpu_cores": 0.05, "seated_cpu_cores": float("nan")},
+        {**cell, "foreign_cpu_cores": None}])).rows
+    others = [row.values[8] for row in rows]
+    assert others == ["0.05 cores (+ 2.41 the round's other seats)", "0.05 cores", "not checked"]

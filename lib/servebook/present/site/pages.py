@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 from dataclasses import asdict
@@ -255,10 +256,13 @@ def cells_detail(summary: RunSummary) -> Table:
             f"{power:.0f} W, {fmt(cell.get('joules_per_token'), '.3f')} J/token, {fmt(cell.get('tok_s_per_w'), '.2f')} "
             f"tok/s/W" + (f", throttled: {cell['gpu_throttle']}" if cell.get("gpu_throttle") else ""))
         ramp = "-" if cell.get("ramp_up_s") is None else f"{cell['ramp_up_s']:.2f} s / {cell['ramp_down_s']:.2f} s"
-        foreign = cell.get("foreign_cpu_cores")
+        foreign, seated = cell.get("foreign_cpu_cores"), cell.get("seated_cpu_cores")
+        # a resident round's other seats: the round's own load, shown beside the foreign one, never in it
+        others = "not checked" if foreign is None else f"{foreign:.2f} cores" + (
+            f" (+ {seated:.2f} the round's other seats)" if isinstance(seated, float) and math.isfinite(seated) else "")
         frame.rows.append(Row([cell["cell_id"], cell["requests"], cell["errors"], cell["prompt_tokens"],
                                cell["cached_tokens"], cell["completion_tokens"], fmt(cell.get("steady_tok_s")), ramp,
-                               "not checked" if foreign is None else f"{foreign:.2f} cores", gpu,
+                               others, gpu,
                                f"{cell['reconciliation']}: {cell['reconciliation_message']}",
                                "yes" if cell["valid"] else f"no: {cell['invalid_reasons']}"],
                               "" if cell["valid"] else "invalid"))
