@@ -25,8 +25,9 @@ class CpuSample:
     own_s: float  # this process and the engine's process tree
     #: time the hypervisor gave this machine's CPUs to someone else (a virtual machine's noisy neighbours)
     steal_s: float | None = None
-    #: of own_s, the processes whose load is expected beside the run's own (a resident round's other seats)
-    seated_s: float = 0.0
+    #: of own_s, the processes whose load is expected beside the run's own (a resident round's other seats);
+    #: None where there are none
+    seated_s: float | None = None
 
 
 def _host_busy_s(proc: Path) -> tuple[float, float] | None:
@@ -116,7 +117,8 @@ def cpu_sample(engine_pid: int | None, proc: Path = Path("/proc"), *,
         own += used
         seated += used if pid not in mine else 0.0
     host = _host_busy_s(proc)
-    return CpuSample(time.monotonic(), host[0] if host else None, own, host[1] if host else None, seated)
+    return CpuSample(time.monotonic(), host[0] if host else None, own, host[1] if host else None,
+                     seated if also_own else None)
 
 
 def foreign_cores(before: CpuSample, after: CpuSample) -> float | None:
@@ -162,7 +164,7 @@ def seated_cores(before: CpuSample, after: CpuSample) -> float | None:
     """CPU cores the expected neighbours (a resident round's other seats) kept busy, on average, between two
     samples; None where there were none. A neighbour that ended meanwhile drops out of `after`: never below 0."""
     wall = after.t - before.t
-    if wall <= 0 or (before.seated_s == 0.0 and after.seated_s == 0.0):
+    if wall <= 0 or before.seated_s is None or after.seated_s is None:
         return None
     return max(0.0, after.seated_s - before.seated_s) / wall
 

@@ -95,3 +95,13 @@ def test_a_resident_rounds_other_seats_are_the_rounds_own_load_and_kept_apart(tm
     later = CpuSample(alone[0].t + 2.0, alone[1].host_busy_s, alone[1].own_s)
     assert abs(foreign_cores(alone[0], later) - 1.0) < 1e-9
     assert seated_cores(alone[0], later) is None
+
+
+def test_an_idle_seat_is_zero_cores_not_unchecked(tmp_path):
+    from servebook.measure.host import seated_cores
+
+    tree = {os.getpid(): (1, 100), 100: (1, 200), 400: (1, 30)}
+    before = cpu_sample(100, fake_proc(tmp_path / "a", 1000, tree), also_own={400})
+    after = cpu_sample(100, fake_proc(tmp_path / "b", 1000, tree), also_own={400})
+    after = CpuSample(before.t + 1.0, after.host_busy_s, after.own_s, after.steal_s, after.seated_s)
+    assert seated_cores(before, after) == 0.0
