@@ -124,7 +124,8 @@ PY
     secs=${1:-540}
     pid=$(cat "$STUDY_LOG.pid" 2>/dev/null || true)
     [ -n "$pid" ] || { echo "no detached sweep was started here (scripts/gpu-host.sh start)" >&2; exit 2; }
-    for _ in $(seq 1 $(( (secs + 4) / 5 ))); do kill -0 "$pid" 2>/dev/null || break; sleep 5; done
+    # by the second: `wait 1` means one second, and a sweep that ends returns at once
+    for _ in $(seq 1 "$secs"); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
     # what the sweep said last: which runs started, finished, and the verdicts between rounds
     grep -E '^(candidate|\[|verdicts|  [a-z0-9-]+: (accepted|rejected|inconclusive|failed))|runs made' "$STUDY_LOG" | tail -n 40 || true
     if kill -0 "$pid" 2>/dev/null; then echo "still running after ${secs} s"; exit 3; fi
