@@ -4,7 +4,6 @@ reports back, its counters against the client's counts and the recorded contract
 failures it was provoked into, each classified from its own log."""
 
 import json
-import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -15,10 +14,10 @@ from servebook.engines import get_engine
 from servebook.engines.contracts import recorded_contracts
 from servebook.engines.counters import Sample, Scrape
 from servebook.engines.random_models import model_file_name
-from servebook.launch.process import EngineProcess
 from servebook.launch.verify import SelfReport, verify_claims
 from servebook.measure.reconcile import ClientCounts, reconcile
 from servebook.util.paths import repo_data_dir
+from tests.helpers.recorded_logs import failure_from_log
 
 RECORDED = Path(__file__).parents[2] / "fixtures" / "sglang-0.5.17"
 STUDY = repo_data_dir() / "studies" / "h200-sglang-1b-sliced.yaml"
@@ -74,12 +73,10 @@ def test_every_knob_of_the_study_is_read_back_from_server_info_and_verified(name
     ("ngram-beside-six", "out_of_memory", "Raise --mem-fraction-static above 0.564"),
 ])
 def test_each_provoked_failure_is_classified_from_the_engines_own_line(tmp_path, name, cause, words):
-    log = tmp_path / "engine.log"
-    shutil.copy(RECORDED / f"engine-{name}.log", log)
-    failure = EngineProcess(["sglang", "serve"], SGLANG, "http://127.0.0.1:1", log).failure()
+    failure, text = failure_from_log(RECORDED / f"engine-{name}.log", "sglang", ["sglang", "serve"], tmp_path)
     assert failure.cause == cause
     assert words in failure.message, failure.message
-    assert failure.message in log.read_text()
+    assert failure.message in text
     # the statement of the error, not a traceback's echo of the code that raised it
     assert not failure.message.startswith("raise ")
 
