@@ -114,11 +114,21 @@ PY
     ;;
   start)
     # Detached into a session of its own: a lent machine kills what a call leaves behind except such a process,
-    # so the sweep (and its resident engines) outlive the call that started it, and its status lands in .rc
+    # so the sweep (and its resident engines) outlive the call that started it, and its status lands in .rc.
+    # It runs from a copy of servebook's code, notebooks and studies: a lent machine copies the working tree afresh
+    # at the start of every call, and a notebook that imported servebook while the next call (`wait`) rewrote it
+    # failed ("cannot import name 'llamacpp' from partially initialized module 'servebook.engines'", 2026-12-06).
+    tree=$(mktemp -d "${TMPDIR:-/tmp}/sb-tree.XXXXXX")
+    tar -cf - --exclude='data/sample-journal*' --exclude=__pycache__ pyproject.toml lib notebooks scripts data \
+      | tar -C "$tree" -xf -
+    JOURNAL=$(realpath -m "$JOURNAL") STUDY_LOG=$(realpath -m "$STUDY_LOG")
+    [ -f "$STUDY" ] && STUDY=$(realpath "$STUDY")
+    export STUDY JOURNAL PARTS SITE_DIR MODELS PYTHON STUDY_LOG
     rm -f "$STUDY_LOG.rc"
-    setsid nohup bash -c '"$0" study "$@"; echo $? > "$STUDY_LOG.rc"' "$0" "$@" > "$STUDY_LOG" 2>&1 < /dev/null &
+    setsid nohup bash -c 'bash "$0/scripts/gpu-host.sh" study "$@"; echo $? > "$STUDY_LOG.rc"' "$tree" "$@" \
+      > "$STUDY_LOG" 2>&1 < /dev/null &
     echo $! > "$STUDY_LOG.pid"
-    echo "sweep of $STUDY started (pid $!), log $STUDY_LOG: 'scripts/gpu-host.sh wait' follows it"
+    echo "sweep of $STUDY started (pid $!) from $tree, log $STUDY_LOG: 'scripts/gpu-host.sh wait' follows it"
     ;;
   wait)
     secs=${1:-540}

@@ -17,10 +17,10 @@ def gpu_host(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str
 def test_a_detached_sweep_outlives_its_call_and_wait_reports_it_running_then_its_status(tmp_path):
     # a stand-in for the sweep: what `study` runs is "$PYTHON -m servebook.cli sweep ..."; this one takes 4 s
     fake = tmp_path / "python"
-    fake.write_text("#!/bin/sh\necho \"candidate baseline (abc) -> run R1\"\nsleep 4\n"
+    fake.write_text("#!/bin/sh\necho \"candidate baseline (abc) -> run R1\"\necho \"from $PWD\"\nsleep 4\n"
                     "echo \"  seqs-8: rejected (1 run): decode\"\necho \"1 runs made\"\nexit 7\n")
     fake.chmod(0o755)
-    env = {**os.environ, "PYTHON": str(fake), "STUDY_LOG": str(tmp_path / "study.log"),
+    env = {**os.environ, "PYTHON": str(fake), "STUDY_LOG": str(tmp_path / "study.log"), "TMPDIR": str(tmp_path),
            "JOURNAL": str(tmp_path / "journal")}
     started = gpu_host("start", "--resident", env=env)
     assert started.returncode == 0 and "started" in started.stdout
@@ -30,11 +30,16 @@ def test_a_detached_sweep_outlives_its_call_and_wait_reports_it_running_then_its
     ended = gpu_host("wait", "30", env=env)
     assert ended.returncode == 7, ended.stdout + ended.stderr
     assert "seqs-8: rejected" in ended.stdout and "ended with status 7" in ended.stdout
+    # it ran from a copy of the code: a lent machine rewrites the checkout at every call, under a running sweep
+    ran_in = Path(next(line for line in (tmp_path / "study.log").read_text().splitlines()
+                       if line.startswith("from "))[5:])
+    assert ran_in != REPO and (ran_in / "lib/servebook/__init__.py").is_file()
+    assert (ran_in / "data/studies").is_dir() and not list(ran_in.glob("data/sample-journal*"))
 
 
 def test_a_real_dry_run_sweep_through_start_and_wait(tmp_path):
     env = {**os.environ, "PYTHON": sys.executable, "STUDY": "data/studies/tiny-demo.yaml",
-           "STUDY_LOG": str(tmp_path / "study.log"), "JOURNAL": str(tmp_path / "journal")}
+           "STUDY_LOG": str(tmp_path / "study.log"), "JOURNAL": str(tmp_path / "journal"), "TMPDIR": str(tmp_path)}
     assert gpu_host("start", "--dry-run", env=env).returncode == 0
     ended = gpu_host("wait", "60", env=env)
     assert ended.returncode == 0, ended.stdout + ended.stderr

@@ -69,3 +69,42 @@ def test_a_resident_sweep_measures_each_rounds_runs_in_turn(tmp_path):
     # the verdict's block is the resident round, shared by the candidates measured in it
     blocks = {tuple(cells.attrs["block"])[1] for cells in run_cells(records) if cells is not None}
     assert blocks == set(rounds)
+
+
+def test_seats_held_to_the_measured_engines_cpu_are_a_disturbance_of_its_cells(tmp_path):
+    """Two simulated SGLang engines whose schedulers poll (fault idle_poll), every engine held to CPU 0: the other
+    seat's poller takes that CPU from whichever engine measures. Every cell says so (seats_contend, with the cores
+    it took), and no verdict is drawn from such cells."""
+    study = tmp_path / "study.yaml"
+    study.write_text("""
+name: resident-contended
+base:
+  engine: sglang
+  model: {path: "random:1b"}
+  knobs: {max_running_requests: 8, context_length: 4096}
+  launch: {simulator: true, ready_timeout_s: 60, cpus: [0], sim_faults: [idle_poll]}
+variants:
+  - name: running-2
+    set: {knobs.max_running_requests: 2}
+repeats: 1
+plan:
+  decode: {concurrency: [2], categories: [prose], output_tokens: 16, rounds: 1, min_cell_s: 0.5}
+  warmup_requests: 1
+  max_foreign_cpu_cores: 0.2
+verdict:
+  rules:
+    - {metric: aggregate_tok_s, concurrency: [2], max_regression_pct: 5}
+""")
+    journal_dir = tmp_path / "journal"
+    result = subprocess.run([sys.executable, "-m", "servebook.cli", "sweep", str(study), "--journal", str(journal_dir),
+                             "--resident", "--format", "plain"], capture_output=True, text=True, env=ENV, cwd=REPO,
+                            timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    records = Journal(str(journal_dir)).runs()
+    assert [r.status for r in records] == ["completed"] * 2
+    for record in records:
+        cells = record.table("cells")
+        assert (cells["contending_cpu_cores"] > 0.2).all(), cells[["cell_id", "contending_cpu_cores"]]
+        assert all("seats_contend" in codes.split(",") for codes in cells["invalid_codes"])
+    verdict_line = next(line for line in result.stdout.splitlines() if line.startswith("running-2"))
+    assert "rejected" not in verdict_line and "accepted" not in verdict_line, verdict_line

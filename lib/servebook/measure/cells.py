@@ -104,6 +104,8 @@ class CellSummary(TypedDict, total=False):
     cpu_steal_cores: float | None
     #: CPU cores a resident round's other seats kept busy during the cell (None: no other seats)
     seated_cpu_cores: float | None
+    #: of those, the cores they kept busy on the CPUs this engine is held to while it measured (0: it is not held)
+    contending_cpu_cores: float | None
     engine_cpus: str | None
     gpu_energy_j: float | None
     gpu_power_w: float | None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -158,6 +159,90 @@ def busiest_thread_cpus(engine_pid: int | None, proc: Path = Path("/proc"),
         if (since is None or used > 0) and (pid not in busiest or used > busiest[pid][0]):
             busiest[pid] = (used, cpu)
     return ",".join(str(c) for c in sorted({cpu for _, cpu in busiest.values()})) or None
+
+
+def _cpu_list(text: str) -> frozenset[int]:
+    """ "0-3,8,10-11" (the kernel's list format) -> {0, 1, 2, 3, 8, 10, 11}."""
+    cpus: set[int] = set()
+    for part in text.split(","):
+        low, _, high = part.strip().partition("-")
+        if low:
+            cpus.update(range(int(low), int(high or low) + 1))
+    return frozenset(cpus)
+
+
+def allowed_cpus(pid: int, proc: Path = Path("/proc")) -> frozenset[int] | None:
+    """The CPUs a process may run on (its affinity, as the kernel lists it); None if it is gone."""
+    try:
+        for line in (proc / str(pid) / "status").read_text().splitlines():
+            if line.startswith("Cpus_allowed_list:"):
+                return _cpu_list(line.partition(":")[2])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def host_cpus(proc: Path = Path("/proc")) -> int | None:
+    """How many CPUs the host has online (the per-CPU lines of /proc/stat)."""
+    try:
+        lines = (proc / "stat").read_text().splitlines()
+    except OSError:
+        return None
+    return sum(1 for line in lines if line.startswith("cpu") and line[3:4].isdigit()) or None
+
+
+class SeatContention:
+    """How many cores a resident round's other seats kept busy on the CPUs the measured engine is held to, counted
+    only while this engine measures: between a sliced cell's slices the others measure, on their own turn.
+
+    Seats held to the same CPUs as the measured engine take those CPUs from it: idle SGLang 0.5.17 engines poll
+    about a core each, and six of them held to the measured engine's three CPUs left it a third of its decode
+    (2026-12-06). A seat that may also run elsewhere counts with the share of its CPUs that are the engine's (its
+    load taken as spread evenly over them); none counts where the engine is not held (it may run on any CPU)."""
+
+    def __init__(self, engine_pid: int | None, seated: set[int], proc: Path = Path("/proc"),
+                 clock: Callable[[], float] = time.monotonic):
+        self.proc, self.clock = proc, clock
+        self.seats = bool(seated)
+        self.weights: dict[int, float] = {}
+        held = allowed_cpus(engine_pid, proc) if engine_pid and seated else None
+        total = host_cpus(proc)
+        if held and total and len(held) < total:
+            for pid in seated:
+                theirs = allowed_cpus(pid, proc)
+                if theirs and theirs & held:
+                    self.weights[pid] = len(theirs & held) / len(theirs)
+        self.busy_s = self.wall_s = 0.0
+        self._mark: tuple[float, dict[int, float]] | None = None
+
+    def _used(self) -> dict[int, float]:
+        used = {}
+        for pid in self.weights:
+            stat = _stat(self.proc, pid)
+            if stat is not None:
+                used[pid] = stat[1]
+        return used
+
+    def resume(self) -> None:
+        """This engine measures again."""
+        self._mark = (self.clock(), self._used())
+
+    def pause(self) -> None:
+        """This engine stops measuring (a slice ended, or the cell): the interval since `resume` counts."""
+        if self._mark is None:
+            return
+        started, before = self._mark
+        after = self._used()
+        self.wall_s += self.clock() - started
+        # a seat that ended meanwhile drops out: never below 0
+        self.busy_s += sum(self.weights[pid] * max(0.0, after[pid] - before[pid]) for pid in after if pid in before)
+        self._mark = None
+
+    def cores(self) -> float | None:
+        """None where there are no other seats."""
+        if not self.seats:
+            return None
+        return self.busy_s / self.wall_s if self.wall_s > 0 else 0.0
 
 
 def seated_cores(before: CpuSample, after: CpuSample) -> float | None:

@@ -37,6 +37,7 @@ from .gauges import GaugeSampler, gauge_client, gauge_figures
 from .gpu import GpuSampler, NvmlReader, summarize_gpu
 from .host import (
     DEFAULT_MAX_FOREIGN_CORES,
+    SeatContention,
     busiest_thread_cpus,
     cpu_probe_ms,
     cpu_sample,
@@ -80,6 +81,8 @@ class Measurement:
         self.gpus = NvmlReader()
         self.log = log if log is not None else MeasurementLog()
         self.model_name = endpoint.model or "default"
+        #: the cell being measured's count of the other seats' load on this engine's CPUs
+        self._contention: SeatContention | None = None
 
     async def __aenter__(self) -> "Measurement":
         # The key goes with every request, /metrics and the tokenizer included (llama.cpp protects them all).
@@ -90,7 +93,7 @@ class Measurement:
             listed = models.json().get("data") if models.status_code == 200 else None
             self.model_name = listed[0]["id"] if listed else "default"
         self.workloads = Workloads(self.endpoint, self.plan, self.tag, self.http, self.openai, self.model_name)
-        self.workloads.handover = self.turns.handover
+        self.workloads.handover = self._handover
         self.gauge_http = gauge_client(self.endpoint.auth)
         return self
 
@@ -195,6 +198,17 @@ class Measurement:
             return []
         return [line.strip() for line in text.splitlines() if pattern.search(line)]
 
+    async def _handover(self, slice_index: int) -> None:
+        """A sliced cell's pause: the other seats measure on their turns, which takes nothing from this engine's."""
+        contention = self._contention
+        if contention is not None:
+            contention.pause()
+        try:
+            await self.turns.handover(slice_index)
+        finally:
+            if contention is not None:
+                contention.resume()
+
     async def run_cell(self, spec: CellSpec, on_done: OnDone = lambda: None) -> CellOutcome:
         log_offset = self._log_size()
         pid = self.endpoint.engine_pid
@@ -206,9 +220,16 @@ class Measurement:
         # Their load is kept beside the cell as seated_cpu_cores, a covariate that falls on every seat alike.
         seated = process_trees(self.turns.others())
         cpu_before, threads_before = cpu_sample(pid, also_own=seated), thread_ticks(pid)
+        # ... unless they are held to this engine's CPUs: then they take those CPUs from it
+        self._contention = contention = SeatContention(pid, seated)
+        contention.resume()
         with GpuSampler(self.gpus) as gpu:
             async with self._gauge_sampler() as gauges:
-                records = await self.workloads.run(spec, on_done)
+                try:
+                    records = await self.workloads.run(spec, on_done)
+                finally:
+                    contention.pause()
+                    self._contention = None
         if any(not r.ok for r in records):
             # A dead engine explains failed requests better than the requests do.
             try:
@@ -219,7 +240,8 @@ class Measurement:
         cpu_after = cpu_sample(pid, also_own=seated)
         after = await self._scrape()
         summary = self._summarize(spec, records, before, after, log_offset,
-                                  foreign_cores(cpu_before, cpu_after) if pid else None, gpu.samples)
+                                  foreign_cores(cpu_before, cpu_after) if pid else None, gpu.samples,
+                                  contending=contention.cores())
         if self.endpoint.replica_urls:
             summary.update(replica_figures(self.adapter, records, before, after, len(self.endpoint.replica_urls)))
         # Covariates, not verdicts: how fast this machine's CPU ran the same work just before the cell, and how much
@@ -249,7 +271,7 @@ class Measurement:
         return await scrape(self.http, self.endpoint.base_url)
 
     def _summarize(self, spec: CellSpec, records: list[RequestRecord], before, after, log_offset: int,
-                   foreign: float | None, gpu_samples: list) -> CellSummary:
+                   foreign: float | None, gpu_samples: list, contending: float | None = None) -> CellSummary:
         ok = [r for r in records if r.ok]
         reasoning, answer, split = client_split(ok)
         client = ClientCounts(prompt_tokens=total_reported(ok, "prompt_tokens"),
@@ -277,9 +299,10 @@ class Measurement:
             spec, records, reconciliation, compilations=self._compilations_since(log_offset),
             # Not checked (None) where servebook does not know the engine's processes (attach, compose).
             foreign_cpu_cores=foreign, foreign_cpu_limit=self.plan.max_foreign_cpu_cores or DEFAULT_MAX_FOREIGN_CORES,
-            gpu_foreign_pids=gpu["gpu_foreign_pids"] if pid else None,
+            contending_cpu_cores=contending, gpu_foreign_pids=gpu["gpu_foreign_pids"] if pid else None,
             max_lag_ms=kind_of(spec.kind).lag_limit_ms(self.plan), context_tokens=self.endpoint.context_tokens))
-        return with_validity({**figures, "foreign_cpu_cores": foreign, **gpu}, reconciliation, faults)
+        return with_validity({**figures, "foreign_cpu_cores": foreign, "contending_cpu_cores": contending, **gpu},
+                             reconciliation, faults)
 
 
 async def measure_plan(endpoint: Endpoint, plan: Plan, log: MeasurementLog, *, tag: str, alive_check: AliveCheck,

@@ -24,6 +24,7 @@ InvalidCode = Literal[
     "counters_disagree",    # the engine's counters and the client's usage differ
     "compilation",          # the engine compiled inside the measured interval
     "host_busy",            # other processes used the host's CPU during the cell
+    "seats_contend",        # a resident round's other engines, held to this engine's CPUs, kept them busy
     "gpu_busy",             # other processes ran on the engine's GPU during the cell
     "client_stall",         # tokens reached the client in a burst after a stall, faster than the engine made them
     "ttft_below_engine",    # a first token earlier than the engine's own prompt time allows
@@ -36,7 +37,8 @@ INVALID_CODES: tuple[str, ...] = get_args(InvalidCode)
 
 #: Faults of the host or of the measuring client, not of the candidate: such a cell is evidence lost, never a reason
 #: to reject.
-DISTURBANCES: frozenset[str] = frozenset({"host_busy", "gpu_busy", "client_stall", "ttft_below_engine", "client_lag"})
+DISTURBANCES: frozenset[str] = frozenset({"host_busy", "seats_contend", "gpu_busy", "client_stall",
+                                          "ttft_below_engine", "client_lag"})
 
 #: How each code reads; the only place the wording lives (a test rewords them all and checks verdicts hold).
 MESSAGES: dict[str, str] = {
@@ -49,6 +51,8 @@ MESSAGES: dict[str, str] = {
     "counters_disagree": "counters disagree: {detail}",
     "compilation": "compilation inside the measured interval: {line}",
     "host_busy": "host busy: other processes used {cores:.2f} CPU cores during the cell (limit {limit:g})",
+    "seats_contend": "the round's other engines kept {cores:.2f} CPU cores busy on the CPUs this engine is held to "
+                     "(limit {limit:g}): held to the same CPUs, they took them from it",
     "gpu_busy": "gpu busy: other processes ({pids}) on the engine's GPU during the cell",
     "client_stall": "client stalled: {count} of {total} requests read tokens faster than {bound} ({worst})",
     "client_lag": "the client sent {count} of {total} requests more than {limit:g} ms after they were due (worst "
@@ -122,6 +126,9 @@ class CellEvidence:
     #: CPU cores other processes used during the cell (None: not checked, e.g. attached engines)
     foreign_cpu_cores: float | None = None
     foreign_cpu_limit: float = 0.5
+    #: CPU cores a resident round's other engines used on the CPUs this engine is held to, while it measured (None:
+    #: no other seats); held to the foreign limit
+    contending_cpu_cores: float | None = None
     #: processes on the engine's GPU that are not the engine's ("" or None: none seen or not checked)
     gpu_foreign_pids: str | None = None
     concurrency: int = 1
@@ -222,6 +229,8 @@ def _engine_faults(e: CellEvidence) -> list[InvalidReason]:
         out.append(InvalidReason.of("compilation", line=e.compilations[0]))
     if e.foreign_cpu_cores is not None and e.foreign_cpu_cores > e.foreign_cpu_limit:
         out.append(InvalidReason.of("host_busy", cores=e.foreign_cpu_cores, limit=e.foreign_cpu_limit))
+    if e.contending_cpu_cores is not None and e.contending_cpu_cores > e.foreign_cpu_limit:
+        out.append(InvalidReason.of("seats_contend", cores=e.contending_cpu_cores, limit=e.foreign_cpu_limit))
     if e.gpu_foreign_pids:
         out.append(InvalidReason.of("gpu_busy", pids=e.gpu_foreign_pids))
     return out

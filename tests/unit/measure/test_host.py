@@ -105,3 +105,46 @@ def test_an_idle_seat_is_zero_cores_not_unchecked(tmp_path):
     after = cpu_sample(100, fake_proc(tmp_path / "b", 1000, tree), also_own={400})
     after = CpuSample(before.t + 1.0, after.host_busy_s, after.own_s, after.steal_s, after.seated_s)
     assert seated_cores(before, after) == 0.0
+
+
+def seats_proc(root, cpus: int, processes: dict[int, tuple[int, str]]):
+    """A /proc of a host with `cpus` CPUs and `processes` {pid: (cpu ticks, the CPUs it may run on, "5-7")}."""
+    fake_proc(root, 0, {pid: (1, ticks) for pid, (ticks, _) in processes.items()})
+    (root / "stat").write_text("cpu  0 0 0 0 0 0 0 0\n" + "".join(f"cpu{i} 0 0 0 0 0 0 0 0\n" for i in range(cpus)))
+    for pid, (_, allowed) in processes.items():
+        (root / str(pid) / "status").write_text(f"Name:\tx\nCpus_allowed:\tff\nCpus_allowed_list:\t{allowed}\n")
+    return root
+
+
+def test_seats_held_to_the_engines_cpus_contend_only_while_it_measures(tmp_path):
+    from servebook.measure.host import SeatContention
+
+    clock = iter([0.0, 2.0, 10.0, 12.0]).__next__
+    # 100: the measured engine, held to CPUs 5-7 of 16; 400 polls on the same three; 500 may run on 4-7 (three
+    # quarters of its load taken as on the engine's CPUs); 600 is held elsewhere
+    held = {100: (0, "5-7"), 400: (0, "5-7"), 500: (0, "4-7"), 600: (0, "0-3")}
+    proc = seats_proc(tmp_path / "p", 16, held)
+    meter = SeatContention(100, {400, 500, 600}, proc, clock)
+    assert meter.weights == {400: 1.0, 500: 0.75}
+    meter.resume()  # t=0
+    seats_proc(proc, 16, {**held, 400: (TICK, "5-7"), 500: (2 * TICK, "4-7"), 600: (2 * TICK, "0-3")})
+    meter.pause()  # t=2: 1 s + 0.75 x 2 s of the engine's CPUs in 2 s
+    # between the slices the other seats measure, on their own turn: none of it counts
+    seats_proc(proc, 16, {**held, 400: (9 * TICK, "5-7"), 500: (2 * TICK, "4-7")})
+    meter.resume()  # t=10
+    seats_proc(proc, 16, {**held, 400: (10 * TICK, "5-7"), 500: (2 * TICK, "4-7")})
+    meter.pause()  # t=12: 1 s more in 2 s
+    assert abs(meter.cores() - (1 + 1.5 + 1) / 4) < 1e-9
+
+
+def test_an_engine_that_may_run_anywhere_has_no_contending_seats(tmp_path):
+    from servebook.measure.host import SeatContention
+
+    proc = seats_proc(tmp_path / "p", 4, {100: (0, "0-3"), 400: (0, "0-1")})
+    meter = SeatContention(100, {400}, proc, iter([0.0, 1.0]).__next__)
+    meter.resume()
+    meter.pause()
+    assert meter.weights == {} and meter.cores() == 0.0
+    # no other seats: not a resident round, nothing to say
+    alone = SeatContention(100, set(), proc)
+    assert alone.cores() is None

@@ -22,11 +22,11 @@ def record(i, completion=10, error=None):
                           cached_tokens=0, error=error)
 
 
-def cell_row(value, *, cpu=None, gpu_pids=None, compiled=(), completion=10):
+def cell_row(value, *, cpu=None, gpu_pids=None, compiled=(), completion=10, seats=None):
     """One recorded decode cell, its validity decided by `cell_faults` from host evidence."""
     records = [record(i, completion=completion) for i in range(4)]
     faults = cell_faults(evidence(SPEC, records, OK, compilations=list(compiled), foreign_cpu_cores=cpu,
-                                  foreign_cpu_limit=0.5, gpu_foreign_pids=gpu_pids))
+                                  foreign_cpu_limit=0.5, gpu_foreign_pids=gpu_pids, contending_cpu_cores=seats))
     row = dict(with_validity(cell_figures(SPEC, records), OK, faults))
     row["aggregate_tok_s"] = value
     return row
@@ -206,3 +206,24 @@ def test_cold_prefill_tolerates_opener_hits_but_not_a_counter_beyond_them():
     beyond = Reconciliation("ok", [Check("cached tokens", 1, 4096)])
     assert "not_cold" in codes(PREFILL_SPEC, prefill([1, 0, 0, 0]), beyond)
     assert "not_cold" in codes(PREFILL_SPEC, prefill([4096, 0, 0, 0]))
+
+
+def test_seats_held_to_the_engines_cpus_disturb_the_cell_and_idle_ones_elsewhere_do_not():
+    records = [record(i) for i in range(4)]
+    contended = cell_faults(evidence(SPEC, records, OK, foreign_cpu_cores=0.1, foreign_cpu_limit=1.0,
+                                     contending_cpu_cores=2.7))
+    assert [f.code for f in contended] == ["seats_contend"] and "2.70" in contended[0].text
+    assert only_disturbed([f.code for f in contended])  # the host's fault, never the candidate's
+    for cores in (0.0, 0.9, None):  # unpinned seats, a little poll, no resident round
+        assert cell_faults(evidence(SPEC, records, OK, foreign_cpu_cores=0.1, foreign_cpu_limit=1.0,
+                                    contending_cpu_cores=cores)) == []
+
+
+def test_a_candidate_whose_every_cell_its_seats_contended_is_undecided_with_the_way_out():
+    baseline = [pd.DataFrame([cell_row(v)]) for v in (200, 198, 202, 201)]
+    for disturbance, advice in (({"seats": 2.7}, "hold each engine to CPUs of its own"),
+                                ({"cpu": 1.7}, "run it again on a quiet host")):
+        frames = [pd.DataFrame([cell_row(v, **disturbance)]) for v in (70, 90)]
+        judged = [(Manifest(status="completed", run_id=f"r{i}"), c) for i, c in enumerate(frames)]
+        verdict = judge_runs(judged, baseline, RULES, is_baseline=False)
+        assert verdict.outcome == "inconclusive" and advice in verdict.reasons[0]

@@ -39,6 +39,10 @@ def test_a_resident_rounds_other_seats_show_beside_the_foreign_cpu_never_in_it()
     rows = cells_detail(RunSummary(run_id="r", status="completed", cells=[
         {**cell, "foreign_cpu_cores": 0.05, "seated_cpu_cores": 2.41},
         {**cell, "foreign_cpu_cores": 0.05, "seated_cpu_cores": float("nan")},
-        {**cell, "foreign_cpu_cores": None}])).rows
+        {**cell, "foreign_cpu_cores": None},
+        {**cell, "foreign_cpu_cores": 0.05, "seated_cpu_cores": 2.7, "contending_cpu_cores": 2.65},
+        {**cell, "foreign_cpu_cores": 0.05, "seated_cpu_cores": 6.6, "contending_cpu_cores": 0.0}])).rows
     others = [row.values[8] for row in rows]
-    assert others == ["0.05 cores (+ 2.41 the round's other seats)", "0.05 cores", "not checked"]
+    assert others == ["0.05 cores (+ 2.41 the round's other seats)", "0.05 cores", "not checked",
+                      "0.05 cores (+ 2.70 the round's other seats, 2.65 of it on this engine's CPUs)",
+                      "0.05 cores (+ 6.60 the round's other seats)"]

@@ -14,6 +14,8 @@ FAULTS = ("never_ready", "crash_mid_stream", "oom_warmup", "wrong_usage", "null_
           "empty_reply", "no_parallel_tool_calls", "wrong_tool", "history_rejected", "lost_needle",
           # greedy output changes when requests share a batch (output equivalence fails)
           "batch_variant",
+          # a child process that keeps a core busy for the engine's whole life, as an idle SGLang scheduler polls
+          "idle_poll",
           # a server without a tokenizer endpoint (prompts of exact token length cannot be built)
           "no_tokenizer")
 
