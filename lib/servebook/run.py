@@ -41,12 +41,13 @@ from .launch.verify import (
     verify_claims,
 )
 from .measure.cells import CellSummary
+from .measure.drafter_watch import drafter_watch, inactive_drafter
 from .measure.endpoint import Endpoint
 from .measure.equivalence import compare_outputs
 from .measure.gates import gate_summary
 from .measure.host import pin_engine
 from .measure.log import MeasurementLog
-from .measure.loop import drafter_watch, inactive_drafter, measure_plan
+from .measure.loop import measure_plan
 from .measure.openloop import plan_of_round
 from .measure.replicas import describe_losses
 from .measure.turns import NoTurns, Turns, turns_for
@@ -64,8 +65,7 @@ def _summary(log: MeasurementLog) -> Summary:
     cell_rows = log.cell_rows()
     valid = [c for c in cell_rows if c["valid"]]
     return Summary(
-        cells=len(cell_rows),
-        valid_cells=len(valid),
+        cells=len(cell_rows), valid_cells=len(valid),
         invalid_cells={c["cell_id"]: c["invalid_reasons"] for c in cell_rows if not c["valid"]},
         invalid_codes={c["cell_id"]: c["invalid_codes"].split(",") for c in cell_rows if not c["valid"]},
         reconciled_cells=sum(1 for c in cell_rows if c["reconciliation"] == "ok"),

@@ -207,3 +207,38 @@ def test_a_dry_run_says_what_is_recorded_what_will_run_and_roughly_how_long(tmp_
     text = to_text(DryRunView(plan.entries, study.plan.id, plan).blocks())
     assert "baseline" in text and "2 of 3 runs recorded" in text and "to run: 6 runs, about 5 min" in text
     assert sorted(p.name for p in (tmp_path / "journal").rglob("*")) == before, "a dry run writes nothing"
+
+
+def test_a_resident_round_left_without_the_baseline_gets_a_baseline_run_beside_it(tmp_path):
+    """A candidate whose run of round 2 failed is made again alone: a block of the verdict's model with no baseline
+    in it, which compares nothing. The sweep seats a baseline run beside it; a round that has the baseline, or no
+    free seat, gets none."""
+    from servebook.config import load_study
+
+    path = tmp_path / "study.yaml"
+    path.write_text(textwrap.dedent(STUDY).replace("plan:", "repeats: 2\nplan:"))
+    study = load_study(path)
+    journal = Journal(tmp_path / "journal")
+    rng = np.random.default_rng(3)
+    entries = {entry.name: entry for entry in study.expand()}
+    for name in ("baseline", "clear-loss", "near-limit", "baseline", "near-limit"):  # clear-loss's 2nd run failed
+        seal(journal, study, entries[name], rng)
+    seated = []
+
+    class SeatedRunner(FakeRunner):
+        def run(self, study, entry, journal, reporter, lane=None, seat=None):
+            seated.append((entry.name, seat.round_id if seat else None, seat.seats if seat else None))
+            return seal(journal, study, entry, self.rng)
+
+    results = sweep_module.sweep(study, journal, reporter=Reporter(quiet=True), runner=SeatedRunner(rng),
+                                 resident=True)
+    assert sorted(name for name, _, _ in seated) == ["baseline", "clear-loss"]
+    assert len({round_id for _, round_id, _ in seated}) == 1 and {seats for _, _, seats in seated} == {2}
+    assert [r.name for r in results if r.status == "completed"] == ["clear-loss", "baseline"]
+    # with every seat taken (--seats 1 here: one engine at a time), no companion
+    from servebook.sweeps.orchestrate import baseline_companion
+
+    lone = [(1, entries["clear-loss"], None)]
+    assert baseline_companion(study, list(entries.values()), journal, lone, seats=1) == []
+    assert baseline_companion(study, list(entries.values()), journal, [(1, entries["baseline"], None)], None) == []
+    assert baseline_companion(study, list(entries.values()), journal, lone, None)[0][1].name == "baseline"

@@ -162,12 +162,34 @@ def run_pending(study: Study, entries: list[StudyEntry], journal: Journal, runne
             task.advance()
         todo = [i for i in range(len(placed)) if i not in done]
         seated = _round_indices(placed, todo, seats)
+        companions: list[SweepResult] = []
         for number, indices in enumerate(seated, 1):
-            done.update(zip(indices, run_round([placed[i] for i in indices], one, journal.root / ".sweeps", runner,
-                                               task.advance), strict=True))
+            items = [placed[i] for i in indices]
+            companion = baseline_companion(study, entries, journal, items, seats)
+            if companion:
+                reporter.log(f"{companion[0][1].name}: one more run, seated beside "
+                             f"{', '.join(entry.name for _, entry, _ in items)}: a round without the baseline "
+                             f"compares nothing")
+            results = run_round(items + companion, one, journal.root / ".sweeps", runner, task.advance)
+            done.update(zip(indices, results[:len(indices)], strict=True))
+            companions += results[len(indices):]
             if number < len(seated):
                 interim_verdicts(study, journal, reporter, f"after resident round {number} of {len(seated)}")
-        return [done[i] for i in range(len(placed))]
+        return [done[i] for i in range(len(placed))] + companions
+
+
+def baseline_companion(study: Study, entries: list[StudyEntry], journal: Journal, items: list[Placed],
+                       seats: int | None) -> list[Placed]:
+    """A baseline run for a resident round that holds none, where a seat is free: the round is a block of the verdict's
+    model, and a block without the baseline holds no comparison (a candidate's run that failed in its round and is made
+    again alone, 2026-12-06, was such a round: a launch spent for nothing)."""
+    name = study.verdict.baseline_entry
+    baseline = next((entry for entry in entries if entry.name == name), None)
+    if baseline is None or any(entry.name == name for _, entry, _ in items) or (seats and len(items) >= seats):
+        return []
+    recorded_runs = sum(1 for record in journal.runs() if record.manifest is not None
+                        and record.manifest.study == study.name and record.manifest.study_entry == name)
+    return [(recorded_runs, baseline, items[0][2])]
 
 
 def _serial_rounds(study: Study, journal: Journal, reporter: Reporter, placed: list[Placed],

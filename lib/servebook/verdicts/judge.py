@@ -27,7 +27,7 @@ from ..measure.equivalence import describe as describe_equivalence
 from ..util.errors import InputError
 from ..util.render import Block, Renderable, Style, Table
 from .comparisons import Comparison, compare_rule, describe, select_cells, settle
-from .evidence import baseline_evidence, run_cells, undisturbed
+from .evidence import all_disturbed, baseline_evidence, run_cells, undisturbed
 from .recorded import ChosenBaseline, recorded_baseline
 from .scaling import ScalingComparison, scaling_comparisons
 
@@ -66,16 +66,6 @@ class Verdict:
                 "comparisons": [asdict(c) for c in self.comparisons], **context}
 
 
-def _all_disturbed(lost: list[pd.DataFrame]) -> str:
-    """Why nothing was measured, and what would measure it: the codes of the cells left out decide."""
-    codes = {code for frame in lost for text in frame.get("invalid_codes", pd.Series(dtype=str)).dropna()
-             for code in str(text).split(",") if code}
-    if codes == {"seats_contend"}:
-        return ("every cell was disturbed by the round's other engines, held to the CPUs this one is held to, so "
-                "nothing was measured: hold each engine to CPUs of its own (launch.cpus), or none")
-    return "every cell was disturbed by other load on the host, so nothing was measured: run it again on a quiet host"
-
-
 def judge_runs(runs: list[tuple[Manifest | None, pd.DataFrame | None]], baseline_runs: list[pd.DataFrame],
                rules: VerdictRules, *, is_baseline: bool, peers: dict[str, list[pd.DataFrame]] | None = None,
                alpha: float = ALPHA, look: str = "", baseline_lost: list[str] | None = None,
@@ -109,7 +99,7 @@ def judge_runs(runs: list[tuple[Manifest | None, pd.DataFrame | None]], baseline
         lost.append(disturbed)
         reasons += _run_problems(manifest, cells, rules, several=len(completed) > 1)
     if not reasons and all(cells.empty for _, cells in kept):
-        return Verdict("inconclusive", [_all_disturbed(lost)] + notes)
+        return Verdict("inconclusive", [all_disturbed(lost)] + notes)
     if is_baseline:
         outcome: Outcome = "rejected" if reasons else "accepted"
         return Verdict(outcome, (reasons or ["baseline of the study"]) + notes)

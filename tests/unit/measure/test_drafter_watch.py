@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from servebook.measure.drafter_watch import drafter_watch
 from servebook.measure.log import CellOutcome, MeasurementLog
-from servebook.measure.loop import drafter_watch
 from servebook.util.errors import EngineFailed
 
 

@@ -256,15 +256,12 @@ def cells_detail(summary: RunSummary) -> Table:
             f"{power:.0f} W, {fmt(cell.get('joules_per_token'), '.3f')} J/token, {fmt(cell.get('tok_s_per_w'), '.2f')} "
             f"tok/s/W" + (f", throttled: {cell['gpu_throttle']}" if cell.get("gpu_throttle") else ""))
         ramp = "-" if cell.get("ramp_up_s") is None else f"{cell['ramp_up_s']:.2f} s / {cell['ramp_down_s']:.2f} s"
-        foreign, seated = cell.get("foreign_cpu_cores"), cell.get("seated_cpu_cores")
-        contending = cell.get("contending_cpu_cores")
-        # a resident round's other seats: the round's own load, shown beside the foreign one, never in it; the part
-        # of it on the CPUs this engine is held to, where there was any
-        others = "not checked" if foreign is None else f"{foreign:.2f} cores" + (
-            f" (+ {seated:.2f} the round's other seats" + (
-                f", {contending:.2f} of it on this engine's CPUs"
-                if isinstance(contending, float) and math.isfinite(contending) and contending > 0 else "") + ")"
-            if isinstance(seated, float) and math.isfinite(seated) else "")
+        foreign, seated, held = (cell.get(f"{k}_cpu_cores") for k in ("foreign", "seated", "contending"))
+        # a resident round's other seats: the round's own load beside the foreign one, never in it (and how much of
+        # it fell on the CPUs this engine is held to)
+        seats = f"+ {seated:.2f} the round's other seats" if isinstance(seated, float) and math.isfinite(seated) else ""
+        seats += f", {held:.2f} of it on this engine's CPUs" if seats and isinstance(held, float) and held > 0 else ""
+        others = "not checked" if foreign is None else f"{foreign:.2f} cores" + (f" ({seats})" if seats else "")
         frame.rows.append(Row([cell["cell_id"], cell["requests"], cell["errors"], cell["prompt_tokens"],
                                cell["cached_tokens"], cell["completion_tokens"], fmt(cell.get("steady_tok_s")), ramp,
                                others, gpu,
