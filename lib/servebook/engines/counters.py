@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Literal
@@ -58,10 +59,26 @@ def lazy_counter_delta(before: Scrape, after: Scrape, name: str, *, counting: st
     return (a or 0.0) - (b or 0.0) if before.available else None
 
 
+_SELECTOR = re.compile(r'^(?P<name>[^{]+)(?:\{(?P<labels>.*)\})?$')
+_MATCHER = re.compile(r'(\w+)\s*=\s*"([^"]*)"')
+
+
 def histogram_mean(before: Scrape, after: Scrape, name: str) -> float | None:
     """The mean of what a Prometheus histogram observed between two scrapes (change in _sum over change in
-    _count, summed across labels); None when either scrape lacks it or nothing was observed."""
-    total, count = counter_delta(before, after, f"{name}_sum"), counter_delta(before, after, f"{name}_count")
+    _count, summed across labels); None when either scrape lacks it or nothing was observed. `name` may select
+    series by label as PromQL writes it: `sglang:per_stage_req_latency_seconds{stage="prefill_forward"}`."""
+    parts = _SELECTOR.match(name)
+    base = parts["name"] if parts else name
+    wanted = set(_MATCHER.findall(parts["labels"] or "")) if parts else set()
+
+    def delta(suffix: str) -> float | None:
+        def total(scrape: Scrape) -> float | None:
+            values = [s.value for s in scrape.samples if s.name == base + suffix and wanted <= set(s.labels)]
+            return float(sum(values)) if values else None
+        a, b = total(after), total(before)
+        return None if a is None or b is None else a - b
+
+    total, count = delta("_sum"), delta("_count")
     return None if total is None or not count else total / count
 
 

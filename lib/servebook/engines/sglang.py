@@ -126,6 +126,11 @@ class SGLangAdapter(_gpu.PythonServerAdapter):
     # --enable-cache-report, so a usage without the details is a prompt with nothing cached (seen live 2026-12-05: every
     # decode cell of the 1B study read "cached tokens: not in the responses' usage" and went unreconciled)
     usage_omits_zero_cached = True
+    # the engine's own view of a request, as cell means: its wait, its prompt's forward passes (one observation per
+    # request, every chunk of it), and its first token as the tokenizer manager saw it
+    queue_histogram = "sglang:queue_time_seconds"
+    prefill_histogram = 'sglang:per_stage_req_latency_seconds{stage="prefill_forward"}'
+    ttft_histogram = "sglang:time_to_first_token_seconds"
     # per scheduler rank; SGLang calls a preemption a retraction, and creates that counter at its first one
     gauges = (Gauge("kv_usage", ("sglang:token_usage",), across="max"), Gauge("running", ("sglang:num_running_reqs",)),
               Gauge("waiting", ("sglang:num_queue_reqs",)),

@@ -12,12 +12,13 @@ import pytest
 from servebook.config import load_study
 from servebook.engines import get_engine
 from servebook.engines.contracts import recorded_contracts
-from servebook.engines.counters import Sample, Scrape
+from servebook.engines.counters import Scrape
 from servebook.engines.random_models import model_file_name
 from servebook.launch.verify import SelfReport, verify_claims
 from servebook.measure.reconcile import ClientCounts, reconcile
 from servebook.util.paths import repo_data_dir
 from tests.helpers.recorded_logs import failure_from_log
+from tests.helpers.scrapes import recorded_scrapes
 
 RECORDED = Path(__file__).parents[2] / "fixtures" / "sglang-0.5.17"
 STUDY = repo_data_dir() / "studies" / "h200-sglang-1b-sliced.yaml"
@@ -30,15 +31,7 @@ def entries():
 
 
 def scrapes(name: str, cell: str) -> tuple[Scrape, Scrape]:
-    frame = pd.read_parquet(RECORDED / f"scrapes-{name}.parquet")
-
-    def scrape(phase: str) -> Scrape:
-        rows = frame[(frame.cell_id == cell) & (frame.phase == phase)]
-        return Scrape(float(rows.t.iloc[0]), [Sample(n, tuple(sorted(json.loads(labels).items())), float(value))
-                                              for n, labels, value in rows[["name", "labels", "value"]].itertuples(
-                                                  index=False)])
-
-    return scrape("before"), scrape("after")
+    return recorded_scrapes(RECORDED / f"scrapes-{name}.parquet", cell)
 
 
 @pytest.mark.parametrize("name", LIVE)
@@ -155,3 +148,23 @@ def test_the_live_server_exports_what_the_contract_recorded_from_the_installed_p
     info = json.loads((RECORDED / "self-report-baseline.json").read_text())["/server_info"]
     assert set(info) <= set(contract.server_info_fields), sorted(set(info) - set(contract.server_info_fields))
     assert info["version"] == "0.5.17"
+
+
+def test_sglangs_own_prompt_time_and_first_token_are_read_beside_the_clients():
+    """SGLang's per-request prefill forward (one observation per request, every chunk of it), queue time and time
+    to first token, as cell means: at 8K and 32K tokens the client's first token comes a little after the engine's
+    own prompt time and first token (the stream's way out), never before."""
+    from servebook.engines.counters import histogram_mean
+
+    requests = pd.read_parquet(RECORDED / "requests-baseline.parquet")
+    for cell in ("prefill-8192", "prefill-32768"):
+        before, after = scrapes("baseline", cell)
+        prompt, queued, engine_ttft = (histogram_mean(before, after, name) for name in (
+            SGLANG.prefill_histogram, SGLANG.queue_histogram, SGLANG.ttft_histogram))
+        measured = requests[(requests.cell_id == cell) & requests.measured]
+        client_ttft = (measured.t_first - measured.t_send).mean()
+        assert prompt is not None and queued is not None and engine_ttft is not None
+        assert queued < prompt < engine_ttft < client_ttft, (cell, queued, prompt, engine_ttft, client_ttft)
+    # the selector took the prefill stage alone: both stages summed would halve the mean
+    both = histogram_mean(before, after, "sglang:per_stage_req_latency_seconds")
+    assert both is not None and both < 0.6 * prompt

@@ -254,3 +254,15 @@ def test_the_sglang_study_decides_four_candidates_at_two_launches_a_side_with_no
     at_8k = base[base["target_prompt_tokens"] == 8192]["prefill_tok_s"]
     for values in (at_16, at_8k):
         assert values.std() / values.mean() < 0.03
+    # the first token at 8K within 1.2 times SGLang's own prompt time (its prefill_forward stage), in every launch
+    from servebook.engines import get_engine
+    from servebook.engines.counters import histogram_mean
+    from tests.helpers.scrapes import recorded_scrapes
+
+    sglang = get_engine("sglang")
+    for record in (r for r in runs if r.manifest.study_entry == "baseline"):
+        prompt_s = histogram_mean(*recorded_scrapes(record.table_path("scrapes"), "prefill-8192"),
+                                  sglang.prefill_histogram)
+        requests = record.table("requests")
+        measured = requests[(requests["cell_id"] == "prefill-8192") & requests["measured"]]
+        assert prompt_s and 1.0 < (measured["t_first"] - measured["t_send"]).mean() / prompt_s < 1.2
