@@ -168,3 +168,25 @@ def test_sglangs_own_prompt_time_and_first_token_are_read_beside_the_clients():
     # the selector took the prefill stage alone: both stages summed would halve the mean
     both = histogram_mean(before, after, "sglang:per_stage_req_latency_seconds")
     assert both is not None and both < 0.6 * prompt
+
+
+def test_idle_seats_held_to_the_measured_engines_cpus_took_two_thirds_of_its_decode():
+    """Resident rounds of the SGLang study on one lent H100 (2026-12-06), interleaved: every engine held to CPUs 5-7
+    (rounds 1, 4 and a fifth of four baselines), then none held (rounds 2 and 3). Held, the six seats not measuring
+    kept 2-2.9 of the three CPUs busy, and the baseline decoded at a third of its unpinned speed; the one run held
+    to CPUs 5-7 with no other seat (chunk-2048, made again alone) decoded at the unpinned speed. The study pins
+    nothing since, and servebook calls such cells disturbed (seats_contend)."""
+    rounds = pd.read_parquet(RECORDED / "pinned-and-unpinned-rounds.parquet")
+    resident = rounds[rounds.round_id.notna()]
+    held, free = resident[resident.held_to == "5,6,7"], resident[resident.held_to.isna()]
+    assert held.run_id.nunique() == 6 and free.run_id.nunique() == 2
+    assert (held.seated_cpu_cores >= 2.0).all() and (held.seated_cpu_cores <= 3.0).all()
+    assert (free.seated_cpu_cores > 6.0).all()  # about a core per idle seat, free to spread over 16 CPUs
+
+    def decode_at_one(frame):
+        return frame[frame.cell_id == "decode-prose-c1"].aggregate_tok_s
+
+    assert decode_at_one(held).max() < 0.4 * decode_at_one(free).min()
+    alone = rounds[rounds.round_id.isna()]
+    assert alone.entry.unique().tolist() == ["chunk-2048"] and alone.held_to.unique().tolist() == ["5,6,7"]
+    assert decode_at_one(alone).iloc[0] > 0.95 * decode_at_one(free).min()
