@@ -10,9 +10,9 @@ import pytest
 from servebook.config import load_study
 from servebook.engines import get_engine
 from servebook.engines.random_models import model_file_name
-from servebook.launch.process import EngineProcess
 from servebook.launch.verify import SelfReport, verify_claims
 from servebook.util.paths import repo_data_dir
+from tests.helpers.recorded_logs import failure_from_log
 
 RECORDED = Path(__file__).parents[2] / "fixtures" / "vllm-0.26.0"
 STUDY = repo_data_dir() / "studies" / "h200-vllm-1b.yaml"
@@ -66,20 +66,16 @@ def test_without_development_mode_the_cache_settings_still_come_from_the_metrics
     ("kv-too-small", "out_of_memory", "larger than the available KV cache memory (0.06 GiB)"),
 ])
 def test_each_provoked_failure_is_classified_from_the_engines_own_line(tmp_path, name, cause, words):
-    log = tmp_path / "engine.log"
-    shutil.copy(RECORDED / f"engine-{name}.log", log)
-    failure = EngineProcess(["vllm", "serve"], VLLM, "http://127.0.0.1:1", log).failure()
+    failure, text = failure_from_log(RECORDED / f"engine-{name}.log", "vllm", ["vllm", "serve"], tmp_path)
     assert failure.cause == cause
     assert words in failure.message, failure.message
     # the reason is the engine's line, found far above the end of the log (vLLM's API server prints its own
     # traceback after the engine core's root cause)
-    assert failure.message in log.read_text()
+    assert failure.message in text
 
 
-def test_an_engine_killed_mid_cell_is_a_crash_not_a_diagnosis_from_its_log(tmp_path):
-    log = tmp_path / "engine.log"
-    shutil.copy(RECORDED / "engine-killed-mid-cell.log", log)
-    diagnosis = VLLM.classify_failure(log.read_text(), -9)
+def test_an_engine_killed_mid_cell_is_a_crash_not_a_diagnosis_from_its_log():
+    diagnosis = VLLM.classify_failure((RECORDED / "engine-killed-mid-cell.log").read_text(), -9)
     assert diagnosis.cause == "crash" and diagnosis.message == "engine killed by signal 9"
 
 
