@@ -203,9 +203,10 @@ class SeatContention:
     def __init__(self, engine_pid: int | None, seated: set[int], proc: Path = Path("/proc"),
                  clock: Callable[[], float] = time.monotonic):
         self.proc, self.clock = proc, clock
-        self.seats = bool(seated)
         self.weights: dict[int, float] = {}
         held = allowed_cpus(engine_pid, proc) if engine_pid and seated else None
+        # not checked where there are no other seats, or the engine's processes are not servebook's to read
+        self.checked = held is not None
         total = host_cpus(proc)
         if held and total and len(held) < total:
             for pid in seated:
@@ -239,8 +240,8 @@ class SeatContention:
         self._mark = None
 
     def cores(self) -> float | None:
-        """None where there are no other seats."""
-        if not self.seats:
+        """None where not checked (no other seats, or an engine servebook did not start)."""
+        if not self.checked:
             return None
         return self.busy_s / self.wall_s if self.wall_s > 0 else 0.0
 

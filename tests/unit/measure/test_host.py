@@ -145,6 +145,6 @@ def test_an_engine_that_may_run_anywhere_has_no_contending_seats(tmp_path):
     meter.resume()
     meter.pause()
     assert meter.weights == {} and meter.cores() == 0.0
-    # no other seats: not a resident round, nothing to say
-    alone = SeatContention(100, set(), proc)
-    assert alone.cores() is None
+    # no other seats (not a resident round), or an engine servebook did not start: not checked
+    assert SeatContention(100, set(), proc).cores() is None
+    assert SeatContention(None, {400}, proc).cores() is None
