@@ -107,7 +107,7 @@ class RunWriter:
         frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
         if self.scrubber.values:  # response text could echo a key; only string cells can hold one
             frame = frame.copy()
-            for column in frame.select_dtypes(include=[object]).columns:
+            for column in frame.select_dtypes(include=[object, "string"]).columns:  # str columns too, pandas 3
                 frame[column] = frame[column].map(lambda v: self.scrubber.text(v) if isinstance(v, str) else v)
         path = self.dir / table_file(name)
         fd, tmp = temp_beside(path)

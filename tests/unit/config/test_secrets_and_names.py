@@ -38,3 +38,23 @@ def test_unsafe_file_names(name):
 def test_generated_names_are_made_safe():
     name = safe_name_from('drafter={"kind": "ngram"},model.path=/models/../x.gguf')
     assert is_safe_name(name) and "/" not in name
+
+
+def test_a_key_echoed_in_a_tables_text_never_reaches_the_journal(tmp_path):
+    import warnings
+
+    import pandas as pd
+
+    from servebook.journal.writer import RunWriter
+
+    key = "sk-live-0123456789abcdef"
+    writer = RunWriter(tmp_path / "run", Scrubber.from_environment("SB_KEY", environ={"SB_KEY": key}))
+    (tmp_path / "run").mkdir()
+    # a text column (pandas 3's str dtype) and an object one: both scrubbed, with no reliance on deprecated dtype
+    # selection (pandas 4 will stop counting str columns as object)
+    frame = pd.DataFrame({"text": [f"echo {key}", "fine"], "error": [None, {"detail": "x"}], "n": [1, 2]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        path = writer.write_table("requests", frame)
+    assert key.encode() not in path.read_bytes()
+    assert pd.read_parquet(path)["text"].tolist() == [f"echo {REDACTED}", "fine"]
