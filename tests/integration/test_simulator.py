@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from servebook.config import Candidate, Plan, VerdictRules
-from servebook.config.plan import ReusePlan
+from servebook.config.plan import ReusePlan, SteadyWarmup
 from servebook.journal import Journal
 from servebook.launch.process import free_port
 from servebook.present.claims import claim_text
@@ -258,7 +258,7 @@ def test_a_plan_that_needs_a_tokenizer_is_refused_before_anything_is_recorded(tm
 
 
 def test_warm_up_until_steady_is_recorded_and_stays_out_of_the_cells(tmp_path):
-    plan = PLAN.model_copy(update={"warmup_until_steady": {"within_pct": 50, "max_bursts": 6, "output_tokens": 16}})
+    plan = PLAN.model_copy(update={"warmup_until_steady": SteadyWarmup(within_pct=50, max_bursts=6, output_tokens=16)})
     plan = Plan.model_validate(plan.model_dump())
     record = run_candidate(simulated("vllm"), plan, Journal(tmp_path), reporter=QUIET)
     assert record.status == "completed", record.manifest.failure
