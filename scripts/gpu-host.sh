@@ -8,7 +8,8 @@
 #   scripts/gpu-host.sh setup                # verify, join and install the bundle; write the models
 #   scripts/gpu-host.sh study [SWEEP ARGS]   # sweep $STUDY into $JOURNAL (default: --until-decided --max-repeats 6)
 #   scripts/gpu-host.sh start [SWEEP ARGS]   # the same sweep detached from this call (setsid), its log in $STUDY_LOG:
-#                                            # a study longer than one call's limit (10 minutes on the lent H200s)
+#                                            # a study longer than one call's limit (10 minutes on the lent H200s);
+#                                            # it runs from a copy of the code, which later calls cannot rewrite
 #   scripts/gpu-host.sh wait [SECONDS]       # until the detached sweep ends (its exit status) or SECONDS pass (540;
 #                                            # exit 3: still running); its progress either way. Call it again at once:
 #                                            # a lent machine goes back when no call comes within 30 s of the last
