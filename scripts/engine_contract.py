@@ -127,7 +127,7 @@ def sglang_contract(lines: dict) -> dict:
     # evictions, the HTTP server's request counters, and each process's CPU (observability/cpu_monitor.py)
     # the cache labels its collector with its own class alone (mem_cache/base_prefix_cache.py init_metrics_collector)
     others = {"RadixCacheMetricsCollector": lambda: mc.RadixCacheMetricsCollector(labels={"cache_type": "RadixCache"}),
-              "add_prometheus_track_response_middleware": lambda: _sglang_http_metrics(),
+              "http_request_metrics": lambda: _sglang_http_metrics(),
               "start_cpu_monitor_thread": lambda: _sglang_cpu_monitor()}
     for name, make in others.items():
         try:
@@ -148,10 +148,15 @@ def sglang_contract(lines: dict) -> dict:
 
 
 def _sglang_http_metrics() -> None:
-    from fastapi import FastAPI
-    from sglang.srt.utils.common import add_prometheus_track_response_middleware
+    try:  # 0.5.23 and later: observability/http_request_metrics.py, made at the server's start
+        from sglang.srt.observability.http_request_metrics import init_http_request_metrics
+    except ImportError:  # 0.5.17: a middleware that makes them (utils/common.py)
+        from fastapi import FastAPI
+        from sglang.srt.utils.common import add_prometheus_track_response_middleware
 
-    add_prometheus_track_response_middleware(FastAPI())
+        add_prometheus_track_response_middleware(FastAPI())
+    else:
+        init_http_request_metrics()
 
 
 def _sglang_cpu_monitor() -> None:
