@@ -26,10 +26,11 @@ class Scrape:
     available: bool = True
     error: str | None = None
 
-    def total(self, name: str, *aliases: str) -> float | None:
-        """Sum of a metric across labels, trying renamed spellings in order; None if absent."""
+    def total(self, name: str, *aliases: str, where: frozenset[tuple[str, str]] = frozenset()) -> float | None:
+        """Sum of a metric across labels (those of its series that carry every label of `where`), trying renamed
+        spellings in order; None if absent."""
         for candidate in (name, *aliases):
-            values = [s.value for s in self.samples if s.name == candidate]
+            values = [s.value for s in self.samples if s.name == candidate and where <= set(s.labels)]
             if values:
                 return float(sum(values))
         return None
@@ -43,9 +44,11 @@ class Scrape:
         return out
 
 
-def counter_delta(before: Scrape, after: Scrape, name: str, *aliases: str) -> float | None:
-    """How much a counter moved between two scrapes; None when either scrape lacks it."""
-    a, b = after.total(name, *aliases), before.total(name, *aliases)
+def counter_delta(before: Scrape, after: Scrape, name: str, *aliases: str,
+                  where: frozenset[tuple[str, str]] = frozenset()) -> float | None:
+    """How much a counter moved between two scrapes (its series carrying every label of `where`); None when either
+    scrape lacks it."""
+    a, b = after.total(name, *aliases, where=where), before.total(name, *aliases, where=where)
     return None if a is None or b is None else a - b
 
 
@@ -69,16 +72,9 @@ def histogram_mean(before: Scrape, after: Scrape, name: str) -> float | None:
     series by label as PromQL writes it: `sglang:per_stage_req_latency_seconds{stage="prefill_forward"}`."""
     parts = _SELECTOR.match(name)
     base = parts["name"] if parts else name
-    wanted = set(_MATCHER.findall(parts["labels"] or "")) if parts else set()
-
-    def delta(suffix: str) -> float | None:
-        def total(scrape: Scrape) -> float | None:
-            values = [s.value for s in scrape.samples if s.name == base + suffix and wanted <= set(s.labels)]
-            return float(sum(values)) if values else None
-        a, b = total(after), total(before)
-        return None if a is None or b is None else a - b
-
-    total, count = delta("_sum"), delta("_count")
+    where = frozenset(_MATCHER.findall(parts["labels"] or "")) if parts else frozenset()
+    total = counter_delta(before, after, f"{base}_sum", where=where)
+    count = counter_delta(before, after, f"{base}_count", where=where)
     return None if total is None or not count else total / count
 
 

@@ -66,8 +66,7 @@ def baseline_evidence(runs: list[pd.DataFrame | None]) -> list[pd.DataFrame]:
 
 def all_disturbed(lost: list[pd.DataFrame]) -> str:
     """Why nothing was measured, and what would measure it: the codes of the cells left out decide."""
-    codes = {code for frame in lost for text in frame.get("invalid_codes", pd.Series(dtype=str)).dropna()
-             for code in str(text).split(",") if code}
+    codes = {code for frame in lost for cell in cell_codes(frame) for code in cell}
     if codes == {"seats_contend"}:
         return ("every cell was disturbed by the round's other engines, held to the CPUs this one is held to, so "
                 "nothing was measured: hold each engine to CPUs of its own (launch.cpus), or none")
