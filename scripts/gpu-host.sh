@@ -5,8 +5,11 @@
 # "On a GPU host with no network"). Every step is idempotent, so calls can be repeated and resumed.
 #
 #   scripts/gpu-host.sh receive DIR          # copy the parts carried in DIR into $PARTS (one call per part)
-#   scripts/gpu-host.sh setup                # verify, join and install the bundle; write the models
-#   scripts/gpu-host.sh study [SWEEP ARGS]   # sweep $STUDY into $JOURNAL (default: --until-decided --max-repeats 6)
+#   scripts/gpu-host.sh setup                # verify, join and install the bundle; prepare the engines that the
+#                                            # studies of $STUDY launch: their models, llama.cpp's CUDA build
+#   scripts/gpu-host.sh engines              # those engines, one a line
+#   scripts/gpu-host.sh study [SWEEP ARGS]   # sweep $STUDY into $JOURNAL (default: --until-decided --max-repeats 6),
+#                                            # each of its studies in turn where it names several
 #   scripts/gpu-host.sh start [SWEEP ARGS]   # the same sweep detached from this call (setsid), its log in $STUDY_LOG:
 #                                            # a study longer than one call's limit (10 minutes on the lent H200s);
 #                                            # it runs from a copy of the code, which later calls cannot rewrite
@@ -25,14 +28,17 @@
 #   scripts/gpu-host.sh pack OUT_DIR         # the journal as an archive in OUT_DIR (in 15 MiB parts when larger)
 #   scripts/gpu-host.sh all [SWEEP ARGS]     # setup, then study
 #
-# A bundle built with `--engine llamacpp==0.3.36` carries llama.cpp's sdist: setup then builds llama-server with
-# CUDA and writes GGUF models (STUDY=data/studies/h200-1b-llamacpp.yaml); a vLLM bundle gets Hugging Face
-# checkpoints. `pack` also keeps vLLM's compile cache when it is small (under 16 MiB): carried back to the next
-# machine as CACHE_ARCHIVE (say .bundle/vllm-cache.tar.xz), setup unpacks it, and the first start skips compiling.
+# A bundle built with `--engine llamacpp==0.3.36` carries llama.cpp's sdist: setup builds llama-server with CUDA
+# and writes GGUF models where a study launches llama.cpp (STUDY=data/studies/h200-1b-llamacpp.yaml), and Hugging
+# Face checkpoints where one launches vLLM or SGLang; a bundle of both engines serves both
+# (STUDY="data/studies/h200-vllm-1b-noise-sliced.yaml data/studies/h200-llamacpp-1b-noise-sliced.yaml").
+# `pack` also keeps vLLM's compile cache when it is small (under 16 MiB): carried back to the next machine as
+# CACHE_ARCHIVE (say .bundle/vllm-cache.tar.xz), setup unpacks it, and the first start skips compiling.
 #
-# Environment: STUDY (data/studies/h200-vllm-1b.yaml), JOURNAL (/tmp/sb-journal), PARTS (/tmp/sb-parts),
-# SITE_DIR (/tmp/sb-site: where the wheels are installed), MODELS (1b: `servebook models random --params`),
-# BUDGET (seconds the sweep may start runs in; unset: no limit), PYTHON (python3), STUDY_LOG (/tmp/sb-study.log).
+# Environment: STUDY (data/studies/h200-vllm-1b.yaml; several, separated by spaces, are swept in turn), JOURNAL
+# (/tmp/sb-journal), PARTS (/tmp/sb-parts), SITE_DIR (/tmp/sb-site: where the wheels are installed), MODELS (1b:
+# `servebook models random --params`), BUDGET (seconds the sweep may start runs in; unset: no limit), PYTHON
+# (python3), STUDY_LOG (/tmp/sb-study.log).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STUDY=${STUDY:-data/studies/h200-vllm-1b.yaml}
@@ -56,7 +62,7 @@ SB=("$PYTHON" -m servebook.cli)
 # The study's base as a candidate file of its own (NAME, and launch.env SERVEBOOK_DRILL=NAME unless NAME is
 # "baseline": a drilled run must never count as one of the study's baseline runs) and the study's plan beside it
 study_baseline() {
-  "$PYTHON" - "$STUDY" "$1" "$2" "$3" <<'PY'
+  "$PYTHON" - "${STUDY%% *}" "$1" "$2" "$3" <<'PY'
 import sys, yaml
 study_file, candidate_file, plan_file, name = sys.argv[1:]
 study = yaml.safe_load(open(study_file))
@@ -67,6 +73,13 @@ if name != "baseline":
 yaml.safe_dump({**base, "name": name}, open(candidate_file, "w"))
 yaml.safe_dump(study["plan"], open(plan_file, "w"))
 PY
+}
+
+# The engines that the studies of $STUDY launch, one a line
+study_engines() {
+  # shellcheck disable=SC2086  # STUDY: study files separated by spaces
+  "$PYTHON" -c 'import sys; from servebook.config import load_study
+print("\n".join(sorted({e.candidate.engine for f in sys.argv[1:] for e in load_study(f).expand()})))' $STUDY
 }
 
 step=${1:-all}
@@ -84,9 +97,8 @@ case "$step" in
     fi
     nvidia-smi --query-gpu=name,uuid,clocks.sm,clocks.max.sm,memory.used,memory.total,power.limit --format=csv
     sdist=$(ls "$SITE_DIR"/sources/llama_cpp_python-*.tar.gz 2>/dev/null | head -1 || true)
-    # the GPU engines imported once (seconds): their versions said, and their presence deciding the Hugging Face
-    # checkpoints, written before llama.cpp's build (minutes) so that another engine can start on them meanwhile
-    engines=$("$PYTHON" - <<'PY' 2>/dev/null || true
+    # the GPU engines imported once (seconds): their versions said
+    "$PYTHON" - <<'PY' 2>/dev/null || true
 import importlib, sys
 for name in ("vllm", "sglang"):
     try:
@@ -94,24 +106,38 @@ for name in ("vllm", "sglang"):
     except Exception:
         pass
 PY
-)
-    [ -z "$engines" ] || echo "$engines"
-    if [ -z "$sdist" ] || [ -n "$engines" ]; then
+    # Only what the studies of $STUDY launch is prepared: llama.cpp's CUDA build takes 4.5 to 5 minutes of a lent
+    # machine's 30, wasted on a vLLM study carried in a bundle of both engines. The Hugging Face checkpoints come
+    # first, the build after them.
+    engines=$(study_engines)
+    echo "the studies launch:" $engines
+    if grep -qvx llamacpp <<< "$engines"; then
       "${SB[@]}" models random --params "$MODELS" --format hf
     fi
-    # a bundle may carry llama.cpp beside a GPU engine (--engine vllm==0.26.0 --engine llamacpp==0.3.36): launch
-    # noise compared on one machine, each engine with its own form of the same random model
-    if [ -n "$sdist" ]; then
+    if grep -qx llamacpp <<< "$engines"; then
+      [ -n "$sdist" ] || { echo "a study launches llama.cpp, and the bundle carries no llama-cpp-python sdist" >&2; exit 2; }
       # llama.cpp: servebook builds llama-server for this GPU from the carried sdist, then the GGUF models
       "${SB[@]}" engine install llamacpp --backend cuda --source "$sdist"
       "${SB[@]}" models random --params "$MODELS" --format gguf
     fi
     ;;
+  engines)
+    study_engines
+    ;;
   study)
     if [ $# -eq 0 ]; then set -- --until-decided --max-repeats 6; fi
     # exec: a `timeout` around this step must reach servebook itself, which then stops its engines (a shell in
     # between took the signal alone once, and the sweep and its engines ran on)
-    exec "${SB[@]}" sweep "$STUDY" --journal "$JOURNAL" ${BUDGET:+--time-budget "$BUDGET"} "$@"
+    read -ra studies <<< "$STUDY"
+    if [ "${#studies[@]}" -eq 1 ]; then
+      exec "${SB[@]}" sweep "$STUDY" --journal "$JOURNAL" ${BUDGET:+--time-budget "$BUDGET"} "$@"
+    fi
+    # several studies in turn on one machine (one engine's launch noise beside another's); the worst status is kept
+    status=0
+    for study in "${studies[@]}"; do
+      "${SB[@]}" sweep "$study" --journal "$JOURNAL" ${BUDGET:+--time-budget "$BUDGET"} "$@" || status=$(( $? > status ? $? : status ))
+    done
+    exit "$status"
     ;;
   start)
     # Detached into a session of its own: a lent machine kills what a call leaves behind except such a process,
@@ -123,7 +149,8 @@ PY
     tar -cf - --exclude='data/sample-journal*' --exclude=__pycache__ pyproject.toml lib notebooks scripts data \
       | tar -C "$tree" -xf -
     JOURNAL=$(realpath -m "$JOURNAL") STUDY_LOG=$(realpath -m "$STUDY_LOG")
-    [ -f "$STUDY" ] && STUDY=$(realpath "$STUDY")
+    read -ra studies <<< "$STUDY"
+    STUDY=$(for study in "${studies[@]}"; do if [ -f "$study" ]; then realpath "$study"; else echo "$study"; fi; done | xargs)
     export STUDY JOURNAL PARTS SITE_DIR MODELS PYTHON STUDY_LOG
     rm -f "$STUDY_LOG.rc"
     setsid nohup bash -c 'bash "$0/scripts/gpu-host.sh" study "$@"; echo $? > "$STUDY_LOG.rc"' "$tree" "$@" \
@@ -153,7 +180,7 @@ PY
     "${SB[@]}" run /tmp/sb-probe-candidate.yaml --plan "$plan" --journal "$JOURNAL"
     ;;
   failures)
-    engine=$("$PYTHON" -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["base"]["engine"])' "$STUDY")
+    engine=$("$PYTHON" -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["base"]["engine"])' "${STUDY%% *}")
     "${SB[@]}" sweep "${FAILURES:-data/studies/h200-$engine-failures.yaml}" --journal "$JOURNAL" || true
     # An engine that dies mid-cell: the study's baseline with the study's plan, its engine killed (SIGKILL, every
     # process of it) once the first cell's requests are on disk, i.e. inside a later cell.

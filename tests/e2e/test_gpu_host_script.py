@@ -50,3 +50,24 @@ def test_wait_without_a_started_sweep_says_so(tmp_path):
     env = {**os.environ, "STUDY_LOG": str(tmp_path / "study.log")}
     missing = gpu_host("wait", "1", env=env)
     assert missing.returncode == 2 and "gpu-host.sh start" in missing.stderr
+
+
+def test_setup_prepares_only_the_engines_that_the_studies_launch(tmp_path):
+    # a bundle of vLLM and llama.cpp: a vLLM study alone must not spend a lent machine's minutes on llama.cpp's build
+    env = {**os.environ, "PYTHON": sys.executable, "STUDY": "data/studies/h200-vllm-8b-sliced.yaml"}
+    assert gpu_host("engines", env=env).stdout.split() == ["vllm"]
+    both = {**env, "STUDY": "data/studies/h200-vllm-1b-noise-sliced.yaml data/studies/h200-llamacpp-1b-noise-sliced.yaml"}
+    assert gpu_host("engines", env=both).stdout.split() == ["llamacpp", "vllm"]
+
+
+def test_a_detached_sweep_of_two_studies_sweeps_each_in_turn(tmp_path):
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\necho \"sweep $4\"\n[ \"${4##*/}\" = tiny-demo.yaml ] && exit 10\nexit 0\n")
+    fake.chmod(0o755)
+    env = {**os.environ, "PYTHON": str(fake), "STUDY_LOG": str(tmp_path / "study.log"), "TMPDIR": str(tmp_path),
+           "JOURNAL": str(tmp_path / "journal"), "STUDY": "data/studies/tiny-demo.yaml data/studies/quick-compare.yaml"}
+    assert gpu_host("start", env=env).returncode == 0
+    ended = gpu_host("wait", "30", env=env)
+    swept = [line.split("/")[-1] for line in (tmp_path / "study.log").read_text().splitlines() if line.startswith("sweep")]
+    assert swept == ["tiny-demo.yaml", "quick-compare.yaml"]
+    assert ended.returncode == 10  # the worse of the two statuses
