@@ -341,6 +341,9 @@ class LlamaCppAdapter(EngineAdapter):
         knobs = candidate.knobs
         if knobs.context_length is None or knobs.max_running_requests is None:
             return None
+        unified, per_slot_cap = kv_unified(candidate.extra_args, candidate.launch.env)
+        if unified:  # one pool for every slot: a request may fill all of it (llama-context.cpp, n_ctx_seq = n_ctx)
+            return min(knobs.context_length, per_slot_cap or knobs.context_length)
         return knobs.context_length // knobs.max_running_requests
 
     def logged_kv_cache(self, log_text: str) -> KvLog | None:
@@ -361,3 +364,19 @@ class LlamaCppAdapter(EngineAdapter):
 
 
 register(LlamaCppAdapter())
+
+
+def kv_unified(args: list[str], env: dict[str, str]) -> tuple[bool, int | None]:
+    """Whether llama-server shares one KV pool across its slots (-kvu; off by default when the slot count is given,
+    as servebook always gives it), and the per-slot limit --kv-unified-per-slot sets on it; the last flag wins, as
+    in llama.cpp's own argument parser, which reads the environment first."""
+    unified = env.get("LLAMA_ARG_KV_UNIFIED", "").lower() in {"1", "true", "on", "enabled"}
+    cap = int(env["LLAMA_ARG_KV_UNIFIED_PER_SLOT"]) if env.get("LLAMA_ARG_KV_UNIFIED_PER_SLOT", "").isdigit() else None
+    for i, arg in enumerate(args):
+        if arg in {"-kvu", "--kv-unified"}:
+            unified = True
+        elif arg in {"-no-kvu", "--no-kv-unified"}:
+            unified = False
+        elif arg == "--kv-unified-per-slot" and i + 1 < len(args) and args[i + 1].isdigit():
+            cap = int(args[i + 1])
+    return unified, cap or None

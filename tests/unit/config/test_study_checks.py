@@ -1,5 +1,7 @@
 """A study is checked whole at load: nothing a sweep would only find after running every candidate."""
 
+from pathlib import Path
+
 import pytest
 
 from servebook.config.errors import InputError
@@ -66,3 +68,30 @@ def test_a_plan_longer_than_a_candidate_s_context_per_request_is_refused_before_
         get_engine("llamacpp").check_plan_fits(four_slots, plan)
     get_engine("llamacpp").check_plan_fits(four_slots.with_overrides({"knobs.max_running_requests": 1}), plan)
     get_engine("llamacpp").check_plan_fits(make_candidate(), plan)  # unknown context: nothing to check
+
+
+def test_a_unified_kv_pool_lets_one_request_fill_the_whole_context():
+    """llama-server with -kvu shares one KV pool across its slots (n_ctx_seq = n_ctx in llama-context.cpp): the
+    llama.cpp noise study (196,608 tokens, 32 slots, -kvu) was refused on a lent H100 for its 8K prompt, as if each
+    slot held 6,144 tokens (2026-12-06)."""
+    from servebook.config import Plan
+    from servebook.engines import get_engine
+    from tests.helpers.candidates import make_candidate
+
+    llamacpp = get_engine("llamacpp")
+    study = load_study(Path(__file__).parents[3] / "data/studies/h200-llamacpp-1b-noise-sliced.yaml")
+    baseline = study.expand()[0].candidate
+    assert llamacpp.context_per_request(baseline) == 196608
+    llamacpp.check_plan_fits(baseline, study.plan)
+    split = make_candidate(knobs={"context_length": 196608, "max_running_requests": 32})
+    assert llamacpp.context_per_request(split) == 6144
+    # the last flag wins, the command line over the environment, and --kv-unified-per-slot caps a slot
+    assert llamacpp.context_per_request(split.with_overrides({"extra_args": ["-kvu", "-no-kvu"]})) == 6144
+    assert llamacpp.context_per_request(split.with_overrides({"launch.env": {"LLAMA_ARG_KV_UNIFIED": "1"}})) == 196608
+    assert llamacpp.context_per_request(split.with_overrides(
+        {"launch.env": {"LLAMA_ARG_KV_UNIFIED": "1"}, "extra_args": ["--no-kv-unified"]})) == 6144
+    assert llamacpp.context_per_request(split.with_overrides(
+        {"extra_args": ["--kv-unified", "--kv-unified-per-slot", "16384"]})) == 16384
+    plan = Plan.model_validate({"prefill": {"prompt_tokens": [32768]}})
+    with pytest.raises(InputError, match="holds 16384 tokens per request"):
+        llamacpp.check_plan_fits(split.with_overrides({"extra_args": ["-kvu", "--kv-unified-per-slot", "16384"]}), plan)
