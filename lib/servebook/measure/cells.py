@@ -101,6 +101,8 @@ class CellSummary(TypedDict, total=False):
     # host and GPU telemetry, added by the measurement loop (None: not checked)
     foreign_cpu_cores: float | None
     cpu_probe_ms: float | None
+    #: the same probe on the CPUs the engine is held to (None: it is not held)
+    engine_cpu_probe_ms: float | None
     cpu_steal_cores: float | None
     #: CPU cores a resident round's other seats kept busy during the cell (None: no other seats)
     seated_cpu_cores: float | None

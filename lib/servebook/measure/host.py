@@ -10,6 +10,7 @@ which others used more than a threshold of CPU cores is marked disturbed, and so
 from __future__ import annotations
 
 import os
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,6 +52,31 @@ def cpu_probe_ms(rounds: int = 20_000) -> float:
     for i in range(rounds):
         total += i * i % 7
     return (time.perf_counter() - started) * 1000
+
+
+def engine_cpu_probe_ms(engine_pid: int | None, rounds: int = 20_000) -> float | None:
+    """`cpu_probe_ms` run on the CPUs the engine is held to, one probe on each, their median (None: the engine is
+    not held to fewer CPUs than this host has). The client is not held anywhere, so the plain probe times whichever
+    CPU the client had, not the ones whose speed a CPU-bound engine step pays: on a lent H100 the plain probe
+    explained part of vLLM's drift between rounds and none of its spread within one (2026-12-06)."""
+    if engine_pid is None:
+        return None
+    try:
+        held, mine = os.sched_getaffinity(engine_pid), os.sched_getaffinity(0)
+    except OSError:  # the engine has gone
+        return None
+    if not held or held >= mine:
+        return None
+    times = []
+    try:
+        for cpu in sorted(held):
+            os.sched_setaffinity(0, {cpu})  # this thread alone, for the probe's 2 ms
+            times.append(cpu_probe_ms(rounds))
+    except OSError:  # a CPU this client may not use, or one taken offline meanwhile
+        return None
+    finally:
+        os.sched_setaffinity(0, mine)
+    return statistics.median(times)
 
 
 def _stat(proc: Path, pid: int) -> tuple[int, float] | None:

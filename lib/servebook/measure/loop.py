@@ -40,6 +40,7 @@ from .host import (
     busiest_thread_cpus,
     cpu_probe_ms,
     cpu_sample,
+    engine_cpu_probe_ms,
     foreign_cores,
     own_processes,
     process_trees,
@@ -212,7 +213,7 @@ class Measurement:
         log_offset = self._log_size()
         pid = self.endpoint.engine_pid
         before = await self._scrape()
-        probe_ms = cpu_probe_ms()
+        probe_ms, engine_probe_ms = cpu_probe_ms(), engine_cpu_probe_ms(pid)
         # A resident round's other seats are the round's own load, never foreign: between a sliced cell's slices they
         # measure, by design, and while idle they may still poll (an idle SGLang 0.5.17 scheduler kept about 0.4 of
         # a core busy: six of them read as 2.4 foreign cores and failed every unsliced cell of a round, 2026-12-05).
@@ -247,6 +248,7 @@ class Measurement:
         # of it the hypervisor took during it (launches of one configuration on a lent H200 differed by 20-25% in
         # decode with the engine's own CPU use unchanged)
         summary["cpu_probe_ms"] = probe_ms
+        summary["engine_cpu_probe_ms"] = engine_probe_ms
         summary["cpu_steal_cores"] = steal_cores(cpu_before, cpu_after)
         summary["seated_cpu_cores"] = seated_cores(cpu_before, cpu_after)
         summary["engine_cpus"] = busiest_thread_cpus(pid, since=threads_before)

@@ -148,3 +148,28 @@ def test_an_engine_that_may_run_anywhere_has_no_contending_seats(tmp_path):
     # no other seats (not a resident round), or an engine servebook did not start: not checked
     assert SeatContention(100, set(), proc).cores() is None
     assert SeatContention(None, {400}, proc).cores() is None
+
+
+def test_the_probe_runs_on_the_cpus_the_engine_is_held_to_and_the_client_is_freed_after(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    import pytest
+
+    from servebook.measure.host import engine_cpu_probe_ms
+
+    mine = os.sched_getaffinity(0)
+    if len(mine) < 2:
+        pytest.skip("one CPU: an engine cannot be held to fewer than the client has")
+    engine = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert engine_cpu_probe_ms(engine.pid) is None  # not held: no CPUs of its own to time
+        os.sched_setaffinity(engine.pid, {min(mine)})
+        probe = engine_cpu_probe_ms(engine.pid, rounds=2_000)
+        assert probe is not None and 0 < probe < 1_000
+        assert os.sched_getaffinity(0) == mine
+    finally:
+        engine.kill()
+        engine.wait()
+    assert engine_cpu_probe_ms(engine.pid) is None and engine_cpu_probe_ms(None) is None
