@@ -3,7 +3,7 @@ records the cells.parquet it recorded before the kinds got a home each (issue 31
 order and types, the same cells, and in each row the same figures present. Recorded on main at 2f63741; since then
 the reasoning columns (measure/reasoning.py) were added after the peers' throughputs, the chat decode cells have an
 answer TTFT, the ITL, probe and gauge columns (measure/itl.py, probes.py, gauges.py) follow them, and draft_tokens
-stands before draft_acceptance; nothing else changed."""
+stands before draft_acceptance, and engine_cpu_probe_ms follows cpu_probe_ms; nothing else changed."""
 
 import json
 from pathlib import Path
@@ -26,8 +26,9 @@ PLAN = Plan.model_validate({
     "slo": {"ttft_s": 2, "tpot_s": 0.5, "attainment": 0.5},
     "capacity": {"low_rps": 2, "high_rps": 8, "max_probes": 2, "min_requests": 10, "narrowing_requests": 10},
 })
-#: set or not by the host (which CPUs the engine's busiest threads ran on), not by the cell's kind
-HOST_DEPENDENT = {"engine_cpus"}
+#: set or not by the host (which CPUs the engine's busiest threads ran on, and whether it is held to some), not by
+#: the cell's kind
+HOST_DEPENDENT = {"engine_cpus", "engine_cpu_probe_ms"}
 
 
 def test_every_cell_kind_records_the_columns_it_recorded(tmp_path):
