@@ -52,7 +52,7 @@ def test_wait_without_a_started_sweep_says_so(tmp_path):
     assert missing.returncode == 2 and "gpu-host.sh start" in missing.stderr
 
 
-def test_setup_prepares_only_the_engines_that_the_studies_launch(tmp_path):
+def test_setup_prepares_only_the_engines_that_the_studies_launch():
     # a bundle of vLLM and llama.cpp: a vLLM study alone must not spend a lent machine's minutes on llama.cpp's build
     env = {**os.environ, "PYTHON": sys.executable, "STUDY": "data/studies/h200-vllm-8b-sliced.yaml"}
     assert gpu_host("engines", env=env).stdout.split() == ["vllm"]
