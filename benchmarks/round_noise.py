@@ -1,12 +1,17 @@
 """How much of a study's launch-to-launch noise its interleaving rounds take out. Prints, per judged cell, the
 baseline's between-launch CV, the spread left once each round's common shift is removed (log(figure) ~ candidate +
-round, fitted over every candidate's runs: the noise the verdict's model faces), and their ratio.
+round, fitted over every candidate's runs: the noise the verdict's model faces), their ratio, and what is left when
+the log of each cell's CPU probe (`cpu_probe_ms`, timed where the client runs; `engine_cpu_probe_ms`, on the CPUs
+the engine is held to) is added to that model as a covariate.
 
 With `sweep --resident` a round's candidates measure the same cell within the same minute, so a host whose CPUs
 drift from minute to minute moves all of them alike; run one after another, a round spans many minutes and the
-ratio stays near 1.
+ratio stays near 1. A study without verdict rules (the noise studies: one configuration launched many times) is
+read through the rules a comparison follows by default: every decode and cold-prefill cell.
 
     .venv/bin/python benchmarks/round_noise.py data/studies/h200-vllm-1b-resident.yaml --journal /tmp/sb-journal
+    .venv/bin/python benchmarks/round_noise.py data/studies/h200-llamacpp-1b-noise-sliced.yaml \
+        --journal data/sample-journal-noise-h100 --set knobs.context_length=270336   # as the sweep was run
 """
 
 from __future__ import annotations
@@ -14,57 +19,92 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
+from dataclasses import dataclass
 
 import numpy as np
 
 from servebook.config import load_study
+from servebook.config.loading import parse_overrides
 from servebook.journal import Journal
-from servebook.verdicts.comparisons import blocked_figures
-from servebook.verdicts.evidence import baseline_evidence, run_cells
+from servebook.verdicts import baseline_evidence, default_rules, select_cells
+from servebook.verdicts.comparisons import run_block
+from servebook.verdicts.evidence import run_cells
+
+COVARIATES = ("cpu_probe_ms", "engine_cpu_probe_ms")
 
 
-def blocked_cv(rows: list[tuple[str, str, float]]) -> tuple[float, int] | None:
-    """The residual spread (percent, on the log scale) of log(value) ~ candidate + round, and its df."""
-    names = sorted({n for n, _, _ in rows})
-    rounds = sorted({r for _, r, _ in rows})  # one round: no round factor, the spread of repeated launches in it
-    x = np.zeros((len(rows), len(names) + len(rounds) - 1))
-    for i, (name, block, _) in enumerate(rows):
-        x[i, names.index(name)] = 1.0
-        if block != rounds[0]:
-            x[i, len(names) + rounds.index(block) - 1] = 1.0
-    y = np.array([math.log(v) for _, _, v in rows])
+@dataclass
+class Figure:
+    candidate: str
+    block: str
+    value: float
+    probes: dict[str, float]
+
+
+def residual_cv(figures: list[Figure], covariate: str | None = None) -> tuple[float, int] | None:
+    """The residual spread (percent, on the log scale) of log(value) ~ candidate + block [+ log(covariate)], and
+    its degrees of freedom; None where the model has none left or a figure lacks the covariate."""
+    if covariate and any(not f.probes.get(covariate) for f in figures):
+        return None
+    names = sorted({f.candidate for f in figures})
+    blocks = sorted({f.block for f in figures})  # one block: the spread of repeated launches in it
+    x = np.zeros((len(figures), len(names) + len(blocks) - 1 + (1 if covariate else 0)))
+    for i, figure in enumerate(figures):
+        x[i, names.index(figure.candidate)] = 1.0
+        if figure.block != blocks[0]:
+            x[i, len(names) + blocks.index(figure.block) - 1] = 1.0
+        if covariate:
+            x[i, -1] = math.log(figure.probes[covariate])
+    y = np.array([math.log(f.value) for f in figures])
     beta, *_ = np.linalg.lstsq(x, y, rcond=None)
-    df = len(rows) - np.linalg.matrix_rank(x)
+    df = len(figures) - int(np.linalg.matrix_rank(x))
     if df <= 0:
         return None
     residual = y - x @ beta
-    return 100 * math.sqrt(float(residual @ residual) / df), int(df)
+    return 100 * math.sqrt(float(residual @ residual) / df), df
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("study")
     parser.add_argument("--journal", default="journal")
+    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                        help="the study's base changed as the sweep's --set changed it (repeat)")
     args = parser.parse_args()
-    study = load_study(args.study)
+    study = load_study(args.study, parse_overrides(args.set) or None)
     journal = Journal(args.journal).require()
     per_entry = {}
     for entry in study.expand():
         records = journal.find_all(entry.candidate.id, study.plan.id, statuses=("completed",))
         per_entry[entry.name] = baseline_evidence(run_cells(records))
     baseline = study.verdict.baseline_entry or "baseline"
-    print(f"{'cell':28} {'metric':18} {'launches':>8} {'raw CV':>8} {'in-round':>9} {'df':>4} {'ratio':>6}")
-    for rule in study.verdict.rules:
-        figures = {name: blocked_figures(runs, rule) for name, runs in per_entry.items()}
-        for cell_id, base in figures.get(baseline, {}).items():
-            values = [v for _, v in base]
+    rules = study.verdict.rules or default_rules()
+    print(f"{'cell':28} {'metric':16} {'launches':>8} {'raw CV':>7} {'in-round':>8} {'df':>3} {'ratio':>5}  "
+          + " ".join(f"{'+ ' + c.removesuffix('_ms'):>20}" for c in COVARIATES))
+    for rule in rules:
+        by_cell: dict[str, list[Figure]] = {}
+        for name, runs in per_entry.items():
+            for position, cells in enumerate(runs):
+                block = "/".join(run_block(cells, position))
+                for row in select_cells(cells, rule).to_dict("records"):
+                    value = row.get(rule.metric)
+                    if value is None or not value == value or value <= 0:
+                        continue
+                    probes = {c: float(row[c]) for c in COVARIATES if row.get(c) is not None and row[c] == row[c]}
+                    by_cell.setdefault(row["cell_id"], []).append(Figure(name, block, float(value), probes))
+        for cell_id, found in by_cell.items():
+            values = [f.value for f in found if f.candidate == baseline]
+            if not values:
+                continue
             raw = 100 * statistics.stdev(math.log(v) for v in values) if len(values) > 1 else float("nan")
-            rows = [(name, str(block[-1]), v) for name, found in figures.items() for block, v in found.get(cell_id, [])
-                    if v and v > 0]
-            blocked = blocked_cv(rows)
-            within, df = blocked if blocked else (float("nan"), 0)
+            within, df = residual_cv(found) or (float("nan"), 0)
             ratio = raw / within if within == within and within > 0 else float("nan")
-            print(f"{cell_id:28} {rule.metric:18} {len(values):>8} {raw:>7.1f}% {within:>8.1f}% {df:>4} {ratio:>6.2f}")
+            covaried = []
+            for covariate in COVARIATES:
+                fitted = residual_cv(found, covariate)
+                covaried.append(f"{fitted[0]:>13.1f}% (df {fitted[1]:>2})" if fitted else f"{'-':>20}")
+            print(f"{cell_id:28} {rule.metric:16} {len(values):>8} {raw:>6.1f}% {within:>7.1f}% {df:>3} {ratio:>5.2f}  "
+                  + " ".join(covaried))
 
 
 if __name__ == "__main__":
