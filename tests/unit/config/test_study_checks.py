@@ -95,3 +95,14 @@ def test_a_unified_kv_pool_lets_one_request_fill_the_whole_context():
     plan = Plan.model_validate({"prefill": {"prompt_tokens": [32768]}})
     with pytest.raises(InputError, match="holds 16384 tokens per request"):
         llamacpp.check_plan_fits(split.with_overrides({"extra_args": ["-kvu", "--kv-unified-per-slot", "16384"]}), plan)
+
+
+def test_a_study_for_a_second_machine_runs_the_same_configurations_as_the_study_it_serves():
+    """h100-vllm-8b-pair.yaml holds three of the 8B study's engines on an H100: its runs count in the 8B study's
+    verdicts only while its candidates, plan and rules are that study's, id for id."""
+    studies = Path(__file__).parents[3] / "data/studies"
+    full, pair = load_study(studies / "h200-vllm-8b-sliced.yaml"), load_study(studies / "h100-vllm-8b-pair.yaml")
+    ids = {entry.name: entry.candidate.id for entry in full.expand()}
+    assert {entry.name: entry.candidate.id for entry in pair.expand()} == {
+        name: ids[name] for name in ("baseline", "chunk-2048", "kv-fp8")}
+    assert pair.plan.id == full.plan.id and pair.verdict.hash == full.verdict.hash
