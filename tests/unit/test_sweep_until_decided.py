@@ -242,3 +242,48 @@ def test_a_resident_round_left_without_the_baseline_gets_a_baseline_run_beside_i
     assert baseline_companion(study, list(entries.values()), journal, lone, seats=1) == []
     assert baseline_companion(study, list(entries.values()), journal, [(1, entries["baseline"], None)], None) == []
     assert baseline_companion(study, list(entries.values()), journal, lone, None)[0][1].name == "baseline"
+
+
+def test_rounds_of_fewer_seats_than_candidates_each_keep_a_seat_for_the_baseline():
+    """Six candidates in rounds of the three engines an H100 holds: cut plainly, every other round held no baseline
+    and compared nothing. Each round now holds a baseline run, or closes a seat early for the companion run."""
+    from types import SimpleNamespace
+
+    from servebook.sweeps.resident import rounds_of
+
+    names = ["baseline", "seqs-8", "chunk-2048", "ngram", "kv-fp8", "no-prefix-cache"]
+    order = [(repeat, SimpleNamespace(name=name), None) for repeat in range(2) for name in names]
+    plain = [[e.name for _, e, _ in r] for r in rounds_of(order, 3)]
+    assert plain[1] == ["ngram", "kv-fp8", "no-prefix-cache"], "the old cut: a round with no baseline"
+    rounds = [[e.name for _, e, _ in r] for r in rounds_of(order, 3, "baseline")]
+    assert [name for r in rounds for name in r] == [e.name for _, e, _ in order], "every run once, in order"
+    for names_in_round in rounds:
+        assert "baseline" in names_in_round or len(names_in_round) <= 2, names_in_round
+    assert rounds[:2] == [["baseline", "seqs-8", "chunk-2048"], ["ngram", "kv-fp8"]]
+    # one configuration launched many times (the noise studies): its launches fill every seat, as before
+    noise = [(repeat, SimpleNamespace(name="baseline"), None) for repeat in range(8)]
+    assert [len(r) for r in rounds_of(noise, 4, "baseline")] == [4, 4]
+
+
+def test_a_resident_sweep_with_fewer_seats_than_candidates_seats_the_baseline_in_every_round(tmp_path):
+    """--seats 2 over a baseline and two candidates, then --until-decided: every round of engines side by side holds
+    a baseline run, whether the study placed one there or the sweep seated a companion."""
+    path = tmp_path / "study.yaml"
+    path.write_text(textwrap.dedent(STUDY))
+    study = load_study(path)
+    journal = Journal(tmp_path / "journal")
+    seated: list[tuple[str, str]] = []
+
+    class SeatedRunner(FakeRunner):
+        def run(self, study, entry, journal, reporter, lane=None, seat=None):
+            seated.append((entry.name, seat.round_id if seat else f"alone-{len(seated)}"))  # a round of one run
+            return seal(journal, study, entry, self.rng)
+
+    sweep_module.sweep(study, journal, reporter=Reporter(quiet=True), runner=SeatedRunner(np.random.default_rng(5)),
+                       resident=True, seats=2, max_repeats=4)
+    rounds: dict[str, list[str]] = {}
+    for name, round_id in seated:
+        rounds.setdefault(round_id, []).append(name)
+    assert len(rounds) >= 2 and all(len(names) <= 2 for names in rounds.values())
+    assert all("baseline" in names for names in rounds.values()), rounds
+    assert {name for name, _ in seated} == {"baseline", "clear-loss", "near-limit"}

@@ -161,16 +161,12 @@ def run_pending(study: Study, entries: list[StudyEntry], journal: Journal, runne
         for _ in done:
             task.advance()
         todo = [i for i in range(len(placed)) if i not in done]
-        seated = _round_indices(placed, todo, seats)
+        seated = _round_indices(placed, todo, seats, study.verdict.baseline_entry)
         companions: list[SweepResult] = []
         for number, indices in enumerate(seated, 1):
             items = [placed[i] for i in indices]
-            companion = baseline_companion(study, entries, journal, items, seats)
-            if companion:
-                reporter.log(f"{companion[0][1].name}: one more run, seated beside "
-                             f"{', '.join(entry.name for _, entry, _ in items)}: a round without the baseline "
-                             f"compares nothing")
-            results = run_round(items + companion, one, journal.root / ".sweeps", runner, task.advance)
+            results = run_round(with_companion(study, entries, journal, items, seats, reporter), one,
+                                journal.root / ".sweeps", runner, task.advance)
             done.update(zip(indices, results[:len(indices)], strict=True))
             companions += results[len(indices):]
             if number < len(seated):
@@ -190,6 +186,16 @@ def baseline_companion(study: Study, entries: list[StudyEntry], journal: Journal
     recorded_runs = sum(1 for record in journal.runs() if record.manifest is not None
                         and record.manifest.study == study.name and record.manifest.study_entry == name)
     return [(recorded_runs, baseline, items[0][2])]
+
+
+def with_companion(study: Study, entries: list[StudyEntry], journal: Journal, items: list[Placed],
+                   seats: int | None, reporter: Reporter) -> list[Placed]:
+    """A resident round's runs, with the baseline's companion run where it needs one (said in the log)."""
+    companion = baseline_companion(study, entries, journal, items, seats)
+    if companion:
+        reporter.log(f"{companion[0][1].name}: one more run, seated beside "
+                     f"{', '.join(entry.name for _, entry, _ in items)}: a round without the baseline compares nothing")
+    return items + companion
 
 
 def _serial_rounds(study: Study, journal: Journal, reporter: Reporter, placed: list[Placed],
@@ -237,9 +243,11 @@ def interim_verdicts(study: Study, journal: Journal, reporter: Reporter, when: s
         reporter.log(f"{what} {when} (not recorded; the sweep records them at its end):\n" + "\n".join(lines))
 
 
-def _round_indices(placed: list[Placed], todo: list[int], seats: int | None) -> list[list[int]]:
-    """The runs still to make, cut into resident rounds (a candidate once per round, or `seats` runs each)."""
-    rounds = rounds_of([placed[i] for i in todo], seats)
+def _round_indices(placed: list[Placed], todo: list[int], seats: int | None,
+                   baseline: str | None) -> list[list[int]]:
+    """The runs still to make, cut into resident rounds (a candidate once per round, or `seats` runs each, a seat
+    kept for the baseline in a round that has none)."""
+    rounds = rounds_of([placed[i] for i in todo], seats, baseline)
     it = iter(todo)
     return [[next(it) for _ in items] for items in rounds]
 
@@ -335,8 +343,11 @@ def until_decided(study: Study, journal: Journal, runner: Runner, reporter: Repo
             added = [item or placed(index, base, next(baseline_repeats))
                      for item in spread(candidates, None, max(short, 0))]
         if resident:  # the added runs are the next rounds, each no larger than the study's first ones
-            for items in rounds_of(added, seats or len(study.expand())):
-                results += run_round(items,
+            room = seats or len(study.expand())
+            for items in rounds_of(added, room, baseline):
+                # a lone undecided candidate's next run, the baseline's runs already enough, would be a round of
+                # its own: a block that holds no comparison
+                results += run_round(with_companion(study, [j.entry for j in judged], journal, items, room, reporter),
                                      lambda _, entry, lane, seat: seated_run(runner, study, entry, journal, reporter,
                                                                              lane, seat),
                                      journal.root / ".sweeps", runner)

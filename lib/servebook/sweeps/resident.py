@@ -36,10 +36,25 @@ def seated_run(runner: Runner, study: Study, entry: StudyEntry, journal: Journal
     return runner.run(study, entry, journal, reporter, lane, seat)
 
 
-def rounds_of(placed: list[Placed], seats: int | None = None) -> list[list[Placed]]:
+def rounds_of(placed: list[Placed], seats: int | None = None, baseline: str | None = None) -> list[list[Placed]]:
     """The interleaved order cut into rounds: a round ends where a candidate would come a second time, or, given
     `seats`, after that many runs (a candidate can then have several launches resident in one round, whose
-    spread is the launch-to-launch noise within the round)."""
+    spread is the launch-to-launch noise within the round).
+
+    With `seats` and the study's `baseline`, a round without a baseline run closes one seat early: the seat left is
+    the baseline's (the sweep seats a companion run there). A round is a block of the verdict's model, and a round
+    without the baseline compares its candidates with nothing: six 8B engines cut into rounds of the three an H100
+    holds gave every other round no baseline (2026-12-06)."""
+    if seats and baseline is not None:
+        cut: list[list[Placed]] = [[]]
+        for item in placed:
+            current = cut[-1]
+            has_baseline = any(entry.name == baseline for _, entry, _ in current)
+            reserved = 0 if has_baseline or item[1].name == baseline else 1
+            if len(current) >= seats - reserved:
+                cut.append([])
+            cut[-1].append(item)
+        return [items for items in cut if items]
     if seats:
         return [placed[start:start + seats] for start in range(0, len(placed), seats)]
     out: list[list[Placed]] = []
