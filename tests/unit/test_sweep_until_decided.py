@@ -287,3 +287,13 @@ def test_a_resident_sweep_with_fewer_seats_than_candidates_seats_the_baseline_in
     assert len(rounds) >= 2 and all(len(names) <= 2 for names in rounds.values())
     assert all("baseline" in names for names in rounds.values()), rounds
     assert {name for name, _ in seated} == {"baseline", "clear-loss", "near-limit"}
+
+
+def test_a_round_s_companion_run_does_not_move_the_sweep_s_progress_past_its_total():
+    from servebook.sweeps.orchestrate import planned_ticks
+
+    advanced = []
+    tick = planned_ticks(lambda: advanced.append(1), 2)
+    for _ in range(3):  # two planned runs and the baseline's companion
+        tick()
+    assert len(advanced) == 2

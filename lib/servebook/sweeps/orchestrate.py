@@ -146,7 +146,9 @@ def run_pending(study: Study, entries: list[StudyEntry], journal: Journal, runne
         result = skipped(repeat, entry) if seat is None else None
         if result is None:
             where = f" on {lane.label}" if lane is not None else f", seat {seat.seat + 1} of {seat.seats}" if seat else ""
-            reporter.log(f"{entry.name}: repeat {repeat + 1} of {study.repeats}{where}")
+            count = f"repeat {repeat + 1} of {study.repeats}" if repeat < study.repeats else \
+                f"run {repeat + 1} (the study plans {study.repeats})"
+            reporter.log(f"{entry.name}: {count}{where}")
             return seated_run(runner, study, entry, journal, reporter, lane, seat)
         return result
 
@@ -166,7 +168,7 @@ def run_pending(study: Study, entries: list[StudyEntry], journal: Journal, runne
         for number, indices in enumerate(seated, 1):
             items = [placed[i] for i in indices]
             results = run_round(with_companion(study, entries, journal, items, seats, reporter), one,
-                                journal.root / ".sweeps", runner, task.advance)
+                                journal.root / ".sweeps", runner, planned_ticks(task.advance, len(indices)))
             done.update(zip(indices, results[:len(indices)], strict=True))
             companions += results[len(indices):]
             if number < len(seated):
@@ -186,6 +188,16 @@ def baseline_companion(study: Study, entries: list[StudyEntry], journal: Journal
     recorded_runs = sum(1 for record in journal.runs() if record.manifest is not None
                         and record.manifest.study == study.name and record.manifest.study_entry == name)
     return [(recorded_runs, baseline, items[0][2])]
+
+
+def planned_ticks(advance: Callable[[], None], planned: int) -> Callable[[], None]:
+    """`advance` for the first `planned` calls only: a round's companion run is beyond the sweep's planned total."""
+    ticks = iter(range(planned))
+
+    def tick() -> None:
+        if next(ticks, None) is not None:
+            advance()
+    return tick
 
 
 def with_companion(study: Study, entries: list[StudyEntry], journal: Journal, items: list[Placed],
