@@ -88,9 +88,9 @@ def main() -> None:
                 block = "/".join(run_block(cells, position))
                 for row in select_cells(cells, rule).to_dict("records"):
                     value = row.get(rule.metric)
-                    if value is None or not value == value or value <= 0:
+                    if not (value or 0) > 0:  # none, NaN or not a rate
                         continue
-                    probes = {c: float(row[c]) for c in COVARIATES if row.get(c) is not None and row[c] == row[c]}
+                    probes = {c: float(row[c]) for c in COVARIATES if (row.get(c) or 0) > 0}
                     by_cell.setdefault(row["cell_id"], []).append(Figure(name, block, float(value), probes))
         for cell_id, found in by_cell.items():
             values = [f.value for f in found if f.candidate == baseline]

@@ -46,15 +46,14 @@ def rounds_of(placed: list[Placed], seats: int | None = None, baseline: str | No
     without the baseline compares its candidates with nothing: six 8B engines cut into rounds of the three an H100
     holds gave every other round no baseline (2026-12-06)."""
     if seats and baseline is not None:
-        cut: list[list[Placed]] = [[]]
+        cut: list[list[Placed]] = []
         for item in placed:
-            current = cut[-1]
-            has_baseline = any(entry.name == baseline for _, entry, _ in current)
+            has_baseline = bool(cut) and any(entry.name == baseline for _, entry, _ in cut[-1])
             reserved = 0 if has_baseline or item[1].name == baseline else 1
-            if len(current) >= seats - reserved:
+            if not cut or len(cut[-1]) >= max(seats - reserved, 1):
                 cut.append([])
             cut[-1].append(item)
-        return [items for items in cut if items]
+        return cut
     if seats:
         return [placed[start:start + seats] for start in range(0, len(placed), seats)]
     out: list[list[Placed]] = []
