@@ -2,7 +2,9 @@
 baseline's between-launch CV, the spread left once each round's common shift is removed (log(figure) ~ candidate +
 round, fitted over every candidate's runs: the noise the verdict's model faces), their ratio, and what is left when
 the log of each cell's CPU probe (`cpu_probe_ms`, timed where the client runs; `engine_cpu_probe_ms`, on the CPUs
-the engine is held to) is added to that model as a covariate.
+the engine is held to) is added to that model as a covariate. Last, how the baseline's launches' deviations from
+their round's mean correlate across cells: a launch slow in every cell is slow as a process, which only more
+launches average out; deviations that do not correlate are each cell's own noise.
 
 With `sweep --resident` a round's candidates measure the same cell within the same minute, so a host whose CPUs
 drift from minute to minute moves all of them alike; run one after another, a round spans many minutes and the
@@ -22,6 +24,7 @@ import statistics
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from servebook.config import load_study
 from servebook.config.loading import parse_overrides
@@ -36,6 +39,7 @@ COVARIATES = ("cpu_probe_ms", "engine_cpu_probe_ms")
 @dataclass
 class Figure:
     candidate: str
+    launch: str
     block: str
     value: float
     probes: dict[str, float]
@@ -79,6 +83,7 @@ def main() -> None:
         per_entry[entry.name] = baseline_evidence(run_cells(records))
     baseline = study.verdict.baseline_entry or "baseline"
     rules = study.verdict.rules or default_rules()
+    deviations: dict[str, dict[str, float]] = {}  # cell -> the baseline's launch -> log deviation from its round
     print(f"{'cell':28} {'metric':16} {'launches':>8} {'raw CV':>7} {'in-round':>8} {'df':>3} {'ratio':>5}  "
           + " ".join(f"{'+ ' + c.removesuffix('_ms'):>20}" for c in COVARIATES))
     for rule in rules:
@@ -91,7 +96,8 @@ def main() -> None:
                     if not (value or 0) > 0:  # none, NaN or not a rate
                         continue
                     probes = {c: float(row[c]) for c in COVARIATES if (row.get(c) or 0) > 0}
-                    by_cell.setdefault(row["cell_id"], []).append(Figure(name, block, float(value), probes))
+                    by_cell.setdefault(row["cell_id"], []).append(
+                        Figure(name, f"{name}#{position}", block, float(value), probes))
         for cell_id, found in by_cell.items():
             values = [f.value for f in found if f.candidate == baseline]
             if not values:
@@ -105,6 +111,14 @@ def main() -> None:
                 covaried.append(f"{fitted[0]:>13.1f}% (df {fitted[1]:>2})" if fitted else f"{'-':>20}")
             print(f"{cell_id:28} {rule.metric:16} {len(values):>8} {raw:>6.1f}% {within:>7.1f}% {df:>3} {ratio:>5.2f}  "
                   + " ".join(covaried))
+            mine = pd.DataFrame([(f.launch, f.block, math.log(f.value)) for f in found if f.candidate == baseline],
+                                columns=["launch", "block", "log"])
+            mine["deviation"] = mine["log"] - mine.groupby("block")["log"].transform("mean")
+            deviations[cell_id] = dict(zip(mine["launch"], mine["deviation"], strict=True))
+    table = pd.DataFrame(deviations)
+    if len(table) > 2 and table.shape[1] > 1:
+        print(f"\nthe baseline's launches ({len(table)}), deviation from their round's mean, correlated across cells:")
+        print(table.corr().round(2).to_string())
 
 
 if __name__ == "__main__":
