@@ -164,6 +164,30 @@ def test_within_run_noise_is_told_apart_from_between_run_noise():
     assert spent.allocation.launch_pct == pytest.approx(spent.cv_pct, rel=0.01)
 
 
+def test_the_noise_floor_pools_the_spread_within_machines_not_across_them():
+    """Two machines, one 25% slower, each steady within 1%: the noise floor is the 1%, not the machines' difference
+    (the 8B baseline on an H200 and an H100 read 12.8% pooled plainly against 0.4% within, 2026-12-06); on one
+    machine it is the plain CV, as before."""
+    from servebook.verdicts import noise_rows
+
+    def on(machine: str, position: int, rate: float) -> pd.DataFrame:
+        return run(rate, rate * 1.5, block=(machine, str(position)))
+
+    rules = VerdictRules(rules=[ComparisonRule(metric="aggregate_tok_s", concurrency=[1], max_regression_pct=5)])
+    fast, slow = [396.0, 400.0, 404.0], [297.0, 300.0, 303.0]
+    runs = [on("h200", i, r) for i, r in enumerate(fast)] + [on("h100", i, r) for i, r in enumerate(slow)]
+    [row] = noise_rows(runs, rules)
+    # each machine's runs lie 1% either side of its own mean: 4 squares of 1e-4 over 6 runs less 2 machines
+    assert row.cv_pct == pytest.approx(1.0, rel=1e-6)
+    assert row.machines == 2 and row.runs == 6 and row.runs_needed == 2
+    [one] = noise_rows([on("h200", i, r) for i, r in enumerate(fast + slow)], rules)
+    assert one.cv_pct > 15 and one.machines == 1  # one machine: the 25% is the launches' own spread
+    [unmarked] = noise_rows([run(r, r * 1.5) for r in fast + slow], rules)
+    assert unmarked.cv_pct == pytest.approx(one.cv_pct)
+    lone = [on("h200", 0, 400.0), on("h100", 0, 300.0)]
+    assert noise_rows(lone, rules)[0].cv_pct is None  # a run per machine: nothing within a machine to measure
+
+
 def test_cells_that_recorded_their_own_error_give_the_site_its_within_run_column():
     """The site reads cell summaries, not request tables: cells record their headline figure's error themselves."""
     from servebook.verdicts import noise_rows

@@ -11,12 +11,13 @@ import pandas as pd
 
 from ..config.rules import VerdictRules
 from ..config.study import Study
-from ..estimates import Allocation, Estimate, allocate, detectable_change, runs_needed_for
+from ..estimates import Allocation, Block, Estimate, allocate, detectable_change, runs_needed_for
 from ..journal import Journal
 from ..measure.kinds import kind_of
 from ..measure.stats import se_pct
-from .comparisons import figures
+from .comparisons import blocked_figures
 from .evidence import valid_cells
+from .machines import machine_of
 
 
 @dataclass
@@ -26,6 +27,8 @@ class NoiseFloor:
     metric: str
     cell_id: str
     runs: int
+    #: the spread of one run's figure around its machine's mean, pooled over the machines (machines are blocks of
+    #: every verdict: the speed one machine has over another is no noise a comparison within one pays for)
     cv_pct: float | None
     limit_pct: float
     runs_needed: int | None
@@ -37,6 +40,8 @@ class NoiseFloor:
     #: the launch-to-launch part of the spread and the cell length that spends machine time best (given the runs'
     #: durations and the requests); None where either is unknown
     allocation: Allocation | None = None
+    #: the machines the baseline's runs were measured on
+    machines: int = 1
 
     @property
     def resolvable(self) -> bool | None:
@@ -53,8 +58,9 @@ def noise_rows(baseline_runs: list[pd.DataFrame], rules: VerdictRules,
     out = []
     launch_s = statistics.median(run_seconds) if run_seconds else None
     for rule in rules.rules:
-        for cell_id, values in figures(baseline_runs, rule).items():
-            cv = Estimate.of(values).cv_pct
+        for cell_id, blocked in blocked_figures(baseline_runs, rule).items():
+            values = [value for _, value in blocked]
+            cv = within_machines_cv(blocked)
             within = _recorded_within(baseline_runs, cell_id, rule.metric)
             if within is None and requests:
                 within = within_run_se(requests, cell_id, rule.metric)
@@ -64,8 +70,24 @@ def noise_rows(baseline_runs: list[pd.DataFrame], rules: VerdictRules,
             out.append(NoiseFloor(rule.metric, cell_id, len(values), cv, rule.max_regression_pct,
                                   runs_needed_for(rule.max_regression_pct, cv) if cv is not None else None,
                                   detectable_change(cv, len(values)) if cv is not None else None,
-                                  within, allocation))
+                                  within, allocation, len({machine_of(block) for block, _ in blocked})))
     return out
+
+
+def within_machines_cv(blocked: list[tuple[Block, float]]) -> float | None:
+    """The between-run CV of runs around their own machine's mean, pooled over machines (n - machines degrees of
+    freedom): on one machine, the plain CV. Pooling the H200's and an H100's runs of the 8B baseline plainly gave 12.8%
+    at one request against 0.3% and 1.0% on each (2026-12-06): the machines' difference, which no verdict counts as
+    noise, and which asked for 31 runs a side where 2 do."""
+    by_machine: dict[str, list[float]] = {}
+    for block, value in blocked:
+        by_machine.setdefault(machine_of(block), []).append(value)
+    if len(by_machine) == 1:
+        return Estimate.of(next(iter(by_machine.values()))).cv_pct
+    squares = sum((v / mean - 1.0) ** 2 for values in by_machine.values()
+                  if (mean := statistics.fmean(values)) for v in values)
+    freedom = sum(len(values) for values in by_machine.values()) - len(by_machine)
+    return 100.0 * (squares / freedom) ** 0.5 if freedom > 0 else None
 
 
 def _headline(kind: str) -> str | None:

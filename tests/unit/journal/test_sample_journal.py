@@ -1,5 +1,6 @@
 """The committed H200 journal: real GPU runs that every version of servebook must still read and judge."""
 
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -7,7 +8,7 @@ import pandas as pd
 from servebook.config import load_study
 from servebook.journal import Journal
 from servebook.sweeps.search import SearchResult
-from servebook.verdicts import judge
+from servebook.verdicts import judge, noise_floor
 from tests.helpers.journals import sample_journal
 
 ROOT = Path(__file__).parents[3]
@@ -217,6 +218,38 @@ def test_the_8b_study_on_a_slow_host_decides_the_cpu_bound_knobs_as_the_fast_hos
     prefill = pd.concat([r.table("cells") for r in runs])
     at_8k = prefill[prefill["target_prompt_tokens"] == 8192]
     assert ((at_8k["ttft_s"] / at_8k["engine_prompt_s"]) < 1.2).all()
+
+
+def test_the_8b_study_on_a_second_machine_an_h100_flips_nothing_and_decides_every_candidate(tmp_path):
+    """data/studies/h100-vllm-8b-pair.yaml on a lent H100 80GB HBM3 (2026-12-06, 23:32 to 23:51 UTC): the 8B study's
+    baseline, chunk-2048 and kv-fp8 (three 8B engines fill an H100) in resident rounds, `--until-decided --max-repeats
+    6`: one round of the three, a second, then three rounds of two baselines and chunk-2048, whose next-turn TTFT was
+    still undecided. Same candidate ids, plan and rules as the H200's 8B study, so both journals judge together with
+    the machines as blocks. Decode is a quarter slower on the H100 (150 against 200 tok/s at one request: its memory
+    moves 3.35 TB/s to the H200's 4.8), an 8K prefill as fast (about 36,000 tok/s: the same SMs). Trimmed: engine logs,
+    chunks and notebooks left out, self-reports kept for the first round."""
+    journal, runs = one_machines_rounds(tmp_path, "sample-journal-vllm-8b-h100", runs=15, rounds=5)
+    assert {r.manifest.environment.gpus[0]["name"] for r in runs} == {"NVIDIA H100 80GB HBM3"}
+    cells = pd.concat([r.table("cells") for r in runs])
+    assert cells["engine_cpu_probe_ms"].notna().all()  # the engine's CPUs probed in every cell (first live reading)
+    at_8k = cells[cells["target_prompt_tokens"] == 8192]
+    assert ((at_8k["ttft_s"] / at_8k["engine_prompt_s"]) < 1.2).all()
+    alone = {item.entry.name: item.verdict.outcome for item in
+             judge(load_study(ROOT / "data/studies/h100-vllm-8b-pair.yaml"), journal, append=False)}
+    assert alone == {"baseline": "accepted", "chunk-2048": "accepted", "kv-fp8": "accepted"}
+
+    # Both machines: every candidate decided, none flipped (kv-fp8 accepted on each; chunk-2048, inconclusive on the
+    # H200's two launches, accepted), and the noise floor is the spread within each machine, not between them.
+    shutil.copytree(ROOT / "data" / "sample-journal-vllm-8b" / "runs", tmp_path / "journal" / "runs", dirs_exist_ok=True)
+    both = Journal(tmp_path / "journal")
+    study = load_study(ROOT / "data/studies/h200-vllm-8b-sliced.yaml")
+    judged = {item.entry.name: item.verdict for item in judge(study, both, append=False)}
+    assert {name: v.outcome for name, v in judged.items()} == {
+        "baseline": "accepted", "seqs-8": "rejected", "chunk-2048": "accepted", "ngram": "rejected",
+        "kv-fp8": "accepted", "no-prefix-cache": "rejected"}
+    floor = {row.cell_id: row for row in noise_floor(study, both)}
+    assert floor["decode-prose-c1"].machines == 2 and floor["decode-prose-c1"].cv_pct < 1.0  # 12.8% pooled plainly
+    assert floor["decode-prose-c1"].runs_needed == 2
 
 
 def test_the_sglang_study_decides_four_candidates_at_two_launches_a_side_with_no_engine_pinned(tmp_path):
