@@ -3,7 +3,8 @@ records the cells.parquet it recorded before the kinds got a home each (issue 31
 order and types, the same cells, and in each row the same figures present. Recorded on main at 2f63741; since then
 the reasoning columns (measure/reasoning.py) were added after the peers' throughputs, the chat decode cells have an
 answer TTFT, the ITL, probe and gauge columns (measure/itl.py, probes.py, gauges.py) follow them, and draft_tokens
-stands before draft_acceptance, and engine_cpu_probe_ms follows cpu_probe_ms; nothing else changed."""
+stands before draft_acceptance, engine_cpu_probe_ms follows cpu_probe_ms, and next_turn_within_se_pct (a reuse
+cell's next-turn error, from its conversations) follows next_turn_ttft_s; nothing else changed."""
 
 import json
 from pathlib import Path

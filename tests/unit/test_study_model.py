@@ -188,6 +188,41 @@ def test_the_noise_floor_pools_the_spread_within_machines_not_across_them():
     assert noise_rows(lone, rules)[0].cv_pct is None  # a run per machine: nothing within a machine to measure
 
 
+def test_a_reuse_cells_next_turn_error_comes_from_its_conversations_not_from_turns_counted_as_independent():
+    """A launch's conversations differ as wholes (vLLM 8B on an H100: one conversation's next turns at 24-28 ms, the
+    next one's at 38-40 ms, 2026-12-06). The next turn's within-run error is its conversations' means' spread; the
+    reuse cell records it beside the all-turns TTFT error, and the noise floor reads it for the rule that judges it,
+    from the cell where recorded, else from the requests."""
+    from servebook.measure.stats import conversations_se_pct, se_pct
+    from servebook.verdicts import noise_rows
+
+    turns = [(0, 0.025), (0, 0.026), (0, 0.027), (1, 0.039), (1, 0.040), (1, 0.038), (2, 0.031), (2, 0.032), (2, 0.030)]
+    means = [0.026, 0.039, 0.031]
+    assert conversations_se_pct(turns) == pytest.approx(se_pct(means))
+    assert conversations_se_pct(turns) > 1.5 * se_pct([t for _, t in turns])  # independent turns: too small
+    assert conversations_se_pct([(0, 0.03), (0, 0.04)]) is None  # one conversation: no spread to measure
+
+    rules = VerdictRules(rules=[ComparisonRule(metric="next_turn_ttft_s", max_regression_pct=25)])
+
+    def reuse(next_turn: float, recorded: float | None) -> pd.DataFrame:
+        row = {"cell_id": "reuse", "kind": "reuse", "category": "prose", "concurrency": 1, "target_prompt_tokens": 4096,
+               "next_turn_ttft_s": next_turn, "within_se_pct": 16.6, "valid": True, "invalid_codes": "",
+               "invalid_reasons": "", "reconciliation": "ok"}
+        return pd.DataFrame([row if recorded is None else {**row, "next_turn_within_se_pct": recorded}])
+
+    [row] = noise_rows([reuse(0.030, 6.0), reuse(0.036, 8.0)], rules)
+    assert row.within_run_pct == pytest.approx(50 ** 0.5)  # 6% and 8%; the all-turns 16.6% is another figure's
+    requests = pd.DataFrame([{"cell_id": "reuse", "turn": turn, "conversation": conversation, "t_send": 0.0,
+                              "t_first": ttft, "t_last": ttft + 0.1, "completion_tokens": 16, "prompt_tokens": 4096,
+                              "error": None}
+                             for conversation, ttft in turns for turn in (2,)] +
+                            [{"cell_id": "reuse", "turn": 1, "conversation": c, "t_send": 0.0, "t_first": 0.11,
+                              "t_last": 0.2, "completion_tokens": 16, "prompt_tokens": 4096, "error": None}
+                             for c in range(3)])
+    [older] = noise_rows([reuse(0.030, None), reuse(0.036, None)], rules, [requests, requests])
+    assert older.within_run_pct == pytest.approx(conversations_se_pct(turns))
+
+
 def test_cells_that_recorded_their_own_error_give_the_site_its_within_run_column():
     """The site reads cell summaries, not request tables: cells record their headline figure's error themselves."""
     from servebook.verdicts import noise_rows

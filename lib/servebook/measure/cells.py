@@ -76,6 +76,8 @@ class CellSummary(TypedDict, total=False):
     # reuse cells
     first_turn_ttft_s: float | None
     next_turn_ttft_s: float | None
+    #: the next-turn TTFT's standard error from the cell's conversations, in percent (their means' spread)
+    next_turn_within_se_pct: float | None
     cached_share: float | None
     # wave cells
     slots: int | None

@@ -132,4 +132,17 @@ def reuse_summary(records: list[RequestRecord]) -> dict:
     prompt = total_reported(later, "prompt_tokens")
     return {"first_turn_ttft_s": median_of([r.ttft for r in first if r.ttft is not None]),
             "next_turn_ttft_s": median_of([r.ttft for r in later if r.ttft is not None]),
+            "next_turn_within_se_pct": conversations_se_pct([(r.conversation, r.ttft) for r in later]),
             "cached_share": cached / prompt if cached is not None and prompt else None}
+
+
+def conversations_se_pct(turns: list[tuple[int | None, float | None]]) -> float | None:
+    """The standard error of a next-turn figure from its conversations, in percent: each conversation's mean, then
+    their spread. A conversation's turns are no independent draws: on vLLM 8B, one conversation's next turns sat
+    at 24-28 ms and the next one's at 38-40 ms within the same launch (2026-12-06), so the turns counted as
+    independent would understate the error by a third."""
+    by_conversation: dict[int | None, list[float]] = {}
+    for conversation, ttft in turns:
+        if ttft is not None and ttft > 0 and math.isfinite(ttft):
+            by_conversation.setdefault(conversation, []).append(ttft)
+    return se_pct([statistics.fmean(values) for values in by_conversation.values()])

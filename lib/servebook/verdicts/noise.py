@@ -14,7 +14,7 @@ from ..config.study import Study
 from ..estimates import Allocation, Block, Estimate, allocate, detectable_change, runs_needed_for
 from ..journal import Journal
 from ..measure.kinds import kind_of
-from ..measure.stats import se_pct
+from ..measure.stats import conversations_se_pct, se_pct
 from .comparisons import blocked_figures
 from .evidence import valid_cells
 from .machines import machine_of
@@ -99,13 +99,27 @@ def _headline(kind: str) -> str | None:
         return None
 
 
+def _within_column(kind: str, metric: str) -> str | None:
+    """The column where a cell of `kind` records `metric`'s within-run error: `within_se_pct` for its headline, else
+    one its kind names (measure/kinds/); None where it records none."""
+    if _headline(kind) == metric:
+        return "within_se_pct"
+    try:
+        return kind_of(kind).within_columns.get(metric)
+    except KeyError:
+        return None
+
+
 def _recorded_within(runs: list[pd.DataFrame], cell_id: str, metric: str) -> float | None:
-    """The within-run error the cells recorded themselves (root mean square over runs), where the rule judges the
-    cell's headline figure; None for journals written before cells recorded it."""
-    errors = [float(e) for cells in runs if "within_se_pct" in cells
-              for kind, e in zip(cells.loc[cells["cell_id"] == cell_id, "kind"],
-                                 cells.loc[cells["cell_id"] == cell_id, "within_se_pct"], strict=True)
-              if _headline(kind) == metric and pd.notna(e)]
+    """The within-run error the cells recorded themselves (root mean square over runs), where they record one for the
+    metric the rule judges; None for journals written before cells recorded it."""
+    errors = []
+    for cells in runs:
+        for row in cells[cells["cell_id"] == cell_id].to_dict("records"):
+            column = _within_column(row["kind"], metric)
+            value = row.get(column) if column else None
+            if value is not None and pd.notna(value):
+                errors.append(float(value))
     return _rms(errors)
 
 
@@ -120,6 +134,8 @@ def _per_request(rows: pd.DataFrame, metric: str) -> pd.Series:
     ttft = rows["t_first"] - rows["t_send"]
     if metric in ("ttft_s", "ttft_p90_s"):
         return ttft
+    if metric == "first_turn_ttft_s" and "turn" in rows:
+        return ttft[rows["turn"] == 1]
     if metric == "prefill_tok_s":
         return rows["prompt_tokens"] / ttft
     if metric in ("answer_ttft_s", "reasoning_tok_s", "answer_tok_s"):
@@ -152,7 +168,12 @@ def within_run_se(requests: list[pd.DataFrame], cell_id: str, metric: str) -> fl
         rows = table[table["cell_id"] == cell_id]
         if "error" in rows:
             rows = rows[rows["error"].isna()]
-        error = se_pct([float(v) for v in _per_request(rows, metric)])
+        if metric == "next_turn_ttft_s" and {"turn", "conversation"} <= set(rows.columns):
+            later = rows[rows["turn"] > 1]
+            error = conversations_se_pct(list(zip(later["conversation"], later["t_first"] - later["t_send"],
+                                                  strict=True)))
+        else:
+            error = se_pct([float(v) for v in _per_request(rows, metric)])
         if error is not None:
             errors.append(error)
     return _rms(errors)
@@ -171,11 +192,15 @@ def noise_floor(study: Study, journal: Journal) -> list[NoiseFloor]:
     records = journal.find_all(baseline.candidate.id, study.plan.id)
     completed = [r for r in records if r.status == "completed" and r.manifest is not None]
     cells = valid_cells(records)
-    # Cells record their own within-run error; only journals written before that need the request tables read.
-    requests = [] if any("within_se_pct" in c for c in cells) else \
-        [t for t in (r.table("requests") for r in completed) if t is not None]
-    seconds = [run_seconds(r.manifest.started_at, r.manifest.finished_at) for r in completed if r.manifest]
-    return noise_rows(cells, study.verdict, requests, [t for t in seconds if t is not None])
+    seconds = [t for t in (run_seconds(r.manifest.started_at, r.manifest.finished_at)
+                           for r in completed if r.manifest) if t is not None]
+    rows = noise_rows(cells, study.verdict, run_seconds=seconds)
+    # Cells record their own within-run error; only cells written before they recorded it for the metric judged
+    # need the request tables read.
+    if any(row.within_run_pct is None for row in rows):
+        requests = [t for t in (r.table("requests") for r in completed) if t is not None]
+        rows = noise_rows(cells, study.verdict, requests, seconds)
+    return rows
 
 
 def run_seconds(started_at: str | None, finished_at: str | None) -> float | None:

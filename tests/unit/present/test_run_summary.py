@@ -46,3 +46,22 @@ def test_a_resident_rounds_other_seats_show_beside_the_foreign_cpu_never_in_it()
     assert others == ["0.05 cores (+ 2.41 the round's other seats)", "0.05 cores", "not checked",
                       "0.05 cores (+ 2.70 the round's other seats, 2.65 of it on this engine's CPUs)",
                       "0.05 cores (+ 6.60 the round's other seats)"]
+
+
+def test_the_sites_noise_floor_pools_the_baselines_spread_within_machines():
+    """The study page draws its noise floor from run summaries: each is marked with its machine, as the verdicts mark
+    runs, so two machines' speeds are not read as the baseline's noise."""
+    from servebook.present.site.pages import noise_table_for
+
+    def summary(i: int, machine: str, rate: float) -> RunSummary:
+        cell = {"cell_id": "decode-prose-c1", "kind": "decode", "category": "prose", "concurrency": 1,
+                "target_prompt_tokens": None, "aggregate_tok_s": rate, "valid": True, "invalid_codes": "",
+                "invalid_reasons": "", "reconciliation": "ok"}
+        return RunSummary(run_id=f"r{i}", status="completed", label="base", cells=[cell],
+                          environment={"machine_id": machine})
+
+    rules = {"baseline": "base", "rules": [{"metric": "aggregate_tok_s", "concurrency": [1], "max_regression_pct": 5}]}
+    runs = [summary(i, m, r) for i, (m, r) in enumerate([("h200", 198.0), ("h200", 202.0), ("h100", 149.0),
+                                                          ("h100", 151.0)])]
+    [row] = noise_table_for({"base": runs}, rules).rows
+    assert row.values[3].startswith("1.2% (within 2 machines)")  # not the 17% the two machines' speeds make

@@ -64,6 +64,9 @@ class CellKind(Protocol):
     order: int
     #: the metric whose within-run error its cells record (`within_se_pct`); None: their TTFT's
     headline: str | None
+    #: other metrics its cells record the within-run error of, and the column that holds it (a reuse cell's verdicts
+    #: judge the next turn's TTFT, not the TTFT over every turn that `within_se_pct` covers)
+    within_columns: dict[str, str]
     #: the validity checks that depend on what its cells ask (measure.validity)
     checks: CellChecks
     #: whether its cells report their attainment of the plan's objectives (plan.slo) and goodput
@@ -118,6 +121,7 @@ class KindBase:
     name: str = ""
     order: int = 1000
     headline: str | None = None
+    within_columns: dict[str, str] = {}
     checks: CellChecks = CellChecks()
     reports_slo: bool = False
     open_loop: bool = False

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 class Reuse(KindBase):
     name = "reuse"
     order = 30
+    within_columns = {"next_turn_ttft_s": "next_turn_within_se_pct"}
 
     def cells(self, plan: Plan) -> list[CellSpec]:
         reuse = plan.reuse

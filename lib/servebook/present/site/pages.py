@@ -384,20 +384,10 @@ def noise_table_for(groups: dict[str, list[RunSummary]], rules: dict | None) -> 
         return None
     verdict_rules = VerdictRules.model_validate(rules)
     runs = [s for s in groups[rules["baseline"]] if s.cells]
-    rows = noise_rows(baseline_evidence([_blocked_cells(s) for s in runs]), verdict_rules,
+    rows = noise_rows(baseline_evidence([s.blocked_cells() for s in runs]), verdict_rules,
                       run_seconds=[t for t in (run_seconds(s.started_at, s.finished_at) for s in runs)
                                    if t is not None])
     return noise_table(rows) if rows else None
-
-
-def _blocked_cells(summary: RunSummary) -> pd.DataFrame:
-    """A run's cells marked with its machine, as the verdicts mark them: the noise floor pools its spread within
-    machines."""
-    from ...journal.manifest import Environment
-
-    cells = pd.DataFrame(summary.cells)
-    cells.attrs["block"] = (Environment.model_validate(summary.environment).machine_key, summary.run_id)
-    return cells
 
 
 #: what the study page prints under its figures

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -87,3 +88,11 @@ class RunSummary(BaseModel):
     @property
     def latest_verdict(self) -> dict[str, Any]:
         return self.verdicts[-1] if self.verdicts else {}
+
+    def blocked_cells(self) -> pd.DataFrame:
+        """Its cells, marked with its machine as the verdicts mark them (the noise floor pools within machines)."""
+        from ...journal.manifest import Environment
+
+        cells = pd.DataFrame(self.cells)
+        cells.attrs["block"] = (Environment.model_validate(self.environment).machine_key, self.run_id)
+        return cells
