@@ -184,8 +184,29 @@ def test_the_noise_floor_pools_the_spread_within_machines_not_across_them():
     assert one.cv_pct > 15 and one.machines == 1  # one machine: the 25% is the launches' own spread
     [unmarked] = noise_rows([run(r, r * 1.5) for r in fast + slow], rules)
     assert unmarked.cv_pct == pytest.approx(one.cv_pct)
-    lone = [on("h200", 0, 400.0), on("h100", 0, 300.0)]
-    assert noise_rows(lone, rules)[0].cv_pct is None  # a run per machine: nothing within a machine to measure
+    # a run per machine (a parallel sweep's lanes, one run a boot): nothing within one to measure, so the plain
+    # spread across them, said to be an upper bound
+    [lone] = noise_rows([on("h200", 0, 400.0), on("h100", 0, 300.0)], rules)
+    assert lone.across_machines and lone.cv_pct == pytest.approx(100 * (50 * 2 ** 0.5) / 350)
+    assert not row.across_machines and not one.across_machines
+
+
+def test_the_noise_floor_reads_no_within_run_error_for_a_metric_its_requests_do_not_give():
+    """A tail percentile of ITL has no per-request version: no within-run error, rather than the decode rate's read
+    under its name (which advised cells eight times as long)."""
+    from servebook.verdicts import noise_rows
+
+    def requests(rate):
+        return pd.DataFrame([{"cell_id": "decode-prose-c1", "t_send": 0.0, "t_first": 0.1,
+                              "t_last": 0.1 + 63 / (rate * (1 + 0.05 * (i % 3 - 1))), "completion_tokens": 64,
+                              "prompt_tokens": 100, "error": None} for i in range(12)])
+
+    runs = [run(400, 600).assign(itl_p99_s=v) for v in (0.010, 0.012)]
+    tail = VerdictRules(rules=[ComparisonRule(metric="itl_p99_s", concurrency=[1], max_regression_pct=20)])
+    [row] = noise_rows(runs, tail, [requests(400), requests(300)], run_seconds=[60.0, 60.0])
+    assert row.cv_pct is not None and row.within_run_pct is None and row.allocation is None
+    decode = VerdictRules(rules=[ComparisonRule(metric="aggregate_tok_s", concurrency=[1], max_regression_pct=5)])
+    assert noise_rows(runs, decode, [requests(400), requests(300)])[0].within_run_pct is not None
 
 
 def test_a_reuse_cells_next_turn_error_comes_from_its_conversations_not_from_turns_counted_as_independent():

@@ -128,8 +128,9 @@ def noise_table(noise: list) -> Table:
                    "runs per side the limit needs", "detectable at these runs", "best spend of machine time"],
                   title="noise floor (the baseline against itself)")
     for n in noise:
-        cv = "-" if n.cv_pct is None else f"{n.cv_pct:.1f}%" + (f" (within {n.machines} machines)"
-                                                                 if n.machines > 1 else "")
+        where = "" if n.machines < 2 else \
+            f" (across {n.machines} machines: an upper bound)" if n.across_machines else f" (within {n.machines} machines)"
+        cv = "-" if n.cv_pct is None else f"{n.cv_pct:.1f}%{where}"
         needs = "-" if n.cv_pct is None else (str(n.runs_needed) if n.runs_needed else "more than 200")
         detectable, within = n.detectable_pct, n.within_run_pct
         css: Style = "" if n.resolvable is None else ("" if n.resolvable else "warn")

@@ -3,6 +3,7 @@ its limit needs, and what the runs spent can detect."""
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 from datetime import datetime
@@ -42,6 +43,9 @@ class NoiseFloor:
     allocation: Allocation | None = None
     #: the machines the baseline's runs were measured on
     machines: int = 1
+    #: True where no machine holds two runs (a parallel sweep's lanes, one run a boot): `cv_pct` is then the plain
+    #: spread across machines, their differences in it, an upper bound on the noise within one
+    across_machines: bool = False
 
     @property
     def resolvable(self) -> bool | None:
@@ -60,7 +64,11 @@ def noise_rows(baseline_runs: list[pd.DataFrame], rules: VerdictRules,
     for rule in rules.rules:
         for cell_id, blocked in blocked_figures(baseline_runs, rule).items():
             values = [value for _, value in blocked]
+            machines = len({machine_of(block) for block, _ in blocked})
             cv = within_machines_cv(blocked)
+            across = cv is None and machines > 1
+            if across:
+                cv = Estimate.of(values).cv_pct
             within = _recorded_within(baseline_runs, cell_id, rule.metric)
             if within is None and requests:
                 within = within_run_se(requests, cell_id, rule.metric)
@@ -70,7 +78,7 @@ def noise_rows(baseline_runs: list[pd.DataFrame], rules: VerdictRules,
             out.append(NoiseFloor(rule.metric, cell_id, len(values), cv, rule.max_regression_pct,
                                   runs_needed_for(rule.max_regression_pct, cv) if cv is not None else None,
                                   detectable_change(cv, len(values)) if cv is not None else None,
-                                  within, allocation, len({machine_of(block) for block, _ in blocked})))
+                                  within, allocation, machines, across))
     return out
 
 
@@ -81,12 +89,14 @@ def within_machines_cv(blocked: list[tuple[Block, float]]) -> float | None:
     noise, and which asked for 31 runs a side where 2 do."""
     by_machine: dict[str, list[float]] = {}
     for block, value in blocked:
-        by_machine.setdefault(machine_of(block), []).append(value)
+        if math.isfinite(value):
+            by_machine.setdefault(machine_of(block), []).append(value)
     if len(by_machine) == 1:
         return Estimate.of(next(iter(by_machine.values()))).cv_pct
-    squares = sum((v / mean - 1.0) ** 2 for values in by_machine.values()
-                  if (mean := statistics.fmean(values)) for v in values)
-    freedom = sum(len(values) for values in by_machine.values()) - len(by_machine)
+    # a machine whose figures average to zero or less has no relative spread: it takes no part, its runs' freedom neither
+    kept = [(values, mean) for values in by_machine.values() if (mean := statistics.fmean(values)) > 0]
+    squares = sum((v / mean - 1.0) ** 2 for values, mean in kept for v in values)
+    freedom = sum(len(values) - 1 for values, _ in kept)
     return 100.0 * (squares / freedom) ** 0.5 if freedom > 0 else None
 
 
@@ -105,7 +115,7 @@ def _within_column(kind: str, metric: str) -> str | None:
     if _headline(kind) == metric:
         return "within_se_pct"
     try:
-        return kind_of(kind).within_columns.get(metric)
+        return getattr(kind_of(kind), "within_columns", {}).get(metric)
     except KeyError:
         return None
 
@@ -129,18 +139,25 @@ def _cell_seconds(runs: list[pd.DataFrame], cell_id: str) -> float | None:
     return statistics.median(spans) if spans else None
 
 
+#: the judged metrics whose per-request version a request table gives (`_per_request`, `within_run_se`); others
+#: (tail percentiles of ITL, capacity, replay, sessions, probes) have no within-run error from their requests
+PER_REQUEST = frozenset({"ttft_s", "ttft_p90_s", "prefill_tok_s", "aggregate_tok_s", "steady_tok_s",
+                         "per_request_tok_s", "answer_ttft_s", "reasoning_tok_s", "answer_tok_s", "next_turn_ttft_s"})
+
+
 def _per_request(rows: pd.DataFrame, metric: str) -> pd.Series:
-    """Each request's own version of a cell figure: its decode rate, its TTFT, or its prompt rate."""
+    """Each request's own version of a cell figure: its decode rate, its TTFT, or its prompt rate; empty for a
+    metric no request gives (PER_REQUEST)."""
     ttft = rows["t_first"] - rows["t_send"]
     if metric in ("ttft_s", "ttft_p90_s"):
         return ttft
-    if metric == "first_turn_ttft_s" and "turn" in rows:
-        return ttft[rows["turn"] == 1]
     if metric == "prefill_tok_s":
         return rows["prompt_tokens"] / ttft
     if metric in ("answer_ttft_s", "reasoning_tok_s", "answer_tok_s"):
         return _reasoning_per_request(rows, metric)
-    return (rows["completion_tokens"] - 1) / (rows["t_last"] - rows["t_first"])
+    if metric in ("aggregate_tok_s", "steady_tok_s", "per_request_tok_s"):
+        return (rows["completion_tokens"] - 1) / (rows["t_last"] - rows["t_first"])
+    return pd.Series(dtype=float)
 
 
 def _reasoning_per_request(rows: pd.DataFrame, metric: str) -> pd.Series:
@@ -162,13 +179,16 @@ def _reasoning_per_request(rows: pd.DataFrame, metric: str) -> pd.Series:
 def within_run_se(requests: list[pd.DataFrame], cell_id: str, metric: str) -> float | None:
     """The standard error of a run's figure that its own requests explain, in percent of the figure, averaged
     (root mean square) over runs: per-request values' CV over the square root of their number (Kalibera and
-    Jones' within-launch level)."""
+    Jones' within-launch level); for a reuse cell's next turn, its conversations' means' (turns of one conversation
+    are no independent draws)."""
     errors = []
     for table in requests:
         rows = table[table["cell_id"] == cell_id]
         if "error" in rows:
             rows = rows[rows["error"].isna()]
-        if metric == "next_turn_ttft_s" and {"turn", "conversation"} <= set(rows.columns):
+        if metric == "next_turn_ttft_s":
+            if not {"turn", "conversation"} <= set(rows.columns):
+                continue
             later = rows[rows["turn"] > 1]
             error = conversations_se_pct(list(zip(later["conversation"], later["t_first"] - later["t_send"],
                                                   strict=True)))
@@ -195,9 +215,9 @@ def noise_floor(study: Study, journal: Journal) -> list[NoiseFloor]:
     seconds = [t for t in (run_seconds(r.manifest.started_at, r.manifest.finished_at)
                            for r in completed if r.manifest) if t is not None]
     rows = noise_rows(cells, study.verdict, run_seconds=seconds)
-    # Cells record their own within-run error; only cells written before they recorded it for the metric judged
-    # need the request tables read.
-    if any(row.within_run_pct is None for row in rows):
+    # Cells record their own within-run error; the request tables are read only where a cell recorded none for a
+    # metric whose requests give one (cells written before they recorded it).
+    if any(row.within_run_pct is None and row.metric in PER_REQUEST for row in rows):
         requests = [t for t in (r.table("requests") for r in completed) if t is not None]
         rows = noise_rows(cells, study.verdict, requests, seconds)
     return rows

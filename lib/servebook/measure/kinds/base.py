@@ -6,8 +6,9 @@ registry by the kind's name (`CellSpec.kind`, the `kind` column of cells.parquet
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ...config.plan import Plan
@@ -66,7 +67,7 @@ class CellKind(Protocol):
     headline: str | None
     #: other metrics its cells record the within-run error of, and the column that holds it (a reuse cell's verdicts
     #: judge the next turn's TTFT, not the TTFT over every turn that `within_se_pct` covers)
-    within_columns: dict[str, str]
+    within_columns: Mapping[str, str]
     #: the validity checks that depend on what its cells ask (measure.validity)
     checks: CellChecks
     #: whether its cells report their attainment of the plan's objectives (plan.slo) and goodput
@@ -121,7 +122,7 @@ class KindBase:
     name: str = ""
     order: int = 1000
     headline: str | None = None
-    within_columns: dict[str, str] = {}
+    within_columns: Mapping[str, str] = MappingProxyType({})
     checks: CellChecks = CellChecks()
     reports_slo: bool = False
     open_loop: bool = False

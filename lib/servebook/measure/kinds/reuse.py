@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from ...config.plan import Plan
@@ -17,7 +19,7 @@ if TYPE_CHECKING:
 class Reuse(KindBase):
     name = "reuse"
     order = 30
-    within_columns = {"next_turn_ttft_s": "next_turn_within_se_pct"}
+    within_columns: Mapping[str, str] = MappingProxyType({"next_turn_ttft_s": "next_turn_within_se_pct"})
 
     def cells(self, plan: Plan) -> list[CellSpec]:
         reuse = plan.reuse
