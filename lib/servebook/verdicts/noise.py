@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 
 import pandas as pd
 
@@ -139,25 +141,12 @@ def _cell_seconds(runs: list[pd.DataFrame], cell_id: str) -> float | None:
     return statistics.median(spans) if spans else None
 
 
-#: the judged metrics whose per-request version a request table gives (`_per_request`, `within_run_se`); others
-#: (tail percentiles of ITL, capacity, replay, sessions, probes) have no within-run error from their requests
-PER_REQUEST = frozenset({"ttft_s", "ttft_p90_s", "prefill_tok_s", "aggregate_tok_s", "steady_tok_s",
-                         "per_request_tok_s", "answer_ttft_s", "reasoning_tok_s", "answer_tok_s", "next_turn_ttft_s"})
+def _ttft(rows: pd.DataFrame) -> pd.Series:
+    return rows["t_first"] - rows["t_send"]
 
 
-def _per_request(rows: pd.DataFrame, metric: str) -> pd.Series:
-    """Each request's own version of a cell figure: its decode rate, its TTFT, or its prompt rate; empty for a
-    metric no request gives (PER_REQUEST)."""
-    ttft = rows["t_first"] - rows["t_send"]
-    if metric in ("ttft_s", "ttft_p90_s"):
-        return ttft
-    if metric == "prefill_tok_s":
-        return rows["prompt_tokens"] / ttft
-    if metric in ("answer_ttft_s", "reasoning_tok_s", "answer_tok_s"):
-        return _reasoning_per_request(rows, metric)
-    if metric in ("aggregate_tok_s", "steady_tok_s", "per_request_tok_s"):
-        return (rows["completion_tokens"] - 1) / (rows["t_last"] - rows["t_first"])
-    return pd.Series(dtype=float)
+def _decode_rates(rows: pd.DataFrame) -> pd.Series:
+    return (rows["completion_tokens"] - 1) / (rows["t_last"] - rows["t_first"])
 
 
 def _reasoning_per_request(rows: pd.DataFrame, metric: str) -> pd.Series:
@@ -176,25 +165,43 @@ def _reasoning_per_request(rows: pd.DataFrame, metric: str) -> pd.Series:
     return rates.dropna()
 
 
+def _next_turn_error(rows: pd.DataFrame) -> float | None:
+    """A reuse cell's next turn: its conversations' means (one conversation's turns are no independent draws)."""
+    if not {"turn", "conversation"} <= set(rows.columns):
+        return None
+    later = rows[rows["turn"] > 1]
+    return conversations_se_pct(list(zip(later["conversation"], _ttft(later), strict=True)))
+
+
+def _spread_of(per_request: Callable[[pd.DataFrame], pd.Series]) -> Callable[[pd.DataFrame], float | None]:
+    """Per-request values' CV over the square root of their number."""
+    return lambda rows: se_pct([float(v) for v in per_request(rows)])
+
+
+#: each judged metric whose within-run error a run's request table gives, and how; the others (tail percentiles of
+#: ITL, capacity, replay, sessions, probes) have none from their requests
+REQUEST_ERRORS: dict[str, Callable[[pd.DataFrame], float | None]] = {
+    "ttft_s": _spread_of(_ttft), "ttft_p90_s": _spread_of(_ttft),
+    "prefill_tok_s": _spread_of(lambda rows: rows["prompt_tokens"] / _ttft(rows)),
+    **{metric: _spread_of(_decode_rates) for metric in ("aggregate_tok_s", "steady_tok_s", "per_request_tok_s")},
+    **{metric: _spread_of(partial(_reasoning_per_request, metric=metric))
+       for metric in ("answer_ttft_s", "reasoning_tok_s", "answer_tok_s")},
+    "next_turn_ttft_s": _next_turn_error,
+}
+
+
 def within_run_se(requests: list[pd.DataFrame], cell_id: str, metric: str) -> float | None:
     """The standard error of a run's figure that its own requests explain, in percent of the figure, averaged
-    (root mean square) over runs: per-request values' CV over the square root of their number (Kalibera and
-    Jones' within-launch level); for a reuse cell's next turn, its conversations' means' (turns of one conversation
-    are no independent draws)."""
+    (root mean square) over runs (Kalibera and Jones' within-launch level); None for a metric no request gives."""
+    error_of = REQUEST_ERRORS.get(metric)
+    if error_of is None:
+        return None
     errors = []
     for table in requests:
         rows = table[table["cell_id"] == cell_id]
         if "error" in rows:
             rows = rows[rows["error"].isna()]
-        if metric == "next_turn_ttft_s":
-            if not {"turn", "conversation"} <= set(rows.columns):
-                continue
-            later = rows[rows["turn"] > 1]
-            error = conversations_se_pct(list(zip(later["conversation"], later["t_first"] - later["t_send"],
-                                                  strict=True)))
-        else:
-            error = se_pct([float(v) for v in _per_request(rows, metric)])
-        if error is not None:
+        if (error := error_of(rows)) is not None:
             errors.append(error)
     return _rms(errors)
 
@@ -217,7 +224,7 @@ def noise_floor(study: Study, journal: Journal) -> list[NoiseFloor]:
     rows = noise_rows(cells, study.verdict, run_seconds=seconds)
     # Cells record their own within-run error; the request tables are read only where a cell recorded none for a
     # metric whose requests give one (cells written before they recorded it).
-    if any(row.within_run_pct is None and row.metric in PER_REQUEST for row in rows):
+    if any(row.within_run_pct is None and row.metric in REQUEST_ERRORS for row in rows):
         requests = [t for t in (r.table("requests") for r in completed) if t is not None]
         rows = noise_rows(cells, study.verdict, requests, seconds)
     return rows
