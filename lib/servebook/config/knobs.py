@@ -102,6 +102,15 @@ class Drafter(EngineOwned):
             raise ValueError("drafter.kind=none takes no other drafter settings")
         return self
 
+    @property
+    def acceptance_source(self) -> str | None:
+        """Where the drafter's acceptance comes from: "engine" (earned on the output), "synthetic" (set by a
+        benchmarking setting an engine adds, llama.cpp's synthetic_*), None without a drafter."""
+        if self.kind == "none":
+            return None
+        synthetic = getattr(self, "synthetic_length", None) or getattr(self, "synthetic_rates", None)
+        return "synthetic" if synthetic else "engine"
+
 
 ReasoningMode = Literal["on", "off"]
 #: the levels the engines' request fields and flags take (vLLM's reasoning_effort, llama.cpp's --reasoning-effort);

@@ -13,7 +13,9 @@ from .load import CapacitySearch, LoadPlan, ReplayPlan, ServiceObjectives
 from .metrics import METRICS
 from .shown import ShownAsYaml
 
-Category = Literal["prose", "code", "structured"]
+#: prompt categories of decode cells: each a corpus of lib/servebook/data/corpora/ but structured (JSON notes under a
+#: schema); copy asks for a given text back, unchanged or lightly edited: the workload prompt lookup is for
+Category = Literal["prose", "code", "copy", "structured"]
 Gate = Literal["json_schema", "nullable_argument", "agent_protocol", "needle"]
 
 
@@ -45,6 +47,10 @@ class DecodePlan(_Strict):
                                    "taking turns slice by slice in mirrored order (forward, then backward), so a host "
                                    "that speeds up or slows down during the step weighs on every seat alike; 1 or "
                                    "an even number that divides rounds (each slice keeps the cell's concurrency)")
+    realism_probes: int = Field(
+        2, ge=0, le=16, description="after each decode cell, send this many of its requests again greedily without "
+                                    "a forced length, to find how much of the forced output lies past the model's "
+                                    "own end (forced_tail_share); 0 measures no tail")
 
     @model_validator(mode="after")
     def _slices(self) -> "DecodePlan":
@@ -154,6 +160,8 @@ _ADDED_AT_DEFAULT: dict[tuple[str, ...], object] = {
     # sampling the engine's gauges during cells reads /metrics beside them, which its cost check found negligible
     # (benchmarks/gauge_sampling.py); 0 turns it off, another plan
     ("gauge_interval_ms",): 250,
+    # the realism probes are sent after a cell's measured window and its counters: its figures are the same
+    ("decode", "realism_probes"): 2,
 }
 
 

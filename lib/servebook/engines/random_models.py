@@ -32,6 +32,7 @@ from .model_specs import (
     ModelSpec,
     models_dir,
 )
+from .real_models import REAL_PREFIX, real_model, real_model_path
 
 VOCAB_SOURCE = "ggml-vocab-qwen2.gguf"
 CHAT_TEMPLATE = "Qwen-Qwen2.5-7B-Instruct.jinja"
@@ -168,7 +169,10 @@ def generated_spec(value: str, fmt: ModelFormat = "gguf") -> ModelSpec | None:
 
 
 def generated_path(value: str, fmt: ModelFormat = "gguf") -> Path | None:
-    """Where a `tiny:` or `random:` model lives in format `fmt` (written or not); None for a plain path."""
+    """Where a `tiny:`, `random:` or `real:` model lives in format `fmt` (written or not); None for a plain path (and
+    for a real model in a format it has none of)."""
+    if value.startswith(REAL_PREFIX):
+        return real_model_path(real_model(value)) if fmt == "gguf" else None
     spec = generated_spec(value, fmt)
     if spec is not None:
         return random_model_path(spec) if fmt == "gguf" else hf_checkpoint_path(spec)

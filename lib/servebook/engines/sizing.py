@@ -337,7 +337,7 @@ def _shape_source(model: str | None, fmt: "ModelFormat") -> Path:
     directory) a `tiny:`/`random:` reference was written to."""
     if not model:
         raise ValueError("search.memory.model: give the model's shape (a GGUF file or a config.json)")
-    if not model.startswith(("tiny:", "random:")):
+    if not model.startswith(("tiny:", "random:", "real:")):
         return Path(model)
     from .random_models import generated_path
 

@@ -91,10 +91,13 @@ def machine_identity() -> dict[str, str | None]:
             "boot_id": _first_line("/proc/sys/kernel/random/boot_id")}
 
 
-def fingerprint(*, engine_binary: str | None = None, model_path: str | None = None, lane: str | None = None) -> dict:
+def fingerprint(*, engine_binary: str | None = None, model_path: str | None = None, lane: str | None = None,
+                reference: str | None = None) -> dict:
     """The machine and what runs on it. `lane`: the GPU group or node (a block of the design) a parallel or Ray sweep
-    placed the run on; it travels with the run, so a kept kernel's next run never inherits it."""
+    placed the run on; it travels with the run, so a kept kernel's next run never inherits it. `reference`: the
+    candidate's model as written (a `real:` one's package, version, digest and licence go with the run)."""
     from .._version import __version__
+    from ..engines.real_models import real_source
 
     engine_env = {k: v for k, v in os.environ.items() if k.startswith(("LLAMA_ARG_", "GGML_", "CUDA_VISIBLE"))}
     return {
@@ -111,6 +114,7 @@ def fingerprint(*, engine_binary: str | None = None, model_path: str | None = No
         "servebook": __version__,
         "engine_version": engine_binary_version(engine_binary) if engine_binary else None,
         "model_digest": file_digest(model_path) if model_path else None,
+        "model_source": real_source(reference),
         "engine_env": redact_env(engine_env),
         "lane": lane or None,
     }

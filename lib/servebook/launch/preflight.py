@@ -20,7 +20,7 @@ from ..engines.model_specs import ModelFormat
 from ..util.progress import Reporter
 from .process import PortInUse, ensure_port_free
 
-GENERATED_PREFIXES = ("tiny:", "random:")
+GENERATED_PREFIXES = ("tiny:", "random:", "real:")
 BUSY_UTILIZATION_PCT = 10.0
 
 
@@ -54,9 +54,18 @@ class PreflightFailed(InputError):
 
 def resolve_model_path(value: str, field_name: str, reporter: Reporter, fmt: ModelFormat = "gguf") -> str:
     """A model reference as a file (`fmt` "gguf") or a Hugging Face directory ("hf"): `tiny:NAME` and `random:NAME`
-    are written once (cached), a path must exist."""
+    are written once (cached), `real:NAME` assembled once from its registry package, a path must exist."""
     from ..engines.random_models import ensure_generated
+    from ..engines.real_models import REAL_PREFIX, ensure_real_model
 
+    if value.startswith(REAL_PREFIX):
+        if fmt != "gguf":
+            raise InputError(f"{field_name}: {value} is a GGUF file for llama.cpp; servebook writes no Hugging Face "
+                             "checkpoint of it yet, so vLLM and SGLang cannot serve it")
+        try:
+            return str(ensure_real_model(value, reporter))
+        except KeyError as error:
+            raise InputError(f"{field_name}: {error.args[0]}") from None
     try:
         generated = ensure_generated(value, reporter, fmt)
     except KeyError as error:
@@ -67,7 +76,8 @@ def resolve_model_path(value: str, field_name: str, reporter: Reporter, fmt: Mod
     if not path.exists():
         given = "an existing GGUF file" if fmt == "gguf" else "an existing Hugging Face model directory"
         raise InputError(f"{field_name}: model {'file' if fmt == 'gguf' else 'directory'} not found: {path} "
-                         f"(give {given}, tiny:target, or random:0.5b / 1b / 3b / 8b)")
+                         f"(give {given}, tiny:target, random:0.5b / 1b / 3b / 8b, "
+                         "or real:gemma3-270m)")
     return str(path.resolve())
 
 

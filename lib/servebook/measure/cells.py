@@ -65,7 +65,20 @@ class CellSummary(TypedDict, total=False):
     #: the tokens the engine's drafter proposed in the cell (its per-request counts, else its counters' change); 0 is
     #: a drafter that proposed nothing, whose cost is then its overhead alone; None: no drafter, or not reported
     draft_tokens: float | None
+    #: of those, the tokens the target model accepted, and accepted over drafted
+    draft_accepted_tokens: float | None
     draft_acceptance: float | None
+    #: "engine": the acceptance was earned on the output; "synthetic": a benchmarking setting fixed it
+    draft_source: str | None
+    #: tokens the target model emitted per forward pass: completion over (completion - accepted); 1 without a
+    #: drafter, the drafter's whole possible gain with one (vLLM's "mean acceptance length" over every step)
+    tokens_per_step: float | None
+    # output realism of decode cells (measure.realism; docs/metrics.md): what the drafter's gain was earned on
+    ngram_share: float | None
+    loop_share: float | None
+    forced_tail_share: float | None
+    realism_requests: int | None
+    output_sample: str | None
     reconciliation: str
     reconciliation_message: str
     valid: bool
@@ -238,24 +251,35 @@ def cell_figures(spec: CellSpec, records: list[RequestRecord], slots: int | None
     own = kind_of(spec.kind).figures(spec, records, slots)
     return {**{key: own.get(key, value) for key, value in every.items()},
             **{key: value for key, value in own.items() if key not in every},  # the kind's figures no other has
-            "draft_tokens": sum(drafted) if drafted else None,
-            "draft_acceptance": (sum(accepted) / sum(drafted)) if drafted and sum(drafted) else None,
+            **_drafted(sum(drafted) if drafted else None, sum(accepted) if accepted else None,
+                       sum(r.completion_tokens or 0 for r in ok)),
             # the peers' percentiles and throughputs (measure.latency); an open-loop cell's are its window's
             **of_records(records, wall), **reasoning_figures(records)}
 
 
-def drafter_figures(figures: dict[str, Any], counts: ServerCounts | None, *, drafting: bool) -> dict[str, Any]:
+def drafter_figures(figures: dict[str, Any], counts: ServerCounts | None, *, source: str | None) -> dict[str, Any]:
     """A drafter's figures from the engine's counters where its requests reported none: engines that count drafts
     per interval, not per request (vLLM's spec_decode counters, which exist only with a drafter). A drafter that
     proposed nothing is 0 drafted tokens with no acceptance (nothing to accept), never a missing figure; a candidate
     without a drafter has neither (llama.cpp counts 0 drafted tokens per request with no drafter too)."""
-    if not drafting:
-        return {"draft_tokens": None, "draft_acceptance": None}
+    if source is None:
+        return {**_drafted(None, None, 0), "draft_source": None}
     if figures.get("draft_tokens") is not None or counts is None or counts.draft_tokens is None:
-        return {}
-    drafted = counts.draft_tokens
-    return {"draft_tokens": drafted,
-            "draft_acceptance": (counts.accepted_tokens or 0.0) / drafted if drafted else None}
+        return {"draft_source": source}
+    return {**_drafted(counts.draft_tokens, counts.accepted_tokens or 0.0, figures.get("completion_tokens") or 0),
+            "draft_source": source}
+
+
+def _drafted(drafted: float | None, accepted: float | None, completion: float) -> dict[str, Any]:
+    """A drafter's evidence in a cell: drafted and accepted tokens, their ratio, and tokens per forward pass."""
+    if drafted is None:
+        return {"draft_tokens": None, "draft_accepted_tokens": None, "draft_acceptance": None,
+                "tokens_per_step": None}
+    accepted = accepted or 0.0
+    steps = completion - accepted
+    return {"draft_tokens": drafted, "draft_accepted_tokens": accepted,
+            "draft_acceptance": accepted / drafted if drafted else None,
+            "tokens_per_step": completion / steps if completion and steps > 0 else None}
 
 
 def evidence(spec: CellSpec, records: list[RequestRecord], reconciliation: Reconciliation,

@@ -105,6 +105,8 @@ class RequestRecord:
     #: per kept chunk: "reasoning", "answer" or "mixed" (chat), None (a completion's text)
     chunk_phases: list[str | None] = field(default_factory=list, repr=False)
     split: ReasoningSplit = field(default_factory=ReasoningSplit, repr=False)
+    #: the streamed text, where the request asked to keep it (decode cells: measure.realism reads it)
+    text_parts: list[str] = field(default_factory=list, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -151,7 +153,7 @@ class RequestRecord:
 
     def row(self) -> dict[str, Any]:
         data = asdict(self)
-        for kept_apart in ("chunk_times", "chunk_tokens", "chunk_phases", "split"):
+        for kept_apart in ("chunk_times", "chunk_tokens", "chunk_phases", "split", "text_parts"):
             data.pop(kept_apart)
         return data
 
@@ -204,6 +206,8 @@ class StreamRequest:
     extra_body: dict | None = None
     stream_options: dict | None = None
     keep_chunk_times: bool = True
+    #: keep the streamed text on the record (RequestRecord.text_parts), for the cell's output realism
+    keep_text: bool = False
     #: the engine's reader of its own per-request timings in a chunk's extra fields (None: it sends none)
     server_timings: Callable[[dict[str, Any] | None], ServerTimings | None] | None = None
     #: chat: called with each chunk's delta, for a caller that needs the reply itself (an agent's history)
@@ -215,7 +219,7 @@ class StreamRequest:
 
 def _record_chunk(record: RequestRecord, chunk: Any, now: float, counted: int, *, chat: bool,
                   keep_chunk_times: bool, server_timings: Callable[[Any], ServerTimings | None] | None = None,
-                  on_delta: Callable[[Any], None] | None = None) -> int:
+                  on_delta: Callable[[Any], None] | None = None, keep_text: bool = False) -> int:
     """Fold one streamed chunk into `record`; returns the completion tokens accounted for so far."""
     record.chunk_count += 1
     if chunk.usage is not None:
@@ -229,6 +233,10 @@ def _record_chunk(record: RequestRecord, chunk: Any, now: float, counted: int, *
         on_delta(choice.delta)
     phase = _chat_phase(record, choice.delta, chunk.usage, now) if chat else None
     has_content = phase is not None if chat else bool(choice.text)
+    if keep_text:
+        text = (choice.delta.content if choice.delta is not None else None) if chat else choice.text
+        if text:
+            record.text_parts.append(text)
     if has_content:
         if record.t_first is None:
             record.t_first = now
@@ -378,7 +386,7 @@ async def _streamed(record: RequestRecord, request: StreamRequest, chunks: Async
         async for chunk in chunks:
             counted = _record_chunk(record, chunk, time.monotonic(), counted, chat=request.messages is not None,
                                     keep_chunk_times=request.keep_chunk_times, server_timings=request.server_timings,
-                                    on_delta=request.on_delta)
+                                    on_delta=request.on_delta, keep_text=request.keep_text)
         settle_reasoning(record)
         if request.absent_cached_is_zero and record.completion_tokens is not None and record.cached_tokens is None:
             record.cached_tokens = 0

@@ -38,8 +38,13 @@ class Endpoint:
     #: the header the router reads a conversation's session key from (launch.router.session_header; None: none sent)
     session_header: str | None = None
     #: whether the candidate runs a drafter (knobs.drafter): an engine's count of 0 drafted tokens is then a drafter
-    #: that proposed nothing, not a run without one (llama.cpp reports draft_n 0 either way)
-    drafting: bool = False
+    #: that proposed nothing, not a run without one (llama.cpp reports draft_n 0 either way); "engine" where its
+    #: acceptance is earned, "synthetic" where a benchmarking setting fixes it (Drafter.acceptance_source)
+    draft_source: str | None = None
+
+    @property
+    def drafting(self) -> bool:
+        return self.draft_source is not None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "base_url", self.base_url.rstrip("/"))

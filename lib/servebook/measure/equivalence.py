@@ -26,8 +26,10 @@ def identical_share(a: list[int], b: list[int]) -> tuple[float, int | None]:
 def compare_outputs(reference: Iterable[dict], other: Iterable[dict], reference_mode: str = "solo",
                     other_mode: str = "solo") -> dict | None:
     """Per prompt, `other`'s tokens against `reference`'s: the overall identical share and each divergence."""
-    ref = {row["prompt"]: list(row["tokens"]) for row in reference if row["mode"] == reference_mode}
-    oth = {row["prompt"]: list(row["tokens"]) for row in other if row["mode"] == other_mode}
+    ref_rows = {row["prompt"]: row for row in reference if row["mode"] == reference_mode}
+    oth_rows = {row["prompt"]: row for row in other if row["mode"] == other_mode}
+    ref = {prompt: list(row["tokens"]) for prompt, row in ref_rows.items()}
+    oth = {prompt: list(row["tokens"]) for prompt, row in oth_rows.items()}
     common = sorted(set(ref) & set(oth))
     if not common:
         return None
@@ -39,8 +41,18 @@ def compare_outputs(reference: Iterable[dict], other: Iterable[dict], reference_
         same += round(share * longest)
         total += longest
         if first is not None:
-            diverged.append({"prompt": prompt, "first_difference": first})
+            diverged.append({"prompt": prompt, "first_difference": first,
+                             "reference_text": _flat(ref_rows[prompt].get("text")),
+                             "other_text": _flat(oth_rows[prompt].get("text"))})
     return {"prompts": len(common), "identical_share": same / total if total else 1.0, "diverged": diverged}
+
+
+def _flat(text: object, limit: int = 120) -> str | None:
+    """An output on one line, its opening only: enough for a reader to see where two outputs part."""
+    if not isinstance(text, str):
+        return None
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[:limit - 1] + "\u2026"
 
 
 def describe(result: dict | None, against: str) -> str:
@@ -49,6 +61,9 @@ def describe(result: dict | None, against: str) -> str:
     if not result["diverged"]:
         return f"output identical to {against} on {result['prompts']} greedy prompts"
     first = result["diverged"][0]
+    texts = ""
+    if first.get("reference_text") is not None and first.get("other_text") is not None:
+        texts = f': {against} wrote "{first["reference_text"]}", this one "{first["other_text"]}"'
     return (f"output diverges from {against} in {len(result['diverged'])} of {result['prompts']} greedy prompts "
             f"({result['identical_share']:.0%} of tokens identical; prompt {first['prompt']} first differs at token "
-            f"{first['first_difference']})")
+            f"{first['first_difference']}{texts})")

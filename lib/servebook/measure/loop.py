@@ -53,6 +53,7 @@ from .kinds import cell_line, kind_of, kinds, label
 from .log import CellOutcome, MeasurementLog
 from .probes import probe_figures
 from .prompts import decode_prompt, filler_text
+from .realism import cell_realism
 from .reasoning import client_split
 from .reconcile import ClientCounts, reconcile
 from .replicas import replica_figures, scrape_replicas
@@ -242,6 +243,9 @@ class Measurement:
         summary = self._summarize(spec, records, before, after, log_offset,
                                   foreign_cores(cpu_before, cpu_after) if pid else None, gpu.samples,
                                   contending=contention.cores())
+        if self.workloads.sent:  # outside the measured window and its counters: what the output was like
+            probes = self.plan.decode.realism_probes if self.plan.decode else 0
+            summary.update(await cell_realism(self.workloads, records, probes))  # type: ignore[typeddict-item]
         if self.endpoint.replica_urls:
             summary.update(replica_figures(self.adapter, records, before, after, len(self.endpoint.replica_urls)))
         # Covariates, not verdicts: how fast this machine's CPU ran the same work just before the cell, and how much
@@ -290,7 +294,7 @@ class Measurement:
                                                    self.adapter.ttft_histogram)))
         figures.update(objective_figures(spec, records, self.plan, figures["wall_s"]))
         figures.update(probe_figures([r for r in records if r.probe]))
-        figures.update(drafter_figures(figures, counts, drafting=self.endpoint.drafting))
+        figures.update(drafter_figures(figures, counts, source=self.endpoint.draft_source))
         pid = self.endpoint.engine_pid
         # a resident round's other engines share the GPU by design, idle while this one measures (measure.turns)
         own = (own_processes(pid) | process_trees(self.turns.others())) if pid else set()

@@ -44,6 +44,8 @@ class Workloads:
         #: a sliced cell's pause between its slices: hand the round's turn on and wait for it (measure.turns);
         #: measured alone, the next slice follows at once
         self.handover: Callable[[int], Awaitable[None]] = _no_handover
+        #: what was sent for each request whose text is kept (decode cells), until the cell's realism reads it
+        self.sent: dict[str, StreamRequest] = {}
 
     @property
     def streams(self) -> Streams:
@@ -57,6 +59,8 @@ class Workloads:
         """One measured stream, without the SDK or httpx (measure.direct), as the agents cell's: through them an 8K-token
         prompt's first token came 1.8 ms later on a quiet 2-core host than through asyncio's transports (2.4 ms against
         0.5-0.6 ms from a server that answers at once, benchmarks/ttft_floor.py): time that counted as the engine's."""
+        if request.keep_text:
+            self.sent[record.request_id] = request
         return await stream_direct(self.streams, self.endpoint.base_url, self.endpoint.auth, record, request)
 
     def close(self) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 #: how a column's figures read: a number format (with `scale` and `suffix`), "int" (a count, "-" where missing),
-#: or "check" (the cell's validity and reconciliation)
+#: "text" (a word as recorded), or "check" (the cell's validity and reconciliation)
 Format = str
 
 
@@ -120,11 +120,30 @@ REASONING_DEFINITIONS = (
 #: a drafter's own evidence, from the engine's counts: shown where some cell has them (a run with a drafter)
 DRAFT_COLUMNS = (
     Column("Drafted tokens", "draft_tokens", "int", shown_with="draft_tokens"),
+    Column("Accepted tokens", "draft_accepted_tokens", "int", shown_with="draft_tokens"),
     Column("Accepted", "draft_acceptance", ".0f", 100.0, " %", shown_with="draft_tokens"),
+    Column("Tokens/step", "tokens_per_step", ".2f", shown_with="draft_tokens"),
+    Column("Acceptance", "draft_source", "text", shown_with="draft_source"),
 )
 DRAFT_DEFINITION = ("draft_tokens", "Drafted tokens: the tokens the engine's drafter proposed during the cell, from its "
-                    "own counts; Accepted: the share of them the target model kept. A drafter that proposed nothing "
-                    "(an n-gram drafter on text that never repeats its prompt) costs its overhead and gains nothing.")
+                    "own counts; Accepted tokens: those the target model kept; Accepted: their share; Tokens/step: "
+                    "completion tokens over (completion - accepted), the tokens each forward pass of the target "
+                    "emitted (1 without a drafter). A drafter that proposed nothing (an n-gram drafter on text that "
+                    "never repeats its prompt) costs its overhead and gains nothing. Acceptance 'synthetic': "
+                    "llama.cpp was told how often to accept (drafter.synthetic_*), so the rate is set, not earned.")
+#: what the output of a decode cell was like (measure.realism): shown where it was measured
+REALISM_COLUMNS = (
+    Column("N-gram share", "ngram_share", ".0f", 100.0, " %", shown_with="ngram_share"),
+    Column("Loop share", "loop_share", ".0f", 100.0, " %", shown_with="ngram_share"),
+    Column("Forced tail", "forced_tail_share", ".0f", 100.0, " %", shown_with="ngram_share"),
+)
+REALISM_DEFINITION = (
+    "ngram_share", "Output realism (docs/metrics.md): N-gram share: of the generated tokens, those an n-gram lookup "
+                   "over the prompt and the output so far predicts (2 to 4 tokens, as the engine tokenizes the text): "
+                   "what a prompt-lookup drafter lives on. Loop share: the same lookup over the output alone, the "
+                   "output repeating itself. Forced tail: the share of the forced length past where the model, asked "
+                   "again greedily without a forced length, stopped on its own. A loop or forced tail of 50% or more "
+                   "marks a drafter's gain in that cell (verdict code gain_on_unrealistic_output).")
 REASONING_COLUMNS = (
     _ms("Answer TTFT", "answer_ttft_s", REASONED), Column("Reasoning tokens", "reasoning_tokens", "int",
                                                           shown_with=REASONED),
@@ -192,13 +211,18 @@ PRESENT: dict[str, PresentKind] = {
         table=RunTable("Decode, {category} prompts", (
             Column("Concurrency", "concurrency", "int"), Column("Aggregate tok/s", "aggregate_tok_s"),
             Column("Per request tok/s", "per_request_tok_s"), _ms("TTFT", "ttft_s"), _ms("ITL p99", "itl_p99_s"),
-            *DRAFT_COLUMNS, *REASONING_COLUMNS, CHECK), sort=("concurrency",), by_category=True),
+            *DRAFT_COLUMNS, *REALISM_COLUMNS, *REASONING_COLUMNS, CHECK), sort=("concurrency",),
+            by_category=True),
         section=Section("Decode", DECODE_DEFINITIONS + [GAP_NOTE],
-                        when_present=(DRAFT_DEFINITION, *REASONING_DEFINITIONS)),
+                        when_present=(DRAFT_DEFINITION, REALISM_DEFINITION, *REASONING_DEFINITIONS)),
         estimates=EstimateTable("Decode, {category} prompts", "concurrency", "Concurrency", (
             Column("Aggregate tok/s", "aggregate_tok_s", ".1f"), Column("Steady-state tok/s", "steady_tok_s", ".1f"),
             Column("Per request tok/s", "per_request_tok_s", ".1f"), Column("TTFT ms", "ttft_s", ".0f", 1000.0),
             Column("ITL p99 ms", "itl_p99_s", ".1f", 1000.0),
+            Column("Accepted %", "draft_acceptance", ".0f", 100.0, shown_with="draft_tokens"),
+            Column("Tokens/step", "tokens_per_step", ".2f", shown_with="draft_tokens"),
+            Column("Loop %", "loop_share", ".0f", 100.0, shown_with="ngram_share"),
+            Column("Forced tail %", "forced_tail_share", ".0f", 100.0, shown_with="ngram_share"),
             Column("Answer TTFT ms", "answer_ttft_s", ".0f", 1000.0, shown_with=REASONED),
             Column("Reasoning tok/s", "reasoning_tok_s", ".1f", shown_with=REASONED),
             Column("Answer tok/s", "answer_tok_s", ".1f", shown_with=REASONED)),

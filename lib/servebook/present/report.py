@@ -10,17 +10,20 @@ from ..config.study import Study
 from ..journal import Journal
 from ..util.render import Block, Renderable, Table, Text, to_html
 from ..verdicts.judge import VERDICT_STYLE, judge
+from ..verdicts.output import evidence_words
 from ..verdicts.ranking import Answer, Standing, study_answer
 
-RANKING_COLUMNS = ["rank", "candidate", "verdict", "runs", "mean change", "decisive cells", "note"]
+RANKING_COLUMNS = ["rank", "candidate", "verdict", "runs", "mean change", "decisive cells", "drafter and output",
+                   "note"]
 
 
 def ranking_row(s: Standing) -> list[str]:
-    """A standing as the ranking table shows it, the same in every output."""
+    """A standing as the ranking table shows it, the same in every output: the drafter's acceptance and the output
+    realism beside every verdict, so a gain is read with what it was earned on."""
     cells = s.cells_text() + (f"; {s.gains_text()}" if s.gains else "")
     return ["-" if s.rank is None else str(s.rank), s.name, s.outcome, str(len(s.entrant.run_ids)),
             "-" if s.mean_change_pct is None or s.entrant.is_baseline else f"{s.mean_change_pct:+.1f}%",
-            cells, s.entrant.note or ""]
+            cells, evidence_words(s.entrant.evidence), s.entrant.note or ""]
 
 
 def ranking_table(answer: Answer) -> Table:

@@ -101,6 +101,9 @@ def _figure(cell: dict, column: Column) -> Any:
     if column.format == "int":
         value = number(cell.get(column.column))
         return "-" if value is None else int(value)
+    if column.format == "text":
+        word = cell.get(column.column)
+        return word if isinstance(word, str) and word else "-"
     return fmt(cell.get(column.column), column.format, column.scale, column.suffix)
 
 

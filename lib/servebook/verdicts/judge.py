@@ -22,12 +22,11 @@ from ..estimates import ALPHA, spent_alpha
 from ..journal import Journal, RunRecord
 from ..journal.manifest import Failure, Manifest
 from ..measure.capacity import figure as capacity_figure
-from ..measure.equivalence import compare_outputs
-from ..measure.equivalence import describe as describe_equivalence
 from ..util.errors import InputError
 from ..util.render import Block, Renderable, Style, Table
 from .comparisons import Comparison, compare_rule, describe, select_cells, settle
 from .evidence import all_disturbed, baseline_evidence, run_cells, undisturbed
+from .output import Caveat, caveat_where, output_equivalence, output_evidence, realism_caveats
 from .recorded import ChosenBaseline, recorded_baseline
 from .scaling import ScalingComparison, scaling_comparisons
 
@@ -46,6 +45,10 @@ class Verdict:
     #: inconclusive only because a cell passes on one machine and fails on another (verdicts.machines): more runs on
     #: these machines will not decide it
     host_dependent: bool = False
+    #: gains that may not hold on real output (verdicts.realism): each with its code and the cell's realism
+    caveats: list[Caveat] = field(default_factory=list)
+    #: the candidate's drafter evidence and output realism over its runs (verdicts.realism.output_evidence)
+    evidence: dict | None = None
 
     @property
     def undecided(self) -> bool:
@@ -63,7 +66,9 @@ class Verdict:
 
     def to_event(self, **context) -> dict:
         return {"outcome": self.outcome, "reasons": self.reasons, "method": self.method,
-                "comparisons": [asdict(c) for c in self.comparisons], **context}
+                "comparisons": [asdict(c) for c in self.comparisons],
+                **({"caveats": [asdict(c) for c in self.caveats]} if self.caveats else {}),
+                **({"evidence": self.evidence} if self.evidence else {}), **context}
 
 
 def judge_runs(runs: list[tuple[Manifest | None, pd.DataFrame | None]], baseline_runs: list[pd.DataFrame],
@@ -288,19 +293,6 @@ def _why_left_out(record: RunRecord) -> str:
     return f"archived: {archived}" if archived else record.status
 
 
-def _output_equivalence(baseline_records: list, records: list) -> str | None:
-    """Greedy outputs of the candidate's newest run against the baseline's (plan.equivalence), as a note: a drafter
-    or a batching change must not change what the model says."""
-    def outputs(found: list):
-        table = next((t for t in (r.table("outputs") for r in reversed(found) if r.status == "completed")
-                      if t is not None), None)
-        return None if table is None else table.to_dict("records")
-
-    reference, other = outputs(baseline_records), outputs(records)
-    if reference is None or other is None:
-        return None
-    return describe_equivalence(compare_outputs(reference, other), "the baseline")
-
 def _look(study: Study, records: list[RunRecord]) -> tuple[float, str]:
     """The error this verdict may spend. A fixed design (no verdict.max_runs) spends ALPHA once; a sequential
     one (runs added until decided, up to max_runs) spends a share of it at each look, so that looking after
@@ -377,8 +369,12 @@ def judge(study: Study, journal: Journal, *, append: bool = True) -> Judgement:
         verdict.reasons += left_out_reasons(left_out[entry.name])
         if recorded and rules.baseline_from:
             verdict.reasons.append(recorded.describe(rules.baseline_from))
+        verdict.evidence = output_evidence(cells_by_name[entry.name])
         if not is_baseline:
-            equivalence = _output_equivalence(baseline_records, records)
+            if entry.candidate.knobs.drafter.kind != "none":
+                verdict.caveats = realism_caveats(verdict.comparisons, cells_by_name[entry.name])
+                verdict.reasons += [c.text(caveat_where(c, verdict.comparisons)) for c in verdict.caveats]
+            equivalence = output_equivalence(baseline_records, records)
             if equivalence:
                 verdict.reasons.append(equivalence)
         event = verdict.to_event(study=study.name, candidate=entry.name, candidate_id=entry.candidate.id,

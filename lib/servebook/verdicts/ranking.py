@@ -15,6 +15,7 @@ from ..config.study import Study
 from .comparisons import Comparison
 from .gate import deciding
 from .judge import Judged, Verdict, left_out_reasons
+from .output import Caveat
 
 #: how outcomes rank: a candidate the rules accept first, one more runs may still decide next
 OUTCOME_ORDER = {"accepted": 0, "inconclusive": 1, "rejected": 2, "failed": 3, "missing": 4}
@@ -41,6 +42,17 @@ class Entrant:
     note: str | None = None
     #: what decided its verdict (the verdict's `method`), None where no interval was computed
     method: str | None = None
+    #: gains that may not hold on real output (verdicts.output), and its drafter evidence and output realism
+    caveats: list[Caveat] = field(default_factory=list)
+    evidence: dict | None = None
+
+    @property
+    def gains_only_on_unrealistic_output(self) -> bool:
+        """Every gain beyond the noise it has lies in a cell whose output loops or is mostly forced tail: nothing
+        to recommend it on but evidence a drafter earns by construction."""
+        flagged = {(c.cell_id, c.metric) for c in self.caveats}
+        gains = [c for c in self.comparisons if c.better]
+        return bool(flagged) and all((c.cell_id, c.metric) in flagged for c in gains)
 
 
 @dataclass
@@ -95,6 +107,9 @@ class Answer:
     #: what decided the verdicts, without the "method:" label the renderers put before it
     method: str | None = None
 
+    #: accepted candidates passed over because their gains rest on unrealistic output alone, in rank order
+    passed_over: list[Standing] = field(default_factory=list)
+
     def headline(self) -> str:
         if self.recommended is None:
             return "No recommendation: the baseline itself has no valid runs to compare against"
@@ -111,8 +126,9 @@ class Answer:
         if chosen is None:
             base = next((s for s in self.standings if s.entrant.is_baseline), None)
             return [base.reason() if base else f"the baseline {self.baseline} was never run"]
+        passed = [f"{s.name} is accepted but not recommended: {_passed_over_words(s)}" for s in self.passed_over]
         if not chosen.entrant.is_baseline:
-            accepted = [s for s in ranked if s.entrant.outcome == "accepted"]
+            accepted = [s for s in ranked if s.entrant.outcome == "accepted" and s not in self.passed_over]
             lines = [f"accepted against {self.baseline}: every judged cell within its limit; "
                      f"{chosen.cells_text()}"]
             if chosen.gains:
@@ -123,8 +139,11 @@ class Answer:
                 lines.append(f"first of {len(accepted)} accepted by the mean change over the judged cells "
                              f"({_pct(chosen.mean_change_pct)}, then "
                              + ", ".join(f"{s.name} {_pct(s.mean_change_pct)}" for s in accepted[1:]) + ")")
-            return lines + [f"of {len(ranked)} candidates: {tally}"]
-        lines = [f"no candidate is accepted ({tally}), so the baseline stays"]
+            return lines + passed + [f"of {len(ranked)} candidates: {tally}"]
+        if self.passed_over:
+            lines = [f"no candidate is recommended ({tally}), so the baseline stays", *passed]
+        else:
+            lines = [f"no candidate is accepted ({tally}), so the baseline stays"]
         undecided = [s for s in ranked if s.entrant.outcome == "inconclusive"]
         if undecided:
             first = undecided[0]
@@ -135,6 +154,15 @@ class Answer:
         lines += [f"{s.name} ({s.entrant.outcome}) is {s.gains_text()}" for s in ranked
                   if s.gains and all(s is not n for n in named)]
         return lines
+
+
+def _passed_over_words(s: Standing) -> str:
+    cells = ", ".join(sorted({c.cell_id for c in s.entrant.caveats}))
+    codes = sorted({code for c in s.entrant.caveats for code in c.codes})
+    words = {"output_loops": "the output loops", "forced_tail": "most of the output was forced past the model's end"}
+    return (f"its gains beyond the noise ({cells}) were all measured where " + " and ".join(words[c] for c in codes)
+            + " (gain_on_unrealistic_output), where a drafter guesses right by construction; measure it on output "
+              "that does not (real weights, a copy or edit category, unforced lengths) before choosing it")
 
 
 def _tally(standings: list[Standing]) -> str:
@@ -209,12 +237,17 @@ def answer(study: str, question: str | None, baseline: str, entrants: list[Entra
         s.rank = rank
     base = next((s for s in standings if s.entrant.is_baseline), None)
     accepted = [s for s in candidates if s.entrant.outcome == "accepted"]
-    if accepted:
-        chosen: Standing | None = accepted[0]
+    # a candidate whose every gain was earned on looping or forced output is not chosen on that evidence alone
+    passed_over = [s for s in accepted if s.entrant.gains_only_on_unrealistic_output]
+    eligible = [s for s in accepted if s not in passed_over]
+    if eligible:
+        chosen: Standing | None = eligible[0]
     else:
         chosen = base if base is not None and base.entrant.outcome == "accepted" else None
     method = next((e.method for e in entrants if e.method), None)
-    return Answer(study, question, baseline, ([base] if base else []) + candidates, chosen, method)
+    return Answer(study, question, baseline, ([base] if base else []) + candidates, chosen, method,
+                  passed_over=[s for s in passed_over if chosen is None or s.rank is None or chosen.rank is None
+                               or s.rank < chosen.rank])
 
 
 def study_answer(study: Study, judged: list[Judged]) -> Answer:
@@ -228,7 +261,8 @@ def study_answer(study: Study, judged: list[Judged]) -> Answer:
             list(verdict.comparisons) if verdict else [],
             list(verdict.reasons) if verdict else left_out_reasons(item.left_out),
             [r.run_id for r in item.records], item.entry.name == rules.baseline_entry, item.entry.note,
-            verdict.method if verdict else None))
+            verdict.method if verdict else None, list(verdict.caveats) if verdict else [],
+            verdict.evidence if verdict else None))
     if rules.baseline_entry is None and rules.baseline_from is not None:  # a baseline of recorded runs
         entrants.insert(0, Entrant(rules.baseline_from.candidate, "accepted", [], ["recorded runs of the journal"],
                                    is_baseline=True))

@@ -93,13 +93,13 @@ async def _request(workloads: "Workloads", spec: CellSpec, i: int, extras: dict[
     if spec.category == "structured":
         # No forced length under a grammar: an engine that must not stop where the JSON ends fails the request.
         free = {k: v for k, v in extras.items() if k not in ("ignore_eos", "min_tokens")}
-        return workloads.request(spec.output_tokens, messages=structured_prompt(i, tag),
+        return workloads.request(spec.output_tokens, messages=structured_prompt(i, tag), keep_text=True,
                                  extra_body={**free, "response_format": structured_format(spec.output_tokens)})
     if spec.prompt_tokens is None:
         return workloads.request(spec.output_tokens, messages=decode_prompt(spec.category, i, tag),
-                                 extra_body=extras)
+                                 extra_body=extras, keep_text=True)
     prompt = await workloads.unique_prompt(spec.category, spec.prompt_tokens, tag, record)
-    return workloads.request(spec.output_tokens, prompt=prompt, extra_body=extras)
+    return workloads.request(spec.output_tokens, prompt=prompt, extra_body=extras, keep_text=True)
 
 
 register(Decode())

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...util.render import Table
+from ...verdicts.output import caveat_from
 from ...verdicts.ranking import Answer, Entrant, answer, comparison_from
 from ..report import ranking_row, ranking_table
 from .summary import RunSummary
@@ -27,7 +28,8 @@ def study_answer_of(name: str, chosen: list[RunSummary], rules: dict | None) -> 
         entrants.append(Entrant(
             s.label, outcome, [comparison_from(c) for c in event.get("comparisons") or [] if "decision" in c],
             list(event.get("reasons") or []), list(event.get("run_ids") or [s.run_id]),
-            s.label == rules.get("baseline"), event.get("note"), event.get("method")))
+            s.label == rules.get("baseline"), event.get("note"), event.get("method"),
+            [caveat_from(c) for c in event.get("caveats") or []], event.get("evidence")))
     question = next((_event(s).get("question") for s in chosen if _event(s).get("question")), None)
     return answer(name, question, str(rules.get("baseline")), entrants)
 
