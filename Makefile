@@ -22,11 +22,13 @@ engine: setup
 	$(BIN)/servebook models tiny
 	$(BIN)/servebook models real gemma3-270m
 
-# The demo study: 7 candidates through notebooks/qualify.ipynb (papermill), judged; then the capacity
-# under a service objective of the shipped 4 slots against one; then the journal published as a static site.
-# A second call skips the candidates already recorded.
+# The demo: chunk size and slots on the tiny model (5 candidates through notebooks/qualify.ipynb, papermill),
+# judged; the drafter question on real weights (Gemma 3 270M: no drafter, four n-gram drafters, itself as its
+# draft); the capacity under a service objective of the shipped 4 slots against one; then the journal published
+# as a static site. A second call skips the candidates already recorded.
 demo: engine
 	$(BIN)/servebook sweep data/studies/tiny-demo.yaml --journal $(JOURNAL)
+	$(BIN)/servebook sweep data/studies/real-drafters.yaml --journal $(JOURNAL)
 	$(BIN)/servebook sweep data/studies/tiny-capacity.yaml --journal $(JOURNAL)
 	$(BIN)/servebook site --journal $(JOURNAL) --out site
 

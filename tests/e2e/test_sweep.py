@@ -154,9 +154,19 @@ def test_bad_studies_fail_before_any_engine_starts(tmp_path):
 def test_dry_run_prints_every_command_and_touches_nothing(tmp_path):
     result = servebook("sweep", "data/studies/tiny-demo.yaml", "--dry-run", "--journal", tmp_path / "j")
     lines = [l for l in result.stdout.splitlines() if "llama-server" in l]
-    assert len(lines) == 7
-    assert any("--spec-type ngram-mod" in l for l in lines)
+    assert len(lines) == 5
     assert any("-b 64 -ub 64" in l for l in lines)
+    assert not (tmp_path / "j").exists()
+
+
+def test_the_real_drafters_dry_run_names_each_of_llama_cpps_drafters(tmp_path):
+    result = servebook("sweep", "data/studies/real-drafters.yaml", "--dry-run", "--journal", tmp_path / "j")
+    lines = [l for l in result.stdout.splitlines() if "llama-server" in l]
+    assert len(lines) == 6
+    for drafter in ("ngram-simple --spec-ngram-simple-size-m 8", "ngram-map-k --spec-ngram-map-k-size-m 8",
+                    "ngram-mod --spec-ngram-mod-n-max 8", "ngram-cache", "draft-simple"):
+        assert any(f"--spec-type {drafter}" in l for l in lines), drafter
+    assert all("gemma-3-270m-q4_k_m.gguf" in l for l in lines)
     assert not (tmp_path / "j").exists()
 
 

@@ -47,6 +47,11 @@ class DecodePlan(_Strict):
                                    "taking turns slice by slice in mirrored order (forward, then backward), so a host "
                                    "that speeds up or slows down during the step weighs on every seat alike; 1 or "
                                    "an even number that divides rounds (each slice keeps the cell's concurrency)")
+    prompt_style: Literal["chat", "completion"] = Field(
+        "chat", description="chat: each passage as a user message through the model's chat template; completion: "
+                            "the passage as raw text to continue (/v1/completions), for a base model, which has no "
+                            "chat template to follow (a pretrained Gemma 3 under llama.cpp's fallback template "
+                            "wrote that template's markers back, in a loop)")
     realism_probes: int = Field(
         2, ge=0, le=16, description="after each decode cell, send this many of its requests again greedily without "
                                     "a forced length, to find how much of the forced output lies past the model's "
@@ -162,6 +167,7 @@ _ADDED_AT_DEFAULT: dict[tuple[str, ...], object] = {
     ("gauge_interval_ms",): 250,
     # the realism probes are sent after a cell's measured window and its counters: its figures are the same
     ("decode", "realism_probes"): 2,
+    ("decode", "prompt_style"): "chat",
 }
 
 

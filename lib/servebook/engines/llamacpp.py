@@ -35,6 +35,8 @@ SPEC_TYPES = {
     # perfectly repetitive output, while ngram-mod drafted and was accepted (see engines.md).
     "ngram": "ngram-mod",
 }
+#: llama.cpp's n-gram drafters (common/speculative.cpp of the vendored tree), each its own lookup
+NgramType = Literal["ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache"]
 
 
 
@@ -50,6 +52,9 @@ class LlamaCppDrafter(Drafter):
     synthetic_rates: list[float] | None = Field(
         None, description="llama.cpp benchmarking: acceptance probability per draft position"
     )
+    ngram_type: NgramType | None = Field(
+        None, description="llama.cpp's n-gram drafter (--spec-type) for kind ngram: ngram-mod (the default here), "
+                          "ngram-simple, ngram-map-k, ngram-map-k4v or ngram-cache")
 
     @model_validator(mode="after")
     def _llamacpp_drafter(self) -> "LlamaCppDrafter":
@@ -63,6 +68,8 @@ class LlamaCppDrafter(Drafter):
             raise ValueError("knobs.drafter.kind: llama.cpp speaks eagle3, not eagle (use kind: eagle3)")
         if self.kind == "ngram" and synthetic:
             raise ValueError("knobs.drafter.synthetic_*: synthetic acceptance needs a draft model")
+        if self.ngram_type and self.kind != "ngram":
+            raise ValueError("knobs.drafter.ngram_type picks llama.cpp's n-gram drafter: it needs kind ngram")
         return self
 
 
@@ -137,12 +144,15 @@ def _gpu_layers(value: int | None, resolved: Resolved) -> list[str]:
 def _drafter(drafter: LlamaCppDrafter, resolved: Resolved) -> list[str]:
     if drafter.kind == "none":
         return []
-    args = ["--spec-type", SPEC_TYPES[drafter.kind]]
+    spec_type = drafter.ngram_type or SPEC_TYPES[drafter.kind]
+    args = ["--spec-type", spec_type]
     if resolved.draft_path:
         args += ["-md", resolved.draft_path]
-    if drafter.max_draft_tokens is not None and drafter.kind == "ngram":
-        n = drafter.max_draft_tokens
+    n = drafter.max_draft_tokens
+    if n is not None and spec_type == "ngram-mod":
         args += ["--spec-ngram-mod-n-max", str(n), "--spec-ngram-mod-n-min", str(max(1, 3 * n // 4))]
+    elif n is not None and spec_type in ("ngram-simple", "ngram-map-k", "ngram-map-k4v"):
+        args += [f"--spec-{spec_type}-size-m", str(n)]  # the drafted m-gram's length
     elif drafter.max_draft_tokens is not None:
         args += ["--spec-draft-n-max", str(drafter.max_draft_tokens)]
     if drafter.synthetic_length is not None:
@@ -175,7 +185,8 @@ FLAGS = {
     "knobs.prompt_cache_mib": Flag(("--cache-ram",), also=("-cram",)),
     "knobs.drafter": Flag(also=("--spec-type", "-md", "--model-draft", "--spec-draft-model", "--spec-draft-n-max",
                                 "--spec-synth-len", "--spec-synth-rates", "--spec-ngram-mod-n-max",
-                                "--spec-ngram-mod-n-min"), render=_drafter),
+                                "--spec-ngram-mod-n-min", "--spec-ngram-simple-size-m", "--spec-ngram-map-k-size-m",
+                                "--spec-ngram-map-k4v-size-m"), render=_drafter),
     "knobs.reasoning": Flag(("--reasoning", "--reasoning-effort", "--reasoning-format", "--reasoning-budget"),
                             also=("-rea",), render=_reasoning, yields=True),
 }

@@ -30,6 +30,12 @@ def decode_prompt(category: str, index: int, tag: str) -> list[dict]:
     return [{"role": "user", "content": f"[{tag}] {passages[index % len(passages)]}"}]
 
 
+def completion_prompt(category: str, index: int, tag: str) -> str:
+    """The same passage as `decode_prompt`, as raw text for a base model to continue (plan.decode.prompt_style)."""
+    passages = corpus(category)
+    return f"[{tag}] {passages[index % len(passages)]}"
+
+
 def filler_text() -> str:
     """Long running text for prefill prompts: every passage of every category, in order."""
     return "\n\n".join(corpus("prose") + corpus("code"))

@@ -116,16 +116,19 @@ def realism_codes(row: dict[str, Any]) -> list[str]:
     """What a cell's output was, as codes a verdict reads: `output_loops` (most of it repeats itself),
     `forced_tail` (most of it lies past the model's own end). Empty: realistic, or not measured."""
     codes = []
-    loop, tail = row.get("loop_share"), row.get("forced_tail_share")
-    if _number(loop) and loop >= LOOP_LIMIT:
+    loop, tail = _number(row.get("loop_share")), _number(row.get("forced_tail_share"))
+    if loop is not None and loop >= LOOP_LIMIT:
         codes.append("output_loops")
-    if _number(tail) and tail >= FORCED_TAIL_LIMIT:
+    if tail is not None and tail >= FORCED_TAIL_LIMIT:
         codes.append("forced_tail")
     return codes
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+def _number(value: Any) -> float | None:
+    """A figure as a float; None where it is missing (None, NaN or not a number)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value:
+        return float(value)
+    return None
 
 
 async def cell_realism(workloads: "Workloads", records: list["RequestRecord"], probes: int) -> dict[str, Any]:

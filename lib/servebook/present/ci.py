@@ -12,6 +12,7 @@ from typing import Any
 from ..config.study import Study
 from ..verdicts import Comparison, GateResult, Judged, deciding, gate_outcome
 from ..verdicts.judge import left_out_reasons
+from ..verdicts.output import evidence_words
 from ..verdicts.ranking import study_answer
 from .report import answer_markdown
 from .site.pages import page_slug
@@ -37,6 +38,9 @@ def verdicts_json(study: Study, judged: list[Judged], result: GateResult) -> dic
                           "file": r.damage.file if r.damage else None} for r in item.left_out],
             "deciding_cell": None if cell is None else {**asdict(cell), "text": cell.text()},
             "comparisons": [] if verdict is None else [asdict(c) for c in verdict.comparisons],
+            # what its gains were earned on: drafter evidence and output realism, and the gains they cast doubt on
+            "evidence": None if verdict is None else verdict.evidence,
+            "caveats": [] if verdict is None else [asdict(c) for c in verdict.caveats],
         })
     return {"study": study.name, "plan_id": study.plan.id, "rules_hash": study.verdict.hash,
             "baseline": study.verdict.baseline,
@@ -90,11 +94,13 @@ def verdicts_junit(study: Study, judged: list[Judged], result: GateResult) -> st
         classname = f"{study.name}.{item.entry.name}"
         case = TestCase("verdict", classname=classname)
         reasons = "\n".join(item.verdict.lines()) if item.verdict else "never run"
+        evidence = evidence_words(item.verdict.evidence) if item.verdict else "-"
         if outcome in result.fail_on:
             case.result = [Failure(f"{item.entry.name}: {outcome}", type_=outcome)]
-            case.system_out = reasons
         elif outcome == "inconclusive":
             case.result = [Skipped(f"{item.entry.name}: inconclusive")]
+        if outcome in result.fail_on or evidence != "-":
+            case.system_out = reasons + ("" if evidence == "-" else f"\ndrafter and output: {evidence}")
         suite.add_testcase(case)
         for cell in item.verdict.comparisons if item.verdict else []:
             cell_case = TestCase(f"{cell.metric} {cell.where}", classname=classname)

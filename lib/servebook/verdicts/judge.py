@@ -26,7 +26,7 @@ from ..util.errors import InputError
 from ..util.render import Block, Renderable, Style, Table
 from .comparisons import Comparison, compare_rule, describe, select_cells, settle
 from .evidence import all_disturbed, baseline_evidence, run_cells, undisturbed
-from .output import Caveat, caveat_where, output_equivalence, output_evidence, realism_caveats
+from .output import Caveat, read_output
 from .recorded import ChosenBaseline, recorded_baseline
 from .scaling import ScalingComparison, scaling_comparisons
 
@@ -369,14 +369,10 @@ def judge(study: Study, journal: Journal, *, append: bool = True) -> Judgement:
         verdict.reasons += left_out_reasons(left_out[entry.name])
         if recorded and rules.baseline_from:
             verdict.reasons.append(recorded.describe(rules.baseline_from))
-        verdict.evidence = output_evidence(cells_by_name[entry.name])
-        if not is_baseline:
-            if entry.candidate.knobs.drafter.kind != "none":
-                verdict.caveats = realism_caveats(verdict.comparisons, cells_by_name[entry.name])
-                verdict.reasons += [c.text(caveat_where(c, verdict.comparisons)) for c in verdict.caveats]
-            equivalence = output_equivalence(baseline_records, records)
-            if equivalence:
-                verdict.reasons.append(equivalence)
+        verdict.evidence, verdict.caveats, said = read_output(
+            verdict.comparisons, cells_by_name[entry.name], drafter=entry.candidate.knobs.drafter.kind != "none",
+            against=None if is_baseline else baseline_records, records=records)
+        verdict.reasons += said
         event = verdict.to_event(study=study.name, candidate=entry.name, candidate_id=entry.candidate.id,
                                  question=study.description, note=entry.note,
                                  rules_hash=rules.hash, rules=rules.model_dump(mode="json"),

@@ -20,7 +20,7 @@ from ..measure.realism import realism_codes
 from .comparisons import Comparison
 
 __all__ = ["UNREALISTIC_GAIN", "Caveat", "caveat_from", "caveat_where", "evidence_words", "output_equivalence",
-           "output_evidence", "realism_caveats"]
+           "output_evidence", "read_output", "realism_caveats"]
 
 #: the caveat's code: a gain beyond the noise in a cell whose output loops or is mostly forced tail
 UNREALISTIC_GAIN = "gain_on_unrealistic_output"
@@ -162,3 +162,14 @@ def output_equivalence(baseline_records: list, records: list) -> str | None:
     if reference is None or other is None:
         return None
     return describe_equivalence(compare_outputs(reference, other), "the baseline")
+
+
+def read_output(comparisons: list[Comparison], frames: list[pd.DataFrame | None], *, drafter: bool,
+                against: list | None, records: list) -> tuple[dict[str, Any] | None, list[Caveat], list[str]]:
+    """What a verdict says of a candidate's output: its drafter evidence and realism; with a drafter, the caveats on
+    its gains; against the baseline's runs (None for the baseline itself), whether its greedy output equals theirs.
+    Returns (evidence, caveats, the sentences for its reasons)."""
+    caveats = realism_caveats(comparisons, frames) if drafter and against is not None else []
+    said = [c.text(caveat_where(c, comparisons)) for c in caveats]
+    equivalence = output_equivalence(against, records) if against is not None else None
+    return output_evidence(frames), caveats, said + ([equivalence] if equivalence else [])

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ...config.plan import Plan
 from ..client import RequestRecord, StreamRequest
 from ..itl import itl_figures
-from ..prompts import decode_prompt, structured_format, structured_prompt
+from ..prompts import completion_prompt, decode_prompt, structured_format, structured_prompt
 from ..stats import completion_of, decode_rates_of, se_pct, steady_state, wall_of
 from ..validity import CellChecks
 from .base import CellSpec, KindBase, OnDone
@@ -95,6 +95,9 @@ async def _request(workloads: "Workloads", spec: CellSpec, i: int, extras: dict[
         free = {k: v for k, v in extras.items() if k not in ("ignore_eos", "min_tokens")}
         return workloads.request(spec.output_tokens, messages=structured_prompt(i, tag), keep_text=True,
                                  extra_body={**free, "response_format": structured_format(spec.output_tokens)})
+    if spec.prompt_tokens is None and workloads.plan.decode and workloads.plan.decode.prompt_style == "completion":
+        return workloads.request(spec.output_tokens, prompt=completion_prompt(spec.category, i, tag),
+                                 extra_body=extras, keep_text=True)
     if spec.prompt_tokens is None:
         return workloads.request(spec.output_tokens, messages=decode_prompt(spec.category, i, tag),
                                  extra_body=extras, keep_text=True)
