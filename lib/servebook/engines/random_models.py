@@ -32,6 +32,7 @@ from .model_specs import (
     ModelSpec,
     models_dir,
 )
+from .real_checkpoints import real_hf_checkpoint_path
 from .real_models import REAL_PREFIX, real_model, real_model_path
 
 VOCAB_SOURCE = "ggml-vocab-qwen2.gguf"
@@ -169,10 +170,9 @@ def generated_spec(value: str, fmt: ModelFormat = "gguf") -> ModelSpec | None:
 
 
 def generated_path(value: str, fmt: ModelFormat = "gguf") -> Path | None:
-    """Where a `tiny:`, `random:` or `real:` model lives in format `fmt` (written or not); None for a plain path (and
-    for a real model in a format it has none of)."""
+    """Where a `tiny:`, `random:` or `real:` model lives in format `fmt` (written or not); None for a plain path."""
     if value.startswith(REAL_PREFIX):
-        return real_model_path(real_model(value)) if fmt == "gguf" else None
+        return real_model_path(real_model(value)) if fmt == "gguf" else real_hf_checkpoint_path(value)
     spec = generated_spec(value, fmt)
     if spec is not None:
         return random_model_path(spec) if fmt == "gguf" else hf_checkpoint_path(spec)

@@ -56,14 +56,13 @@ def resolve_model_path(value: str, field_name: str, reporter: Reporter, fmt: Mod
     """A model reference as a file (`fmt` "gguf") or a Hugging Face directory ("hf"): `tiny:NAME` and `random:NAME`
     are written once (cached), `real:NAME` assembled once from its registry package, a path must exist."""
     from ..engines.random_models import ensure_generated
+    from ..engines.real_checkpoints import ensure_real_hf_checkpoint
     from ..engines.real_models import REAL_PREFIX, ensure_real_model
 
     if value.startswith(REAL_PREFIX):
-        if fmt != "gguf":
-            raise InputError(f"{field_name}: {value} is a GGUF file for llama.cpp; servebook writes no Hugging Face "
-                             "checkpoint of it yet, so vLLM and SGLang cannot serve it")
         try:
-            return str(ensure_real_model(value, reporter))
+            written = ensure_real_model(value, reporter) if fmt == "gguf" else ensure_real_hf_checkpoint(value, reporter)
+            return str(written)
         except KeyError as error:
             raise InputError(f"{field_name}: {error.args[0]}") from None
     try:
