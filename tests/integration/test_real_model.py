@@ -75,7 +75,7 @@ def test_the_checkpoint_continues_a_prompt_greedily_as_llama_cpp_does(llama_inst
             assert served == ids[0].tolist()  # one tokenizer, read from the same file
             ours = network.generate(ids, max_new_tokens=32, do_sample=False)[0][ids.shape[1]:].tolist()
             theirs = greedy(url, prompt, 32)["tokens"]
-            agreed = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), len(ours))
+            agreed = next((i for i, (a, b) in enumerate(zip(ours, theirs, strict=False)) if a != b), len(ours))
             assert agreed >= AGREED_TOKENS, (prompt, tokenizer.decode(ours), tokenizer.decode(theirs))
     finally:
         process.terminate()

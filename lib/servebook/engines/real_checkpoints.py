@@ -86,11 +86,11 @@ def ensure_real_hf_checkpoint(reference: str, reporter: Reporter | None = None) 
     except ValueError as error:  # transformers asks for accelerate to read a GGUF
         raise InputError(f"{reference}: transformers could not read {gguf.name}: {error}") from None
     # The weights are plain tensors once read: nothing of the GGUF's quantization stays to serialize.
-    network.hf_quantizer = None
+    network.hf_quantizer = None  # type: ignore[assignment]
     if hasattr(network.config, "quantization_config"):
         del network.config.quantization_config
     network.config.architectures = [type(network).__name__]
-    network = network.to(torch.bfloat16)
+    network = network.to(torch.bfloat16)  # type: ignore[arg-type]
     network.config.torch_dtype = torch.bfloat16
     tokenizer.chat_template = GEMMA_TURNS
     folder.parent.mkdir(parents=True, exist_ok=True)
