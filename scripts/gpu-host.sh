@@ -5,6 +5,9 @@
 # "On a GPU host with no network"). Every step is idempotent, so calls can be repeated and resumed.
 #
 #   scripts/gpu-host.sh receive DIR          # copy the parts carried in DIR into $PARTS (one call per part)
+#   scripts/gpu-host.sh receive-model DIR    # a real model's GGUF carried in parts (scripts/split_model.sh): copied
+#                                            # in as they arrive, joined into servebook's cache with the last one;
+#                                            # exit 3 while parts are missing (not a failure: carry the next one)
 #   scripts/gpu-host.sh setup                # verify, join and install the bundle; prepare the engines that the
 #                                            # studies of $STUDY launch: their models, llama.cpp's CUDA build
 #   scripts/gpu-host.sh engines              # those engines, one a line
@@ -37,7 +40,7 @@
 #
 # Environment: STUDY (data/studies/h200-vllm-1b.yaml; several, separated by spaces, are swept in turn), JOURNAL
 # (/tmp/sb-journal), PARTS (/tmp/sb-parts), SITE_DIR (/tmp/sb-site: where the wheels are installed), MODELS (1b:
-# `servebook models random --params`), BUDGET (seconds the sweep may start runs in; unset: no limit), PYTHON
+# `servebook models random --params`; real:NAME: a real model received with receive-model), BUDGET (seconds the sweep may start runs in; unset: no limit), PYTHON
 # (python3), STUDY_LOG (/tmp/sb-study.log).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -88,6 +91,22 @@ case "$step" in
   receive)
     "$PYTHON" scripts/gpu_bundle.py collect --from "${1:?receive DIR}" --into "$PARTS"
     ;;
+  receive-model)
+    # The parts and their SHA256SUMS (scripts/split_model.sh) are kept beside the cache until every one is there;
+    # servebook checks the joined file against the model's pinned upstream digest before it serves it.
+    from=${1:?receive-model DIR}
+    held="$SERVEBOOK_CACHE/models/real/.parts"
+    mkdir -p "$held"
+    cp "$from"/SHA256SUMS "$held"/
+    for part in "$from"/*.part-*; do [ -f "$part" ] && cp -n "$part" "$held"/; done
+    (cd "$held" && sha256sum --quiet --check --ignore-missing SHA256SUMS) || { echo "a damaged part: carry it again" >&2; exit 2; }
+    missing=$(cd "$held" && while read -r _ name; do [ -f "$name" ] || echo "$name"; done < SHA256SUMS)
+    if [ -n "$missing" ]; then echo "waiting for:" $missing; exit 3; fi
+    name=$(awk 'NR == 1 {print $2}' "$held/SHA256SUMS"); name=${name%.part-*}
+    cat "$held/$name".part-* > "$held/$name" && mv "$held/$name" "$SERVEBOOK_CACHE/models/real/$name"
+    rm -f "$held"/*.part-*
+    echo "joined $SERVEBOOK_CACHE/models/real/$name"
+    ;;
   setup)
     "$PYTHON" scripts/gpu_bundle.py install --parts "$PARTS" --target "$SITE_DIR"
     # the compile cache the last lent machine left (data/gpu-caches: small, committed so a fresh clone has it)
@@ -112,7 +131,11 @@ PY
     engines=$(study_engines)
     echo "the studies launch:" $engines
     if grep -qvx llamacpp <<< "$engines"; then
-      "${SB[@]}" models random --params "$MODELS" --format hf
+      if [[ "$MODELS" == real:* ]]; then
+        "${SB[@]}" models real "${MODELS#real:}" --format hf
+      else
+        "${SB[@]}" models random --params "$MODELS" --format hf
+      fi
     fi
     if grep -qx llamacpp <<< "$engines"; then
       [ -n "$sdist" ] || { echo "a study launches llama.cpp, and the bundle carries no llama-cpp-python sdist" >&2; exit 2; }
