@@ -31,8 +31,8 @@ SPEC_TYPES = {
     "eagle3": "draft-eagle3",
     "mtp": "draft-mtp",
     "dflash": "draft-dflash",
-    # ngram-mod, not ngram-simple: in this build ngram-simple drafted nothing even on a
-    # perfectly repetitive output, while ngram-mod drafted and was accepted (see engines.md).
+    # ngram-mod by default (knobs.drafter.ngram_type picks another): it drafted and was accepted on the tiny
+    # model's repetitive output where ngram-simple, given a shorter draft than its default, drafted nothing
     "ngram": "ngram-mod",
 }
 #: llama.cpp's n-gram drafters (common/speculative.cpp of the vendored tree), each its own lookup
@@ -70,6 +70,11 @@ class LlamaCppDrafter(Drafter):
             raise ValueError("knobs.drafter.synthetic_*: synthetic acceptance needs a draft model")
         if self.ngram_type and self.kind != "ngram":
             raise ValueError("knobs.drafter.ngram_type picks llama.cpp's n-gram drafter: it needs kind ngram")
+        if self.ngram_type not in (None, "ngram-mod") and self.max_draft_tokens is not None:
+            # 0.3.36: --spec-ngram-simple-size-m 8 drafted nothing on Gemma 3 270M's looping prose, where the
+            # default (a 12-token key, 48-token drafts) drafted 70 tokens and had all 70 accepted
+            raise ValueError(f"knobs.drafter.max_draft_tokens: llama.cpp's {self.ngram_type} drafts m-grams of its own "
+                             "length (48 tokens by default; a shorter one drafted nothing in 0.3.36); leave it unset")
         return self
 
 
@@ -151,8 +156,6 @@ def _drafter(drafter: LlamaCppDrafter, resolved: Resolved) -> list[str]:
     n = drafter.max_draft_tokens
     if n is not None and spec_type == "ngram-mod":
         args += ["--spec-ngram-mod-n-max", str(n), "--spec-ngram-mod-n-min", str(max(1, 3 * n // 4))]
-    elif n is not None and spec_type in ("ngram-simple", "ngram-map-k", "ngram-map-k4v"):
-        args += [f"--spec-{spec_type}-size-m", str(n)]  # the drafted m-gram's length
     elif drafter.max_draft_tokens is not None:
         args += ["--spec-draft-n-max", str(drafter.max_draft_tokens)]
     if drafter.synthetic_length is not None:
@@ -185,8 +188,7 @@ FLAGS = {
     "knobs.prompt_cache_mib": Flag(("--cache-ram",), also=("-cram",)),
     "knobs.drafter": Flag(also=("--spec-type", "-md", "--model-draft", "--spec-draft-model", "--spec-draft-n-max",
                                 "--spec-synth-len", "--spec-synth-rates", "--spec-ngram-mod-n-max",
-                                "--spec-ngram-mod-n-min", "--spec-ngram-simple-size-m", "--spec-ngram-map-k-size-m",
-                                "--spec-ngram-map-k4v-size-m"), render=_drafter),
+                                "--spec-ngram-mod-n-min"), render=_drafter),
     "knobs.reasoning": Flag(("--reasoning", "--reasoning-effort", "--reasoning-format", "--reasoning-budget"),
                             also=("-rea",), render=_reasoning, yields=True),
 }
