@@ -180,7 +180,7 @@ class SiteBuilder:
                 if self.state["runs"].get(run_id) == fingerprint and cached.is_file():
                     summary = RunSummary.model_validate_json(cached.read_text())
                 else:
-                    summary = summarize_run(self.journal.run(run_id))
+                    summary = summarize_run(self.journal.run(run_id), figures=cache / "latency")
                     write_page(cached, summary.model_dump_json(fallback=str))
                     self.state["runs"][run_id] = fingerprint
                 summary.study_slug = page_slug(summary.study) if summary.study else None

@@ -41,6 +41,7 @@ from ..scaling import ScalingPoint, scaling_spec
 from ..sessions import newest_sessions, session_view_data
 from ..tables import estimate_tables, fmt, number, run_tables, section_definitions
 from ..under_load import UNDER_LOAD_DEFINITIONS, under_load_tables
+from .latency_cache import LatencyCache
 from .summary import RunSummary
 
 LOG_LINES = 60
@@ -73,33 +74,12 @@ def run_fingerprint(directory: Path) -> str:
     return content_hash(sorted(parts))
 
 
-def _cell_rows(path: Path) -> list[dict]:
-    """A run's cells as JSON-ready dicts (NaN as None), read with pyarrow: a pandas frame per run was the slowest
-    part of a site build."""
-    if not path.is_file():
-        return []
-    import pyarrow.parquet
-
-    with pyarrow.parquet.ParquetFile(path) as file:  # one file: read_table's dataset layer took half the time
-        rows = file.read().to_pylist()
-    return [{k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()} for row in rows]
-
-
-def _with_latency(record: RunRecord, rows: list[dict]) -> list[dict]:
-    """The cells with the latency percentiles, computed from the raw tables where a run predates them."""
-    from ...measure.latency import LATENCY_COLUMNS, with_latency
-
-    if not rows or all(set(LATENCY_COLUMNS) <= set(row) for row in rows):
-        return rows
-    frame = with_latency(pd.DataFrame(rows), record.table("requests"), record.table("chunks"))
-    return [{k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()}
-            for row in frame.to_dict("records")]
-
-
-def summarize_run(record: RunRecord) -> RunSummary:
-    """Everything the pages need from one run, so unchanged runs are never re-read (the build caches it as JSON)."""
+def summarize_run(record: RunRecord, figures: Path | None = None) -> RunSummary:
+    """Everything the pages need from one run, so unchanged runs are never re-read (the build caches it as JSON);
+    `figures`: the folder that keeps the latency figures of runs sealed without them, across builds and versions
+    of servebook (None: computed and kept nowhere)."""
     identity, manifest = record.identity, record.manifest
-    cell_rows = _with_latency(record, _cell_rows(record.table_path("cells"))) if record.status == "completed" else []
+    cell_rows = LatencyCache(figures).rows(record) if record.status == "completed" else []
     verdicts = record.verdicts()
     latest = verdicts[-1] if verdicts else {}
     decode = [c for c in cell_rows if c.get("kind") == measured_by("aggregate_tok_s") and c.get("valid")]
