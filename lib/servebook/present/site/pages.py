@@ -76,8 +76,7 @@ def run_fingerprint(directory: Path) -> str:
 
 def summarize_run(record: RunRecord, figures: Path | None = None) -> RunSummary:
     """Everything the pages need from one run, so unchanged runs are never re-read (the build caches it as JSON);
-    `figures`: the folder that keeps the latency figures of runs sealed without them, across builds and versions
-    of servebook (None: computed and kept nowhere)."""
+    `figures`: where the latency figures of runs sealed without them are kept (None: nowhere; latency_cache.py)."""
     identity, manifest = record.identity, record.manifest
     cell_rows = LatencyCache(figures).rows(record) if record.status == "completed" else []
     verdicts = record.verdicts()
