@@ -14,7 +14,7 @@ import pandas as pd
 
 from ..config.slices import iso_instant
 from ..util.errors import InputError
-from .index_store import INDEX_FILE, as_frame, cache_path, keep, newest_kept
+from .index_store import INDEX_FILE, cache_path, keep, newest_kept
 from .record import RunRecord
 from .stamps import stamps
 
@@ -59,7 +59,8 @@ def refresh(root: Path, runs_dir: Path, read: Callable[[str], RunRecord], write:
     """The index of the runs under `runs_dir`, newest last, reading only runs new or changed since the rows kept
     were written (`read` gives a run by id; journal/stamps.py says what a change is). A command that writes runs
     stores it in the journal (`write`); a read keeps what it had to read in servebook's cache (index_store.py)."""
-    known, from_index = newest_kept(root, _STORED)
+    kept = newest_kept(root, _STORED)
+    known = kept.table
     ids = known.column("run_id").to_pylist()
     by_id = dict(zip(ids, known.column("stamp").to_pylist(), strict=True))
     now = stamps(runs_dir, by_id)
@@ -70,12 +71,11 @@ def refresh(root: Path, runs_dir: Path, read: Callable[[str], RunRecord], write:
     changed = any(run_id not in now for run_id in ids) or any(
         row["run_id"] not in at or known.slice(at[row["run_id"]], 1).to_pylist()[0] != row for row in rows)
     if not changed:
-        frame = as_frame(known, _STORED)
+        frame = kept.frame
     else:
-        kept = as_frame(known, _STORED)
-        kept = kept[kept["run_id"].isin(now.keys()) & ~kept["run_id"].isin(fresh)]
-        frame = _normalised(pd.concat([kept, pd.DataFrame(rows, columns=_STORED)], ignore_index=True), _STORED)
-    if write and runs_dir.is_dir() and (changed or not from_index):
+        still = kept.frame[kept.frame["run_id"].isin(now.keys()) & ~kept.frame["run_id"].isin(fresh)]
+        frame = _normalised(pd.concat([still, pd.DataFrame(rows, columns=_STORED)], ignore_index=True), _STORED)
+    if write and runs_dir.is_dir() and (changed or not kept.from_index):
         keep(frame, root / INDEX_FILE)
     elif not write and changed:
         try:

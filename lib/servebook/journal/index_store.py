@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,22 +33,44 @@ def cache_path(root: Path) -> Path:
     return cache_root() / "indexes" / f"{hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]}.parquet"
 
 
-def newest_kept(root: Path, columns: list[str]) -> tuple["pa.Table", bool]:
-    """The newest rows kept of this journal that have `columns` (none: no rows), and whether they are
-    index.parquet's."""
+@dataclass
+class Kept:
+    """Rows kept of a journal, as read from one file."""
+
+    table: "pa.Table"
+    from_index: bool  # index.parquet's, not the cache's
+
+    @cached_property
+    def frame(self) -> "pd.DataFrame":
+        return as_frame(self.table, self.table.column_names)
+
+
+#: the rows last read from each file, while the file is as it was then: a notebook or a sweep that asks a journal
+#: for its index again, with no run changed, builds no frame again (a fifth of a warm read of 2,000 runs)
+_READ: dict[Path, tuple[tuple[int, int, int], Kept]] = {}
+
+
+def newest_kept(root: Path, columns: list[str]) -> Kept:
+    """The newest rows kept of this journal that have `columns` (none: no rows)."""
     kept = []
     for path in (root / INDEX_FILE, cache_path(root)):
         try:
-            kept.append((os.stat(path).st_mtime_ns, path))
+            stat = os.stat(path)
+            kept.append(((stat.st_mtime_ns, stat.st_size, stat.st_ino), path))
         except OSError:
             continue
-    for _, path in sorted(kept, reverse=True):
+    for version, path in sorted(kept, reverse=True):
+        read = _READ.get(path)
+        if read is not None and read[0] == version and read[1].table.column_names == columns:
+            return read[1]
         table = _read(path, columns)
         if table is not None:
-            return table, path.name == INDEX_FILE
+            _READ[path] = version, Kept(table, path.name == INDEX_FILE)
+            return _READ[path][1]
     import pyarrow as pa
 
-    return pa.table({name: pa.array([], pa.int64() if name in COUNTS else pa.string()) for name in columns}), False
+    return Kept(pa.table({name: pa.array([], pa.int64() if name in COUNTS else pa.string()) for name in columns}),
+                False)
 
 
 def _read(path: Path, columns: list[str]) -> "pa.Table | None":

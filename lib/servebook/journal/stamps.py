@@ -36,34 +36,29 @@ def stamps(runs_dir: Path, known: Mapping[str, str]) -> dict[str, str]:
         return found
     settled = time.time_ns() - SETTLED_NS
     for entry in entries:
-        if entry.name.startswith(".") or not entry.is_dir():
+        name = entry.name
+        if name.startswith(".") or not entry.is_dir():
             continue
-        moved = entry.stat().st_mtime_ns
-        found[entry.name] = _unmoved(entry.path, moved, known.get(entry.name)) or _listed(entry.path, moved, settled)
+        head = f"{entry.stat().st_mtime_ns}|"
+        stamp = known.get(name)
+        # the names of an unmoved run's stamp, checked with one stat each; it runs for every run on every read
+        if stamp and stamp.startswith(head):
+            names = stamp[len(head):stamp.index("|", len(head))]
+            try:
+                found[name] = f"{head}{names}|{_sizes(entry.path, names.split(',') if names else [])}"
+                continue
+            except (FileNotFoundError, ValueError):
+                pass  # a file went, and its directory's mtime did not say so (a copy that kept times)
+        found[name] = _listed(entry.path, head, settled)
     return found
 
 
-def _unmoved(directory: str, moved: int, stamp: str | None) -> str | None:
-    """The run's stamp from the names its known stamp holds, where its directory has not moved since (else None)."""
-    parts = stamp.split("|", 2) if stamp else []
-    if len(parts) != 3 or parts[0] != str(moved):  # moved, or stamped by an older servebook
-        return None
-    head, names, _ = parts
-    try:
-        return f"{head}|{names}|{_sizes(directory, names.split(',') if names else [])}"
-    except FileNotFoundError:
-        return None  # a file went, and its directory's mtime did not say so (a copy that kept times)
-
-
 def _sizes(directory: str, names: list[str]) -> str:
-    parts = []
-    for name in names:
-        stat = os.stat(f"{directory}/{name}")
-        parts.append(f"{stat.st_size}@{stat.st_mtime_ns}")
-    return ",".join(parts)
+    stat = os.stat
+    return ",".join([f"{s.st_size}@{s.st_mtime_ns}" for s in [stat(f"{directory}/{name}") for name in names]])
 
 
-def _listed(directory: str, moved: int, settled: int) -> str:
+def _listed(directory: str, head: str, settled: int) -> str:
     try:
         with os.scandir(directory) as listing:
             names = sorted(e.name for e in listing if e.name in _NAMED
@@ -74,7 +69,7 @@ def _listed(directory: str, moved: int, settled: int) -> str:
     except FileNotFoundError:
         return ""  # removed while being read: read, and found gone
     if MANIFEST not in names:
-        times = [moved] + [int(size.split("@")[1]) for size in sizes.split(",") if size]
+        times = [int(head[:-1])] + [int(size.split("@")[1]) for size in sizes.split(",") if size]
         if max(times) > settled:
             return ""
-    return f"{moved}|{','.join(names)}|{sizes}"
+    return f"{head}{','.join(names)}|{sizes}"
