@@ -123,8 +123,8 @@ def summarize_run(record: RunRecord, figures: Path | None = None) -> RunSummary:
         prefill_value=mean([c["prefill_tok_s"] for c in prefill if c["target_prompt_tokens"] == top_p]),
         prefill_at=top_p,
         **capacity_summary(cell_rows, run_context(record)),
-        chunk_gaps=chunk_gap_histogram_data(record),
-        probe_gaps=probe_gap_data(record), gauges=gauge_data(record),
+        chunk_gaps=chunk_gap_histogram_data(record, cell_rows),
+        probe_gaps=probe_gap_data(record, cell_rows), gauges=gauge_data(record),
         frontier=run_context(record),
         reuse_turns=turn_ttft_data(record) if any(c.get("kind") in turn_chart_kinds() for c in cell_rows) else [],
         agent_sessions=session_view_data(record) if any(c.get("kind") in session_view_kinds() for c in cell_rows)
