@@ -27,8 +27,10 @@ def cell_rows(path: Path) -> list[dict]:
         return []
     import pyarrow.parquet
 
-    with pyarrow.parquet.ParquetFile(path) as file:  # one file: read_table's dataset layer took half the time
-        rows = file.read().to_pylist()
+    # one file: read_table's dataset layer took half the time; and no threads, whose pool the CSV conversion of
+    # other runs keeps busy during a build (a read of a few cells waited 3 ms for it)
+    with pyarrow.parquet.ParquetFile(path) as file:
+        rows = file.read(use_threads=False).to_pylist()
     return [{k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()} for row in rows]
 
 
