@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.servebook-installed
 JOURNAL ?= journal
 
-.PHONY: setup engine browser demo site lab check test unit bench clean
+.PHONY: setup engine browser demo site lab check test unit guard bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -60,6 +60,11 @@ test: engine browser check
 
 unit: check
 	$(BIN)/python -m pytest -q tests/unit
+
+# every speed target at sizes that fit in a minute, each as figure / target (benchmarks/guard.py); run it alone,
+# before and after a change to the journal, index, site, client or judge
+guard: setup
+	$(BIN)/python benchmarks/guard.py
 
 bench: engine browser
 	$(BIN)/python benchmarks/decode_rate_vs_server.py

@@ -27,22 +27,17 @@ from servebook.run import run_candidate  # noqa: E402
 from servebook.util.progress import Reporter  # noqa: E402
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rates", default="25,50,100,200")
-    parser.add_argument("--duration", type=float, default=5.0)
-    parser.add_argument("--output-tokens", type=int, default=16)
-    parser.add_argument("--processes", type=int, default=1,
-                        help="client processes sending the load (plan.load.client_processes)")
-    args = parser.parse_args()
-    rates = [float(r) for r in args.rates.split(",")]
+def offered_load(rates: list[float], duration: float, output_tokens: int = 16,
+                 processes: int = 1) -> tuple[list[dict], Plan, float, float]:
+    """One run of open-loop cells at `rates` against the simulator at zero latency: its cells, its plan, and the CPU
+    seconds this process used in how many seconds of wall time."""
     candidate = Candidate.model_validate({
         "engine": "vllm", "model": {"id": "org/model"}, "knobs": {"max_running_requests": 4096},
         "extra_args": ["--sim-slowdown", "0"], "launch": {"simulator": True, "ready_timeout_s": 20}})
     plan = Plan.model_validate({
         "decode": None, "prefill": None, "warmup_requests": 1, "max_foreign_cpu_cores": 64,
-        "load": {"rates_rps": rates, "warmup_s": 1, "duration_s": args.duration, "prompt_tokens": 64,
-                 "output_tokens": args.output_tokens, "client_processes": args.processes}})
+        "load": {"rates_rps": rates, "warmup_s": 1, "duration_s": duration, "prompt_tokens": 64,
+                 "output_tokens": output_tokens, "client_processes": processes}})
     cpu_before = resource.getrusage(resource.RUSAGE_SELF)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as folder:
@@ -52,7 +47,19 @@ def main() -> None:
         cells = record.table("cells").to_dict("records")
     wall = time.perf_counter() - started
     cpu = resource.getrusage(resource.RUSAGE_SELF)
-    used = (cpu.ru_utime - cpu_before.ru_utime) + (cpu.ru_stime - cpu_before.ru_stime)
+    return cells, plan, (cpu.ru_utime - cpu_before.ru_utime) + (cpu.ru_stime - cpu_before.ru_stime), wall
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rates", default="25,50,100,200")
+    parser.add_argument("--duration", type=float, default=5.0)
+    parser.add_argument("--output-tokens", type=int, default=16)
+    parser.add_argument("--processes", type=int, default=1,
+                        help="client processes sending the load (plan.load.client_processes)")
+    args = parser.parse_args()
+    rates = [float(r) for r in args.rates.split(",")]
+    cells, plan, used, wall = offered_load(rates, args.duration, args.output_tokens, args.processes)
     base_ttft = cells[0]["ttft_p50_s"] or 0.0
     print(f"client ceiling against the simulator at zero latency ({args.output_tokens} output tokens a request, "
           f"{args.duration:g} s windows, lag limit {plan.load.max_lag_ms:g} ms)")

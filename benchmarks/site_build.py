@@ -21,6 +21,7 @@ from pathlib import Path
 from servebook.journal import Journal
 from servebook.journal.synthetic import write_synthetic_run
 from servebook.present import build_site
+from servebook.present.site.builder import BuildReport
 
 
 def open_index(path: Path) -> float | None:
@@ -43,6 +44,28 @@ def open_index(path: Path) -> float | None:
     return seconds
 
 
+def write_journal(journal: Journal, runs: int, rows: int, start: int = 0) -> None:
+    """`runs` synthetic runs of 20 studies with `rows` request rows each: 1 in 50 failed, 1 in 97 never sealed."""
+    for i in range(start, start + runs):
+        status = "failed" if i % 50 == 7 else "incomplete" if i % 97 == 5 else "completed"
+        write_synthetic_run(journal, index=i, study=f"study-{i % 20}", status=status, requests=rows,
+                            verdict=None if status == "incomplete" else ("accepted" if i % 3 else "rejected"))
+
+
+def timed_builds(journal: Journal, out: Path, rows: int) -> list[tuple[float, BuildReport]]:
+    """A full build into `out` (empty), a build after one run is added, and a build after nothing changed: each
+    one's seconds and report."""
+    timed = []
+    for step in ("full", "added", "unchanged"):
+        if step == "added":
+            write_synthetic_run(journal, index=len(journal.run_ids()), study="study-0", requests=rows,
+                                verdict="accepted")
+        t0 = time.perf_counter()
+        report = build_site(journal, out)
+        timed.append((time.perf_counter() - t0, report))
+    return timed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=1000)
@@ -52,23 +75,11 @@ def main() -> None:
     root = args.keep or Path(tempfile.mkdtemp(prefix="servebook-site-bench-"))
     journal = Journal(root / "journal")
     t0 = time.perf_counter()
-    for i in range(args.runs):
-        status = "failed" if i % 50 == 7 else "incomplete" if i % 97 == 5 else "completed"
-        write_synthetic_run(journal, index=i, study=f"study-{i % 20}", status=status, requests=args.rows,
-                            verdict=None if status == "incomplete" else ("accepted" if i % 3 else "rejected"))
+    write_journal(journal, args.runs, args.rows)
     written = time.perf_counter() - t0
     print(f"synthetic journal: {args.runs} runs x {args.rows} request rows written in {written:.1f} s")
 
-    t0 = time.perf_counter()
-    full = build_site(journal, root / "site")
-    full_s = time.perf_counter() - t0
-    write_synthetic_run(journal, index=args.runs, study="study-0", requests=args.rows, verdict="accepted")
-    t0 = time.perf_counter()
-    incremental = build_site(journal, root / "site")
-    incremental_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    noop = build_site(journal, root / "site")
-    noop_s = time.perf_counter() - t0
+    (full_s, full), (incremental_s, incremental), (noop_s, noop) = timed_builds(journal, root / "site", args.rows)
 
     target = 0.006 * args.runs if args.runs > 1000 else 10.0
     added_target = 0.5

@@ -12,6 +12,7 @@ Two layers, because neither alone is enough:
 from __future__ import annotations
 
 import builtins
+import functools
 import os
 import re
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ def _words(name: str) -> list[str]:
     return [w for w in re.split(r"[^A-Za-z0-9]+", spaced.upper()) if w]
 
 
+@functools.lru_cache(maxsize=4096)  # the same field names come back in every manifest a site publishes
 def looks_secret(name: str) -> bool:
     """Whether a variable or field named `name` holds a secret: HF_TOKEN, api_key, apiKey, OPENAI_API_KEY yes;
     max_tokens, TOKENIZERS_PARALLELISM, api_key_env, bos_token no."""
@@ -98,7 +100,7 @@ class Scrubber:
 
     def json(self, obj: Any) -> Any:
         """A copy of `obj` with secret-named string fields, secret flag arguments and known values replaced."""
-        if isinstance(obj, Mapping):
+        if isinstance(obj, dict) or isinstance(obj, Mapping):  # a dict first: the ABC check is ten times slower
             return {k: (REDACTED if isinstance(v, str) and v and looks_secret(str(k)) else self.json(v))
                     for k, v in obj.items()}
         if isinstance(obj, (list, tuple)):

@@ -6,7 +6,6 @@ runs under a plan, a study's runs, a status) go through it instead of reading ev
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,12 +14,10 @@ import pandas as pd
 
 from ..config.slices import iso_instant
 from ..util.errors import InputError
-from ..util.files import temp_beside
-from .annotations import ANNOTATIONS
+from .index_store import INDEX_FILE, cache_path, keep, newest_kept
 from .record import RunRecord
-from .writer import MANIFEST, VERDICTS
+from .stamps import stamps
 
-INDEX_FILE = "index.parquet"
 INDEX_COLUMNS = ["run_id", "status", "candidate", "candidate_id", "plan_id", "engine", "started_at", "cells",
                  "valid_cells", "failure", "study", "verdict", "engine_version", "machine", "image_digest", "driver",
                  "tags", "archived"]
@@ -58,71 +55,33 @@ def index_row(record: RunRecord) -> dict[str, Any]:
     }
 
 
-def stamps(runs_dir: Path) -> dict[str, str]:
-    """Per run directory, what changes when its row must: the manifest (sealing), the verdicts and annotations
-    folders (a new event) and the tables (size and time: a sealed run's tables never change, so a change is damage,
-    a cut copy or a full disk, and the row must say so); an incomplete run is re-read every time, as it may still
-    be writing."""
-    found: dict[str, str] = {}
-    try:
-        entries = list(os.scandir(runs_dir))
-    except FileNotFoundError:
-        return found
-    for entry in entries:
-        if entry.name.startswith(".") or not entry.is_dir():
-            continue
-        try:
-            manifest = os.stat(os.path.join(entry.path, MANIFEST)).st_mtime_ns
-        except FileNotFoundError:
-            found[entry.name] = ""
-            continue
-        verdicts, annotations = (_mtime(os.path.join(entry.path, folder)) for folder in (VERDICTS, ANNOTATIONS))
-        found[entry.name] = f"{manifest}:{verdicts}:{annotations}:{_tables_stamp(entry.path)}"
-    return found
-
-
-def _mtime(path: str) -> int:
-    try:
-        return os.stat(path).st_mtime_ns
-    except FileNotFoundError:
-        return 0
-
-
-def _tables_stamp(directory: str) -> str:
-    parts = []
-    with os.scandir(directory) as entries:
-        for entry in entries:
-            if entry.name.endswith(".parquet"):
-                stat = entry.stat()
-                parts.append(f"{entry.name}={stat.st_size}@{stat.st_mtime_ns}")
-    return ",".join(sorted(parts))
-
-
-def _stored(path: Path) -> pd.DataFrame:
-    try:
-        stored = pd.read_parquet(path)
-        if set(_STORED) <= set(stored.columns):
-            return stored
-    except (OSError, ValueError, ImportError):
-        pass  # absent, unreadable or from an older servebook: rebuilt from the manifests
-    return pd.DataFrame(columns=_STORED)
-
-
 def refresh(root: Path, runs_dir: Path, read: Callable[[str], RunRecord], write: bool = True) -> pd.DataFrame:
-    """The index of the runs under `runs_dir`, newest last, reading only runs sealed or judged since it was
-    last written (`read` gives a run by id)."""
-    now = stamps(runs_dir)
-    path = root / INDEX_FILE
-    known = _stored(path)
-    by_id = dict(zip(known["run_id"], known["stamp"], strict=True)) if len(known) else {}
+    """The index of the runs under `runs_dir`, newest last, reading only runs new or changed since the rows kept
+    were written (`read` gives a run by id; journal/stamps.py says what a change is). A command that writes runs
+    stores it in the journal (`write`); a read keeps what it had to read in servebook's cache (index_store.py)."""
+    kept = newest_kept(root, _STORED)
+    known = kept.table
+    ids = known.column("run_id").to_pylist()
+    by_id = dict(zip(ids, known.column("stamp").to_pylist(), strict=True))
+    now = stamps(runs_dir, by_id)
     fresh = sorted(run_id for run_id, stamp in now.items() if not stamp or by_id.get(run_id) != stamp)
-    fresh_ids = set(fresh)
-    unchanged = known[known["run_id"].isin([r for r in now if r not in fresh_ids])]
     rows = [{**index_row(read(run_id)), "stamp": now[run_id]} for run_id in fresh]
-    frame = _normalised(pd.concat([unchanged, pd.DataFrame(rows, columns=_STORED)], ignore_index=True)
-                        if rows else unchanged.reset_index(drop=True), _STORED)
-    if write and (fresh or len(unchanged) != len(known)) and runs_dir.is_dir():
-        _write(frame, root, path)
+    at = {run_id: i for i, run_id in enumerate(ids)}
+    # an unsealed run still writing is read every time: its row unchanged is no reason to rebuild or write anything
+    changed = any(run_id not in now for run_id in ids) or any(
+        row["run_id"] not in at or known.slice(at[row["run_id"]], 1).to_pylist()[0] != row for row in rows)
+    if not changed:
+        frame = kept.frame
+    else:
+        still = kept.frame[kept.frame["run_id"].isin(now.keys()) & ~kept.frame["run_id"].isin(fresh)]
+        frame = _normalised(pd.concat([still, pd.DataFrame(rows, columns=_STORED)], ignore_index=True), _STORED)
+    if write and runs_dir.is_dir() and (changed or not kept.from_index):
+        keep(frame, root / INDEX_FILE)
+    elif not write and changed:
+        try:
+            keep(frame, cache_path(root))
+        except OSError:
+            pass  # nowhere to keep it: the next read reads these runs again
     return frame[INDEX_COLUMNS]
 
 
@@ -138,17 +97,6 @@ def _normalised(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
             frame[column] = frame[column].astype(object).where(frame[column].notna(), None)
     frame[["cells", "valid_cells"]] = frame[["cells", "valid_cells"]].astype("Int64")
     return frame
-
-
-def _write(frame: pd.DataFrame, root: Path, path: Path) -> None:
-    fd, tmp = temp_beside(path, ".index.")
-    os.close(fd)
-    try:
-        frame.to_parquet(tmp, index=False)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 #: every status a run in the journal can have (the manifest's three, a run never sealed, a damaged one)

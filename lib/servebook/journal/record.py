@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -42,14 +43,16 @@ class Damage:
         return f"damaged ({self.code}): {self.file} {self.detail}"
 
 
+_PARQUET = b"PAR1"
+
 #: what a completed run must name: the verdicts look its runs up by candidate and plan, and a history is kept per both
 REQUIRED_OF_COMPLETED = ("candidate_id", "plan_id")
 
 
 def inspect_run(directory: Path, manifest: Manifest | None, problem: str | None) -> Damage | None:
     """The first thing that makes a run directory unreadable, or None. Tables are written atomically, so a table
-    whose Parquet footer cannot be read was truncated or overwritten afterwards (a cut copy, a full disk); reading
-    only the footer keeps this check cheap enough for every read of a run, the one place runs are read."""
+    that is not a whole Parquet file was truncated or overwritten afterwards (a cut copy, a full disk): checking its
+    framing (`parquet_flaw`) keeps this cheap enough for every read of a run, the one place runs are read."""
     if problem:
         return Damage("manifest_unreadable", MANIFEST, problem.removeprefix(f"{MANIFEST} "))
     if manifest is not None and manifest.status == "completed":
@@ -60,14 +63,33 @@ def inspect_run(directory: Path, manifest: Manifest | None, problem: str | None)
         if manifest.summary is not None and manifest.summary.cells and not cells.is_file():
             return Damage("table_missing", cells.name, f"is missing, though the manifest counts "
                                                        f"{manifest.summary.cells} cells")
-    import pyarrow.parquet
+    with os.scandir(directory) as entries:
+        tables = sorted(e.name for e in entries if e.name.endswith(".parquet") and not e.name.startswith("."))
+    for name in tables:
+        flaw = parquet_flaw(directory / name)
+        if flaw:
+            return Damage("table_unreadable", name, f"cannot be read ({flaw})")
+    return None
 
-    for path in sorted(directory.glob("*.parquet")):
-        try:
-            pyarrow.parquet.read_metadata(path)
-        except Exception as error:  # noqa: BLE001 - pyarrow's errors have no common base; any of them is damage
-            return Damage("table_unreadable", path.name, f"cannot be read ({type(error).__name__}: "
-                                                         f"{str(error).split(chr(10))[0]})")
+
+def parquet_flaw(path: Path) -> str | None:
+    """Why `path` is not a whole Parquet file, or None. A Parquet file opens and ends with the magic PAR1, and its
+    footer (a Thrift struct, closed by a stop byte) ends with its own length: a cut copy loses that end, and a file
+    overwritten or zero-filled by a crash holds something else there. Reading those bytes costs 7 us a table where
+    parsing the footer took 110 (2 s of a cold listing of 10,000 runs)."""
+    try:
+        with open(path, "rb") as file:
+            head = file.read(4)
+            size = file.seek(0, os.SEEK_END)
+            file.seek(max(size - 9, 0))
+            tail = file.read(9)
+    except OSError as error:
+        return f"{type(error).__name__}: {error.strerror or error}"
+    if size < 12 or head != _PARQUET or tail[5:] != _PARQUET:
+        return f"not a whole Parquet file: no Parquet footer at the end of its {size} bytes"
+    footer = int.from_bytes(tail[1:5], "little")
+    if footer + 12 > size or tail[0] != 0:
+        return f"not a whole Parquet file: its footer of {footer} bytes does not fit its {size}"
     return None
 
 

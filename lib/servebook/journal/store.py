@@ -226,7 +226,8 @@ class Journal(Renderable):
 
     def index(self, write: bool = False) -> pd.DataFrame:
         """One row per run (incomplete runs included), newest last (see journal/index.py). Only a command that
-        wrote runs stores it (`write`): a read leaves the journal as it found it, a read-only copy included."""
+        wrote runs stores it (`write`): a read leaves the journal as it found it, a read-only copy included, and keeps
+        the rows it had to read in servebook's cache (journal/index_store.py)."""
         return refresh(self.root, self.runs_dir, self.run, write)
 
     def select(self, *, study: str | None = None, status: str | None = None, since: str | None = None,

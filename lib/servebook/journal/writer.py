@@ -128,6 +128,7 @@ class RunWriter:
         self._check_open()
         manifest = manifest.model_copy(update={"run_id": self.run_id, "sealed_at": utc_now()})
         self._scrub_text_files()
+        self._complete_cells()
         for path in self.dir.iterdir():  # every file written so far is durable before the manifest says so
             if path.is_file() and not path.name.startswith("."):
                 fsync_file(path)
@@ -139,6 +140,40 @@ class RunWriter:
         fsync_dir(self.dir.parent)
         self.on_write(path)
         return path
+
+    def _complete_cells(self) -> None:
+        """Cells written without the latency figures pages show (a synthetic run, an importer's) get them here, once,
+        from the run's requests and chunks: a sealed run's requests never change, so no reader computes them again.
+        Only the missing columns are added; every other column is written back as it was read."""
+        from ..measure.latency import LATENCY_COLUMNS, missing_figures  # the journal sits above measure
+
+        path, requests, chunks = (self.dir / table_file(name) for name in ("cells", "requests", "chunks"))
+        if not path.is_file() or not requests.is_file():
+            return
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        if set(LATENCY_COLUMNS) <= set(pq.read_schema(path).names):
+            return  # a measured run's cells have them from its measurement: nothing is read
+        try:
+            cells = pq.read_table(path)
+            found = missing_figures(cells.to_pandas(), pd.read_parquet(requests),
+                                    pd.read_parquet(chunks, columns=["request_id", "gap_s"]) if chunks.is_file()
+                                    else None)
+        except (OSError, ValueError, KeyError, pa.ArrowException):
+            return  # tables these figures cannot be read from: readers see why, and sealing goes on without them
+        if found is None:
+            return
+        for name, values in found.items():
+            cells = cells.append_column(name, pa.array(values, type=pa.float64()))
+        fd, tmp = temp_beside(path)
+        os.close(fd)
+        try:
+            pq.write_table(cells, tmp)
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
 
     def _scrub_text_files(self) -> None:
         """Files others wrote into the run (the engine's log, compose output) are scrubbed before sealing;

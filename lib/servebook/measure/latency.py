@@ -24,6 +24,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -35,25 +37,55 @@ STATISTICS = ("mean", "p50", "p90", "p99")
 #: the columns this module adds to cells.parquet, milliseconds for latencies
 LATENCY_COLUMNS = [f"{name}_{stat}_ms" for name in LATENCIES for stat in STATISTICS] + [
     "request_rps", "output_tok_s", "total_tok_s"]
+_QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
+
+
+def _interpolated(ordered: "Sequence[float] | np.ndarray", q: float) -> float:
+    at = q * (len(ordered) - 1)
+    low = int(at)
+    high = min(low + 1, len(ordered) - 1)
+    return float(ordered[low] + (ordered[high] - ordered[low]) * (at - low))
 
 
 def quantile(values: Sequence[float], q: float) -> float | None:
     """The `q` quantile, linearly interpolated between order statistics (numpy's default; None without values):
     for [1, 2, 3, 4], p50 is 2.5 and p90 is 3.7."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    at = q * (len(ordered) - 1)
-    low = int(at)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (at - low)
+    return _interpolated(sorted(values), q) if len(values) else None
 
 
-def _statistics(name: str, seconds: Sequence[float]) -> dict[str, float | None]:
-    values = [1000 * v for v in seconds]
-    return {f"{name}_mean_ms": sum(values) / len(values) if values else None,
-            f"{name}_p50_ms": quantile(values, 0.5), f"{name}_p90_ms": quantile(values, 0.9),
-            f"{name}_p99_ms": quantile(values, 0.99)}
+def _statistics(name: str, seconds: np.ndarray) -> dict[str, float | None]:
+    values = 1000 * seconds
+    if not len(values):
+        return {f"{name}_{stat}_ms": None for stat in STATISTICS}
+    ordered = np.sort(values)
+    # The mean adds left to right (cumsum), as figures always did: np.sum adds pairwise and differs in the last
+    # bits, and a page must not change because a run's figures were stored at seal rather than computed for it.
+    return {f"{name}_mean_ms": float(np.cumsum(values)[-1] / len(values)),
+            **{f"{name}_{stat}_ms": _interpolated(ordered, q) for stat, q in _QUANTILES.items()}}
+
+
+def _floats(values: Iterable[Any]) -> np.ndarray:
+    return np.array([np.nan if v is None else v for v in values], dtype=float)
+
+
+def _of_arrays(send: np.ndarray, first: np.ndarray, last: np.ndarray, prompt: np.ndarray, tokens: np.ndarray,
+               gaps: np.ndarray, duration_s: float | None) -> dict[str, float | None]:
+    """The figures of one cell from its requests as columns (NaN: not recorded), each request a row."""
+    done = ~np.isnan(first) & ~np.isnan(last)
+    send, first, last, prompt, tokens = send[done], first[done], last[done], prompt[done], tokens[done]
+    many = tokens > 1  # a one-token request has no time per output token
+    tpots = (last[many] - first[many]) / (tokens[many] - 1)
+    if duration_s is None and len(send):
+        duration_s = float(last.max() - send.min())
+    # token counts are whole numbers, so their sum is exact however it is added
+    output, prompt_sum = float(np.nan_to_num(tokens).sum()), float(np.nan_to_num(prompt).sum())
+
+    def per_second(n: float) -> float | None:
+        return float(n / duration_s) if len(send) and duration_s else None
+
+    return {**_statistics("ttft", first - send), **_statistics("tpot", tpots), **_statistics("itl", gaps),
+            **_statistics("e2e", last - send), "request_rps": per_second(len(send)),
+            "output_tok_s": per_second(output), "total_tok_s": per_second(prompt_sum + output)}
 
 
 #: one request as the figures read it: t_send, t_first, t_last, prompt_tokens, completion_tokens
@@ -64,22 +96,10 @@ def figures(requests: Iterable[Request], gaps: Sequence[float],
             duration_s: float | None = None) -> dict[str, float | None]:
     """A cell's figures from its successful requests and the chunk gaps of those requests. `duration_s`: the
     cell's wall time or an open-loop cell's window; by default the first send to the last finish of the requests."""
-    done = [(send, first, last, prompt or 0, tokens) for send, first, last, prompt, tokens in requests
-            if first is not None and last is not None]
-    ttfts = [first - send for send, first, _, _, _ in done]
-    e2es = [last - send for send, _, last, _, _ in done]
-    tpots = [(last - first) / (tokens - 1) for _, first, last, _, tokens in done if tokens is not None and tokens > 1]
-    if duration_s is None and done:
-        duration_s = max(r[2] for r in done) - min(r[0] for r in done)
-    output = sum(r[4] or 0 for r in done)
-    prompt = sum(r[3] for r in done)
-
-    def per_second(n: float) -> float | None:
-        return n / duration_s if done and duration_s else None
-
-    return {**_statistics("ttft", ttfts), **_statistics("tpot", tpots), **_statistics("itl", gaps),
-            **_statistics("e2e", e2es), "request_rps": per_second(len(done)), "output_tok_s": per_second(output),
-            "total_tok_s": per_second(prompt + output)}
+    rows = list(requests)
+    send, first, last, prompt, tokens = (_floats(column) for column in zip(*rows, strict=True)) if rows else \
+        (np.empty(0),) * 5
+    return _of_arrays(send, first, last, prompt, tokens, _floats(gaps), duration_s)
 
 
 def of_records(records: Sequence["RequestRecord"], duration_s: float | None = None) -> dict[str, float | None]:
@@ -97,40 +117,72 @@ def value(v: Any) -> Any:
     return None if v is None or pd.isna(v) else v
 
 
-def _cell_of_table(cell: dict[str, Any], requests: "pd.DataFrame", chunks: "pd.DataFrame | None") -> dict:
-    """One cell's figures from the stored requests and chunks tables (a run sealed before these columns)."""
-    mine = requests[(requests["cell_id"] == cell["cell_id"]) & requests["error"].isna()
-                    & requests["completion_tokens"].notna()]
-    duration = value(cell.get("wall_s"))
+def _selected(cells: "pd.DataFrame", requests: "pd.DataFrame") -> "pd.DataFrame":
+    """The requests each cell's figures count: successful ones, and of an open-loop cell only those inside its
+    measured window (its warm-up requests are kept in the table, marked)."""
     from .kinds import traits_of  # the kinds import this module
 
-    if traits_of(cell.get("kind")).open_loop:
-        if "measured" in mine:
-            mine = mine[mine["measured"].astype(bool)]
-        achieved = cell.get("achieved_rps")
-        # the window is not stored; the achieved rate is the measured window's successful requests over it
-        duration = len(mine) / achieved if achieved and achieved == achieved and len(mine) else None
-    gaps: list[float] = []
-    if chunks is not None and not chunks.empty:
-        own = chunks[chunks["request_id"].isin(set(mine["request_id"])) & chunks["gap_s"].notna()]
-        gaps = [float(g) for g in own["gap_s"]]
-    rows = ((float(r.t_send), value(r.t_first), value(r.t_last), value(r.prompt_tokens), value(r.completion_tokens))
-            for r in mine.itertuples())
-    return figures(rows, gaps, duration)
+    ok = requests["error"].isna() & requests["completion_tokens"].notna()
+    if "measured" in requests:
+        kinds = cells["kind"] if "kind" in cells else [None] * len(cells)
+        open_loop = {c for c, kind in zip(cells["cell_id"], kinds, strict=True) if traits_of(kind).open_loop}
+        ok &= ~requests["cell_id"].isin(open_loop) | requests["measured"].astype(bool)
+    return requests[ok]
+
+
+def _gaps_by_cell(mine: "pd.DataFrame", chunks: "pd.DataFrame | None") -> dict[Any, np.ndarray]:
+    """Each cell's chunk gaps in the chunks table's order: the gaps of the requests it counts (a join on the request
+    id, not a scan of every chunk per cell)."""
+    if chunks is None or chunks.empty:
+        return {}
+    own = chunks.loc[chunks["gap_s"].notna(), ["request_id", "gap_s"]].reset_index(drop=True)
+    pairs = mine[["request_id", "cell_id"]].drop_duplicates()
+    joined = own.reset_index(names="at").merge(pairs, on="request_id").sort_values("at", kind="stable")
+    gaps = joined["gap_s"].to_numpy(dtype=float)
+    return {cell: gaps[at] for cell, at in joined.groupby("cell_id", sort=False).indices.items()}
+
+
+def table_figures(cells: "pd.DataFrame", requests: "pd.DataFrame", chunks: "pd.DataFrame | None") -> list[dict]:
+    """Each cell's figures from a run's stored requests and chunks tables ({} for a derived row, which sent
+    nothing), a cell at a time over columns: the figures of `figures`, without a Python step per request."""
+    from .kinds import traits_of  # the kinds import this module
+
+    mine = _selected(cells, requests)
+    rows = mine.groupby("cell_id", sort=False).indices
+    columns = [mine[name].to_numpy(dtype=float, na_value=np.nan) for name in
+               ("t_send", "t_first", "t_last", "prompt_tokens", "completion_tokens")]
+    gaps = _gaps_by_cell(mine, chunks)
+    out: list[dict] = []
+    for cell in cells.to_dict("records"):
+        traits = traits_of(cell.get("kind"))
+        if traits.derived:
+            out.append({})
+            continue
+        at = rows.get(cell["cell_id"], np.empty(0, dtype=int))
+        duration = value(cell.get("wall_s"))
+        if traits.open_loop:
+            achieved = value(cell.get("achieved_rps"))
+            # the window is not stored; the achieved rate is the measured window's successful requests over it
+            duration = len(at) / achieved if achieved and len(at) else None
+        send, first, last, prompt, tokens = (column[at] for column in columns)
+        out.append(_of_arrays(send, first, last, prompt, tokens, gaps.get(cell["cell_id"], np.empty(0)), duration))
+    return out
+
+
+def missing_figures(cells: "pd.DataFrame", requests: "pd.DataFrame | None",
+                    chunks: "pd.DataFrame | None") -> dict[str, list] | None:
+    """The latency columns `cells` lacks, one value per row (None where a cell has none), computed from the run's
+    raw tables; None where it lacks none, or no requests were kept to compute them from."""
+    missing = [column for column in LATENCY_COLUMNS if column not in cells.columns]
+    if cells.empty or not missing or requests is None or requests.empty:
+        return None
+    found = table_figures(cells, requests, chunks)
+    return {column: [f.get(column) for f in found] for column in missing}
 
 
 def with_latency(cells: "pd.DataFrame", requests: "pd.DataFrame | None",
                  chunks: "pd.DataFrame | None") -> "pd.DataFrame":
     """`cells` with the latency columns, computed from the run's requests and chunks where a run recorded before
     they existed lacks them; a run that has them is returned as it is, and nothing is written back."""
-    if cells.empty or set(LATENCY_COLUMNS) <= set(cells.columns) or requests is None or requests.empty:
-        return cells
-    from .kinds import traits_of  # the kinds import this module
-
-    found = [_cell_of_table({str(k): v for k, v in cell.items()}, requests, chunks)
-             if not traits_of(cell.get("kind")).derived else {} for cell in cells.to_dict("records")]
-    out = cells.copy()
-    for column in LATENCY_COLUMNS:
-        if column not in out:
-            out[column] = [f.get(column) for f in found]
-    return out
+    found = missing_figures(cells, requests, chunks)
+    return cells if found is None else cells.assign(**found)

@@ -214,16 +214,17 @@ def prefill_vs_prompt_size_spec(cells) -> dict:
     return chart_spec(cells, "prefill", PRESENT["prefill"].charts[0])
 
 
-def chunk_gap_histogram_data(run: RunRecord) -> dict:
+def chunk_gap_histogram_data(run: RunRecord, cells: list[dict] | None = None) -> dict:
     """Gaps between content chunks of a run's closed-loop decode requests (ms; the kinds present/kinds.py marks
-    `gap_histogram`), counted in the shared bins `GAP_EDGES_MS`."""
+    `gap_histogram`), counted in the shared bins `GAP_EDGES_MS`. `cells`: the run's cell rows where the caller has
+    them, so they are not read again."""
     path, cells_path = run.table_path("chunks"), run.table_path("cells")
     if run.status != "completed" or not path.is_file() or not cells_path.is_file():
         return {"edges": [], "counts": []}
-    cells = pd.read_parquet(cells_path)
-    if "kind" not in cells:
+    rows = pd.read_parquet(cells_path).to_dict("records") if cells is None else cells
+    if not any("kind" in row for row in rows):
         return {"edges": [], "counts": []}
-    chosen = set(cells[cells["kind"].isin(gap_histogram_kinds())]["cell_id"])
+    chosen = {row["cell_id"] for row in rows if row.get("kind") in gap_histogram_kinds()}
     if not {"cell_id", "gap_s"} <= set(pq.read_schema(path).names):  # a run whose requests all failed has no chunk
         return {"edges": [], "counts": []}
     chunks = pd.read_parquet(path, columns=["cell_id", "gap_s"])

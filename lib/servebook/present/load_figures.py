@@ -45,10 +45,18 @@ def gap_counts(gaps_ms) -> dict:
     return _trimmed(counts)
 
 
-def probe_gap_data(run: RunRecord) -> dict:
-    """The chunk gaps (ms) of a run's interference probes, in the shared bins of the ITL distribution."""
-    cells = run.table("cells") if run.status == "completed" else None
-    if cells is None or "probe_requests" not in cells or not cells["probe_requests"].notna().any():
+def probe_gap_data(run: RunRecord, cells: list[dict] | None = None) -> dict:
+    """The chunk gaps (ms) of a run's interference probes, in the shared bins of the ITL distribution. `cells`: the
+    run's cell rows where the caller has them (the site read them already: reading them again was a third of
+    summarising a run)."""
+    if run.status != "completed":
+        return {"edges": [], "counts": []}
+    if cells is None:
+        table = run.table("cells")
+        cells = [] if table is None else table.to_dict("records")
+    import pandas as pd
+
+    if not any(pd.notna(c.get("probe_requests")) for c in cells):
         return {"edges": [], "counts": []}
     requests, chunks = run.table("requests"), run.table("chunks")
     if requests is None or "probe" not in requests or chunks is None or chunks.empty:

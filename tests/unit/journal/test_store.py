@@ -105,8 +105,10 @@ def test_run_ids_are_file_names_and_a_chosen_id_is_taken_exactly(tmp_path):
 def test_the_index_rereads_only_runs_sealed_or_judged_since(tmp_path, monkeypatch):
     import shutil
 
+    from servebook.journal import stamps
     from servebook.journal.synthetic import write_synthetic_run
 
+    monkeypatch.setattr(stamps, "SETTLED_NS", 10**18)  # the incomplete run stays recent however slow the test runs
     journal = Journal(tmp_path)
     runs = [write_synthetic_run(journal, index=i, requests=0, status="incomplete" if i == 4 else "completed")
             for i in range(5)]

@@ -115,3 +115,107 @@ def test_a_run_that_has_the_columns_is_left_as_recorded():
     recorded = cells.assign(**{column: 1.0 for column in LATENCY_COLUMNS})
     assert with_latency(recorded, requests, chunks) is recorded
     assert with_latency(cells, None, None) is cells  # no raw requests kept: nothing to compute from
+
+
+# The figures as servebook computed them before issue 52, a Python step per request: the reference the stored and
+# vectorized figures must equal exactly (a page must not change because its figures were stored at seal).
+def _reference_quantile(values, q):
+    if not values:
+        return None
+    ordered = sorted(values)
+    at = q * (len(ordered) - 1)
+    low = int(at)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (at - low)
+
+
+def _reference_statistics(name, seconds):
+    values = [1000 * v for v in seconds]
+    return {f"{name}_mean_ms": sum(values) / len(values) if values else None,
+            **{f"{name}_{stat}_ms": _reference_quantile(values, q) for stat, q in (("p50", 0.5), ("p90", 0.9),
+                                                                                    ("p99", 0.99))}}
+
+
+def _reference_figures(requests, gaps, duration_s=None):
+    done = [(send, first, last, prompt or 0, tokens) for send, first, last, prompt, tokens in requests
+            if first is not None and last is not None]
+    tpots = [(last - first) / (tokens - 1) for _, first, last, _, tokens in done if tokens is not None and tokens > 1]
+    if duration_s is None and done:
+        duration_s = max(r[2] for r in done) - min(r[0] for r in done)
+    output, prompt = sum(r[4] or 0 for r in done), sum(r[3] for r in done)
+
+    def per_second(n):
+        return n / duration_s if done and duration_s else None
+
+    return {**_reference_statistics("ttft", [first - send for send, first, _, _, _ in done]),
+            **_reference_statistics("tpot", tpots), **_reference_statistics("itl", gaps),
+            **_reference_statistics("e2e", [last - send for send, _, last, _, _ in done]),
+            "request_rps": per_second(len(done)), "output_tok_s": per_second(output),
+            "total_tok_s": per_second(prompt + output)}
+
+
+def _value(v):
+    return None if v is None or pd.isna(v) else v
+
+
+def _reference_cell(cell, requests, chunks):
+    from servebook.measure.kinds import traits_of
+
+    mine = requests[(requests["cell_id"] == cell["cell_id"]) & requests["error"].isna()
+                    & requests["completion_tokens"].notna()]
+    duration = _value(cell.get("wall_s"))
+    if traits_of(cell.get("kind")).open_loop:
+        if "measured" in mine:
+            mine = mine[mine["measured"].astype(bool)]
+        achieved = cell.get("achieved_rps")
+        duration = len(mine) / achieved if achieved and achieved == achieved and len(mine) else None
+    gaps = []
+    if chunks is not None and not chunks.empty:
+        own = chunks[chunks["request_id"].isin(set(mine["request_id"])) & chunks["gap_s"].notna()]
+        gaps = [float(g) for g in own["gap_s"]]
+    rows = ((float(r.t_send), _value(r.t_first), _value(r.t_last), _value(r.prompt_tokens),
+             _value(r.completion_tokens)) for r in mine.itertuples())
+    return _reference_figures(rows, gaps, duration)
+
+
+def _recorded_runs():
+    from pathlib import Path
+
+    tests = Path(__file__).resolve().parents[2]
+    return sorted(p for root in (tests / "unit" / "journal" / "recorded_judgements" / "kinds-sim-journal",
+                                 tests / "fixtures" / "journal-v0.1.0") for p in (root / "runs").iterdir()
+                  if (p / "cells.parquet").is_file() and (p / "requests.parquet").is_file())
+
+
+def test_figures_from_stored_tables_equal_the_per_request_computation_exactly_on_recorded_journals():
+    from servebook.measure.kinds import traits_of
+    from servebook.measure.latency import table_figures
+
+    runs = _recorded_runs()
+    assert len(runs) >= 3
+    compared = 0
+    for run in runs:
+        cells = pd.read_parquet(run / "cells.parquet").drop(columns=LATENCY_COLUMNS, errors="ignore")
+        requests = pd.read_parquet(run / "requests.parquet")
+        chunks = pd.read_parquet(run / "chunks.parquet") if (run / "chunks.parquet").is_file() else None
+        for cell, found in zip(cells.to_dict("records"), table_figures(cells, requests, chunks), strict=True):
+            expected = {} if traits_of(cell.get("kind")).derived else _reference_cell(cell, requests, chunks)
+            assert found == expected, (run.name, cell["cell_id"])  # equal, not approximately
+            compared += bool(expected.get("ttft_p50_ms"))
+    assert compared >= 10
+
+
+def test_figures_of_records_equal_the_per_request_computation_exactly():
+    import random
+
+    rng = random.Random(52)
+    for n in (0, 1, 2, 7, 300):
+        rows = []
+        for _ in range(n):
+            send = rng.uniform(0, 100)
+            first = None if rng.random() < 0.1 else send + rng.uniform(0.001, 2)
+            rows.append((send, first, None if first is None else first + rng.uniform(0, 5),
+                         rng.choice([None, 0, 17, 512]), rng.choice([None, 1, 2, 64])))
+        gaps = [rng.uniform(0.001, 0.2) for _ in range(3 * n)]
+        for duration in (None, 12.5):
+            assert figures(rows, gaps, duration) == _reference_figures(rows, gaps, duration)

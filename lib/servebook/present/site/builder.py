@@ -20,8 +20,6 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ..._version import __version__
 from ...config.secrets import Scrubber
 from ...journal.index import index_frame
@@ -39,6 +37,7 @@ from .notebook_html import render_notebook
 from .pages import (
     LOG_LINES,
     STUDY_DEFINITIONS,
+    candidate_yaml,
     cells_detail,
     cells_frame,
     charts,
@@ -62,8 +61,6 @@ from .summary import RunSummary
 
 _HERE = Path(__file__).parent
 INDEX_PAGE = 100  # runs per page of the index
-# libyaml when present: the candidate on every run page is dumped with it (the pure-Python dumper took 3 ms a run)
-_YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 TEMPLATES = _HERE / "templates"
 ASSETS = _HERE / "assets"
 STATE_FILE = ".servebook-site.json"
@@ -180,7 +177,7 @@ class SiteBuilder:
                 if self.state["runs"].get(run_id) == fingerprint and cached.is_file():
                     summary = RunSummary.model_validate_json(cached.read_text())
                 else:
-                    summary = summarize_run(self.journal.run(run_id))
+                    summary = summarize_run(self.journal.run(run_id), figures=cache / "latency")
                     write_page(cached, summary.model_dump_json(fallback=str))
                     self.state["runs"][run_id] = fingerprint
                 summary.study_slug = page_slug(summary.study) if summary.study else None
@@ -226,7 +223,7 @@ class SiteBuilder:
             run["environment"] = environment_table(s)
             run["claims"] = verification_table(s.verification)
             run["memory"] = memory_table(s.memory)
-            run["candidate_yaml"] = yaml.dump(s.candidate, Dumper=_YAML_DUMPER, sort_keys=False) if s.candidate else "-"
+            run["candidate_yaml"] = candidate_yaml(s.candidate)
             run["command"] = shlex.join(s.argv) if s.argv else "-"
             run["downloads"] = downloads
             run["notebook"] = notebook

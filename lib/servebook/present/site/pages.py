@@ -6,6 +6,7 @@ summaries only, so an unchanged run is never read again.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import pandas as pd
+import yaml
 
 from ...config.metrics import measured_by
 from ...config.secrets import Scrubber, redact_argv
@@ -41,6 +43,7 @@ from ..scaling import ScalingPoint, scaling_spec
 from ..sessions import newest_sessions, session_view_data
 from ..tables import estimate_tables, fmt, number, run_tables, section_definitions
 from ..under_load import UNDER_LOAD_DEFINITIONS, under_load_tables
+from .latency_cache import LatencyCache
 from .summary import RunSummary
 
 LOG_LINES = 60
@@ -50,6 +53,20 @@ REPLICAS = (1, 2, 4, 8)
 def page_slug(name: str) -> str:
     """A study or candidate name as the file name of its page."""
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "study"
+
+
+# libyaml when present: the candidate on every run page is dumped with it (the pure-Python dumper took 3 ms a run)
+_YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+def candidate_yaml(candidate: dict | None) -> str:
+    """A run's candidate as its page shows it; a candidate's repeats share theirs (its representer took 0.6 ms)."""
+    return _yaml_of(json.dumps(candidate)) if candidate else "-"
+
+
+@functools.lru_cache(maxsize=256)
+def _yaml_of(candidate: str) -> str:
+    return yaml.dump(json.loads(candidate), Dumper=_YAML_DUMPER, sort_keys=False)
 
 
 def content_hash(obj: Any) -> str:
@@ -73,33 +90,11 @@ def run_fingerprint(directory: Path) -> str:
     return content_hash(sorted(parts))
 
 
-def _cell_rows(path: Path) -> list[dict]:
-    """A run's cells as JSON-ready dicts (NaN as None), read with pyarrow: a pandas frame per run was the slowest
-    part of a site build."""
-    if not path.is_file():
-        return []
-    import pyarrow.parquet
-
-    with pyarrow.parquet.ParquetFile(path) as file:  # one file: read_table's dataset layer took half the time
-        rows = file.read().to_pylist()
-    return [{k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()} for row in rows]
-
-
-def _with_latency(record: RunRecord, rows: list[dict]) -> list[dict]:
-    """The cells with the latency percentiles, computed from the raw tables where a run predates them."""
-    from ...measure.latency import LATENCY_COLUMNS, with_latency
-
-    if not rows or all(set(LATENCY_COLUMNS) <= set(row) for row in rows):
-        return rows
-    frame = with_latency(pd.DataFrame(rows), record.table("requests"), record.table("chunks"))
-    return [{k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()}
-            for row in frame.to_dict("records")]
-
-
-def summarize_run(record: RunRecord) -> RunSummary:
-    """Everything the pages need from one run, so unchanged runs are never re-read (the build caches it as JSON)."""
+def summarize_run(record: RunRecord, figures: Path | None = None) -> RunSummary:
+    """Everything the pages need from one run, so unchanged runs are never re-read (the build caches it as JSON);
+    `figures`: where the latency figures of runs sealed without them are kept (None: nowhere; latency_cache.py)."""
     identity, manifest = record.identity, record.manifest
-    cell_rows = _with_latency(record, _cell_rows(record.table_path("cells"))) if record.status == "completed" else []
+    cell_rows = LatencyCache(figures).rows(record) if record.status == "completed" else []
     verdicts = record.verdicts()
     latest = verdicts[-1] if verdicts else {}
     decode = [c for c in cell_rows if c.get("kind") == measured_by("aggregate_tok_s") and c.get("valid")]
@@ -144,8 +139,8 @@ def summarize_run(record: RunRecord) -> RunSummary:
         prefill_value=mean([c["prefill_tok_s"] for c in prefill if c["target_prompt_tokens"] == top_p]),
         prefill_at=top_p,
         **capacity_summary(cell_rows, run_context(record)),
-        chunk_gaps=chunk_gap_histogram_data(record),
-        probe_gaps=probe_gap_data(record), gauges=gauge_data(record),
+        chunk_gaps=chunk_gap_histogram_data(record, cell_rows),
+        probe_gaps=probe_gap_data(record, cell_rows), gauges=gauge_data(record),
         frontier=run_context(record),
         reuse_turns=turn_ttft_data(record) if any(c.get("kind") in turn_chart_kinds() for c in cell_rows) else [],
         agent_sessions=session_view_data(record) if any(c.get("kind") in session_view_kinds() for c in cell_rows)

@@ -1,0 +1,150 @@
+"""`make guard`: every speed target of issue 52 in one run of under a minute, each as its figure, its target and
+their ratio (above 1: missed).
+
+The full benchmarks (`make bench`) take minutes; this keeps the same targets at sizes that fit, reusing their code:
+- the site (benchmarks/site_build.py): a full build at 100 and at 300 runs gives the cost of one more run, from which
+  the 1,000-run build is extrapolated; one run added and nothing changed at 300 runs give the 1,000-run addition;
+- the listing and the index (benchmarks/journal_ls.py): 2,000 runs, the listing scaled to 10,000 (its cost is per
+  run); a warm index against reading every manifest once, a ratio in one run, on copies of the recorded runs of
+  data/sample-journal (what a journal holds) and on synthetic runs (small manifests: the scan is cheapest there);
+- the harness per candidate (benchmarks/sweep_overhead.py) on the simulated engine, the first candidate (which
+  starts the kernel) left out;
+- the client's send lag at a fixed rate (benchmarks/client_ceiling.py) against the plan's lag limit.
+Absolute times measure this machine as much as servebook: the load average is printed beside them. Synthetic
+journals here are written without fsync (thrown away after, and fsync was most of their writing time).
+
+    .venv/bin/python benchmarks/guard.py [--check]   # --check: exit 1 when a target is missed
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from client_ceiling import offered_load
+from journal_ls import timed, warm_against_scan
+from journal_ls import write_journal as write_listed
+from site_build import timed_builds
+from site_build import write_journal as write_site
+from sweep_overhead import TARGET_S, harness_overheads, overhead_study
+
+from servebook.journal import Journal
+from servebook.present import build_site
+
+SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample-journal"
+ROWS = 200  # request rows per synthetic run of the site: the figures are stored at seal, so rows cost the build little
+RATE = 50.0  # requests/s offered for the send lag: the busy-machine ceiling the README reports for one process
+
+#: (target, figure, unit, limit, how it was measured)
+Row = tuple[str, float, str, float, str]
+
+
+@contextmanager
+def no_fsync() -> Iterator[None]:
+    real = os.fsync
+    os.fsync = lambda fd: None
+    try:
+        yield
+    finally:
+        os.fsync = real
+
+
+def site(tmp: Path) -> list[Row]:
+    journal = Journal(tmp / "site-journal")
+    with no_fsync():
+        write_site(journal, 100, ROWS)
+    small = timed(lambda: build_site(journal, tmp / "site-100"))
+    with no_fsync():
+        write_site(journal, 200, ROWS, start=100)
+        (full, _), (added, _), (unchanged, _) = timed_builds(journal, tmp / "site-300", ROWS)
+    per_run = (full - small) / 200
+    return [("site: full build of 1,000 runs", full + 700 * per_run, "s", 10.0,
+             f"300 runs {full:.2f} s + 700 x {1000 * per_run:.1f} ms (100 runs: {small:.2f} s)"),
+            ("site: one run added to 1,000", added + 700 * unchanged / 300, "s", 0.5,
+             f"at 300 runs {added:.2f} s + 700 x an unchanged run's {1000 * unchanged / 300:.2f} ms")]
+
+
+def linked_runs(sources: list[Path], runs_dir: Path, count: int) -> None:
+    """`count` run directories whose files are hard links to `sources`' (copies where links cannot be made)."""
+    for i in range(count):
+        source = sources[i % len(sources)]
+        for path in sorted(source.rglob("*")):
+            target = runs_dir / f"{source.name}-{i:05d}" / path.relative_to(source)
+            if path.is_dir():
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(path, target)
+            except OSError:
+                shutil.copy2(path, target)
+
+
+def index(tmp: Path) -> list[Row]:
+    recorded = tmp / "recorded" / "runs"
+    linked_runs(sorted(p for p in (SAMPLE / "runs").iterdir() if p.is_dir()), recorded, 2000)
+    synthetic = Journal(tmp / "synthetic")
+    with no_fsync():
+        write_listed(synthetic, 100)
+    linked_runs(sorted(p for p in synthetic.runs_dir.iterdir()), tmp / "synthetic-2000" / "runs", 2000)
+    rows = []
+    for name, root in (("recorded", recorded.parent), ("synthetic", tmp / "synthetic-2000")):
+        cold = timed(lambda root=root: Journal(root).index())
+        warm, scan = warm_against_scan(root)
+        rows.append((f"warm index / manifest scan, 2,000 {name} runs", warm / scan, "", 0.35,
+                     f"{1000 * warm:.0f} ms / {1000 * scan:.0f} ms (cold {cold:.2f} s)"))
+    listing = statistics.median(timed(lambda: Journal(tmp / "synthetic-2000").listing()) for _ in range(3))
+    rows.append(("journal ls warm, 10,000 runs", 5 * listing, "s", 0.3, f"2,000 runs {1000 * listing:.0f} ms x 5"))
+    return rows
+
+
+def harness() -> Row:
+    found = harness_overheads(overhead_study(3, simulator=True))
+    rest = [overhead for _, _, _, overhead in found[1:]]
+    return ("harness per candidate", statistics.median(rest), "s", TARGET_S,
+            f"median of {len(rest)} simulated candidates after the first ({found[0][3]:.2f} s, kernel start)")
+
+
+def client() -> Row:
+    cells, plan, cpu, wall = offered_load([RATE], duration=2.0)
+    lag = float(cells[0]["send_lag_p99_ms"] or 0.0)
+    limit = plan.load.max_lag_ms if plan.load else 50.0
+    return (f"client send lag p99 at {RATE:g} requests/s", lag, "ms", limit,
+            f"{cells[0]['achieved_rps']:.1f} achieved, valid: {cells[0]['invalid_codes'] or 'yes'}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    rows: list[Row] = []
+    took: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="servebook-guard-") as folder:
+        tmp = Path(folder)
+        os.environ["SERVEBOOK_CACHE"] = str(tmp / "cache")  # what reads keep: none yet, and thrown away after
+        for name, measure in (("site", lambda: site(tmp)), ("index", lambda: index(tmp)),
+                              ("harness", lambda: [harness()]), ("client", lambda: [client()])):
+            t0 = time.perf_counter()
+            rows += measure()
+            took[name] = time.perf_counter() - t0
+    print(f"{'target':<48} {'figure':>9} {'target':>9} {'ratio':>6}  how")
+    for name, figure, unit, limit, how in rows:
+        print(f"{name:<48} {figure:>7.3g}{unit:>2} {'<= ' + format(limit, 'g') + unit:>9} {figure / limit:>6.2f}  "
+              f"{'met' if figure <= limit else 'NOT met'}: {how}")
+    print(f"guard: {time.perf_counter() - started:.0f} s ({', '.join(f'{k} {v:.0f} s' for k, v in took.items())}); "
+          f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+    if args.check and any(figure > limit for _, figure, _, limit, _ in rows):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
