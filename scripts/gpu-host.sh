@@ -98,7 +98,9 @@ case "$step" in
     held="$SERVEBOOK_CACHE/models/real/.parts"
     mkdir -p "$held"
     cp "$from"/SHA256SUMS "$held"/
-    for part in "$from"/*.part-*; do [ -f "$part" ] && cp -n "$part" "$held"/; done
+    for part in "$from"/*.part-* "$from"/*-tokenizer.tar.xz; do
+      [ -f "$part" ] && [ ! -f "$held/${part##*/}" ] && cp "$part" "$held"/
+    done
     (cd "$held" && sha256sum --quiet --check --ignore-missing SHA256SUMS) || { echo "a damaged part: carry it again" >&2; exit 2; }
     missing=$(cd "$held" && while read -r _ name; do [ -f "$name" ] || echo "$name"; done < SHA256SUMS)
     if [ -n "$missing" ]; then echo "waiting for:" $missing; exit 3; fi
@@ -106,6 +108,10 @@ case "$step" in
     cat "$held/$name".part-* > "$held/$name" && mv "$held/$name" "$SERVEBOOK_CACHE/models/real/$name"
     rm -f "$held"/*.part-*
     echo "joined $SERVEBOOK_CACHE/models/real/$name"
+    # used only where this host's transformers converts the GGUF's tokenizer wrongly (servebook checks which)
+    for t in "$held"/*-tokenizer.tar.xz; do
+      [ -f "$t" ] && tar -C "$SERVEBOOK_CACHE/models/real" -xJf "$t" && echo "carried tokenizer ${t##*/}"
+    done
     ;;
   setup)
     "$PYTHON" scripts/gpu_bundle.py install --parts "$PARTS" --target "$SITE_DIR"

@@ -4,7 +4,8 @@
 #
 #   scripts/split_model.sh real:gemma3-270m .realparts 56     # parts of 56 MiB into .realparts (git-ignored)
 #
-# Each device call then carries `.realparts/SHA256SUMS` and one part; the part and the working tree must fit in
+# Each device call then carries `.realparts/SHA256SUMS` and one part (the last with NAME-tokenizer.tar.xz, 3.5 MiB);
+# the part and the working tree must fit in
 # 64 MiB (move the sample journals aside for the calls: data/sample-journal* are 52 MiB of the tree).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,5 +16,11 @@ file=$(${PYTHON:-.venv/bin/python} -c "import sys; from servebook.engines.real_m
 print(ensure_real_model(sys.argv[1]))" "$model")
 rm -rf "$out" && mkdir -p "$out"
 split -b "${mib}M" -d -a 2 "$file" "$out/$(basename "$file").part-"
-(cd "$out" && sha256sum -- *.part-* > SHA256SUMS)
+# the tokenizer converted here and checked against the GGUF's own ids (engines/real_checkpoints.py): a host whose
+# transformers converts it wrongly (5.17, the lent GPU image's) uses this one; it travels with the last part
+tokenizer=$(${PYTHON:-.venv/bin/python} -c "import sys; from pathlib import Path
+from servebook.engines.real_checkpoints import write_real_tokenizer
+print(write_real_tokenizer(sys.argv[1], Path(sys.argv[2])))" "$model" "$out")
+tar -C "$out" -cJf "$tokenizer.tar.xz" "$(basename "$tokenizer")" && rm -rf "$tokenizer"
+(cd "$out" && sha256sum -- *.part-* *-tokenizer.tar.xz > SHA256SUMS)
 ls -l "$out"

@@ -9,6 +9,11 @@ tests/integration/test_real_model.py for how far they agree). The pretrained mod
 the checkpoint carries Gemma's turn format, which the model was not tuned for: studies of it send raw text
 (plan.decode.prompt_style: completion).
 
+The tokenizer is checked before anything is written: a probe text must give the ids the GGUF's own tokenizer gives
+it (RealModel.tokenizer_probe). transformers 5.17 (the lent GPU image's) converts Gemma 3's without its BOS and in
+word fragments, and vLLM then answers "Ye 1 1 1 ..." to every prompt; where the conversion is wrong, a tokenizer
+written and checked on another machine (`write_real_tokenizer`, carried by scripts/split_model.sh) is used instead.
+
 Needs the `hf` extra (transformers, torch, accelerate); written once into servebook's cache.
 """
 
@@ -19,15 +24,17 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from ..util.errors import InputError
 from ..util.progress import Reporter
-from .real_models import ensure_real_model, real_model, real_model_path
+from .real_models import RealModel, ensure_real_model, real_model, real_model_path
 
-__all__ = ["GEMMA_TURNS", "ensure_real_hf_checkpoint", "real_hf_checkpoint_path"]
+__all__ = ["GEMMA_TURNS", "ensure_real_hf_checkpoint", "real_hf_checkpoint_path", "real_tokenizer_path",
+           "write_real_tokenizer"]
 
 #: bumped when the way the checkpoint is written changes, so an older one is written again
-RECIPE = 2
+RECIPE = 3
 MARKER = ".servebook-real.json"
 #: Gemma's turn format (the instruction-tuned models'), for engines whose chat endpoint needs a template
 GEMMA_TURNS = (
@@ -40,6 +47,51 @@ GEMMA_TURNS = (
 def real_hf_checkpoint_path(reference: str) -> Path:
     model = real_model(reference)
     return real_model_path(model).parent / f"{model.name}-hf"
+
+
+def real_tokenizer_path(reference: str) -> Path:
+    """Where a tokenizer carried from another machine is looked for (a folder transformers saved)."""
+    model = real_model(reference)
+    return real_model_path(model).parent / f"{model.name}-tokenizer"
+
+
+def _mismatch(model: RealModel, tokenizer: Any) -> str | None:
+    """None when `tokenizer` gives the probe text the GGUF's own ids, else what it gave."""
+    text, ids = model.tokenizer_probe
+    got = list(tokenizer(text)["input_ids"])
+    if not ids or got == list(ids):
+        return None
+    return f"{got[:8]}... where the GGUF's tokenizer gives {list(ids[:8])}..."
+
+
+def _checked_tokenizer(reference: str, gguf: Path) -> Any:
+    """The GGUF's tokenizer as transformers converts it, or the carried one where that conversion is wrong."""
+    import transformers
+    from transformers import AutoTokenizer
+
+    model = real_model(reference)
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    wrong = _mismatch(model, tokenizer)
+    if wrong is None:
+        return tokenizer
+    carried = real_tokenizer_path(reference)
+    if carried.is_dir():
+        tokenizer = AutoTokenizer.from_pretrained(carried)
+        if _mismatch(model, tokenizer) is None:
+            return tokenizer
+    raise InputError(
+        f"{reference}: transformers {transformers.__version__} converts the tokenizer of {gguf.name} wrongly (the "
+        f"probe text gives {wrong}), and no right one was carried to {carried}; write one where transformers "
+        "converts it right (5.25 does) with scripts/split_model.sh, which carries it beside the model's parts")
+
+
+def write_real_tokenizer(reference: str, out: Path) -> Path:
+    """The model's tokenizer, converted from its GGUF and checked, saved into `out`/NAME-tokenizer: to carry to a
+    host whose transformers converts it wrongly."""
+    folder = out / real_tokenizer_path(reference).name
+    tokenizer = _checked_tokenizer(reference, ensure_real_model(reference))
+    tokenizer.save_pretrained(folder)
+    return folder
 
 
 def _written(folder: Path, sha256: str) -> bool:
@@ -80,8 +132,8 @@ def ensure_real_hf_checkpoint(reference: str, reporter: Reporter | None = None) 
                          "pip install 'servebook[hf]'") from None
     if reporter is not None:
         reporter.log(f"{reference}: writing a Hugging Face checkpoint from {gguf.name} (dequantized, bfloat16)")
+    tokenizer = _checked_tokenizer(reference, gguf)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         network = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     except ValueError as error:  # transformers asks for accelerate to read a GGUF
         raise InputError(f"{reference}: transformers could not read {gguf.name}: {error}") from None
@@ -98,6 +150,9 @@ def ensure_real_hf_checkpoint(reference: str, reporter: Reporter | None = None) 
     try:
         network.save_pretrained(staging, safe_serialization=True)
         tokenizer.save_pretrained(staging)
+        wrong = _mismatch(model, AutoTokenizer.from_pretrained(staging))  # what the engines will read
+        if wrong is not None:
+            raise InputError(f"{reference}: the tokenizer saved with the checkpoint gives {wrong}")
         network.generation_config.save_pretrained(staging)
         _readable_by_older_readers(staging / "config.json")
         for licence in gguf.parent.glob(f"{gguf.stem}.LICENCE*"):

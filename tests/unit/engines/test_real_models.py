@@ -86,3 +86,41 @@ def test_the_manifest_carries_the_source_of_a_real_model_and_nothing_for_others(
     assert real_source("tiny:target") is None and real_source(None) is None
     assert fingerprint(reference="real:gemma3-270m")["model_source"]["reference"] == "real:gemma3-270m"
     assert fingerprint(reference=str(Path("/models/x.gguf")))["model_source"] is None
+
+
+class _Tokenizer:
+    """Stands in for what transformers' AutoTokenizer returns: ids per text, from where it was read."""
+
+    def __init__(self, ids):
+        self.ids = ids
+
+    def __call__(self, text):
+        return {"input_ids": self.ids}
+
+
+def _tokenizers(monkeypatch, converted, carried):
+    """AutoTokenizer as transformers has it, giving `converted` ids for a GGUF and `carried` for a saved folder."""
+    transformers = pytest.importorskip("transformers")
+
+    def from_pretrained(path, gguf_file=None):
+        return _Tokenizer(converted if gguf_file else carried)
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", staticmethod(from_pretrained))
+
+
+def test_a_tokenizer_converted_right_is_used_and_a_wrong_one_replaced_by_the_carried_one(stand_in, monkeypatch):
+    from servebook.engines.real_checkpoints import _checked_tokenizer, real_tokenizer_path
+
+    right = list(stand_in.tokenizer_probe[1])
+    fragments = [818, 534, 617, 933]  # transformers 5.17's Gemma 3: no BOS, words in pieces
+    gguf = ensure_real_model("real:fake")
+    _tokenizers(monkeypatch, converted=right, carried=fragments)
+    assert _checked_tokenizer("real:fake", gguf).ids == right
+    _tokenizers(monkeypatch, converted=fragments, carried=right)
+    with pytest.raises(InputError, match=r"converts the tokenizer of fake.gguf wrongly .*\[818, 534, 617, 933\]"):
+        _checked_tokenizer("real:fake", gguf)  # nothing carried yet
+    real_tokenizer_path("real:fake").mkdir(parents=True)
+    assert _checked_tokenizer("real:fake", gguf).ids == right
+    _tokenizers(monkeypatch, converted=fragments, carried=fragments)
+    with pytest.raises(InputError, match="no right one was carried"):
+        _checked_tokenizer("real:fake", gguf)  # a carried one that is wrong too is not used either
