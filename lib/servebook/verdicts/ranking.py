@@ -115,7 +115,9 @@ class Answer:
             return "No recommendation: the baseline itself has no valid runs to compare against"
         if self.recommended.entrant.is_baseline:
             which = "" if self.recommended.name == "baseline" else " (the baseline)"
-            return f"Recommended: {self.recommended.name}{which}, as no candidate is accepted"
+            why = ("no accepted candidate gained on output that neither loops nor is forced past its end"
+                   if self.passed_over else "no candidate is accepted")
+            return f"Recommended: {self.recommended.name}{which}, as {why}"
         return f"Recommended: {self.recommended.name}"
 
     def why(self) -> list[str]:

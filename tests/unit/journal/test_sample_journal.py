@@ -9,6 +9,7 @@ from servebook.config import load_study
 from servebook.journal import Journal
 from servebook.sweeps.search import SearchResult
 from servebook.verdicts import judge, noise_floor
+from servebook.verdicts.ranking import study_answer
 from tests.helpers.journals import sample_journal
 
 ROOT = Path(__file__).parents[3]
@@ -346,3 +347,45 @@ def test_vllm_and_llamacpp_launch_noise_on_one_h100(tmp_path):
     # vLLM's 8K first token is 1.35-1.41 of its own prompt time on this host kind (the API server's CPU work per
     # request, docs/gpu-live-engines.md); llama.cpp's own timings cover all but 1% of it
     assert vllm["8k_ratio"].between(1.3, 1.45).all() and llamacpp["8k_ratio"].between(1.0, 1.03).all()
+
+
+def test_vllm_on_gemma_with_a_tokenizer_converted_wrongly_loops_and_its_ngram_gain_is_not_recommended(tmp_path):
+    """data/studies/h200-vllm-real-drafters.yaml on a lent H100 (2026-12-07, 11:32 to 11:40 UTC): Gemma 3 270M under
+    vLLM 0.26.0, three resident rounds. The checkpoint was written there by the image's transformers 5.17, whose
+    conversion of the GGUF's tokenizer drops BOS and splits words into pieces: every prompt reached the model as
+    fragments and it answered "Ye 1 1 1 ...". servebook's realism check caught it without knowing why (loop share
+    93-96% in every decode cell), and the judge, though n-gram drafting is accepted at +44 to +91% with 97-100% of its
+    drafts accepted by vLLM's own counters, recommends no drafter on that output. The self-draft does not load:
+    vLLM's draft-model proposer asks all drafting layers to share one KV cache group, and Gemma 3's sliding and full
+    attention layers form two. The tokenizer is checked since (engines/real_checkpoints.py). Trimmed: notebooks,
+    chunks and the completed runs' engine logs left out."""
+    sample_journal(tmp_path, "sample-journal-vllm-real-h100")
+    journal = Journal(tmp_path / "journal")
+    runs = journal.runs()
+    by_name: dict[str, list] = {}
+    for record in runs:
+        by_name.setdefault(record.manifest.candidate["name"], []).append(record)
+    assert {n: len(r) for n, r in by_name.items()} == {"baseline": 3, "ngram": 3, "self-draft": 2}
+    assert len({r.manifest.environment.machine_key for r in runs}) == 1
+    for record in by_name["self-draft"]:
+        assert record.status == "failed" and record.manifest.failure.cause == "crash"
+        assert "All drafting layers should belong to the same kv cache group" in (record.dir / "engine.log").read_text()
+    for record in by_name["baseline"] + by_name["ngram"]:
+        cells = record.table("cells")
+        assert cells["valid"].all() and (cells["reconciliation"] == "ok").all()
+        assert (cells["loop_share"] > 0.9).all(), "the broken tokenizer's output loops in every cell"
+    for record in by_name["ngram"]:
+        cells = record.table("cells")
+        assert (cells["draft_source"] == "engine").all() and (cells["draft_acceptance"] > 0.95).all()
+        assert cells["tokens_per_step"].between(3.5, 5).all()  # at most 4 drafted + 1 of the target's own a step
+    study = load_study(ROOT / "data/studies/h200-vllm-real-drafters.yaml")
+    judged = judge(study, journal, append=False)
+    outcomes = {item.entry.name: item.verdict.outcome for item in judged}
+    assert outcomes == {"baseline": "accepted", "ngram": "accepted", "self-draft": "failed"}
+    ngram = next(item.verdict for item in judged if item.entry.name == "ngram")
+    assert {c.code for c in ngram.caveats} == {"gain_on_unrealistic_output"}
+    answer = study_answer(study, judged)
+    assert answer.recommended is not None and answer.recommended.name == "baseline"
+    assert answer.headline() == ("Recommended: baseline, as no accepted candidate gained on output that neither "
+                                 "loops nor is forced past its end")
+    assert [s.entrant.name for s in answer.passed_over] == ["ngram"]
