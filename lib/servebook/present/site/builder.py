@@ -1,8 +1,8 @@
 """The static site: the journal rendered for readers, working from file:// with no network.
 
-The build is incremental. Each run is summarised once into a cache keyed by the run's file
-fingerprint (sizes and mtimes of what the journal holds for it); every page records the hash of
-its inputs (data, or the fingerprints of the runs it draws), and one whose inputs did not change is not rewritten.
+The build is incremental. Each run is summarised once into a cache keyed by the run's file fingerprint (sizes and
+mtimes of what the journal holds for it; summary_cache.py); every page records the hash of its inputs (data, or the
+fingerprints of the runs it draws), and one whose inputs did not change is not rewritten.
 Everything that comes from the journal is escaped by jinja2's autoescape.
 """
 
@@ -58,6 +58,7 @@ from .pages import (
 )
 from .study_downloads import STUDY_DOWNLOADS, study_files
 from .summary import RunSummary
+from .summary_cache import SummaryCache
 
 _HERE = Path(__file__).parent
 INDEX_PAGE = 100  # runs per page of the index
@@ -165,9 +166,9 @@ class SiteBuilder:
 
     def _summaries(self) -> list[RunSummary]:
         cache = self.out / CACHE_DIR
-        cache.mkdir(parents=True, exist_ok=True)
         summaries = []
         run_ids = self.journal.run_ids()
+        kept = SummaryCache(cache, self.template_version)
         with self.reporter.task(f"site: read {len(run_ids)} runs", total=len(run_ids), unit="runs") as task:
             for run_id in run_ids:
                 directory = self.journal.runs_dir / run_id
@@ -175,11 +176,12 @@ class SiteBuilder:
                 fingerprint = content_hash([run_fingerprint(directory), self.template_version])
                 cached = cache / f"{run_id}.json"
                 if self.state["runs"].get(run_id) == fingerprint and cached.is_file():
-                    summary = RunSummary.model_validate_json(cached.read_text())
+                    summary = kept.get(run_id, fingerprint) or RunSummary.model_validate_json(cached.read_text())
                 else:
                     summary = summarize_run(self.journal.run(run_id), figures=cache / "latency")
                     write_page(cached, summary.model_dump_json(fallback=str))
                     self.state["runs"][run_id] = fingerprint
+                kept.put(run_id, fingerprint, summary)
                 summary.study_slug = page_slug(summary.study) if summary.study else None
                 summary.fingerprint = fingerprint
                 summaries.append(summary)
@@ -188,6 +190,7 @@ class SiteBuilder:
                     self.converter.submit(run_id, fingerprint, summary.files, directory, target,
                                           csv=summary.status != "damaged")
                 task.advance()
+        kept.save(keep=set(run_ids))
         return summaries
 
     def _assets(self) -> None:
