@@ -21,9 +21,10 @@ def comparison(cell_id: str, change: float, better: bool) -> Comparison:
 
 
 def cells(loop: float | None, tail: float | None = 0.0, acceptance: float | None = 0.9) -> pd.DataFrame:
-    return pd.DataFrame([{"cell_id": f"decode-{c}-c1", "kind": "decode", "valid": True, "draft_tokens": 100.0,
-                          "draft_acceptance": acceptance, "tokens_per_step": 1.8, "draft_source": "engine",
-                          "ngram_share": loop, "loop_share": loop if c == "prose" else 0.1,
+    return pd.DataFrame([{"cell_id": f"decode-{c}-c1", "kind": "decode", "category": c, "valid": True,
+                          "draft_tokens": 100.0, "draft_acceptance": acceptance, "tokens_per_step": 1.8,
+                          "draft_source": "engine", "ngram_share": loop if c == "prose" else 0.3,
+                          "loop_share": loop if c == "prose" else 0.1,
                           "forced_tail_share": tail, "realism_requests": 2, "output_sample": "HIT HIT HIT"}
                          for c in ("prose", "code")])
 
@@ -94,3 +95,16 @@ def test_a_drafter_with_a_gain_on_realistic_output_is_recommended_whatever_else_
         entrant("baseline", "accepted", [], baseline=True),
         entrant("ngram", "accepted", gains, realism_caveats(gains, [cells(0.95)]))])
     assert found.recommended is not None and found.recommended.name == "ngram"
+
+
+def test_a_gain_where_the_output_repeats_the_prompt_is_a_caveat_unless_the_task_is_to_copy():
+    """Gemma 3 270M handed a prose instruction as raw text gives the instruction back (n-gram 95%, loop 2%): prompt
+    lookup drafts it all. In a copy category that is the task."""
+    echoed = pd.DataFrame([{"cell_id": f"decode-{c}-c1", "kind": "decode", "category": c, "valid": True,
+                            "ngram_share": 0.95, "loop_share": 0.02, "forced_tail_share": 0.0,
+                            "realism_requests": 2, "output_sample": "The lighthouse keeper kept two logbooks."}
+                           for c in ("prose", "copy")])
+    gains = [comparison("decode-prose-c1", 91.4, True), comparison("decode-copy-c1", 12.0, True)]
+    caveats = realism_caveats(gains, [echoed])
+    assert [(c.cell_id, c.codes) for c in caveats] == [("decode-prose-c1", ["prompt_echo"])]
+    assert "93% of its output repeats the prompt" in caveats[0].text("in aggregate decode, prose at 1 request")

@@ -13,6 +13,10 @@ of the cell (docs/metrics.md, "Output realism"):
 - `forced_tail_share`: the share of the forced length written after the point where the model, asked the same
   prompt greedily without a forced length, stopped on its own (0 where it ran to the limit).
 
+A third way is read from the first two: output that repeats the prompt (what the n-gram lookup predicts and the
+output alone does not). A copy or edit task asks for exactly that; a prose or code task answered by echoing its
+prompt (a base model handed an instruction as raw text does) was not done, and flatters prompt lookup as a loop does.
+
 The lookup reads the engine's own tokens of the text (its tokenizer endpoint), so it sees what the engine drafts on.
 """
 
@@ -29,8 +33,9 @@ if TYPE_CHECKING:
     from .client import RequestRecord, StreamRequest
     from .workloads import Workloads
 
-__all__ = ["FORCED_TAIL_LIMIT", "LOOP_LIMIT", "NGRAM_MAX", "NGRAM_MIN", "REALISM_COLUMNS", "Realism",
-           "cell_realism", "lookup_hits", "realism_codes", "realism_of", "sample_text", "tail_share"]
+__all__ = ["COPY_CATEGORIES", "ECHO_LIMIT", "FORCED_TAIL_LIMIT", "LOOP_LIMIT", "NGRAM_MAX", "NGRAM_MIN",
+           "REALISM_COLUMNS", "Realism", "cell_realism", "echo_share", "lookup_hits", "realism_codes", "realism_of",
+           "sample_text", "tail_share"]
 
 #: the longest and shortest n-gram the lookup matches (vLLM's prompt lookup searches 2 to 5 by its docs' example;
 #: llama.cpp's n-gram drafters key on a few tokens too): a single token would match by chance in any text
@@ -40,6 +45,9 @@ NGRAM_MIN = 2
 #: says little about text a user would be served
 LOOP_LIMIT = 0.5
 FORCED_TAIL_LIMIT = 0.5
+ECHO_LIMIT = 0.5
+#: categories whose task is to give the prompt back, changed or not: their echo is the workload, never a flaw
+COPY_CATEGORIES = frozenset({"copy"})
 #: the requests of a cell whose outputs are read (the first ones): enough for a share, few enough to tokenize fast
 ANALYSED_REQUESTS = 16
 #: the fields that force an output's length; a probe for the model's own end sends the request without them
@@ -112,13 +120,24 @@ def sample_text(text: str) -> str:
     return flat if len(flat) <= SAMPLE_CHARS else flat[:SAMPLE_CHARS - 1] + "\u2026"
 
 
+def echo_share(row: dict[str, Any]) -> float | None:
+    """The share of a cell's output that repeats its prompt: predicted by the lookup over prompt and output, not by
+    the lookup over the output alone."""
+    ngram, loop = _number(row.get("ngram_share")), _number(row.get("loop_share"))
+    return None if ngram is None or loop is None else max(0.0, ngram - loop)
+
+
 def realism_codes(row: dict[str, Any]) -> list[str]:
     """What a cell's output was, as codes a verdict reads: `output_loops` (most of it repeats itself),
+    `prompt_echo` (most of it repeats the prompt, in a category whose task is not to: `row["category"]`),
     `forced_tail` (most of it lies past the model's own end). Empty: realistic, or not measured."""
     codes = []
     loop, tail = _number(row.get("loop_share")), _number(row.get("forced_tail_share"))
     if loop is not None and loop >= LOOP_LIMIT:
         codes.append("output_loops")
+    echo = echo_share(row)
+    if echo is not None and echo >= ECHO_LIMIT and row.get("category") not in COPY_CATEGORIES:
+        codes.append("prompt_echo")
     if tail is not None and tail >= FORCED_TAIL_LIMIT:
         codes.append("forced_tail")
     return codes

@@ -16,7 +16,7 @@ import pandas as pd
 from ..config.metrics import METRIC_WORDS
 from ..measure.equivalence import compare_outputs
 from ..measure.equivalence import describe as describe_equivalence
-from ..measure.realism import realism_codes
+from ..measure.realism import echo_share, realism_codes
 from .comparisons import Comparison
 
 __all__ = ["UNREALISTIC_GAIN", "Caveat", "caveat_from", "caveat_where", "evidence_words", "output_equivalence",
@@ -40,11 +40,14 @@ class Caveat:
     loop_share: float | None = None
     forced_tail_share: float | None = None
     sample: str | None = None
+    echo_share: float | None = None
 
     def text(self, where: str) -> str:
         said = []
         if "output_loops" in self.codes and self.loop_share is not None:
             said.append(f"{self.loop_share:.0%} of its output repeats the output itself")
+        if "prompt_echo" in self.codes and self.echo_share is not None:
+            said.append(f"{self.echo_share:.0%} of its output repeats the prompt, which the task did not ask for")
         if "forced_tail" in self.codes and self.forced_tail_share is not None:
             said.append(f"{self.forced_tail_share:.0%} of it was forced past the model's own end")
         change = "" if self.change_pct is None else f" {self.change_pct:+.1f}%"
@@ -92,13 +95,14 @@ def realism_caveats(comparisons: list[Comparison], frames: list[pd.DataFrame | N
         if not c.better:
             continue
         cell = rows[rows["cell_id"] == c.cell_id]
-        figures = {"loop_share": _mean(cell, "loop_share"), "forced_tail_share": _mean(cell, "forced_tail_share")}
-        codes = realism_codes(figures)
+        figures = {k: _mean(cell, k) for k in ("ngram_share", "loop_share", "forced_tail_share")}
+        category = cell["category"].dropna().iloc[0] if "category" in cell and cell["category"].notna().any() else None
+        codes = realism_codes({**figures, "category": category})
         if codes:
             samples = cell["output_sample"].dropna() if "output_sample" in cell else pd.Series(dtype=str)
             caveats.append(Caveat(UNREALISTIC_GAIN, c.cell_id, c.metric, c.change_pct, codes,
                                   figures["loop_share"], figures["forced_tail_share"],
-                                  str(samples.iloc[0])[:60] if len(samples) else None))
+                                  str(samples.iloc[0])[:60] if len(samples) else None, echo_share(figures)))
     return caveats
 
 

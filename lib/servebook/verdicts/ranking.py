@@ -29,6 +29,10 @@ def comparison_from(data: dict) -> Comparison:
     return Comparison(**{k: v for k, v in data.items() if k in _FIELDS})
 
 
+#: what each realism code (measure/realism.py) says of a cell's output, in the words a verdict's reader gets
+OUTPUT_WORDS = {"output_loops": "the output loops", "prompt_echo": "the output repeats the prompt",
+                "forced_tail": "most of the output was forced past the model's end"}
+
 @dataclass
 class Entrant:
     """One study candidate as the answer sees it: typed outcome and cells, the verdict's reasons, its runs."""
@@ -86,7 +90,11 @@ class Standing:
         return "; ".join(parts)
 
     def gains_text(self) -> str:
-        return ("better beyond the noise: " + "; ".join(c.text() for c in self.gains)) if self.gains else ""
+        """The gains beyond the noise, each said with what its output was where a caveat names its cell."""
+        caveated = {c.cell_id: c.codes for c in self.entrant.caveats}
+        said = [c.text() + (" (measured where " + " and ".join(OUTPUT_WORDS[code] for code in caveated[c.cell_id])
+                            + ")" if c.cell_id in caveated else "") for c in self.gains]
+        return ("better beyond the noise: " + "; ".join(said)) if said else ""
 
     def reason(self) -> str:
         """One line: the outcome, the cells that decided it and the gains beyond the noise."""
@@ -161,8 +169,7 @@ class Answer:
 def _passed_over_words(s: Standing) -> str:
     cells = ", ".join(sorted({c.cell_id for c in s.entrant.caveats}))
     codes = sorted({code for c in s.entrant.caveats for code in c.codes})
-    words = {"output_loops": "the output loops", "forced_tail": "most of the output was forced past the model's end"}
-    return (f"its gains beyond the noise ({cells}) were all measured where " + " and ".join(words[c] for c in codes)
+    return (f"its gains beyond the noise ({cells}) were all measured where " + " and ".join(OUTPUT_WORDS[c] for c in codes)
             + " (gain_on_unrealistic_output), where a drafter guesses right by construction; measure it on output "
               "that does not (real weights, a copy or edit category, unforced lengths) before choosing it")
 
