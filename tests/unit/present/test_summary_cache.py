@@ -50,3 +50,26 @@ def test_a_file_cut_short_is_no_cache(tmp_path):
     cache.save(keep={"r1"})
     (tmp_path / FILE).write_bytes((tmp_path / FILE).read_bytes()[:20])
     assert SummaryCache(tmp_path, "v1").get("r1", "f1") is None
+
+
+def test_a_build_that_adds_a_run_writes_only_the_change_until_changes_reach_a_tenth(tmp_path):
+    from servebook.present.site.summary_cache import CHANGES
+
+    cache = SummaryCache(tmp_path, "v1")
+    for i in range(20):
+        cache.put(f"r{i}", f"f{i}", summary(f"r{i}"))
+    cache.save(keep={f"r{i}" for i in range(20)})
+    whole = (tmp_path / FILE).stat().st_mtime_ns
+    added = SummaryCache(tmp_path, "v1")
+    added.put("r20", "f20", summary("r20"))
+    added.save(keep={f"r{i}" for i in range(21)} - {"r3"})  # one run added, one gone from the journal
+    assert (tmp_path / FILE).stat().st_mtime_ns == whole and (tmp_path / CHANGES).is_file()
+    merged = SummaryCache(tmp_path, "v1")
+    assert merged.get("r20", "f20") == summary("r20") and merged.get("r3", "f3") is None
+    assert merged.get("r5", "f5") == summary("r5")
+    merged.put("r21", "f21", summary("r21"))
+    merged.save(keep=set(merged.kept) | {"r21"})  # three changes among 20: past a tenth, merged into the whole
+    assert (tmp_path / FILE).stat().st_mtime_ns != whole and not (tmp_path / CHANGES).exists()
+    again = SummaryCache(tmp_path, "v1")
+    assert again.get("r21", "f21") == summary("r21") and again.get("r20", "f20") == summary("r20")
+    assert again.get("r3", "f3") is None

@@ -113,9 +113,10 @@ class SiteBuilder:
         return state
 
     def _page(self, relative: str, inputs: Any, render) -> None:
-        key = content_hash([self.template_version, inputs])
+        """Write a page whose `inputs` changed (None: written, as _unchanged found what it is drawn from changed)."""
+        key = None if inputs is None else content_hash([self.template_version, inputs])
         target = self.out / relative
-        if self.state["pages"].get(relative) == key and target.is_file():
+        if key is not None and self.state["pages"].get(relative) == key and target.is_file():
             self.skipped += 1
             return
         write_page(target, render())
@@ -199,8 +200,7 @@ class SiteBuilder:
         plotly_js = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
         for source in [*sorted(ASSETS.iterdir()), plotly_js]:
             target = self.out / "assets" / source.name
-            stat = source.stat()
-            key = content_hash([source.name, stat.st_size, stat.st_mtime_ns])
+            key = content_hash([source.name, source.stat().st_size, source.stat().st_mtime_ns])
             if self.state["pages"].get(f"assets/{source.name}") == key and target.is_file():
                 continue
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -352,7 +352,7 @@ class SiteBuilder:
             counts[r["status"]] = counts.get(r["status"], 0) + 1
         # Every row for the page's script (filter, sort, pages); the first page also as HTML, so the newest runs
         # show at once and without scripts, and ten thousand runs do not make ten thousand table rows.
-        self._page("assets/index-data.js", rows,
+        self._page("assets/index-data.js", None,
                    lambda: "window.SERVEBOOK_INDEX = " + json.dumps(rows, default=str).replace("<", "\\u003c") + ";\n")
         first = rows[:INDEX_PAGE]
         self._page("index.html", [first, len(rows), counts, links],
@@ -368,7 +368,7 @@ class SiteBuilder:
                                        "cells": [{k: c.get(k) for k in keep} for c in s.cells]}
                          for s in summaries}}
         # A script, not JSON to fetch: browsers refuse fetch() from file:// pages.
-        self._page("assets/runs-data.js", data,
+        self._page("assets/runs-data.js", None,
                    lambda: "window.SERVEBOOK_RUNS = " + json.dumps(data).replace("<", "\\u003c") + ";\n")
         self._page("compare.html", [links], lambda: self._render("compare.html.j2", "", title="compare two runs"))
 
