@@ -105,11 +105,10 @@ def _engine(candidate: Candidate, adapter: EngineAdapter, target: Target, writer
         return ComposeEngine(target.compose_plan, adapter, writer.path("compose.yaml"), writer.engine_log)
     if target.replicas is not None:
         return replica_set(target.replicas, candidate, adapter, writer.engine_log.parent,
-                           env={**adapter.launch_env(candidate), **launch.env}, headers=headers)
+                           env={**adapter.launch_env(candidate), **launch.env}, headers=headers,
+                           scrubber=writer.scrubber)
     return EngineProcess(target.argv, adapter, target.base_url, writer.engine_log,
-                         env={**adapter.launch_env(candidate), **launch.env})
-
-
+                         env={**adapter.launch_env(candidate), **launch.env}, scrubber=writer.scrubber)
 
 
 def _auth_headers(api_key: str | None) -> dict[str, str]:

@@ -15,7 +15,7 @@ from ..config import InputError
 from ..engines.llamacpp_build import EngineInstallError
 from ..journal import Journal
 from ..util.errors import EngineFailed, RunInterrupted, ServebookError
-from ..util.terminal import make_console, output_width
+from ..util.terminal import make_console, markup_safe, output_width
 
 app = typer.Typer(help="Qualify LLM serving configurations; keep every run in a journal.",
                   no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
@@ -189,11 +189,11 @@ def friendly(fn):
             return fn(*args, **kwargs)
         except ServebookError as error:
             code, label = next((v for kind, v in EXIT_CODES.items() if isinstance(error, kind)), (1, "error"))
-            err.print(f"[bold red]{label}:[/] {error}", markup=True, highlight=False)
+            err.print(f"[bold red]{label}:[/] {markup_safe(error)}", markup=True, highlight=False)
             raise typer.Exit(code) from error
         except KeyboardInterrupt as interrupt:
             said = str(interrupt) if isinstance(interrupt, RunInterrupted) else "the engine was stopped"
-            err.print(f"[yellow]interrupted[/]: {said}", markup=True, highlight=False)
+            err.print(f"[yellow]interrupted[/]: {markup_safe(said)}", markup=True, highlight=False)
             raise typer.Exit(130) from interrupt
 
     return wrapper

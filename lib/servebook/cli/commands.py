@@ -11,6 +11,7 @@ import typer
 from ..config import InputError, Plan, load_candidate, load_plan, load_study, parse_overrides, with_overrides
 from ..journal import Journal
 from ..util.progress import Reporter
+from ..util.terminal import markup_safe
 from ._app import (
     TABLE_FORMATS,
     FailOnOption,
@@ -225,15 +226,16 @@ def _verdicts_out(study, j: Journal, verdict_format: str, output: Optional[Path]
             err.print(f"{verdict_format} verdicts written to {output}")
         except OSError as error:
             lost = True
-            err.print(f"[bold red]error:[/] --output {output}: cannot write it ({error.strerror or error})",
-                      markup=True, highlight=False)
+            err.print(f"[bold red]error:[/] --output {markup_safe(output)}: cannot write it "
+                      f"({markup_safe(error.strerror or error)})", markup=True, highlight=False)
     try:
         summary = write_step_summary(markdown)
         if summary is not None:
             err.print(f"summary appended to {summary}")
     except OSError as error:  # a courtesy to the reader of the job, not what the job decides on
         err.print(f"[yellow]warning:[/] $GITHUB_STEP_SUMMARY: cannot append to "
-                  f"{os.environ.get('GITHUB_STEP_SUMMARY')} ({error.strerror or error})", markup=True, highlight=False)
+                  f"{markup_safe(os.environ.get('GITHUB_STEP_SUMMARY'))} ({markup_safe(error.strerror or error)})",
+                  markup=True, highlight=False)
     if result.fail_on:
         (err if verdict_format != "text" else out).print(result.describe(), highlight=False)
     if not result.passed:

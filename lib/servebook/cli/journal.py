@@ -228,5 +228,5 @@ def journal_import(source: Path = typer.Argument(..., help="another journal: its
         raise InputError(f"journal import: {source} does not exist")
     done = import_runs(open_journal(journal, create=True), source)
     out.print(done.text(), highlight=False)
-    if done.conflicts:
+    if done.conflicts or done.refused:
         raise typer.Exit(1)

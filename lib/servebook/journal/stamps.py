@@ -15,6 +15,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from ..config.names import is_safe_name
 from .annotations import ANNOTATIONS
 from .writer import LAUNCH, MANIFEST, VERDICTS
 
@@ -37,7 +38,7 @@ def stamps(runs_dir: Path, known: Mapping[str, str]) -> dict[str, str]:
     settled = time.time_ns() - SETTLED_NS
     for entry in entries:
         name = entry.name
-        if name.startswith(".") or not entry.is_dir():
+        if name.startswith(".") or not entry.is_dir() or not is_safe_name(name):  # as Journal.run_ids: no run
             continue
         head = f"{entry.stat().st_mtime_ns}|"
         stamp = known.get(name)

@@ -176,7 +176,10 @@ class Journal(Renderable):
     def run_ids(self) -> list[str]:
         if not self.runs_dir.is_dir():
             return []
-        return sorted(p.name for p in self.runs_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
+        # A folder whose name is no run id is not a run (nothing servebook writes, or imports, is named so): it is
+        # passed over, where reading it as one would stop every command that lists the journal.
+        return sorted(p.name for p in self.runs_dir.iterdir()
+                      if p.is_dir() and not p.name.startswith(".") and is_safe_name(p.name))
 
     def run(self, run_id: str) -> RunRecord:
         if not is_safe_name(run_id):

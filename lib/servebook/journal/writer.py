@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
@@ -30,6 +31,21 @@ VERDICTS = "verdicts"
 
 def table_file(name: str) -> str:
     return f"{name}.parquet"
+
+
+#: the names of a run's own files (tables, records, logs, the notebook), and of its folders of events (verdicts,
+#: annotations): what a copy of a run brings over, and nothing else
+_RUN_FILE = re.compile(r"[a-z][a-z0-9_-]{0,63}\.(?:json|parquet|log|yaml|ipynb)")
+_EVENT_FILE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:+-]{0,119}\.json")
+EVENT_FOLDERS = (VERDICTS, "annotations")
+
+
+def is_run_file(relative: str) -> bool:
+    """Whether `relative` (a path inside a run's folder, with `/`) names a file a run holds."""
+    folder, _, name = relative.rpartition("/")
+    if not folder:
+        return bool(_RUN_FILE.fullmatch(name))
+    return folder in EVENT_FOLDERS and bool(_EVENT_FILE.fullmatch(name)) and ".." not in name
 
 
 class RunSealed(RuntimeError):

@@ -17,9 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from ..config.secrets import Scrubber
 from ..engines import Diagnosis, EngineFailed
 from ..engines.http_client import EngineClient
 from ..util.files import tail_of
+from .scrubbed_log import ScrubbedLog
 
 if TYPE_CHECKING:
     import httpx
@@ -89,10 +91,15 @@ class EngineProcess:
     process: subprocess.Popen | None = None
     #: answers for the engine's HTTP endpoints in place of the network (httpx.MockTransport in tests)
     transport: "httpx.BaseTransport | None" = None
+    #: the secrets to keep out of the log: with any, the engine's output reaches the log only scrubbed
+    scrubber: Scrubber | None = None
+    _log_writer: ScrubbedLog | None = None
 
     def start(self) -> "EngineProcess":
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "ab")
+        scrubbed = self.scrubber is not None and bool(self.scrubber.values)
+        read_fd, log = os.pipe() if scrubbed else (-1, os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT,
+                                                                0o666))  # as open(): the umask decides
         env = {**os.environ, **(self.env or {})}
         try:
             self.process = subprocess.Popen(
@@ -105,11 +112,21 @@ class EngineProcess:
                 preexec_fn=_die_with_parent if os.name == "posix" else None,
             )
         except FileNotFoundError:
-            log.close()
+            os.close(log)
+            if scrubbed:
+                os.close(read_fd)
             raise EngineFailed("model_load", f"engine binary not found: {self.argv[0]} "
                                "(run `servebook engine install llamacpp`)") from None
-        log.close()
+        os.close(log)  # the engine holds its end; the pipe ends when the engine's last process does
+        if scrubbed:
+            assert self.scrubber is not None
+            self._log_writer = ScrubbedLog(read_fd, self.log_path, self.scrubber)
+            self._log_writer.start()
         return self
+
+    def drain_log(self) -> None:
+        if self._log_writer is not None:
+            self._log_writer.drain()
 
     @property
     def pid(self) -> int | None:
@@ -120,6 +137,8 @@ class EngineProcess:
 
     def failure(self, fallback: Diagnosis | None = None) -> EngineFailed:
         code = self.exit_code()
+        if code is not None:
+            self.drain_log()  # an engine that ended: its last words name the cause
         tail = tail_of(self.log_path)
         context = tail_of(self.log_path, self.adapter.diagnosis_lines)
         diagnosis = self.adapter.classify_failure(context, code) if code is not None or fallback is None else fallback
@@ -158,6 +177,10 @@ class EngineProcess:
             time.sleep(0.2)
 
     def stop(self, grace_s: float = 10.0) -> None:
+        self._stop(grace_s)
+        self.drain_log()  # every byte the engine wrote is in its log (scrubbed) before the run reads or seals it
+
+    def _stop(self, grace_s: float) -> None:
         if self.process is None or self.process.poll() is not None:
             return
         try:

@@ -21,6 +21,7 @@ from typing import Any
 
 from ..config.candidate import Candidate
 from ..config.replicas import Router
+from ..config.secrets import Scrubber
 from ..engines import Diagnosis, EngineFailed
 from ..engines.http_client import EngineClient
 from ..util.files import tail_of
@@ -143,6 +144,8 @@ class ReplicaSet:
     shared_gpus_in_turn: bool = True
     #: what the router is asked with (the candidate's API key, which it passes on to the replicas)
     headers: dict[str, str] = field(default_factory=dict)
+    #: what keeps secrets out of the replicas' and the router's logs (launch.scrubbed_log)
+    scrubber: Scrubber | None = None
     replicas: list[EngineProcess] = field(default_factory=list)
     router: EngineProcess | None = None
     deaths: list[ReplicaDeath] = field(default_factory=list)
@@ -162,7 +165,8 @@ class ReplicaSet:
         for i, argv in enumerate(self.plan.argvs):
             own = self.replica_envs[i] if i < len(self.replica_envs) else {}
             process = EngineProcess(argv, self.adapter, self.plan.replica_urls[i],
-                                    self.run_dir / replica_log_name(i), env={**(self.env or {}), **own})
+                                    self.run_dir / replica_log_name(i), env={**(self.env or {}), **own},
+                                    scrubber=self.scrubber)
             self.replicas.append(process)
             if not self.waits_its_turn(i):
                 process.start()
@@ -196,7 +200,7 @@ class ReplicaSet:
     def _start_router(self, on_poll: Callable[[float], None] | None, started: float) -> None:
         assert self.plan.router_argv is not None and self.plan.router_url is not None
         self.router = EngineProcess(self.plan.router_argv, self.adapter, self.plan.router_url,
-                                    self.run_dir / "router.log", env=self.env).start()
+                                    self.run_dir / "router.log", env=self.env, scrubber=self.scrubber).start()
         deadline = time.monotonic() + self.router_ready_timeout_s
         client = EngineClient(self.plan.router_url, self.headers, timeout_s=2.0)
         # Healthy, and it has registered the workers: it lists their model (sglang-router answers /health at once).
@@ -308,13 +312,14 @@ class ReplicaSet:
 
 
 def replica_set(plan: ReplicaPlan, candidate: Candidate, adapter: LaunchedEngine, run_dir: Path,
-                env: dict[str, str], headers: dict[str, str] | None = None) -> ReplicaSet:
+                env: dict[str, str], headers: dict[str, str] | None = None,
+                scrubber: Scrubber | None = None) -> ReplicaSet:
     launch = candidate.launch
     kill = (launch.kill_replica.replica, launch.kill_replica.after_s) if launch.kill_replica else None
     timeout = launch.router.ready_timeout_s if launch.router else 60.0
     return ReplicaSet(plan, adapter, run_dir, env=env, replica_envs=gpu_split(candidate, adapter), kill=kill,
                       router_ready_timeout_s=timeout, headers=dict(headers or {}),
-                      shared_gpus_in_turn=adapter.sizes_memory_from_free(candidate))
+                      shared_gpus_in_turn=adapter.sizes_memory_from_free(candidate), scrubber=scrubber)
 
 
 def gpu_split(candidate: Candidate, adapter: LaunchedEngine) -> list[dict[str, str]]:

@@ -22,7 +22,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from .terminal import make_console
+from .terminal import make_console, markup_safe, terminal_safe
 
 
 def in_kernel() -> bool:
@@ -86,7 +86,7 @@ class Reporter:
             # Plain lines: in a CI log they read as a log, and inside a Jupyter kernel they stay a text stream on
             # stdout (rich would turn them into HTML displays, and stderr shows there as a warning box).
             stream = notes_stream()
-            stream.write(message + "\n")
+            stream.write(terminal_safe(message) + "\n")  # a label or an engine's line may carry escapes
             stream.flush()
 
     @contextmanager
@@ -97,7 +97,8 @@ class Reporter:
             if self._progress is None:
                 self._progress = Progress(
                     SpinnerColumn(),
-                    TextColumn("[progress.description]{task.description}"),
+                    # a description holds user text (a candidate's label, a path): shown, never parsed as markup
+                    TextColumn("{task.description}", style="progress.description", markup=False),
                     BarColumn(),
                     MofNCompleteColumn(),
                     TimeElapsedColumn(),
@@ -122,7 +123,7 @@ class Reporter:
                 self._progress.remove_task(task._rich_id)
                 color = "green" if outcome == "done" else "red"
                 self._progress.console.print(
-                    f"[{color}]{outcome}[/] {task.description} [dim]({elapsed:.1f}s)[/]"
+                    f"[{color}]{outcome}[/] {markup_safe(task.description)} [dim]({elapsed:.1f}s)[/]", markup=True
                 )
                 self._depth -= 1
                 if self._depth == 0:

@@ -97,10 +97,12 @@ def to_rich(blocks: list[Block]) -> Any:
     from rich.console import Group
     from rich.text import Text as RichText
 
+    from .terminal import terminal_safe
+
     parts: list[Any] = []
     for block in blocks:
         if isinstance(block, Text):
-            parts.append(RichText(block.text, style=STYLES.get(block.style, ("", ""))[0]))
+            parts.append(RichText(terminal_safe(block.text), style=STYLES.get(block.style, ("", ""))[0]))
         else:
             parts.append(_FittedTable(block))
     return Group(*parts)
@@ -113,19 +115,24 @@ def _rich_table(block: Table, whole_headers: bool) -> Any:
     from rich.table import Table as RichTable
     from rich.text import Text as RichText
 
-    table = RichTable(title=block.title or None, title_justify="left", title_style="bold")
+    from .terminal import terminal_safe
+
+    # every string as Text: a title, a header or a cell is user text (run ids, notes), never parsed as markup
+    table = RichTable(title=RichText(terminal_safe(block.title)) if block.title else None, title_justify="left",
+                      title_style="bold")
     for i, column in enumerate(block.columns):
         head = str(column)
         values = [row.values[i] for row in block.rows if i < len(row.values)]
         if values and all(whole(v) for v in values):
             heading = len(head) if whole_headers else max((len(word) for word in head.split()), default=1)
             figures = all(numeric_text(v) or str(v) == "-" for v in values)
-            table.add_column(head, width=max([len(str(v)) for v in values] + [heading]),
+            table.add_column(RichText(terminal_safe(head)), width=max([len(str(v)) for v in values] + [heading]),
                              justify="right" if figures else "left")
         else:
-            table.add_column(head, overflow="fold")
+            table.add_column(RichText(terminal_safe(head)), overflow="fold")
     for row in block.rows:
-        table.add_row(*[RichText(str(v)) for v in row.values], style=STYLES.get(row.css, ("", ""))[0] or None)
+        table.add_row(*[RichText(terminal_safe(str(v))) for v in row.values],
+                      style=STYLES.get(row.css, ("", ""))[0] or None)
     return table
 
 

@@ -57,7 +57,7 @@ from .pages import (
     summarize_run,
 )
 from .study_downloads import STUDY_DOWNLOADS, study_files
-from .summary import RunSummary
+from .summary import RunSummary, key_variable
 from .summary_cache import SummaryCache
 
 _HERE = Path(__file__).parent
@@ -85,7 +85,7 @@ class SiteBuilder:
         self.written: list[str] = []
         self.skipped = 0
         self.scrubber = Scrubber.from_environment()  # once per build: it reads the whole environment
-        self.converter = Converter(self.scrubber)
+        self.converter = Converter()
 
     @property
     def env(self):
@@ -119,7 +119,7 @@ class SiteBuilder:
         if key is not None and self.state["pages"].get(relative) == key and target.is_file():
             self.skipped += 1
             return
-        write_page(target, render())
+        write_page(target, self.scrubber.text(render()))  # a page holds no byte of a key, whatever drew it
         self.state["pages"][relative] = key
         self.written.append(relative)
 
@@ -179,16 +179,17 @@ class SiteBuilder:
                 if self.state["runs"].get(run_id) == fingerprint and cached.is_file():
                     summary = kept.get(run_id, fingerprint) or RunSummary.model_validate_json(cached.read_text())
                 else:
-                    summary = summarize_run(self.journal.run(run_id), figures=cache / "latency")
+                    summary = summarize_run(self.journal.run(run_id), figures=cache / "latency", scrubber=self.scrubber)
                     write_page(cached, summary.model_dump_json(fallback=str))
                     self.state["runs"][run_id] = fingerprint
                 kept.put(run_id, fingerprint, summary)
                 summary.study_slug = page_slug(summary.study) if summary.study else None
                 summary.fingerprint = fingerprint
                 summaries.append(summary)
+                self.scrubber = self.scrubber.adding(key_variable(summary.candidate))  # every run's key, everywhere
                 target = self.out / "runs" / run_id / "data"  # its files converted from here on, beside the reading
                 if self.state["pages"].get(f"runs/{run_id}/data") != fingerprint or not target.is_dir():
-                    self.converter.submit(run_id, fingerprint, summary.files, directory, target,
+                    self.converter.submit(run_id, fingerprint, summary.files, directory, target, self.scrubber,
                                           csv=summary.status != "damaged")
                 task.advance()
         kept.save(keep=set(run_ids))
@@ -318,8 +319,7 @@ class SiteBuilder:
     @property
     def searched(self) -> list[str]:
         folder = self.journal.root / "searches"
-        return sorted(p.name for p in folder.iterdir() if p.is_dir() and any(p.glob("*.json"))) \
-            if folder.is_dir() else []
+        return sorted(p.name for p in folder.iterdir() if p.is_dir() and any(p.glob("*.json"))) if folder.is_dir() else []
 
     def _unchanged(self, name: str, summaries: list[RunSummary], links: Any, pages: list[str]) -> bool:
         """Whether pages drawn from every run are as their runs are: their data is not even built then."""

@@ -80,16 +80,16 @@ def log_excerpt(data: bytes, lines_each_end: int = LOG_LINES_EACH_END) -> bytes:
 class Converter:
     """The runs' files being converted; `finish` waits for them and says which runs are done."""
 
-    def __init__(self, scrubber: Scrubber):
-        self.scrubber = scrubber
+    def __init__(self) -> None:
         self._pool: ThreadPoolExecutor | None = None
         self._pending: dict[str, tuple[str, Future]] = {}
 
-    def submit(self, run_id: str, key: str, files: list[str], source: Path, target: Path, csv: bool = True) -> None:
+    def submit(self, run_id: str, key: str, files: list[str], source: Path, target: Path, scrubber: Scrubber,
+               csv: bool = True) -> None:
         target.mkdir(parents=True, exist_ok=True)
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=CONVERTERS, thread_name_prefix="servebook-csv")
-        self._pending[run_id] = (key, self._pool.submit(convert, files, source, target, self.scrubber, csv))
+        self._pending[run_id] = (key, self._pool.submit(convert, files, source, target, scrubber, csv))
 
     def finish(self) -> dict[str, str]:
         """run id -> key of every run converted; a run whose conversion failed is left out, so that the next

@@ -44,7 +44,7 @@ from ..sessions import newest_sessions, session_view_data
 from ..tables import estimate_tables, fmt, number, run_tables, section_definitions
 from ..under_load import UNDER_LOAD_DEFINITIONS, under_load_tables
 from .latency_cache import LatencyCache
-from .summary import RunSummary
+from .summary import RunSummary, key_variable
 
 LOG_LINES = 60
 REPLICAS = (1, 2, 4, 8)
@@ -90,21 +90,21 @@ def run_fingerprint(directory: Path) -> str:
     return content_hash(sorted(parts))
 
 
-def summarize_run(record: RunRecord, figures: Path | None = None) -> RunSummary:
+def summarize_run(record: RunRecord, figures: Path | None = None, scrubber: Scrubber | None = None) -> RunSummary:
     """Everything the pages need from one run, so unchanged runs are never re-read (the build caches it as JSON);
-    `figures`: where the latency figures of runs sealed without them are kept (None: nowhere; latency_cache.py)."""
+    `figures`: where the latency figures of runs sealed without them are kept (None: nowhere; latency_cache.py);
+    `scrubber`: secrets to hide besides the run's own key (a run killed unsealed keeps it in its log)."""
     identity, manifest = record.identity, record.manifest
+    scrubber = (scrubber or Scrubber()).adding(key_variable(identity.candidate))
     cell_rows = LatencyCache(figures).rows(record) if record.status == "completed" else []
-    verdicts = record.verdicts()
-    latest = verdicts[-1] if verdicts else {}
+    latest = verdicts[-1] if (verdicts := record.verdicts()) else {}
     decode = [c for c in cell_rows if c.get("kind") == measured_by("aggregate_tok_s") and c.get("valid")]
     prefill = [c for c in cell_rows if c.get("kind") == measured_by("prefill_tok_s") and c.get("valid")]
     top_c = max((c["concurrency"] for c in decode), default=None)
     top_p = max((int(c["target_prompt_tokens"]) for c in prefill), default=None)
-    launch_argv = record.launch_argv
-    # Scrubbed by name again here, so a journal written before scrubbing publishes no key on its pages.
-    sealed = Scrubber().json(manifest.model_dump(mode="json", by_alias=True)) if manifest is not None else {}
-    launch_argv = redact_argv(launch_argv)
+    # Scrubbed again here, so a journal written before scrubbing publishes no key on its pages.
+    sealed = scrubber.json(manifest.model_dump(mode="json", by_alias=True)) if manifest is not None else {}
+    launch_argv = redact_argv(record.launch_argv)
     return RunSummary(
         run_id=record.run_id,
         status=record.status,
@@ -145,7 +145,7 @@ def summarize_run(record: RunRecord, figures: Path | None = None) -> RunSummary:
         reuse_turns=turn_ttft_data(record) if any(c.get("kind") in turn_chart_kinds() for c in cell_rows) else [],
         agent_sessions=session_view_data(record) if any(c.get("kind") in session_view_kinds() for c in cell_rows)
         else {},
-        log_tail=record.log_tail(LOG_LINES),
+        log_tail=scrubber.text(record.log_tail(LOG_LINES)),
         files=sorted(p.name for p in record.dir.iterdir() if p.is_file() and not p.name.startswith(".")),
         index_row=index_row(record),  # its row of the journal's index, for history() without reading the index
         annotations=asdict(record.annotations),  # tags, notes, archived: added beside the sealed run

@@ -96,3 +96,10 @@ class RunSummary(BaseModel):
         cells = pd.DataFrame(self.cells)
         cells.attrs["block"] = (Environment.model_validate(self.environment).machine_key, self.run_id)
         return cells
+
+
+def key_variable(candidate: dict | None) -> str | None:
+    """The variable a run's candidate took its API key from (launch.api_key_env), as recorded."""
+    launch = (candidate or {}).get("launch")
+    name = launch.get("api_key_env") if isinstance(launch, dict) else None
+    return name if isinstance(name, str) else None
