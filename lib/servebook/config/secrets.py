@@ -87,11 +87,13 @@ class Scrubber:
 
     def adding(self, *names: str | None, environ: Mapping[str, str] | None = None) -> "Scrubber":
         """This scrubber and the values of the variables `names`: a journal's reader (the site) learns the
-        variable each run took its key from only from the run itself."""
-        more = Scrubber.from_environment(*names, environ=environ).values
-        if set(more) <= set(self.values):
+        variable each run took its key from only from the run itself. Only those are read: it is called for every
+        run of a build, whose scrubber already holds the environment's secret-named variables."""
+        environ = os.environ if environ is None else environ
+        more = {v for n in names if n and len(v := environ.get(n, "")) >= _SHORTEST_SECRET_VALUE}
+        if more <= set(self.values):
             return self
-        return Scrubber(tuple(sorted(set(self.values) | set(more), key=len, reverse=True)))
+        return Scrubber(tuple(sorted(set(self.values) | more, key=len, reverse=True)))
 
     def text(self, text: str) -> str:
         for value in self.values:

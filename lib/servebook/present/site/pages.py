@@ -95,7 +95,7 @@ def summarize_run(record: RunRecord, figures: Path | None = None, scrubber: Scru
     `figures`: where the latency figures of runs sealed without them are kept (None: nowhere; latency_cache.py);
     `scrubber`: secrets to hide besides the run's own key (a run killed unsealed keeps it in its log)."""
     identity, manifest = record.identity, record.manifest
-    scrubber = (scrubber or Scrubber()).adding(key_variable(identity.candidate))
+    scrubber = (scrubber or Scrubber.from_environment()).adding(key_variable(identity.candidate))
     cell_rows = LatencyCache(figures).rows(record) if record.status == "completed" else []
     latest = verdicts[-1] if (verdicts := record.verdicts()) else {}
     decode = [c for c in cell_rows if c.get("kind") == measured_by("aggregate_tok_s") and c.get("valid")]
