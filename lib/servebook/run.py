@@ -263,7 +263,8 @@ class RunContext:
                         engine_pid=info.pid if candidate.launch.mode == "local" else None, engine_log=self.writer.engine_log,
                         request_extras=candidate.request_extras, draft_source=candidate.knobs.drafter.acceptance_source,
                         chat_request_extras=self.adapter.chat_extras(candidate), session_header=self.target.session_header,
-                        replica_urls=self.target.replica_urls, router_url=self.target.router_url)
+                        replica_urls=self.target.replica_urls, router_url=self.target.router_url,
+                        settings=self.engine_info.verification.settings if self.engine_info.verification else {})
 
     def slots(self) -> int | None:
         """How many requests the engine runs at once: what it reports, else what the candidate sets."""

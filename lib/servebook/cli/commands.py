@@ -35,21 +35,50 @@ from ._app import (
 @app.command("run")
 @friendly
 def run(
-    candidate_file: Path = typer.Argument(..., help="candidate YAML"),
-    plan_file: Optional[Path] = typer.Option(None, "--plan", "-p", help="plan YAML (default: the built-in plan)"),
+    candidate_file: Optional[Path] = typer.Argument(None, help="candidate YAML (or --url: a server already running)"),
+    url: Optional[str] = typer.Option(None, "--url", help="measure the server already running at this URL (the "
+                                                          "engine, model and knobs read from what it reports)"),
+    engine: Optional[str] = typer.Option(None, "--engine", help="with --url: vllm, sglang, llamacpp or openai, when "
+                                                                "the server's own report should not decide"),
+    model: Optional[str] = typer.Option(None, "--model", help="with --url: the served model to measure, when the "
+                                                              "server offers several"),
+    api_key_env: Optional[str] = typer.Option(None, "--api-key-env", help="with --url: the environment variable "
+                                                                          "holding the server's API key"),
+    name: Optional[str] = typer.Option(None, "--name", help="with --url: the candidate's label (default: engine "
+                                                            "and model)"),
+    plan_file: Optional[Path] = typer.Option(None, "--plan", "-p", help="plan YAML (default: the built-in plan; "
+                                                                        "with --url, the quick plan)"),
     journal: Optional[str] = JournalOption,
     set_: list[str] = typer.Option([], "--set", help="override a candidate field, e.g. knobs.chunk_size=256"),
 ):
-    """Launch one candidate, measure it, reconcile, and record the run in the journal."""
-    from ..present import report
+    """Launch one candidate (or attach to a running server with --url), measure it, reconcile, and record the run
+    in the journal."""
+    from ..present import report, run_summary
     from ..run import run_candidate
 
-    candidate = load_candidate(candidate_file)
+    if (candidate_file is None) == (url is None):
+        raise InputError("give a candidate file or --url URL (a server already running), not both or neither")
+    if url is None and (engine or model or api_key_env or name):
+        raise InputError("--engine, --model, --api-key-env and --name describe the server of --url; a candidate "
+                         "file says them itself")
+    if url is not None:
+        from ..launch.discover import server_candidate
+        from ..util.resources import shipped_file
+
+        found = server_candidate(url, engine=engine, served_name=model, api_key_env=api_key_env, name=name)
+        candidate = found.candidate
+        err.print(f"{markup_safe(url)}: {candidate.engine} ({markup_safe(found.evidence)}), serving "
+                  f"{markup_safe(candidate.model.served_name or '')}", highlight=False)
+        plan = load_plan(plan_file or shipped_file("plans", "quick.yaml"))
+    else:
+        assert candidate_file is not None
+        candidate = load_candidate(candidate_file)
+        plan = load_plan(plan_file)
     if set_:
         candidate = with_overrides(candidate, parse_overrides(set_))
-    plan = load_plan(plan_file)
     record = run_candidate(candidate, plan, open_journal(journal, create=True), reporter=Reporter())
-    out.print(report(record))
+    # a server measured from its URL gets the one-screen summary its user came for; a candidate file, every table
+    out.print(report(record) if url is None else run_summary(record, f" --journal {journal}" if journal else ""))
     out.print(f"\nrecorded in {record.dir}")
     if record.status != "completed":
         raise typer.Exit(1)

@@ -143,10 +143,14 @@ class SGLangAdapter(_gpu.PythonServerAdapter):
         for field, knob in REPORTED_FIELDS.items():
             if info.get(field) is not None:
                 out[knob] = info[field]
+        if isinstance(info.get("enable_cache_report"), bool):  # cached tokens in the usage (servebook turns it on)
+            out["cache_report"] = info["enable_cache_report"]
         if isinstance(info.get("disable_radix_cache"), bool):
             out["prefix_caching"] = not info["disable_radix_cache"]
         if "speculative_algorithm" in info:
             out["drafter_active"] = bool(info["speculative_algorithm"])
+            if info["speculative_algorithm"]:
+                out["drafter_method"] = info["speculative_algorithm"]  # EAGLE, EAGLE3, NEXTN, NGRAM, STANDALONE
         if "reasoning_parser" in info:
             out["reasoning_parser"] = info["reasoning_parser"] or ""  # null: none
         # The scheduler may run fewer requests than the flag asked when the KV pool is smaller (model_runner.py).

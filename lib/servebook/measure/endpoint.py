@@ -41,10 +41,19 @@ class Endpoint:
     #: that proposed nothing, not a run without one (llama.cpp reports draft_n 0 either way); "engine" where its
     #: acceptance is earned, "synthetic" where a benchmarking setting fixes it (Drafter.acceptance_source)
     draft_source: str | None = None
+    #: what the engine reported of its own settings, in knob terms (EngineAdapter.reported_settings)
+    settings: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def drafting(self) -> bool:
         return self.draft_source is not None
+
+    @property
+    def absent_cached_is_zero(self) -> bool:
+        """Whether a usage without cached tokens means none were cached: so for an engine that omits a zero
+        (SGLang) when its cache report is on, as servebook starts it; a server started without it (one attached)
+        omits them always, so there they are unknown."""
+        return self.adapter.usage_omits_zero_cached and self.settings.get("cache_report") is not False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "base_url", self.base_url.rstrip("/"))

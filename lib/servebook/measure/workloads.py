@@ -6,6 +6,7 @@ module under measure/kinds/; what the requests mean (validity, figures) is decid
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -88,7 +89,7 @@ class Workloads:
             fields["extra_body"] = self.endpoint.for_chat(fields.get("extra_body"))
         return StreamRequest(self.model, output_tokens, stream_options=self.endpoint.adapter.stream_options(),
                              keep_chunk_times=self.plan.record_chunks, server_timings=self.endpoint.adapter.server_timings,
-                             absent_cached_is_zero=self.endpoint.adapter.usage_omits_zero_cached, **fields)
+                             absent_cached_is_zero=self.endpoint.absent_cached_is_zero, **fields)
 
     async def filler(self, category: str) -> list[int]:
         if category not in self._fillers:
@@ -102,7 +103,10 @@ class Workloads:
             # Engines reuse the longest cached common prefix, even a single token, so the
             # first token of every prompt differs from the first token of every other.
             self._openers = sorted(set(await self.filler("prose")))
-        opener = self._openers[self._prefill_count % len(self._openers)]
+        # Each run starts at its own place in the openers: a server servebook attaches to has kept the last run's
+        # prompts in its prefix cache, and SGLang's radix tree and llama.cpp's slots reuse even one shared token.
+        start = zlib.crc32(self.tag.encode()) if self.tag else 0
+        opener = self._openers[(start + self._prefill_count) % len(self._openers)]
         self._prefill_count += 1
         return opener
 

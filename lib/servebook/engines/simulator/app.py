@@ -229,9 +229,10 @@ class SimApp:
 
         if not self.engine.ready:
             return self.not_ready()
-        # SGLang's root is the served name (http_server.py), vLLM's the model path
+        # SGLang's root is the served name (http_server.py), vLLM's the model path; each engine names itself in
+        # owned_by, as `servebook run --url` reads it
         root = self.config.name if self.config.flavor == "sglang" else self.config.model
-        listed = [{"id": name, "object": "model", "owned_by": "sim", "root": root,
+        listed = [{"id": name, "object": "model", "owned_by": self.config.flavor, "root": root,
                    "max_model_len": self.config.context_length}
                   for name in [self.config.name, *self.config.extra_models]]
         return JSONResponse({"object": "list", "data": listed})
@@ -276,6 +277,7 @@ class SimApp:
                      "context_length": config.context_length, "tp_size": args.get("tp_size", 1),
                      "kv_cache_dtype": "bfloat16" if kv in (None, "auto") else kv,
                      "speculative_algorithm": args.get("speculative_algorithm"),
+                     "enable_cache_report": bool(args.get("enable_cache_report")),
                      "reasoning_parser": args.get("reasoning_parser"),
                      "internal_states": [{"effective_max_running_requests_per_dp": timing.slots}],
                      "api_key": args.get("api_key")}  # SGLang reports its key among its server args
