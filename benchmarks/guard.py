@@ -43,7 +43,8 @@ from servebook.present import build_site
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample-journal"
 ROWS = 2000  # request rows per synthetic run, as benchmarks/site_build.py writes them: the site still copies each
 # run's tables as CSV downloads, whose cost is per row (at 200 rows the guard read half the full benchmark's build)
-RATE = 50.0  # requests/s offered for the send lag: the busy-machine ceiling the README reports for one process
+# requests/s offered for the send lag: the busy-machine ceiling of one process (docs/findings/2026-12-01-client-ceiling.md)
+RATE = 50.0
 
 #: (target, figure, unit, limit, how it was measured)
 Row = tuple[str, float, str, float | None, str]  # a limit of None: shown, held to no target

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The GPU host's half of a study on a machine with no network: take the bundle's parts as they arrive, install
 # the engine and servebook's dependencies from them, write the random-weight models, and sweep a study.
-# The other half, on a machine with the package registries, is `python3 scripts/gpu_bundle.py build` (README,
-# "On a GPU host with no network"). Every step is idempotent, so calls can be repeated and resumed.
+# The other half, on a machine with the package registries, is `python3 scripts/gpu_bundle.py build`
+# (docs/guide/gpu-hosts.md). Every step is idempotent, so calls can be repeated and resumed.
 #
 #   scripts/gpu-host.sh receive DIR          # copy the parts carried in DIR into $PARTS (one call per part)
 #   scripts/gpu-host.sh receive-model DIR    # a real model's GGUF carried in parts (scripts/split_model.sh): copied

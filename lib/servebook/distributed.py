@@ -9,7 +9,7 @@ manifest arriving last. The runner is one of the sweep's (sweeps.orchestrate): `
 like any other, the driver pulls the journal before it reads verdicts (`--until-decided` looks between rounds) and
 judges once every run of the study is in; what Ray cannot honour (one machine's GPU groups, resident rounds, a time
 budget) is refused by its flag, from the capabilities it declares. On Kubernetes, start the
-cluster with KubeRay; on Slurm, with Ray's own `ray start` in the job script (see the README).
+cluster with KubeRay; on Slurm, with Ray's own `ray start` in the job script (see docs/guide/scale.md).
 """
 
 from __future__ import annotations

@@ -107,7 +107,7 @@ def _three_h200s() -> dict[str, list[pd.DataFrame]]:
 
 def test_three_h200s_decide_the_pilot_together_and_say_where_the_hosts_differ():
     """On the hosts' own journals chunk-2048 was rejected on A and C and accepted on B; no-prefix-cache the other way
-    round (docs/gpu-live-engines.md, "Two kinds of lent host"). Together: both cells are `host`, with each machine's
+    round (docs/findings/2026-12-03-two-kinds-of-lent-host.md). Together: both cells are `host`, with each machine's
     figure; kv-fp8, inconclusive on A and on C alone, is within every limit with all three machines' runs."""
     frames = _three_h200s()
     rules = load_study(ROOT / "data/studies/h200-vllm-1b-sliced.yaml").verdict.rules

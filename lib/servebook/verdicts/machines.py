@@ -3,7 +3,7 @@
 Machines are blocks of the study's model: a faster host lifts every candidate alike and is taken out. What a block
 cannot take out is a candidate whose change itself differs between hosts: on the lent H200s a 2048-token prefill
 chunk cost the 1B model a third of its 8K prefill rate on the slow hosts and 6.5% on the fast one, because the
-knob's cost is the engine's CPU work per step (docs/gpu-live-engines.md, "Two kinds of lent host"). Pooled, such a
+knob's cost is the engine's CPU work per step (docs/findings/2026-12-03-two-kinds-of-lent-host.md). Pooled, such a
 cell would report one average change that holds on no machine. So each machine's runs are also judged alone (with
 the other candidates that ran there for the noise), and where one machine's runs put the cell within its limit and
 another's beyond it, the cell's decision is `host`: the verdict depends on the machine, said with each machine's

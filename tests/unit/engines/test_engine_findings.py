@@ -1,5 +1,5 @@
 """The 14 findings of the check of servebook's SGLang and vLLM adapters against SGLang 0.5.23 and vLLM 0.33.0
-(../shared/engines-checked-2026-11.md): one test each, in the order of that file."""
+(docs/findings/2026-11-30-engines-checked.md): one test each, in the order of that file."""
 
 import pytest
 from pydantic import ValidationError

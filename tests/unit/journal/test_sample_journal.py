@@ -345,7 +345,7 @@ def test_vllm_and_llamacpp_launch_noise_on_one_h100(tmp_path):
     by_round = vllm.groupby("round").agg(probe_ms=("probe_ms", "median"), c16=("c16", "mean")).sort_index()
     assert by_round["probe_ms"].is_monotonic_increasing and by_round["c16"].is_monotonic_decreasing
     # vLLM's 8K first token is 1.35-1.41 of its own prompt time on this host kind (the API server's CPU work per
-    # request, docs/gpu-live-engines.md); llama.cpp's own timings cover all but 1% of it
+    # request, docs/findings/2026-12-06-launch-noise-h100.md); llama.cpp's own timings cover all but 1% of it
     assert vllm["8k_ratio"].between(1.3, 1.45).all() and llamacpp["8k_ratio"].between(1.0, 1.03).all()
 
 
