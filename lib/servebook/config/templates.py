@@ -147,6 +147,7 @@ def write_study(engine: str, model: str | None = None, *, out: Path = Path("."),
     target = out / f"{name}.yaml"
     text = render(engine, model, name=name, gpus=gpus, file=str(target))
     study_from_data(yaml.safe_load(text), f"servebook init {engine}")  # a filled study that would not run: say so now
+    text = _schema_modeline() + text
     if target.exists():
         raise InputError(f"{target}: already exists; init never overwrites a file (give --name or --out, or move "
                          "it away)")
@@ -164,3 +165,10 @@ def write_study(engine: str, model: str | None = None, *, out: Path = Path("."),
         (f"servebook sweep {quoted}", "measure both configurations, launches interleaved; verdicts at the end"),
         (f"servebook report {quoted}", "which configuration to run, and why"),
     ])
+
+
+def _schema_modeline() -> str:
+    """The line YAML language servers (VS Code's YAML extension, and others) read to complete and check the file
+    against the study schema servebook ships; none where the package is not files on disk (a zipped install)."""
+    resource = shipped("schemas", "study.schema.json")
+    return f"# yaml-language-server: $schema={resource}\n" if isinstance(resource, Path) and resource.is_file() else ""

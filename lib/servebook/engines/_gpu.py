@@ -103,10 +103,7 @@ def reasoning_request(reasoning: Reasoning | None) -> dict[str, Any]:
 
 
 class PythonServerKnobs(Knobs):
-    """The knobs vLLM and SGLang share: their own KV dtypes, and a prefix cache that can be turned off."""
-
-    #: the KV cache dtypes the engine accepts
-    kv_types: ClassVar[tuple[str, ...]] = ()
+    """The knobs vLLM and SGLang share: their own KV dtypes (kv_types), and a prefix cache that can be turned off."""
 
     drafter: PythonServerDrafter = PythonServerDrafter()
     reasoning: PythonServerReasoning | None = None
