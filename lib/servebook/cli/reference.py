@@ -36,22 +36,22 @@ def cli_markdown() -> str:
 
 def _listing(group: Any, context: Any, indent: str = "") -> Iterator[str]:
     """A nested list of every command linking to its section."""
-    for name, command, sub in _subcommands(group, context):
+    for command, sub in _subcommands(group, context):
         summary = command.get_short_help_str(limit=200)
         yield f"{indent}- [`{sub.command_path}`](#{_anchor(sub.command_path)}){': ' + summary if summary else ''}"
         yield from _listing(command, sub, indent + "  ")
 
 
-def _subcommands(group: Any, context: Any) -> Iterator[tuple[str, Any, Any]]:
-    """(name, command, its context) of a group's visible commands; nothing for a plain command."""
+def _subcommands(group: Any, context: Any) -> Iterator[tuple[Any, Any]]:
+    """(command, its context) of a group's visible commands; nothing for a plain command."""
     for name in group.list_commands(context) if hasattr(group, "list_commands") else []:
         command = group.get_command(context, name)
         if command is not None and not command.hidden:
-            yield name, command, command.context_class(command, info_name=name, parent=context)
+            yield command, command.context_class(command, info_name=name, parent=context)
 
 
 def _sections(command: Any, context: Any, level: int) -> Iterator[str]:
-    for _, sub, sub_context in _subcommands(command, context):
+    for sub, sub_context in _subcommands(command, context):
         yield from _section(sub, sub_context, level)
         yield from _sections(sub, sub_context, level + 1)
 

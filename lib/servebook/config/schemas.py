@@ -83,10 +83,14 @@ def shipped_schema(kind: str) -> dict[str, Any]:
 
 def _schema(kind: str, model: type[BaseModel], about: str, knobs: dict[str, type[Knobs]]) -> dict[str, Any]:
     # Every engine's knob model beside the root, so that their definitions share one $defs with it
-    extra = [(k, "validation") for k in knobs.values()] if model is not Plan else []
-    _, top = models_json_schema([(model, "validation"), *extra], ref_template="#/$defs/{model}")
+    models: list[type[BaseModel]] = [model, *(knobs.values() if model is not Plan else [])]
+    _, top = models_json_schema([(m, "validation") for m in models], ref_template="#/$defs/{model}")
     defs: dict[str, Any] = top["$defs"]
-    names = {m: _def_name(defs, m) for m in (model, Candidate, Plan, *knobs.values()) if _def_name(defs, m)}
+    names: dict[type[BaseModel], str] = {}
+    wanted: list[type[BaseModel]] = [model, Candidate, Plan, *knobs.values()]
+    for each in wanted:
+        if (name := _def_name(defs, each)) is not None:
+            names[each] = name
     if Candidate in names:
         _engine_knobs(defs[names[Candidate]], {engine: names[m] for engine, m in knobs.items()})
     if model is Study:
