@@ -151,8 +151,13 @@ def write_study(engine: str, model: str | None = None, *, out: Path = Path("."),
     if target.exists():
         raise InputError(f"{target}: already exists; init never overwrites a file (give --name or --out, or move "
                          "it away)")
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out}: is a file, not a folder; name a folder")
     try:
         out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise InputError(f"--out {out}: cannot make the folder ({error.strerror or error})") from None
+    try:
         with target.open("x", encoding="utf-8") as handle:  # "x": a file that appeared meanwhile is not replaced
             handle.write(text)
     except FileExistsError:

@@ -95,6 +95,14 @@ def test_init_never_overwrites_a_file_and_says_which(tmp_path):
     assert path.read_text() == "# the user's edits\n"
 
 
+def test_an_out_that_is_a_file_is_named_as_such(tmp_path):
+    (tmp_path / "file").write_text("")
+    result = runner.invoke(app, ["init", "llamacpp", "--out", str(tmp_path / "file")])
+    assert result.exit_code == 2 and f"--out {tmp_path / 'file'}: is a file, not a folder" in result.output
+    result = runner.invoke(app, ["init", "llamacpp", "--out", str(tmp_path / "file" / "below")])
+    assert result.exit_code == 2 and "cannot make the folder" in result.output, result.output
+
+
 @pytest.mark.parametrize("args, said", [
     (["init", "vllm"], "--model: give the model vLLM serves"),
     (["init", "vlm", "--model", "x/y"], "engine 'vlm': not known"),
