@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import commands, journal, models, report, search  # noqa: F401  (each registers its commands on the app)
+from . import commands, init, journal, models, report, search  # noqa: F401  (each registers its commands on the app)
 from ._app import EXIT_CODES, app
 
 __all__ = ["EXIT_CODES", "app", "main"]

@@ -76,7 +76,8 @@ class AgentsPlan(_Strict):
                                                        "make the cell invalid (client_lag)")
     seed: int = 0
 
-    @field_validator("turns", "tool_result_tokens", "output_tokens", mode="before")
+    # json_schema_input_type: the JSON Schema (config.schemas) accepts the number too
+    @field_validator("turns", "tool_result_tokens", "output_tokens", mode="before", json_schema_input_type=Lengths | int)
     @classmethod
     def _length_or_number(cls, value: object) -> object:
         # `turns: 6` is a fixed count

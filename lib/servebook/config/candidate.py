@@ -142,7 +142,7 @@ class Pins(_Strict):
     engine_version: str | None = None
     image_digest: str | None = None
 
-    @field_validator("engine_version", mode="before")
+    @field_validator("engine_version", mode="before", json_schema_input_type=str | int | float | None)
     @classmethod
     def _version_as_written(cls, value: Any) -> Any:
         # YAML (and --set) read 1.10 as the number 1.1: a version is text, taken as the user wrote it where possible

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, GetJsonSchemaHandler, model_validator
+from pydantic.json_schema import JsonSchemaValue
 
 from ..util.suggest import close_names
 
@@ -142,6 +143,16 @@ class Reasoning(EngineOwned):
             data = {**data, "mode": "on" if data["mode"] else "off"}
         return data
 
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: Any, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        """The JSON Schema (config.schemas) accepts what `_shorthand` reads: `reasoning: on`, `reasoning: high`, and
+        the booleans YAML 1.1 makes of on and off (PyYAML reads `mode: on` as true)."""
+        schema = handler(core_schema)
+        mode = schema["properties"]["mode"]
+        mode["anyOf"] = [*mode["anyOf"], {"type": "boolean"}]
+        shorthand = {"enum": [*get_args(ReasoningMode), *get_args(ReasoningEffort)]}
+        return {"anyOf": [schema, {"type": "boolean"}, shorthand]}
+
     @model_validator(mode="after")
     def _coherent(self) -> "Reasoning":
         if self.mode == "off" and self.effort is not None:
@@ -152,6 +163,9 @@ class Reasoning(EngineOwned):
 class Knobs(EngineOwned):
     """The settings every engine shares. None means: the engine's own default. Engines subclass this."""
 
+    #: the KV cache dtypes the engine accepts, where it checks them itself (the JSON Schema offers them)
+    kv_types: ClassVar[tuple[str, ...]] = ()
+
     chunk_size: int | None = Field(None, ge=16, description="prefill chunk (tokens per prompt batch)")
     max_running_requests: int | None = Field(None, ge=1, description="concurrent sequences (slots)")
     drafter: Drafter = Drafter()
@@ -160,6 +174,14 @@ class Knobs(EngineOwned):
     tensor_parallel_size: int = Field(1, ge=1, le=64)
     #: None (the default) leaves reasoning to the engine and the model, and keeps every earlier candidate's id
     reasoning: Reasoning | None = None
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: Any, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        """The JSON Schema (config.schemas) offers the engine's own KV dtypes, which its model checks."""
+        schema = handler(core_schema)
+        if cls.kv_types:
+            schema["properties"]["kv_dtype"]["anyOf"][0] = {"enum": list(cls.kv_types), "type": "string"}
+        return schema
 
 
 #: engine kind -> its knob model; each engine module registers its own (config stays below the engines)

@@ -82,7 +82,8 @@ class LoadPlan(_Strict):
                                                                          "streamed chunks/s, on at most half the "
                                                                          "cores (measure.senders)")
 
-    @field_validator("prompt_tokens", "output_tokens", mode="before")
+    # json_schema_input_type: the JSON Schema (config.schemas) accepts the number too
+    @field_validator("prompt_tokens", "output_tokens", mode="before", json_schema_input_type=Lengths | int)
     @classmethod
     def _length_or_number(cls, value: object) -> object:
         return _lengths(value)  # `prompt_tokens: 512` is a fixed length

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, model_validator
 
@@ -103,10 +103,7 @@ def reasoning_request(reasoning: Reasoning | None) -> dict[str, Any]:
 
 
 class PythonServerKnobs(Knobs):
-    """The knobs vLLM and SGLang share: their own KV dtypes, and a prefix cache that can be turned off."""
-
-    #: the KV cache dtypes the engine accepts
-    kv_types: ClassVar[tuple[str, ...]] = ()
+    """The knobs vLLM and SGLang share: their own KV dtypes (kv_types), and a prefix cache that can be turned off."""
 
     drafter: PythonServerDrafter = PythonServerDrafter()
     reasoning: PythonServerReasoning | None = None

@@ -105,6 +105,7 @@ class LlamaCppKnobs(Knobs):
     """llama-server's knobs: the shared ones, with its own KV types and slot arithmetic, and two of its own."""
 
     engine_title: ClassVar[str] = "llama.cpp"
+    kv_types: ClassVar[tuple[str, ...]] = KV_TYPES
     refusals: ClassVar[dict[str, str]] = {
         "prefix_caching": "knobs.prefix_caching: llama.cpp keeps each slot's last prompt and has no server flag for "
                           "it (prompt_cache_mib sets the host-memory cache); leave it unset"}
