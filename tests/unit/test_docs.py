@@ -17,11 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 README_MAX_BYTES = 15_000
 DATE = re.compile(r"20\d\d-\d\d-\d\d")
 
-# `servebook init` (issue 53, item 2) is being added beside this change, on another branch; until it lands the front
-# pages may name it. TODO: the merge that brings `init` removes this allow-list, so the check covers it too.
-# Only command names are checked, not their options: `servebook run --url` (issue 53, item 1) is a new option of
-# the `run` that exists, so it passes here whether or not it has landed.
-NOT_YET_COMMANDS = {"init"}
+# Only command names are checked, not their options (`servebook run --url` passes as `run`).
 
 _FENCE = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.M | re.S)
 _CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.S)
@@ -107,8 +103,6 @@ def unknown_commands(text: str, commands: dict[str, set[str]]) -> list[str]:
     unknown = []
     for code in _code(text):
         for cmd, sub in _COMMAND.findall(code):
-            if cmd in NOT_YET_COMMANDS:
-                continue
             if cmd not in commands:
                 unknown.append(f"servebook {cmd}")
             elif commands[cmd] and sub and sub not in commands[cmd]:
@@ -184,4 +178,4 @@ def test_an_unknown_command_is_found():
     text = ("Run `servebook run --url http://127.0.0.1:8000`, then `servebook journal ls` and\n\n"
             "```bash\nservebook jornal ls\nservebook journal lst\n.venv/bin/servebook init vllm --model M  # servebook writes it\n```\n\n"
             "`import servebook as sb` is the notebook's; servebook measures in prose, which is not checked.")
-    assert unknown_commands(text, commands) == ["servebook jornal", "servebook journal lst"]
+    assert unknown_commands(text, commands) == ["servebook jornal", "servebook journal lst", "servebook init"]

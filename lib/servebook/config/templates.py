@@ -1,6 +1,6 @@
 """`servebook init`: a shipped study template with the user's model filled in, written next to them.
 
-Each engine's template (lib/servebook/data/templates/ENGINE.yaml, package data) is a whole study (base, one
+Each engine's template (lib/servebook/data/templates/, one file per engine, package data) is a whole study (base, one
 variant, a plan of a few minutes, verdict rules) whose header says what each part does and how to run it. A few
 `{{key}}` placeholders are filled here as text, so the header's comments reach the user's file unchanged; a
 placeholder alone on its line is replaced by zero or more lines. The filled study is loaded as `servebook sweep`
