@@ -9,6 +9,7 @@ the journal, listed and marked; verdicts, histories and comparisons leave it out
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -18,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..util.errors import InputError
 from ..util.files import atomic_write_bytes
+from .events import event_names
 
 ANNOTATIONS = "annotations"
 
@@ -84,13 +86,12 @@ def fold(events: list[AnnotationEvent]) -> Annotations:
 def read_annotations(run_dir: Path) -> Annotations:
     """The run's annotations; an event file that cannot be read is skipped (it was never whole: writes are
     atomic), so a stray file cannot hide a run."""
-    folder = run_dir / ANNOTATIONS
-    if not folder.is_dir():
-        return Annotations()
+    folder = os.path.join(run_dir, ANNOTATIONS)
     events = []
-    for path in sorted(folder.glob("*.json")):
+    for name in event_names(folder):
         try:
-            events.append(AnnotationEvent.model_validate_json(path.read_bytes()))
+            with open(os.path.join(folder, name), "rb") as file:
+                events.append(AnnotationEvent.model_validate_json(file.read()))
         except (OSError, ValidationError):
             continue
     return fold(events)

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from ..util.files import atomic_write_bytes, tail_of
 from ..util.render import Block, Renderable, Style, Text
 from .annotations import Action, Annotations, append_annotation, read_annotations
-from .events import verdict_event
+from .events import event_names, verdict_event
 from .manifest import Manifest, RunIdentity
 from .writer import ENGINE_LOG, LAUNCH, MANIFEST, NOTEBOOK, VERDICTS, _dumps, table_file, utc_now
 
@@ -55,24 +55,26 @@ def inspect_run(directory: Path, manifest: Manifest | None, problem: str | None)
     framing (`parquet_flaw`) keeps this cheap enough for every read of a run, the one place runs are read."""
     if problem:
         return Damage("manifest_unreadable", MANIFEST, problem.removeprefix(f"{MANIFEST} "))
+    # one listing of the directory, strings not paths: this runs for every run a cold listing reads
+    with os.scandir(directory) as entries:
+        tables = sorted(e.name for e in entries if e.name.endswith(".parquet") and not e.name.startswith("."))
     if manifest is not None and manifest.status == "completed":
         missing = [name for name in REQUIRED_OF_COMPLETED if not getattr(manifest, name)]
         if missing:
             return Damage("manifest_incomplete", MANIFEST, f"is sealed completed but names no {' or '.join(missing)}")
-        cells = directory / table_file("cells")
-        if manifest.summary is not None and manifest.summary.cells and not cells.is_file():
-            return Damage("table_missing", cells.name, f"is missing, though the manifest counts "
-                                                       f"{manifest.summary.cells} cells")
-    with os.scandir(directory) as entries:
-        tables = sorted(e.name for e in entries if e.name.endswith(".parquet") and not e.name.startswith("."))
+        cells = table_file("cells")
+        if manifest.summary is not None and manifest.summary.cells and cells not in tables:
+            return Damage("table_missing", cells, f"is missing, though the manifest counts "
+                                                  f"{manifest.summary.cells} cells")
+    folder = os.fspath(directory)
     for name in tables:
-        flaw = parquet_flaw(directory / name)
+        flaw = parquet_flaw(os.path.join(folder, name))
         if flaw:
             return Damage("table_unreadable", name, f"cannot be read ({flaw})")
     return None
 
 
-def parquet_flaw(path: Path) -> str | None:
+def parquet_flaw(path: str | Path) -> str | None:
     """Why `path` is not a whole Parquet file, or None. A Parquet file opens and ends with the magic PAR1, and its
     footer (a Thrift struct, closed by a stop byte) ends with its own length: a cut copy loses that end, and a file
     overwritten or zero-filled by a crash holds something else there. Reading those bytes costs 7 us a table where
@@ -93,10 +95,26 @@ def parquet_flaw(path: Path) -> str | None:
     return None
 
 
-def read_manifest(path: Path) -> tuple[Manifest | None, str | None]:
-    """The manifest, or (None, problem) when it is not valid JSON or not a manifest."""
+def _verdict_at(path: str) -> dict | None:
+    """The verdict event in `path`; None for a file that is not one whole JSON object (writes are atomic, so it
+    never was one: a stray file)."""
+    try:
+        with open(path, "rb") as file:
+            event = json.loads(file.read())
+    except (OSError, ValueError):
+        return None
+    return verdict_event(event) if isinstance(event, dict) else None
+
+
+def read_manifest(path: Path, missing_ok: bool = False) -> tuple[Manifest | None, str | None]:
+    """The manifest, or (None, problem) when it is not valid JSON or not a manifest; (None, None) for one that is
+    not there when `missing_ok` (a run not sealed yet)."""
     try:
         return Manifest.model_validate_json(path.read_bytes()), None
+    except FileNotFoundError:
+        if missing_ok:
+            return None, None
+        return None, "manifest.json cannot be read: it is not there"
     except ValidationError as error:
         return None, f"manifest.json does not fit the manifest model: {error.errors()[0]['msg']}"
     except OSError as error:
@@ -184,21 +202,16 @@ class RunRecord(Renderable):
 
     def verdicts(self) -> list[dict]:
         """Every verdict event of this run, oldest first, in the shape this servebook writes (see `events`)."""
-        folder = self.dir / VERDICTS
-        if not folder.is_dir():
-            return []
-        events = []
-        for path in sorted(folder.glob("*.json")):
-            try:
-                events.append(verdict_event(json.loads(path.read_text())))
-            except json.JSONDecodeError:
-                continue
-        return events
+        folder = os.path.join(self.dir, VERDICTS)
+        return [event for name in event_names(folder) if (event := _verdict_at(os.path.join(folder, name)))]
 
     @property
     def latest_verdict(self) -> dict | None:
-        events = self.verdicts()
-        return events[-1] if events else None
+        """The newest verdict event that reads: only it is read (every listing of the journal asks it of every
+        run it reads)."""
+        folder = os.path.join(self.dir, VERDICTS)
+        return next((event for name in reversed(event_names(folder))
+                     if (event := _verdict_at(os.path.join(folder, name)))), None)
 
     def append_verdict(self, event: dict) -> Path:
         """Verdicts are append-only events: a new file each time, never a rewrite."""

@@ -194,8 +194,7 @@ class Journal(Renderable):
                 hint = f"; it matches {len(matches)} runs" if matches else ""
                 raise InputError(f"run {run_id!r} is not in the journal {self.root}{hint} "
                                  "(see `servebook journal ls`)")
-        manifest_path = directory / MANIFEST
-        manifest, problem = read_manifest(manifest_path) if manifest_path.is_file() else (None, None)
+        manifest, problem = read_manifest(directory / MANIFEST, missing_ok=True)
         # Every command reads runs through here: a damaged run becomes a status with its reason, not a traceback
         # in whichever command first touches the damaged file.
         return RunRecord(directory, manifest, problem, on_write=self._push if self.mirror is not None else None,
