@@ -64,7 +64,7 @@ def test_every_page_loads_offline_without_errors_and_every_link_resolves(site, b
 
 def test_charts_draw_on_study_and_run_pages(site, browser):
     page, problems, _ = visit(browser, (site / "studies" / "browser.html").as_uri())
-    page.wait_for_selector(".chart .main-svg")
+    page.wait_for_function("() => document.documentElement.dataset.charts === 'drawn'")
     # the forest plot of verdicts, then seven charts of the cells (decode's four with ITL p99), the Pareto front of
     # the two slot counts among them
     assert page.locator(".chart").count() == 8

@@ -19,6 +19,8 @@ WIDTHS = (1400, 390)
 LONG = [f"candidate-{i}-with-a-rather-long-descriptive-name" for i in range(8)]
 
 #: Each chart's frame, plot area, legend and legend entries, as laid out; names as plotly draws them.
+#: every chart of the page drawn: site.js draws them after the text has painted, those in view first
+ALL_DRAWN = "() => !window.SERVEBOOK_CHARTS || document.documentElement.dataset.charts === 'drawn'"
 MEASURE = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd => {
   const box = r => ({left: r.left, top: r.top, right: r.right, bottom: r.bottom});
   const frame = gd.querySelector('.main-svg').getBoundingClientRect();
@@ -113,7 +115,7 @@ def test_study_charts_fit_at_desktop_and_phone_widths_with_every_candidate(sampl
         page = browser.new_page(viewport={"width": width, "height": 900})
         for study, measured in sorted(studies.items()):
             page.goto((site / "studies" / f"{study}.html").as_uri())
-            page.wait_for_selector(".chart .main-svg")
+            page.wait_for_function(ALL_DRAWN)
             charts = page.evaluate(MEASURE)
             assert len(charts) >= 3 and charts[0]["id"] == "study-forest"
             check_chart(charts[0], f"study {study} at {width} px", set(measured), forest=True)
@@ -131,7 +133,7 @@ def test_run_history_and_search_charts_fit(sample_site, browser):
         page = browser.new_page(viewport={"width": width, "height": 900})
         for path in pages:
             page.goto(path.as_uri())
-            page.wait_for_load_state("load")
+            page.wait_for_function(ALL_DRAWN)
             for chart in page.evaluate(MEASURE):
                 check_chart(chart, f"{path.relative_to(site)} at {width} px", set())
         page.close()

@@ -103,7 +103,64 @@
     render();
   }
 
+  // Charts are drawn after the page's text and tables have painted: plotly is 4.8 MB of script, and loading it in
+  // <head> held a study page blank for 2 to 4 s. The bundle is fetched once the first frame is up; the charts in
+  // view are drawn first, the others as they scroll near, and any left when the browser is idle, so a page read
+  // to the end (or printed) has them all. <html data-charts="drawn"> says every chart is drawn.
+  function drawCharts(charts) {
+    var left = charts.slice();
+    function draw(chart) {
+      var at = left.indexOf(chart);
+      if (at < 0) return;
+      left.splice(at, 1);
+      var element = document.getElementById(chart.id);
+      if (element) Plotly.newPlot(element, chart.figure.data, chart.figure.layout, {displaylogo: false, responsive: true});
+      if (!left.length) document.documentElement.setAttribute("data-charts", "drawn");
+    }
+    function idle(next) { (window.requestIdleCallback || function (f) { return setTimeout(f, 50); })(next); }
+    function drainWhenIdle() { if (left.length) idle(function () { draw(left[0]); drainWhenIdle(); }); }
+    var near = "IntersectionObserver" in window && new IntersectionObserver(function (entries) {
+      entries.forEach(function (entry) {
+        if (!entry.isIntersecting) return;
+        near.unobserve(entry.target);
+        left.filter(function (c) { return c.id === entry.target.id; }).forEach(draw);
+      });
+    }, {rootMargin: "300px"});
+    left.forEach(function (chart) {
+      var element = document.getElementById(chart.id);
+      if (near && element) near.observe(element);
+    });
+    drainWhenIdle();
+  }
+  function loadPlotly(then) {
+    var script = document.createElement("script");
+    script.src = window.SERVEBOOK_PLOTLY;
+    script.onload = then;
+    document.head.appendChild(script);
+  }
+
+  // At a phone's width a table's rows become cards (site.css): each value is shown under its column's name.
+  function labelCells(table) {
+    var head = table.tHead && table.tHead.rows[0];
+    if (!head) return;
+    var names = Array.prototype.map.call(head.cells, function (th) { return th.textContent.trim(); });
+    Array.prototype.forEach.call(table.tBodies, function (body) {
+      Array.prototype.forEach.call(body.rows, function (row) {
+        Array.prototype.forEach.call(row.cells, function (cell, i) {
+          if (names[i]) cell.setAttribute("data-label", names[i]);
+        });
+      });
+    });
+    table.classList.add("cards");
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    // the runs index and compare.html's table are filled by script after this: they scroll in their frame instead
+    document.querySelectorAll("main table.data:not(#runs):not(#delta)").forEach(labelCells);
+    if (window.SERVEBOOK_CHARTS && window.SERVEBOOK_CHARTS.length) {
+      var charts = window.SERVEBOOK_CHARTS;
+      requestAnimationFrame(function () { setTimeout(function () { loadPlotly(function () { drawCharts(charts); }); }, 0); });
+    }
     var index = document.getElementById("runs");
     document.querySelectorAll("table.sortable").forEach(function (table) {
       if (table === index && window.SERVEBOOK_INDEX) return;
