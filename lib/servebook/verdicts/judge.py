@@ -330,6 +330,12 @@ def _scale(entry: StudyEntry, entries: list[StudyEntry], rules: VerdictRules) ->
     return entry.candidate.launch.replicas, baseline.candidate.launch.replicas
 
 
+def _tails(rules: VerdictRules) -> bool:
+    """Whether a rule judges a percentile: runs sealed before percentiles counted their samples then get the counts
+    from their requests (measure.tails), so that no verdict rests on a tail too thin to say it."""
+    return any(percentile_of(rule.metric) is not None for rule in rules.rules)
+
+
 def judge(study: Study, journal: Journal, *, append: bool = True) -> Judgement:
     """Judge every candidate's recorded runs under the study's current rules; append an event to the
     candidate's newest run where the verdict changed. A journal that does not exist is an error, not a study
@@ -347,10 +353,8 @@ def judge(study: Study, journal: Journal, *, append: bool = True) -> Judgement:
     recorded = _recorded_baseline(study, journal, runs)
     baseline_lost = [] if recorded else left_out_reasons(left_out.get(rules.baseline, []))
     baseline_records = recorded.records if recorded else runs[rules.baseline]
-    # runs sealed before percentiles counted their samples get the counts from their requests, where a rule judges one
-    tails = any(percentile_of(rule.metric) is not None for rule in rules.rules)
-    cells_by_name = {name: run_cells(records, tails) for name, records in runs.items()}  # each table read once
-    baseline_frames = run_cells(baseline_records, tails) if recorded else cells_by_name[rules.baseline]
+    cells_by_name = {name: run_cells(records, _tails(rules)) for name, records in runs.items()}  # each read once
+    baseline_frames = run_cells(baseline_records, _tails(rules)) if recorded else cells_by_name[rules.baseline]
     if recorded:
         # Recorded runs were not interleaved with these: rounds mean nothing across them, only the machine does.
         for frame in [f for frames in [*cells_by_name.values(), baseline_frames] for f in frames if f is not None]:
