@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,7 +97,7 @@ class Tail:
                 f"at {100 * CONFIDENCE:g}% confidence")
 
 
-def tail_of(row: dict[str, Any], column: str) -> Tail | None:
+def tail_of(row: Mapping[Any, Any], column: str) -> Tail | None:
     """The tail a cell's figure in `column` rests on; None where the column is no counted percentile, the cell has
     no figure there, or its count was not recorded (a run sealed before counts, whose requests were not read)."""
     found = percentile_of(column)
@@ -108,7 +109,7 @@ def tail_of(row: dict[str, Any], column: str) -> Tail | None:
     return Tail(found[0], int(count), samples_needed(found[0]))
 
 
-def insufficient_tail(row: dict[str, Any], column: str) -> Tail | None:
+def insufficient_tail(row: Mapping[Any, Any], column: str) -> Tail | None:
     """The tail behind a cell's figure where it is insufficient, else None."""
     tail = tail_of(row, column)
     return tail if tail is not None and tail.insufficient else None
