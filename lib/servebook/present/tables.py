@@ -7,7 +7,7 @@ from typing import Any
 import pandas as pd
 
 from ..config.claims import Verification
-from ..measure.tails import Tail, insufficient_tail
+from ..measure.tails import Tail, insufficient_tail, percentile_of
 from ..util.render import Table
 from .claims import claim_text
 from .kinds import (
@@ -160,9 +160,15 @@ def side_by_side(cells: pd.DataFrame, labels: list[str]) -> list[Table]:
             continue  # runs recorded before the figure existed (or a plan that does not measure it) have none
         pivot = subset.pivot_table(index="cell_id", columns="label", values=metric, aggfunc="first", sort=False)
         columns = [label for label in labels if label in pivot.columns]
+        # a percentile's samples beside it, so that a thin tail is marked here as in every other table
+        counted = percentile_of(metric)
+        counts = subset.pivot_table(index="cell_id", columns="label", values=counted[1], aggfunc="first", sort=False) \
+            if counted and counted[1] in subset and subset[counted[1]].notna().any() else None
         table = Table(["cell"] + columns, title=title)
         for cell_id, row in pivot[columns].iterrows():
-            table.add([cell_id] + [fmt(v, spec, scale) for v in row.values])
+            table.add([cell_id] + [tail_marked(fmt(v, spec, scale), {metric: v, **(
+                _count(counts, counted[1], cell_id, label) if counted else {})}, metric)
+                for label, v in zip(columns, row.values, strict=True)])
         tables.append(table)
     return tables
 
@@ -174,6 +180,13 @@ VERDICT_MODEL = ("A verdict compares a candidate with the baseline within the in
                  "runs share (blocks), on the log scale, with the between-run variance pooled over every candidate "
                  "of the study: it does not compare per-candidate intervals, which may overlap where the verdict "
                  "tells two candidates apart.")
+
+
+def _count(counts: pd.DataFrame | None, column: str, cell_id: Any, label: str) -> dict[str, Any]:
+    """{the count column: the samples} of one label's cell in a pivot of counts; {} where none was recorded."""
+    if counts is None or label not in counts.columns or cell_id not in counts.index:
+        return {}
+    return {column: counts.at[cell_id, label]}
 
 
 def estimate_text(values: list, spec: str, scale: float = 1.0) -> str:
