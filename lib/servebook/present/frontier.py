@@ -209,8 +209,9 @@ class ParetoPoint(TypedDict):
 
 
 def pareto_points(cells: list[dict]) -> list[ParetoPoint]:
-    """Per candidate and decode concurrency: the mean over runs of tokens/s per user (`user_rate`) and of tokens/s
-    per GPU (per server on a host without GPUs), with the point's place on the front of all candidates' points."""
+    """Per candidate and decode concurrency: the geometric mean over runs (estimates.Spread) of tokens/s per user
+    (`user_rate`) and of tokens/s per GPU (per server on a host without GPUs), with the point's place on the front of
+    all candidates' points."""
     at: dict[tuple[str, int], list[dict]] = {}
     for c in cells:
         if c.get("kind") == measured_by("per_request_tok_s") and c.get("valid") and number(c.get("per_request_tok_s")) \
@@ -231,7 +232,7 @@ def pareto_points(cells: list[dict]) -> list[ParetoPoint]:
 
 @fitted
 def pareto_spec(cells: list[dict]) -> dict:
-    """Speed each user sees against throughput per GPU, one point per candidate and concurrency (mean over runs),
+    """Speed each user sees against throughput per GPU, one point per candidate and concurrency (over runs),
     each candidate's points joined in concurrency order; the front (no other point better on both) is a grey step
     line. A configuration off the front is beaten on both at some concurrency by another."""
     points = pareto_points(cells)
