@@ -92,11 +92,12 @@ class SiteBuilder:
 
     @cached_property
     def template_version(self) -> str:
-        # The renderer's own code is an input of every page too: templates, assets and every module that
-        # draws (present/, the rendering blocks, the statistics the pages show).
+        # The renderer's own code is an input of every page too: templates, assets and every module that draws
+        # (present/, the rendering blocks, the statistics the pages show, the figures and tail rule of their cells).
         package = _HERE.parents[1]
         code = sorted(package.joinpath("present").rglob("*.py")) + sorted(package.joinpath("verdicts").rglob("*.py")) \
-            + [package / "util" / "render.py"] + sorted(package.joinpath("estimates").rglob("*.py"))
+            + [package / "util" / "render.py"] + sorted(package.joinpath("estimates").rglob("*.py")) \
+            + [package / "measure" / name for name in ("latency.py", "tails.py")]
         sources = [p for folder in (TEMPLATES, ASSETS) for p in sorted(folder.iterdir())] + code
         parts = [(str(p.relative_to(package)) if p.is_relative_to(package) else p.name, p.read_bytes()) for p in sources]
         return hashlib.sha256(repr(parts).encode() + __version__.encode()).hexdigest()[:16]
