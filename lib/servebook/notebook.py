@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from dataclasses import asdict
 from typing import Any
 
 from .config import Candidate, InputError, Plan, load_candidate, load_plan, load_study, validate, with_overrides
@@ -108,7 +107,7 @@ def compare(*, study_path: str | None = None, run_ids: list[str] | str | None = 
         if not runs:
             raise InputError(f"{study_path}: no runs of study {study.name} in {j.location}; "
                              f"run `servebook sweep {study_path}` first")
-        comparisons = [{**asdict(c), "candidate": item.entry.name} for item in judged if item.verdict
+        comparisons = [{**c.to_dict(), "candidate": item.entry.name} for item in judged if item.verdict
                        for c in item.verdict.comparisons]
         return RunComparison(runs, comparisons, noise_floor(study, j))
     raise InputError("parameters: set study_path or run_ids")

@@ -6,7 +6,9 @@ answer TTFT, the ITL, probe and gauge columns (measure/itl.py, probes.py, gauges
 stands before draft_acceptance, engine_cpu_probe_ms follows cpu_probe_ms, and next_turn_within_se_pct (a reuse
 cell's next-turn error, from its conversations) follows next_turn_ttft_s; the drafter's evidence (draft_accepted_tokens, tokens_per_step, draft_source) follows
 draft_acceptance, and the output's realism (measure/realism.py: n-gram, loop and forced-tail shares, the requests
-they were read from, a sample) follows invalid_reasons, present in decode cells; nothing else changed."""
+they were read from, a sample) follows invalid_reasons, present in decode cells; the samples behind each latency
+(ttft_n, tpot_n, itl_n, e2e_n: measure.tails) follow the peers' throughputs, in every cell that sends; nothing else
+changed."""
 
 import json
 from pathlib import Path

@@ -8,8 +8,20 @@
 
 from .model import ALPHA, Block, Contrast, fit_contrasts, holm, spent_alpha
 from .planning import Allocation, allocate, detectable_change, runs_needed_for
-from .runs import CONFIDENCE, Change, Decision, Estimate, change, decide, regression_bounds, repeats_to_decide
+from .runs import (
+    CONFIDENCE,
+    MIN_INTERVAL_RUNS,
+    Change,
+    Decision,
+    Estimate,
+    Spread,
+    change,
+    decide,
+    regression_bounds,
+    repeats_to_decide,
+)
 
-__all__ = ["ALPHA", "CONFIDENCE", "Allocation", "Block", "Change", "Contrast", "Decision", "Estimate", "allocate",
+__all__ = ["ALPHA", "CONFIDENCE", "MIN_INTERVAL_RUNS", "Allocation", "Block", "Change", "Contrast", "Decision",
+           "Estimate", "Spread", "allocate",
            "change", "decide", "detectable_change", "fit_contrasts", "holm", "regression_bounds", "repeats_to_decide",
            "runs_needed_for", "spent_alpha"]

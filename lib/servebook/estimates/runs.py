@@ -4,7 +4,9 @@ Each run contributes one figure per cell (its cell summary); a candidate's estim
 the mean over its runs with a t interval, and a comparison with the baseline is the ratio of the
 two means with a Welch interval on the log scale (rates and times are positive and their effects
 multiplicative, so a change of -10% and one of +11% are the same distance from no change).
-With one run on a side there is no between-run variance and so no interval: the comparison says so.
+With one run on a side there is no between-run variance and so no interval: the comparison says so. What tables
+and charts show of one candidate's runs is a `Spread`: the geometric mean with an interval on the log scale, or the
+range of fewer than three runs.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from dataclasses import dataclass
 from typing import Literal, Sequence
 
 CONFIDENCE = 0.95
-#: host: within the limit on one machine's runs and beyond it on another's (verdicts.machines)
-Decision = Literal["pass", "fail", "straddle", "single", "missing", "host"]
+#: host: within the limit on one machine's runs and beyond it on another's (verdicts.machines); insufficient: the
+#: figure is a percentile read from too few samples in some run (measure.tails), which no verdict rests on
+Decision = Literal["pass", "fail", "straddle", "single", "missing", "host", "insufficient"]
 
 
 @functools.lru_cache(maxsize=None)
@@ -56,6 +59,55 @@ class Estimate:
         else:
             low, high = mean, mean
         return cls(mean, low, high, n, 100.0 * sd / mean if mean else None)
+
+
+#: the fewest runs a t interval is drawn from: two runs give a t interval with one degree of freedom, which spans
+#: twelve standard deviations either side (baseline decode 211.5 [-524.3, 947.3] tok/s), so they show their range
+MIN_INTERVAL_RUNS = 3
+
+
+@dataclass(frozen=True)
+class Spread:
+    """A figure over runs as every table, chart and verdict shows it, so that none contradicts another.
+
+    Rates and times cannot be negative and their effects multiply: where every run's figure is positive the centre is
+    the geometric mean and the interval a t interval of the logs, back-transformed, so it never crosses zero (the
+    verdict's model works on the same log scale). Fewer than `MIN_INTERVAL_RUNS` runs show their range (lowest to
+    highest), labelled so; a figure some run has at zero has no log and shows its range too; one that can be
+    negative (some run below zero) keeps the plain mean with its t interval. One run is just its figure."""
+
+    center: float
+    low: float | None
+    high: float | None
+    n: int
+    #: "interval": a 95% t interval (of the logs where `geometric`); "range": the runs' lowest and highest; "single"
+    kind: Literal["interval", "range", "single"]
+    geometric: bool
+
+    @classmethod
+    def of(cls, values: Sequence[float], confidence: float = CONFIDENCE) -> "Spread":
+        values = [float(v) for v in values]
+        n = len(values)
+        if not n:
+            raise ValueError("a spread of no runs")
+        positive = min(values) > 0
+        center = math.exp(sum(math.log(v) for v in values) / n) if positive else sum(values) / n
+        if n == 1:
+            return cls(center, None, None, 1, "single", positive)
+        if n < MIN_INTERVAL_RUNS or min(values) == 0:
+            return cls(center, min(values), max(values), n, "range", positive)
+        if not positive:
+            e = Estimate.of(values, confidence)
+            return cls(e.mean, e.low, e.high, n, "interval", False)
+        logs = Estimate.of([math.log(v) for v in values], confidence)
+        assert logs.low is not None and logs.high is not None  # n >= 2
+        return cls(center, math.exp(logs.low), math.exp(logs.high), n, "interval", True)
+
+    def text(self, spec: str) -> str:
+        """'208.3 [150.2, 288.9]' (an interval), '208.3 range [150.0, 289.0]', or the one run's figure."""
+        if self.low is None or self.high is None:
+            return f"{self.center:{spec}}"
+        return f"{self.center:{spec}}{' range' if self.kind == 'range' else ''} [{self.low:{spec}}, {self.high:{spec}}]"
 
 
 @dataclass(frozen=True)

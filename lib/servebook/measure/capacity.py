@@ -30,31 +30,30 @@ class Probe:
     valid: bool = True
     #: the client could not offer this load (client_lag): the search cannot tell anything above it
     client_limited: bool = False
-    #: disturbed by stalled reads only, too few to matter: counting every stalled request as met, or every one as
-    #: missed, leaves the probe on the same side of the target (`stalls_cannot_flip`)
-    stall_bounded: bool = False
+    #: stalled reads dropped from the probe (disturbed by them alone): their latency is in doubt, so the attainment
+    #: is the other requests', and the probe counts
+    stalls_dropped: int = 0
 
     def holds(self, target: float) -> bool:
-        return (self.valid or self.stall_bounded) and self.attainment is not None and self.attainment >= target
+        return (self.valid or self.stalls_dropped > 0) and self.attainment is not None and self.attainment >= target
 
     def tells(self, target: float) -> bool:
-        """Whether the probe says anything: a valid one does, and so does one whose few stalled reads cannot change
-        its answer; so does one whose client fell behind if the objectives failed even so (the client offered less
-        than asked, and the engine missed them anyway)."""
-        return self.attainment is not None and (self.valid or self.stall_bounded
+        """Whether the probe says anything: a valid one does, and so does one whose stalled reads were dropped from
+        it; so does one whose client fell behind if the objectives failed even so (the client offered less than
+        asked, and the engine missed them anyway)."""
+        return self.attainment is not None and (self.valid or self.stalls_dropped > 0
                                                 or (self.client_limited and self.attainment < target))
 
 
-def stalls_cannot_flip(met: list[bool], stalled: list[bool], target: float) -> bool:
-    """Whether a probe's answer stands whatever its stalled requests (read in a burst, so their latency is in
-    doubt) truly met: with all of them met, and with all of them missed, the share is on the same side of the
-    target. Deep overload on one slot stalls a few reads of a queue that misses entirely anyway (3 of 89 requests
-    at 32 requests/s on the tiny model, none meeting the objectives), and such a probe says "fails" for certain."""
-    if not met:
-        return False
-    n, certain = len(met), sum(m and not s for m, s in zip(met, stalled, strict=True))
-    doubtful = sum(stalled)
-    return (certain + doubtful) / n < target or certain / n >= target
+def probe_counted(row: dict[str, Any]) -> bool:
+    """Whether a probe's recorded row counted in its capacity (what `Probe.tells` said of it as it ran): valid, or
+    its stalled requests dropped (`slo_dropped_requests`), or its client behind a load that failed anyway. A probe
+    thrown out says neither "held" nor "missed" wherever it is shown."""
+    codes = str(row.get("invalid_codes") or "").split(",")
+    dropped = row.get("slo_dropped_requests")
+    met = row.get("slo_met")
+    return bool(row.get("valid")) or (dropped is not None and dropped == dropped and dropped > 0) \
+        or ("client_lag" in codes and met is not None and met == met and not met)
 
 
 #: the bracketing step: x4 reaches 1,024 from 1 in five probes, and geometric bisection narrows a x4 bracket to 5%
@@ -74,8 +73,8 @@ async def search(probe: Callable[[float, int], Awaitable[Probe]], spec: Capacity
 
     async def holds(rate: float) -> bool | None:
         """Whether the objectives hold at `rate`; None when the client could not offer it (nothing is learnt, and
-        nothing above it can be told). A probe invalid for another reason (a stall, a failed reconciliation) says
-        nothing either way: it is probed once more, and if that fails too the search ends there. Taking it as a
+        nothing above it can be told). A probe invalid for another reason (a failed reconciliation, a busy host)
+        says nothing either way: it is probed once more, and if that fails too the search ends there. Taking it as a
         failure sent a one-slot search on the tiny model down to 0.5 requests/s from a 2 requests/s probe whose
         requests had all met the objectives."""
         narrowing = good is not None and bad is not None
@@ -84,7 +83,7 @@ async def search(probe: Callable[[float, int], Awaitable[Probe]], spec: Capacity
             probes.append(found)
             if found.client_limited and not found.tells(target):
                 return None
-            if found.valid or found.stall_bounded or found.client_limited or len(probes) >= spec.max_probes:
+            if found.valid or found.stalls_dropped or found.client_limited or len(probes) >= spec.max_probes:
                 break
         if not found.tells(target):
             return None

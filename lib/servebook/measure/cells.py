@@ -113,6 +113,8 @@ class CellSummary(TypedDict, total=False):
     slo_effective_requests: float | None
     goodput_rps: float | None
     slo_met: bool | None
+    #: a capacity probe disturbed by stalled reads alone: those dropped from it, its objectives' figures the rest's
+    slo_dropped_requests: int | None
     # host and GPU telemetry, added by the measurement loop (None: not checked)
     foreign_cpu_cores: float | None
     cpu_probe_ms: float | None
@@ -163,6 +165,11 @@ class CellSummary(TypedDict, total=False):
     request_rps: float | None
     output_tok_s: float | None
     total_tok_s: float | None
+    #: the samples behind each latency's statistics: requests, or chunk gaps for ITL (measure.tails)
+    ttft_n: int | None
+    tpot_n: int | None
+    itl_n: int | None
+    e2e_n: int | None
     # reasoning models (measure.reasoning; docs/reasoning.md): medians over requests, sums of tokens
     reasoning_ttft_s: float | None
     answer_ttft_s: float | None
@@ -189,6 +196,8 @@ class CellSummary(TypedDict, total=False):
     probe_itl_p95_s: float | None
     probe_itl_p99_s: float | None
     probe_itl_max_s: float | None
+    probe_ttft_n: int | None
+    probe_itl_n: int | None
     # the engine's load during the cell (measure.gauges; plan.gauge_interval_ms)
     kv_usage_peak: float | None
     running_peak: float | None

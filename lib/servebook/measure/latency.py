@@ -14,9 +14,11 @@ who has used any of them looks for them first. Definitions (docs/metrics.md has 
   or an open-loop cell's measured window.
 
 Percentiles interpolate linearly between order statistics (numpy's default, which vLLM uses); means are plain
-means. Only successful requests count, and in open-loop cells only those inside the measured window. These columns
-are new beside older, nearest-rank ones (`ttft_p90_s`, `tpot_p90_s`, ...) that verdicts read, which keep their
-definition so that runs recorded before and after judge alike.
+means. Each latency's samples are counted beside its figures (`ttft_n`, ...: requests, or chunk gaps for ITL), so
+that a percentile read from too few of them is marked insufficient wherever it is shown (measure.tails). Only
+successful requests count, and in open-loop cells only those inside the measured window. These columns are new
+beside older, nearest-rank ones (`ttft_p90_s`, `tpot_p90_s`, ...) that verdicts read, which keep their definition
+so that runs recorded before and after judge alike.
 """
 
 from __future__ import annotations
@@ -34,9 +36,13 @@ if TYPE_CHECKING:
 #: the per-request latencies reported, and the statistics of each
 LATENCIES = ("ttft", "tpot", "itl", "e2e")
 STATISTICS = ("mean", "p50", "p90", "p99")
-#: the columns this module adds to cells.parquet, milliseconds for latencies
+#: the samples behind each latency's statistics (requests, or chunk gaps for ITL): what a percentile rests on
+#: (measure.tails judges whether it is enough)
+COUNT_COLUMNS = [f"{name}_n" for name in LATENCIES]
+#: the columns this module adds to cells.parquet, milliseconds for latencies; the counts came last, after the
+#: throughputs, so that cells recorded before them keep their columns in place
 LATENCY_COLUMNS = [f"{name}_{stat}_ms" for name in LATENCIES for stat in STATISTICS] + [
-    "request_rps", "output_tok_s", "total_tok_s"]
+    "request_rps", "output_tok_s", "total_tok_s"] + COUNT_COLUMNS
 _QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
 
 
@@ -85,7 +91,8 @@ def _of_arrays(send: np.ndarray, first: np.ndarray, last: np.ndarray, prompt: np
 
     return {**_statistics("ttft", first - send), **_statistics("tpot", tpots), **_statistics("itl", gaps),
             **_statistics("e2e", last - send), "request_rps": per_second(len(send)),
-            "output_tok_s": per_second(output), "total_tok_s": per_second(prompt_sum + output)}
+            "output_tok_s": per_second(output), "total_tok_s": per_second(prompt_sum + output),
+            "ttft_n": len(send), "tpot_n": len(tpots), "itl_n": len(gaps), "e2e_n": len(send)}
 
 
 #: one request as the figures read it: t_send, t_first, t_last, prompt_tokens, completion_tokens

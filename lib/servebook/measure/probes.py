@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config.plan import ProbePlan
 from .client import RequestRecord
-from .itl import itl_figures
+from .itl import chunk_gaps, itl_figures
 from .latency import quantile
 from .prompts import exact_length_prompt
 from .stats import ttfts_of
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 #: the probe columns a cell row gets where the plan sends probes
 PROBE_COLUMNS = ("probe_requests", "probe_ttft_p50_s", "probe_ttft_p95_s", "probe_itl_p50_s", "probe_itl_p95_s",
-                 "probe_itl_p99_s", "probe_itl_max_s")
+                 "probe_itl_p99_s", "probe_itl_max_s", "probe_ttft_n", "probe_itl_n")
 
 
 async def beside(workloads: "Workloads", spec: "CellSpec", plan: ProbePlan, main: Awaitable[Any],
@@ -81,5 +81,8 @@ def probe_figures(probes: list[RequestRecord]) -> dict[str, Any]:
         return {}
     ttfts = ttfts_of(probes)
     gaps = itl_figures(probes, "probe_itl")
+    # the samples behind the percentiles (measure.tails), last so that rows recorded before keep their columns' order
+    counted = {"probe_ttft_n": len(ttfts),
+               "probe_itl_n": sum(len(chunk_gaps(r)) for r in probes if r.ok and r.chunk_times)}
     return {"probe_requests": len(probes), "probe_ttft_p50_s": quantile(ttfts, 0.5),
-            "probe_ttft_p95_s": quantile(ttfts, 0.95), **{k: gaps[k] for k in PROBE_COLUMNS if k in gaps}}
+            "probe_ttft_p95_s": quantile(ttfts, 0.95), **{k: gaps[k] for k in PROBE_COLUMNS if k in gaps}, **counted}

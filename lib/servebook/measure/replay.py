@@ -75,4 +75,6 @@ def replay_figures(rows: list[TraceRow], records: list[RequestRecord], plan: Rep
     return {"ideal_hit_rate": ideal_hit_rate(rows, plan.block_tokens), "measured_hit_rate": measured,
             "trace_span_s": span, "trace_rps": (len(rows) - 1) / span if span > 0 else None,
             # the replay's own judged TTFT: a column apart from decode's ttft_p90_s, so a rule names which it means
-            "replay_ttft_p90_s": percentile(ttfts, 0.9) if ttfts else None}
+            "replay_ttft_p90_s": percentile(ttfts, 0.9) if ttfts else None,
+            # the requests it rests on (measure.tails: a p90 needs 64 at 99% confidence)
+            "replay_ttft_n": len(ttfts)}

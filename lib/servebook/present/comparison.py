@@ -11,7 +11,7 @@ import pandas as pd
 from ..journal.store import RunRecord
 from ..util.render import Block, Renderable, Table, Text
 from .figures import as_figure, cells_frame, forest_spec, run_figures
-from .tables import estimate_tables, side_by_side
+from .tables import VERDICT_MODEL, estimate_tables, side_by_side
 from .views import noise_table
 
 
@@ -114,7 +114,9 @@ class RunComparison(Renderable):
         return [self.verdicts(), *noise, diff] + figures
 
     def blocks(self) -> list[Block]:
-        return [Text(f"{len(self.runs)} runs compared", "heading"), *self.tables()]
+        # figures over runs sit beside verdicts here: say once how the verdict compares, as the study page does
+        model = [Text(VERDICT_MODEL, "dim")] if self.repeated and self.comparisons else []
+        return [Text(f"{len(self.runs)} runs compared", "heading"), *self.tables(), *model]
 
     def figures(self) -> list:
         forest = [as_figure(forest_spec(self.comparisons))] if self.comparisons else []

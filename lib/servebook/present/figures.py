@@ -58,8 +58,9 @@ def _clean(values) -> list:
 
 
 def _points(group: list[dict], x: str, y: str, scale: float) -> dict:
-    """Per x: the mean over runs and its 95% interval (as plotly error bars); one run gives no bar."""
-    from ..estimates import Estimate
+    """Per x: the estimate over runs the tables show (estimates.Spread: the geometric mean with its 95% interval on
+    the log scale, or the range of two runs) as plotly error bars; one run gives no bar."""
+    from ..estimates import Spread
 
     at_x: dict[float, list[dict]] = {}
     for row in group:
@@ -72,11 +73,11 @@ def _points(group: list[dict], x: str, y: str, scale: float) -> dict:
         figures = [v * scale for v in (number(r.get(y)) for r in rows) if v is not None]
         if not figures:
             continue
-        estimate = Estimate.of(figures)
+        estimate = Spread.of(figures)
         xs.append(value)
-        ys.append(estimate.mean)
-        plus.append(None if estimate.high is None else estimate.high - estimate.mean)
-        minus.append(None if estimate.low is None else estimate.mean - estimate.low)
+        ys.append(estimate.center)
+        plus.append(None if estimate.high is None else estimate.high - estimate.center)
+        minus.append(None if estimate.low is None else estimate.center - estimate.low)
         runs.append(estimate.n)
         bad.append(not all(bool(r.get("valid")) for r in rows))
     return {"x": xs, "y": ys, "plus": plus, "minus": minus, "runs": runs, "bad": bad}
@@ -85,7 +86,7 @@ def _points(group: list[dict], x: str, y: str, scale: float) -> dict:
 @fitted
 def _line_spec(cells, x: str, y: str, title: str, x_title: str, y_title: str, kind: str,
                scale: float = 1.0, split_category: bool = False, log2_ticks: bool = False) -> dict:
-    """One line per candidate, the mean over its runs with a 95% interval; decode categories side by side
+    """One line per candidate, its runs' estimate as the tables show it (`_points`); decode categories side by side
     (one panel each), so ten candidates stay ten lines per panel. `cells`: a frame or its records."""
     traces = []
     subset = [c for c in records(cells) if c.get("kind") == kind]
@@ -124,10 +125,10 @@ def _line_spec(cells, x: str, y: str, title: str, x_title: str, y_title: str, ki
                             "arrayminus": points["minus"], "thickness": 1.2, "width": 4},
                 "line": {"color": color},
                 "marker": {"symbol": ["x" if b else "circle" for b in points["bad"]], "size": 9},
-                "hovertemplate": f"%{{x}}: %{{y:.1f}} {y_title} (mean of %{{customdata}} runs)"
+                "hovertemplate": f"%{{x}}: %{{y:.1f}} {y_title} (geometric mean of %{{customdata}} runs)"
                                  "<extra>%{fullData.name}</extra>",
             })
-    layout["legend"] = {"title": {"text": "candidate (mean of runs, 95% interval)"}}
+    layout["legend"] = {"title": {"text": "candidate (geometric mean of runs, 95% interval; range of 2)"}}
     layout["height"] = 400
     if not traces:
         layout["annotations"] = [{"text": "no measured cells", "showarrow": False, "xref": "paper", "yref": "paper",

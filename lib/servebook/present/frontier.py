@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict
 
 from ..config.metrics import measured_by
-from ..estimates import Estimate
+from ..estimates import Spread
 from ..measure.kinds import traits_of
 from .style import AXIS as _AXIS
 from .style import LAYOUT, PALETTE, fitted
@@ -148,7 +148,8 @@ def capacity_rows(cells: list[dict]) -> dict[str, list[dict]]:
 @fitted
 def capacity_spec(cells: list[dict]) -> dict:
     """Each run's capacity with the interval its probes give (a triangle where the next probe fell off a cliff),
-    and, with two runs or more, the candidate's mean over runs with its 95% interval (a diamond)."""
+    and, with two runs or more, the candidate's estimate over runs as the capacity table shows it (a diamond: the
+    geometric mean with its 95% interval on the log scale, or the range of two runs)."""
     found = capacity_rows(cells)
     layout: dict[str, Any] = {**_LAYOUT, "title": {"text": "Capacity under the objectives"},
                               "xaxis": {**_AXIS, "title": {"text": "requests/s held"}, "rangemode": "tozero"},
@@ -172,15 +173,16 @@ def capacity_spec(cells: list[dict]) -> dict:
                                        for r, v in zip(rows, values, strict=True)]},
             "customdata": [str(r.get("run_id", ""))[-6:] for r in rows],
             "hovertemplate": "%{x:.3g} requests/s (run %{customdata})<extra>%{fullData.name}</extra>"})
-        estimate = Estimate.of(values)
+        # the same estimate as the capacity table and the planning table (estimates.Spread)
+        estimate = Spread.of(values)
         if estimate.n >= 2 and estimate.low is not None and estimate.high is not None:
-            traces.append({"type": "scatter", "mode": "markers", "name": f"{name}: mean", "y": [name],
-                           "x": [estimate.mean], "marker": {"symbol": "diamond", "size": 13, "color": colors[name],
-                                                            "line": {"color": "black", "width": 1}},
-                           "error_x": {"type": "data", "symmetric": False, "array": [estimate.high - estimate.mean],
-                                       "arrayminus": [estimate.mean - estimate.low], "thickness": 2.4, "width": 8},
-                           "hovertemplate": f"mean of {estimate.n} runs: %{{x:.3g}} [{estimate.low:.3g}, "
-                                            f"{estimate.high:.3g}]<extra>{name}</extra>"})
+            traces.append({"type": "scatter", "mode": "markers", "name": f"{name}: over runs", "y": [name],
+                           "x": [estimate.center], "marker": {"symbol": "diamond", "size": 13, "color": colors[name],
+                                                              "line": {"color": "black", "width": 1}},
+                           "error_x": {"type": "data", "symmetric": False, "array": [estimate.high - estimate.center],
+                                       "arrayminus": [estimate.center - estimate.low], "thickness": 2.4, "width": 8},
+                           "hovertemplate": f"geometric mean of {estimate.n} runs: %{{x:.3g}} "
+                                            f"{estimate.text('.3g').split(' ', 1)[1]}<extra>{name}</extra>"})
     return {"data": traces, "layout": layout}
 
 
@@ -207,8 +209,9 @@ class ParetoPoint(TypedDict):
 
 
 def pareto_points(cells: list[dict]) -> list[ParetoPoint]:
-    """Per candidate and decode concurrency: the mean over runs of tokens/s per user (`user_rate`) and of tokens/s
-    per GPU (per server on a host without GPUs), with the point's place on the front of all candidates' points."""
+    """Per candidate and decode concurrency: the geometric mean over runs (estimates.Spread) of tokens/s per user
+    (`user_rate`) and of tokens/s per GPU (per server on a host without GPUs), with the point's place on the front of
+    all candidates' points."""
     at: dict[tuple[str, int], list[dict]] = {}
     for c in cells:
         if c.get("kind") == measured_by("per_request_tok_s") and c.get("valid") and number(c.get("per_request_tok_s")) \
@@ -218,8 +221,8 @@ def pareto_points(cells: list[dict]) -> list[ParetoPoint]:
     for (candidate, concurrency), rows in at.items():
         share = max(1, int(number(rows[0].get("gpus")) or 0))
         points.append({"candidate": candidate, "concurrency": concurrency, "runs": len(rows),
-                       "per_user": Estimate.of([user_rate(r) for r in rows]).mean,
-                       "per_gpu": Estimate.of([float(r["aggregate_tok_s"]) / share for r in rows]).mean,
+                       "per_user": Spread.of([user_rate(r) for r in rows]).center,
+                       "per_gpu": Spread.of([float(r["aggregate_tok_s"]) / share for r in rows]).center,
                        "gpus": int(number(rows[0].get("gpus")) or 0), "front": False})
     for p in points:
         p["front"] = not any(q["per_user"] >= p["per_user"] and q["per_gpu"] >= p["per_gpu"]
@@ -229,7 +232,7 @@ def pareto_points(cells: list[dict]) -> list[ParetoPoint]:
 
 @fitted
 def pareto_spec(cells: list[dict]) -> dict:
-    """Speed each user sees against throughput per GPU, one point per candidate and concurrency (mean over runs),
+    """Speed each user sees against throughput per GPU, one point per candidate and concurrency (over runs),
     each candidate's points joined in concurrency order; the front (no other point better on both) is a grey step
     line. A configuration off the front is beaten on both at some concurrency by another."""
     points = pareto_points(cells)
@@ -252,7 +255,7 @@ def pareto_spec(cells: list[dict]) -> dict:
                        "line": {"color": ["black" if p["front"] else colors[name] for p in mine], "width": 1}},
             "customdata": [p["runs"] for p in mine],
             "hovertemplate": "%{text} requests: %{y:.1f} tok/s per user, %{x:.1f} per " + per
-                             + " (mean of %{customdata} runs)<extra>%{fullData.name}</extra>"})
+                             + " (geometric mean of %{customdata} runs)<extra>%{fullData.name}</extra>"})
     front = sorted((p for p in points if p["front"]), key=lambda p: p["per_gpu"])
     traces.append({"type": "scatter", "mode": "lines", "name": "front", "x": [p["per_gpu"] for p in front],
                    "y": [p["per_user"] for p in front], "line": {"shape": "vh", "dash": "dot", "color": "#6b7280"},

@@ -41,7 +41,7 @@ class RunTable:
 
 @dataclass(frozen=True)
 class EstimateTable:
-    """Each candidate's mean over runs with a 95% interval, per value of `key`."""
+    """Each candidate's figure over runs (present.tables.estimate_text), per value of `key`."""
 
     title: str
     key: str

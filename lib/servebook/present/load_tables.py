@@ -10,7 +10,7 @@ from ..config.metrics import measured_by
 from ..measure.kinds import traits_of
 from ..util.render import Table
 from .replica_tables import replica_table
-from .tables import _rows, cell_check, estimate_text, fmt, kind_tables, number, records
+from .tables import ESTIMATE_WORDS, _rows, cell_check, estimate_text, fmt, kind_tables, number, records, tail_marked
 from .under_load import under_load_tables
 
 LATENCY_DEFINITIONS = [
@@ -19,6 +19,10 @@ LATENCY_DEFINITIONS = [
     "requests (a chunk may carry several tokens). E2E: send to the last chunk.",
     "p50 / p90 / p99 interpolate linearly between requests (as vllm bench serve does); successful requests only, "
     "and in open-loop cells only those inside the measured window.",
+    "n: the samples behind a row (requests; chunk gaps for ITL). A percentile read from fewer than its confidence "
+    "needs is marked insufficient (n=...): at 99% confidence, 11 for a p50, 64 for a p90, 130 for a p95 and 662 for "
+    "a p99 (the MLCommons Endpoints figure), so that the second-largest sample bounds the true quantile "
+    "(docs/metrics.md).",
     "Requests/s and total tok/s (prompt + completion): over first send to last finish, or an open-loop cell's "
     "measured window. docs/metrics.md gives the peers' names for each figure.",
 ]
@@ -26,7 +30,8 @@ CAPACITY_DEFINITIONS = [
     "Capacity: the highest request rate at which the share of requests meeting every objective stays at the "
     "target, read from every probe through a non-increasing fit; its interval runs from the highest rate that "
     "certainly holds to the lowest that certainly fails (exact binomial bounds of the probes).",
-    "Over runs: the mean of the runs' capacities with a 95% interval (runs, not probes, are the unit).",
+    "Over runs: the geometric mean of the runs' capacities with a 95% interval on the log scale, or the range of "
+    "fewer than 3 runs (runs, not probes, are the unit); the planning table multiplies the same figure.",
 ]
 
 
@@ -38,21 +43,24 @@ def _ms(value: Any) -> str:
 
 
 def latency_table(cells, label: str | None = None) -> Table | None:
-    """Per measured cell, a row per latency (TTFT, TPOT, ITL, end to end): mean, p50, p90 and p99 in ms, as
-    `vllm bench serve` prints them; narrow enough for 80 columns."""
+    """Per measured cell, a row per latency (TTFT, TPOT, ITL, end to end): the samples behind it, mean, p50, p90 and
+    p99 in ms, as `vllm bench serve` prints them; a percentile from too few samples reads 'insufficient (n=40)'
+    beside its figure (measure.tails)."""
     rows = [c for c in records(cells) if not traits_of(c.get("kind")).derived
             and any(number(c.get(f"{n}_p50_ms")) is not None for n in ("ttft", "e2e"))]
     if not rows:
         return None
-    table = Table(([label.capitalize()] if label else []) + ["Cell", "Latency (ms)", "mean", "p50", "p90", "p99"],
-                  title="Latency percentiles per cell")
+    table = Table(([label.capitalize()] if label else []) + ["Cell", "Latency (ms)", "n", "mean", "p50", "p90",
+                                                             "p99"], title="Latency percentiles per cell")
     names = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL (chunk gaps)", "e2e": "end to end"}
     for cell in _rows(rows, ["order"]) if label else rows:
         shown = [n for n in names if number(cell.get(f"{n}_p50_ms")) is not None]
         for i, name in enumerate(shown):
             first = ([cell[label]] if label else []) + [cell["cell_id"]] if i == 0 else [""] * (2 if label else 1)
-            table.add(first + [names[name]] + [_ms(cell.get(f"{name}_{q}_ms")) for q in ("mean", "p50", "p90", "p99")],
-                      "" if cell.get("valid") else "invalid")
+            count = number(cell.get(f"{name}_n"))
+            shown = [tail_marked(_ms(cell.get(f"{name}_{q}_ms")), cell, f"{name}_{q}_ms") for q in ("p50", "p90", "p99")]
+            table.add(first + [names[name], "-" if count is None else int(count), _ms(cell.get(f"{name}_mean_ms"))]
+                      + shown, "" if cell.get("valid") else "invalid")
     return table
 
 
@@ -96,12 +104,25 @@ def load_table(cells, label: str | None = None) -> Table | None:
         share = number(cell.get("slo_attainment"))
         interval = "-" if share is None else (f"{share:.0%} [{fmt(cell.get('slo_attainment_low'), '.0%')}, "
                                               f"{fmt(cell.get('slo_attainment_high'), '.0%')}]")
-        met = cell.get("slo_met")
         table.add(([cell[label]] if label else []) + [
             cell["cell_id"], fmt(cell.get("offered_rps"), ".3g"), fmt(cell.get("achieved_rps"), ".2f"), interval,
-            fmt(cell.get("goodput_rps"), ".2f"), "-" if met is None or met != met else ("yes" if met else "no"),
-            cell_check(cell)], "" if cell.get("valid") else "invalid")
+            fmt(cell.get("goodput_rps"), ".2f"), _held(cell), cell_check(cell)], "" if cell.get("valid") else "invalid")
     return table
+
+
+def _held(cell: dict) -> str:
+    """Whether the objectives held, said only of a cell that counted (measure.capacity.probe_counted): a probe thrown
+    out held nothing; one whose stalled reads were dropped says how many."""
+    from ..measure.capacity import probe_counted
+
+    met = cell.get("slo_met")
+    if met is None or met != met:
+        return "-"
+    if not probe_counted(cell):
+        return "not counted"
+    dropped = int(number(cell.get("slo_dropped_requests")) or 0)
+    return ("yes" if met else "no") + (f" ({dropped} stalled request{'s' if dropped != 1 else ''} dropped)"
+                                       if dropped else "")
 
 
 def capacity_text(cell: dict) -> str:
@@ -128,21 +149,28 @@ def capacity_table(cells, label: str | None = None) -> Table | None:
     return table
 
 
+def capacity_groups(cells, label: str = "candidate") -> dict[tuple, list[float | None]]:
+    """(name, objectives) -> each valid run's capacity (None: held at no probed rate): what every capacity figure
+    over runs (the capacity table, the planning table, the chart's mean) is estimated from."""
+    groups: dict[tuple, list[float | None]] = {}
+    for cell in records(cells):
+        if cell.get("kind") == measured_by("capacity_rps") and cell.get("valid"):
+            groups.setdefault((cell.get(label), objectives_text(cell)), []).append(number(cell.get("capacity_rps")))
+    return groups
+
+
 def capacity_estimates(cells, label: str = "candidate") -> Table | None:
-    """Per candidate: the mean capacity over its valid runs with a 95% interval over runs, the range of the runs
-    and the objectives (a candidate whose runs were held to different objectives gets a row per objective)."""
-    rows = [c for c in records(cells) if c.get("kind") == measured_by("capacity_rps") and c.get("valid")]
-    if not rows:
+    """Per candidate: its capacity over its valid runs (estimate_text: the geometric mean with a 95% interval on the
+    log scale, or the range of two runs), the runs' own and the objectives (a candidate whose runs were held to
+    different objectives gets a row per objective)."""
+    groups = capacity_groups(cells, label)
+    if not groups:
         return None
-    table = Table([label.capitalize(), "Objectives", "Runs", "Capacity req/s (mean, 95% interval over runs)",
-                   "Runs' capacities"], title="Capacity under the objectives (mean of runs, 95% interval)")
-    groups: dict[tuple, list[dict]] = {}
-    for cell in rows:
-        groups.setdefault((cell.get(label), objectives_text(cell)), []).append(cell)
-    for (name, objectives), group in groups.items():
-        values = [number(c.get("capacity_rps")) for c in group]
+    table = Table([label.capitalize(), "Objectives", "Runs", "Capacity req/s (over runs)", "Runs' capacities"],
+                  title=f"Capacity under the objectives ({ESTIMATE_WORDS})")
+    for (name, objectives), values in groups.items():
         found = [v for v in values if v is not None]
-        table.add([name, objectives, len(group), estimate_text(found, ".3g") if found else "held at no probed rate",
+        table.add([name, objectives, len(values), estimate_text(found, ".3g") if found else "held at no probed rate",
                    ", ".join(f"{v:.3g}" for v in found) or "-"])
     return table
 

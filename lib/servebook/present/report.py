@@ -12,6 +12,7 @@ from ..util.render import Block, Renderable, Table, Text, to_html
 from ..verdicts.judge import VERDICT_STYLE, judge
 from ..verdicts.output import evidence_words
 from ..verdicts.ranking import Answer, Standing, study_answer
+from .tables import VERDICT_MODEL
 
 RANKING_COLUMNS = ["rank", "candidate", "verdict", "runs", "mean change", "decisive cells", "drafter and output",
                    "note"]
@@ -48,6 +49,7 @@ class StudyReport(Renderable):
         blocks.append(Text(a.headline(), "accepted" if a.recommended is not None else "invalid"))
         blocks.append(Text("\n".join(f"- {line}" for line in a.why()), pre=True))
         blocks.append(ranking_table(a))
+        blocks.append(Text(VERDICT_MODEL, "dim"))
         if a.method:
             blocks.append(Text(f"method: {a.method}", "dim"))
         return blocks
@@ -74,6 +76,7 @@ def answer_markdown(a: Answer, heading: str = "####") -> str:
         row = ranking_row(s)
         row[1] = f"**{row[1]}**" if s is a.recommended else row[1]
         lines.append("| " + " | ".join(_md(v) for v in row) + " |")
+    lines += ["", f"<sub>{_md(VERDICT_MODEL)}</sub>"]
     if a.method:
         lines += ["", f"<sub>{_md('method: ' + a.method)}</sub>"]
     return "\n".join(lines) + "\n"

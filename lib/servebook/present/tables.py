@@ -7,6 +7,7 @@ from typing import Any
 import pandas as pd
 
 from ..config.claims import Verification
+from ..measure.tails import Tail, insufficient_tail, percentile_of
 from ..util.render import Table
 from .claims import claim_text
 from .kinds import (
@@ -22,9 +23,10 @@ from .kinds import (
     summarised,
 )
 
-__all__ = ["DECODE_DEFINITIONS", "GAP_NOTE", "PREFILL_DEFINITIONS", "REUSE_DEFINITIONS", "WAVE_DEFINITIONS",
-           "cell_check", "estimate_tables", "estimate_text", "fit_table", "fmt", "kind_tables", "memory_table",
-           "number", "records", "run_tables", "section_definitions", "side_by_side", "verification_table"]
+__all__ = ["DECODE_DEFINITIONS", "ESTIMATE_WORDS", "GAP_NOTE", "PREFILL_DEFINITIONS", "REUSE_DEFINITIONS",
+           "WAVE_DEFINITIONS", "cell_check", "estimate_cell", "estimate_tables", "estimate_text", "fit_table", "fmt",
+           "kind_tables", "memory_table", "number", "records", "run_tables", "section_definitions", "side_by_side",
+           "tail_marked", "thinnest", "verification_table", "VERDICT_MODEL"]
 
 def number(value: Any) -> float | None:
     """A float, or None for missing values (None, NaN, pandas NA, text)."""
@@ -95,6 +97,19 @@ def section_definitions(section: Section, cells, kind: str) -> list[str]:
     return section.definitions + [text for column, text in section.when_present if _present(rows, column)]
 
 
+def tail_marked(text: str, cell: dict, column: str) -> str:
+    """A figure as shown, with 'insufficient (n=40)' beside it where it is a percentile read from fewer samples than
+    its confidence needs (measure.tails: 662 for a p99 at 99%)."""
+    tail = insufficient_tail(cell, column)
+    return text if tail is None or text == "-" else f"{text} {tail.words()}"
+
+
+def thinnest(cells: list[dict], column: str) -> Tail | None:
+    """The fewest-sampled insufficient tail of `column` among cells (None: none is insufficient)."""
+    found = [t for t in (insufficient_tail(c, column) for c in cells) if t is not None]
+    return min(found, key=lambda t: t.n, default=None)
+
+
 def _figure(cell: dict, column: Column) -> Any:
     if column.format == "check":
         return cell_check(cell)
@@ -104,7 +119,7 @@ def _figure(cell: dict, column: Column) -> Any:
     if column.format == "text":
         word = cell.get(column.column)
         return word if isinstance(word, str) and word else "-"
-    return fmt(cell.get(column.column), column.format, column.scale, column.suffix)
+    return tail_marked(fmt(cell.get(column.column), column.format, column.scale, column.suffix), cell, column.column)
 
 
 def run_tables(cells, spec: RunTable, kind: str, label: str | None = None) -> list[Table]:
@@ -145,29 +160,56 @@ def side_by_side(cells: pd.DataFrame, labels: list[str]) -> list[Table]:
             continue  # runs recorded before the figure existed (or a plan that does not measure it) have none
         pivot = subset.pivot_table(index="cell_id", columns="label", values=metric, aggfunc="first", sort=False)
         columns = [label for label in labels if label in pivot.columns]
+        # a percentile's samples beside it, so that a thin tail is marked here as in every other table
+        counted = percentile_of(metric)
+        counts = subset.pivot_table(index="cell_id", columns="label", values=counted[1], aggfunc="first", sort=False) \
+            if counted and counted[1] in subset and subset[counted[1]].notna().any() else None
         table = Table(["cell"] + columns, title=title)
         for cell_id, row in pivot[columns].iterrows():
-            table.add([cell_id] + [fmt(v, spec, scale) for v in row.values])
+            table.add([cell_id] + [tail_marked(fmt(v, spec, scale), {metric: v, **(
+                _count(counts, counted[1], cell_id, label) if counted else {})}, metric)
+                for label, v in zip(columns, row.values, strict=True)])
         tables.append(table)
     return tables
 
 
+#: how tables over runs name their estimate (estimates.Spread), in their titles
+ESTIMATE_WORDS = "geometric mean of runs, 95% interval on the log scale; range of fewer than 3 runs"
+#: the one line a study's page and report say of the verdicts' model (estimates.model), beside the tables over runs
+VERDICT_MODEL = ("A verdict compares a candidate with the baseline within the interleaving rounds and machines their "
+                 "runs share (blocks), on the log scale, with the between-run variance pooled over every candidate "
+                 "of the study: it does not compare per-candidate intervals, which may overlap where the verdict "
+                 "tells two candidates apart.")
+
+
+def _count(counts: pd.DataFrame | None, column: str, cell_id: Any, label: str) -> dict[str, Any]:
+    """{the count column: the samples} of one label's cell in a pivot of counts; {} where none was recorded."""
+    if counts is None or label not in counts.columns or cell_id not in counts.index:
+        return {}
+    return {column: counts.at[cell_id, label]}
+
+
 def estimate_text(values: list, spec: str, scale: float = 1.0) -> str:
-    """'412.3 [398.1, 426.5]': the mean over runs with its 95% interval; one run is just its figure."""
-    from ..estimates import Estimate
+    """'412.3 [398.1, 426.5]': the geometric mean over runs with its 95% interval on the log scale, which a rate
+    or a time cannot cross zero with; '412.3 range [398.1, 426.5]' from two runs; one run is just its figure
+    (estimates.Spread, which the charts' error bars and the verdicts' figures are too)."""
+    from ..estimates import Spread
 
     figures = [v * scale for v in (number(x) for x in values) if v is not None]
-    if not figures:
-        return "-"
-    e = Estimate.of(figures)
-    if e.low is None:
-        return f"{e.mean:{spec}}"
-    return f"{e.mean:{spec}} [{e.low:{spec}}, {e.high:{spec}}]"
+    return Spread.of(figures).text(spec) if figures else "-"
+
+
+def estimate_cell(cells: list[dict], column: Column) -> str:
+    """A column's estimate over runs' cells, with 'insufficient (n=40)' beside it where a run's percentile rests on
+    too few samples (the fewest such run's count)."""
+    text = estimate_text([c.get(column.column) for c in cells], column.format, column.scale)
+    tail = thinnest(cells, column.column)
+    return text if tail is None or text == "-" else f"{text} {tail.words()}"
 
 
 def estimate_tables(cells: pd.DataFrame, label: str = "candidate") -> list[Table]:
-    """Per category (and for cold prefill): each candidate's mean over its runs with a 95% interval, valid
-    cells only. Runs are the unit: a cell's figure in each run is one observation."""
+    """Per category (and for cold prefill): each candidate's figure over its runs (estimate_text), valid cells only.
+    Runs are the unit: a cell's figure in each run is one observation."""
     if cells.empty or "kind" not in cells:
         return []
     valid = cells[cells["valid"].astype(bool)]
@@ -182,13 +224,12 @@ def estimate_tables(cells: pd.DataFrame, label: str = "candidate") -> list[Table
                 continue
             columns = [c for c in _shown(spec.columns, records(group)) if c.column in group]
             table = Table([label.capitalize(), spec.key_title, "Runs"] + [c.title for c in columns],
-                          title=spec.title.format(category=category) + " (mean of runs, 95% interval)")
+                          title=spec.title.format(category=category) + f" ({ESTIMATE_WORDS})")
             order = list(dict.fromkeys(group[label]))
             for name in order:
                 mine = group[group[label] == name]
                 for at, rows in mine.groupby(spec.key, sort=True):
-                    table.add([name, int(at), len(rows)] + [estimate_text(list(rows[c.column]), c.format, c.scale)
-                                                            for c in columns])
+                    table.add([name, int(at), len(rows)] + [estimate_cell(records(rows), c) for c in columns])
             tables.append(table)
     return tables
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from ..measure.kinds import traits_of
 from ..util.render import Table
-from .tables import _rows, fmt, number, records
+from .tables import _rows, fmt, number, records, tail_marked
 
 UNDER_LOAD_DEFINITIONS = [
     "ITL: the gaps between a request's consecutive content chunks, pooled over the cell's requests; TTFT is not a "
     "gap, the first gap after it is (the first decode step). p50 / p95 / p99 interpolate linearly; longest: the "
-    "cell's longest gap, the stall a reader saw.",
+    "cell's longest gap, the stall a reader saw. A percentile from fewer gaps than its confidence needs reads "
+    "insufficient (n=...) beside it (docs/metrics.md: 662 for a p99).",
     "Tokens per chunk: completion tokens over content chunks (above 1 when a drafter's accepted run arrives as one "
     "chunk). Per token: each gap over the tokens of the chunk that ended it, where the engine reports them.",
     "Probes (plan.prefill.probes): short cold decode requests beside each prefill request, the first already "
@@ -26,6 +27,11 @@ UNDER_LOAD_DEFINITIONS = [
 
 def _ms(value) -> str:
     return fmt(value, ".1f", 1000.0)
+
+
+def _tail(cell: dict, column: str) -> str:
+    """A percentile in ms, 'insufficient (n=...)' beside it where it rests on too few samples (measure.tails)."""
+    return tail_marked(_ms(cell.get(column)), cell, column)
 
 
 def _lead(cell: dict, label: str | None) -> list:
@@ -49,7 +55,7 @@ def itl_table(cells, label: str | None = None) -> Table | None:
                   title="Inter-token latency per decode cell (ms)")
     for cell in _rows(rows, ["order", "concurrency"] if label else ["concurrency"]):
         table.add(_lead(cell, label) + [
-            fmt(cell.get("concurrency"), ".0f"), *(_ms(cell.get(f"itl_{q}_s")) for q in ("p50", "p95", "p99", "max")),
+            fmt(cell.get("concurrency"), ".0f"), *(_tail(cell, f"itl_{q}_s") for q in ("p50", "p95", "p99", "max")),
             fmt(cell.get("itl_tokens_per_chunk"), ".2f"), _ms(cell.get("itl_token_p50_s")),
             _ms(cell.get("itl_token_p99_s"))], "" if cell.get("valid") else "invalid")
     return table
@@ -65,8 +71,8 @@ def probe_table(cells, label: str | None = None) -> Table | None:
     for cell in _rows(rows, ["order", "target_prompt_tokens"] if label else ["target_prompt_tokens"]):
         table.add(_lead(cell, label) + [
             fmt(cell.get("target_prompt_tokens"), ".0f"), fmt(cell.get("probe_requests"), ".0f"),
-            _ms(cell.get("probe_ttft_p50_s")), _ms(cell.get("probe_ttft_p95_s")),
-            *(_ms(cell.get(f"probe_itl_{q}_s")) for q in ("p50", "p99", "max"))],
+            _tail(cell, "probe_ttft_p50_s"), _tail(cell, "probe_ttft_p95_s"),
+            *(_tail(cell, f"probe_itl_{q}_s") for q in ("p50", "p99", "max"))],
             "" if cell.get("valid") else "invalid")
     return table
 

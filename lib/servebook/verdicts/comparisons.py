@@ -4,15 +4,21 @@ its one-sided bounds."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import pandas as pd
 
 from ..config.metrics import LOWER_IS_BETTER, METRIC_WORDS, METRICS
 from ..config.rules import ComparisonRule
-from ..estimates import ALPHA, Block, Contrast, Decision, Estimate, fit_contrasts, holm
+from ..estimates import ALPHA, Block, Contrast, Decision, Spread, fit_contrasts, holm
+from ..measure.tails import Tail, insufficient_tail
 from .machines import MachineChange, cpu_probes, host_dependent, machine_changes
+
+#: the decisions that leave a cell undecided (never accepted, never rejected on it), in every output alike
+UNDECIDED: tuple[Decision, ...] = ("straddle", "single", "missing", "host", "insufficient")
+#: written into events and JSON only where set, so that verdicts without an insufficient tail read as before
+_TAIL_FIELDS = ("tail_samples", "tail_needed", "tail_p")
 
 
 @dataclass
@@ -56,6 +62,11 @@ class Comparison:
     decision_high_pct: float | None = None
     #: the change on each machine alone, where the runs come from two or more (verdicts.machines)
     machines: list[MachineChange] = field(default_factory=list)
+    #: decision `insufficient`: the fewest samples behind the percentile in a run of either side, the samples its
+    #: confidence needs, and the quantile (measure.tails)
+    tail_samples: int | None = None
+    tail_needed: int | None = None
+    tail_p: float | None = None
 
     def __post_init__(self) -> None:
         # read back from a verdict event (or copied with asdict), each machine is a dict
@@ -104,7 +115,21 @@ class Comparison:
             interval = (f" [{bounds[0]:+.1f}, {bounds[1]:+.1f}]" if bounds is not None
                         else f" ({self.runs} vs {self.baseline_runs} runs: no interval)")
             figure = f"{self.change_pct:+.1f}%{interval}" + (", better" if self.better else "")
-        return f"{METRIC_WORDS[self.metric]}, {self.where}: {figure} (limit {sign}{self.limit_pct:g}%{self._rule()})"
+        text = f"{METRIC_WORDS[self.metric]}, {self.where}: {figure} (limit {sign}{self.limit_pct:g}%{self._rule()})"
+        tail = self.tail
+        return text if tail is None else f"{text}; insufficient tail: {self.cell_id} rests on {tail.reason()}"
+
+    @property
+    def tail(self) -> Tail | None:
+        """The insufficient tail that left this cell undecided, None where there is none."""
+        if self.decision != "insufficient" or self.tail_samples is None or self.tail_needed is None:
+            return None
+        return Tail(self.tail_p or 0.0, self.tail_samples, self.tail_needed)
+
+    def to_dict(self) -> dict[str, Any]:
+        """As events and JSON hold it: every field, the tail's only where a tail was insufficient."""
+        data = asdict(self)
+        return {k: v for k, v in data.items() if k not in _TAIL_FIELDS or v is not None}
 
     def _rule(self) -> str:
         """The multiplicity rule behind the shown interval, in words, where more than one cell was tested."""
@@ -190,8 +215,21 @@ def compare_rule(runs: list[pd.DataFrame], baseline_runs: list[pd.DataFrame], ru
             machine.cpu_probe_ms = probes.get(machine.machine)
         if host_dependent(found.machines):
             found.decision, found.ok, found.repeats_to_decide = "host", False, None
+        thinnest = _thinnest_tail(rule, cell_id, [*runs, *baseline_runs])
+        if thinnest is not None:
+            # a percentile from too few samples says little of its quantile: the cell is judged neither way
+            found.decision, found.ok, found.repeats_to_decide, found.better = "insufficient", False, None, False
+            found.tail_samples, found.tail_needed, found.tail_p = thinnest.n, thinnest.needed, thinnest.p
         out.append(found)
     return out
+
+
+def _thinnest_tail(rule: ComparisonRule, cell_id: str, runs: list[pd.DataFrame]) -> Tail | None:
+    """The fewest-sampled insufficient tail of the rule's figure at `cell_id` over the runs of both sides (None:
+    every run's is sufficient, or the figure is no counted percentile)."""
+    found = [tail for cells in runs for row in select_cells(cells, rule).to_dict("records")
+             if row["cell_id"] == cell_id and (tail := insufficient_tail(row, rule.metric)) is not None]
+    return min(found, key=lambda tail: tail.n, default=None)
 
 
 _CANDIDATE, _BASELINE = "candidate", "baseline"
@@ -223,7 +261,9 @@ def comparison_of(rule: ComparisonRule, row: dict[str, Any], values: list[tuple[
         metric=rule.metric, cell_id=str(row["cell_id"]), category=row.get("category"),
         concurrency=int(row["concurrency"]) if "concurrency" in METRICS[rule.metric].selects else None,
         prompt_tokens=None if prompt is None or pd.isna(prompt) else int(prompt),
-        value=Estimate.of([v for _, v in values]).mean, baseline=Estimate.of([v for _, v in baseline]).mean,
+        # each side's figure as the tables and charts show it (estimates.Spread: the geometric mean, the centre on
+        # the log scale the model compares on)
+        value=Spread.of([v for _, v in values]).center, baseline=Spread.of([v for _, v in baseline]).center,
         runs=len(values), baseline_runs=len(baseline),
         change_pct=None if contrast is None else contrast.pct,
         change_low_pct=bounds[0] if bounds else None, change_high_pct=bounds[1] if bounds else None,
@@ -239,7 +279,7 @@ def settle(comparisons: list[Comparison], alpha: float) -> list[Comparison]:
     returns the cells that were tested. Verdicts and `servebook compare` both settle here, so a regression one
     of them reports the other reports too."""
     # a cell that depends on the machine is decided machine by machine, not by the pooled figure
-    tested = [c for c in comparisons if c.p_beyond is not None and c.decision not in ("single", "host")]
+    tested = [c for c in comparisons if c.p_beyond is not None and c.decision not in ("single", "host", "insufficient")]
     for c, beyond in zip(tested, holm([c.p_beyond or 1.0 for c in tested], alpha), strict=True):
         if beyond:
             c.decision, c.ok = "fail", False

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..journal import RunRecord
+from ..measure.latency import COUNT_COLUMNS, with_latency
 from ..measure.validity import codes_of, only_disturbed
 
 
@@ -31,14 +32,17 @@ def machine_of(record: RunRecord) -> str:
     return record.manifest.environment.machine_key if record.manifest is not None else ""
 
 
-def run_cells(records: list[RunRecord]) -> list[pd.DataFrame | None]:
+def run_cells(records: list[RunRecord], counted: bool = False) -> list[pd.DataFrame | None]:
     """Each run's cells (None when it has none), marked with its block: the machine, and the interleaving round
     (the resident round it was measured in, else the run's place among its candidate's completed runs on that
-    machine)."""
+    machine). `counted`: with the samples behind each latency percentile, from the run's requests where it was
+    sealed before they were counted (nothing is written back)."""
     out: list[pd.DataFrame | None] = []
     rounds: dict[str, int] = {}
     for record in records:
         cells = record.table("cells") if record.status == "completed" else None
+        if cells is not None and counted and not set(COUNT_COLUMNS) <= set(cells.columns):
+            cells = with_latency(cells, record.table("requests"), record.table("chunks"))
         if cells is not None:
             machine = machine_of(record)
             resident = record.manifest.resident if record.manifest is not None else None

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..util.errors import InputError
-from .comparisons import Comparison
+from .comparisons import UNDECIDED, Comparison
 from .judge import Judged, Verdict
 
 #: outcome -> exit status, in order of precedence when a study has several (a proven regression first)
@@ -78,6 +78,6 @@ def deciding(verdict: Verdict) -> Comparison | None:
         return (worst if c.lower_is_better else -worst) - c.limit_pct
 
     pool = {"rejected": [c for c in verdict.comparisons if not c.ok and c.decision == "fail"],
-            "inconclusive": [c for c in verdict.comparisons if c.decision in ("straddle", "single", "missing", "host")]}
+            "inconclusive": [c for c in verdict.comparisons if c.decision in UNDECIDED]}
     chosen = pool[verdict.outcome] if verdict.outcome in pool else verdict.comparisons
     return max(chosen, key=regression_bound, default=None)

@@ -22,6 +22,7 @@ from ..estimates import ALPHA, spent_alpha
 from ..journal import Journal, RunRecord
 from ..journal.manifest import Failure, Manifest
 from ..measure.capacity import figure as capacity_figure
+from ..measure.tails import percentile_of
 from ..util.errors import InputError
 from ..util.render import Block, Renderable, Style, Table
 from .comparisons import Comparison, compare_rule, describe, select_cells, settle
@@ -42,8 +43,8 @@ class Verdict:
     settled: bool = False
     #: what decided it, for the reader: the test, its level and where the variance came from (None: no interval)
     method: str | None = None
-    #: inconclusive only because a cell passes on one machine and fails on another (verdicts.machines): more runs on
-    #: these machines will not decide it
+    #: inconclusive only because a cell passes on one machine and fails on another (verdicts.machines), or because a
+    #: judged percentile rests on too few samples (measure.tails): more runs on these machines will not decide it
     host_dependent: bool = False
     #: gains that may not hold on real output (verdicts.realism): each with its code and the cell's realism
     caveats: list[Caveat] = field(default_factory=list)
@@ -66,7 +67,7 @@ class Verdict:
 
     def to_event(self, **context) -> dict:
         return {"outcome": self.outcome, "reasons": self.reasons, "method": self.method,
-                "comparisons": [asdict(c) for c in self.comparisons],
+                "comparisons": [c.to_dict() for c in self.comparisons],
                 **({"caveats": [asdict(c) for c in self.caveats]} if self.caveats else {}),
                 **({"evidence": self.evidence} if self.evidence else {}), **context}
 
@@ -129,7 +130,7 @@ def _compare(completed: list[tuple[Manifest, pd.DataFrame]], baseline_runs: list
     left out) is not compared, and leaves the verdict undecided: never accepted without it, never rejected for it."""
     runs = [cells for _, cells in completed]
     comparisons: list[Comparison] = []
-    failing, straddling, passing, by_machine = [], [], [], []
+    failing, straddling, passing, not_by_runs = [], [], [], []
     settled = bool(reasons)
     for rule in rules.rules:
         found = compare_rule(runs, baseline_runs, rule, alpha, peers)
@@ -144,11 +145,13 @@ def _compare(completed: list[tuple[Manifest, pd.DataFrame]], baseline_runs: list
     comparisons.extend(scaling_comparisons(runs, baseline_runs, rules.scaling, scale, alpha, peers))
     tested = settle(comparisons, alpha)
     for c in comparisons:
-        if c.decision == "straddle":
+        if c.decision == "insufficient":  # more requests per cell decide it, not more runs
+            not_by_runs.append(f"inconclusive: {c.text()}; a verdict never rests on it: measure more requests per cell")
+        elif c.decision == "straddle":
             straddling.append(f"inconclusive: {c.text()}{_hint(c, len(tested))}")
         elif c.decision == "host":
-            by_machine.append(f"inconclusive: {c.text()}; more runs on these machines will not decide it, "
-                              "each machine's figure is the answer for its kind of host")
+            not_by_runs.append(f"inconclusive: {c.text()}; more runs on these machines will not decide it, "
+                               "each machine's figure is the answer for its kind of host")
         elif c.decision == "missing" and c.runs and c.baseline_runs:
             straddling.append(f"inconclusive: {METRIC_WORDS[c.metric]}, {c.where}: no comparison, as runs are judged "
                               "within machines and no run of the baseline or another candidate shares a machine "
@@ -164,11 +167,11 @@ def _compare(completed: list[tuple[Manifest, pd.DataFrame]], baseline_runs: list
     gains = [f"better beyond the noise: {c.text()}" for c in comparisons if c.better]
     method = _method(comparisons, alpha, look)
     if reasons or failing:
-        return Verdict("rejected", reasons + failing + by_machine + straddling
+        return Verdict("rejected", reasons + failing + not_by_runs + straddling
                        + [f"within limits: {t}" for t in passing] + gains,
                        comparisons, settled, method)
-    if straddling or by_machine:
-        return Verdict("inconclusive", by_machine + straddling + [f"within limits: {t}" for t in passing] + gains,
+    if straddling or not_by_runs:
+        return Verdict("inconclusive", not_by_runs + straddling + [f"within limits: {t}" for t in passing] + gains,
                        comparisons, method=method, host_dependent=not straddling)
     return Verdict("accepted", (passing or ["valid, and no comparison rules to apply"]) + gains, comparisons,
                    method=method)
@@ -327,6 +330,12 @@ def _scale(entry: StudyEntry, entries: list[StudyEntry], rules: VerdictRules) ->
     return entry.candidate.launch.replicas, baseline.candidate.launch.replicas
 
 
+def _tails(rules: VerdictRules) -> bool:
+    """Whether a rule judges a percentile: runs sealed before percentiles counted their samples then get the counts
+    from their requests (measure.tails), so that no verdict rests on a tail too thin to say it."""
+    return any(percentile_of(rule.metric) is not None for rule in rules.rules)
+
+
 def judge(study: Study, journal: Journal, *, append: bool = True) -> Judgement:
     """Judge every candidate's recorded runs under the study's current rules; append an event to the
     candidate's newest run where the verdict changed. A journal that does not exist is an error, not a study
@@ -344,8 +353,8 @@ def judge(study: Study, journal: Journal, *, append: bool = True) -> Judgement:
     recorded = _recorded_baseline(study, journal, runs)
     baseline_lost = [] if recorded else left_out_reasons(left_out.get(rules.baseline, []))
     baseline_records = recorded.records if recorded else runs[rules.baseline]
-    cells_by_name = {name: run_cells(records) for name, records in runs.items()}  # each table read once
-    baseline_frames = run_cells(baseline_records) if recorded else cells_by_name[rules.baseline]
+    cells_by_name = {name: run_cells(records, _tails(rules)) for name, records in runs.items()}  # each read once
+    baseline_frames = run_cells(baseline_records, _tails(rules)) if recorded else cells_by_name[rules.baseline]
     if recorded:
         # Recorded runs were not interleaved with these: rounds mean nothing across them, only the machine does.
         for frame in [f for frames in [*cells_by_name.values(), baseline_frames] for f in frames if f is not None]:

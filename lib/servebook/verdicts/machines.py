@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..estimates import ALPHA, Block, Decision, Estimate, fit_contrasts
+from ..estimates import ALPHA, Block, Decision, Spread, fit_contrasts
 
 #: how many characters of a machine's key name it in a reason (its GPU's UUID or its host id, whichever leads)
 _SHORT = 13
@@ -92,7 +92,7 @@ def machine_changes(groups: dict[str, list[tuple[Block, float]]], candidate: str
             decision = "single"
         else:
             decision = "pass" if p[0] <= alpha else "fail" if p[1] <= alpha else "straddle"
-        out.append(MachineChange(machine, len(mine), len(theirs), Estimate.of([v for _, v in theirs]).mean,
+        out.append(MachineChange(machine, len(mine), len(theirs), Spread.of([v for _, v in theirs]).center,
                                  None if contrast is None else contrast.pct,
                                  bounds[0] if bounds else None, bounds[1] if bounds else None, decision))
     return out

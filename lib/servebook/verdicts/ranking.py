@@ -8,11 +8,12 @@ site and notebooks, so they cannot disagree.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 
 from ..config.metrics import LOWER_IS_BETTER
 from ..config.study import Study
-from .comparisons import Comparison
+from .comparisons import UNDECIDED, Comparison
 from .gate import deciding
 from .judge import Judged, Verdict, left_out_reasons
 from .output import Caveat
@@ -76,7 +77,7 @@ class Standing:
 
     @property
     def outcome(self) -> str:
-        return "baseline" if self.entrant.is_baseline and self.entrant.outcome == "accepted" else self.entrant.outcome
+        return outcome_label(self.entrant.outcome, self.entrant.is_baseline)
 
     def cells_text(self) -> str:
         """The decisive cells in words, each with the interval the verdict used."""
@@ -174,11 +175,30 @@ def _passed_over_words(s: Standing) -> str:
               "that does not (real weights, a copy or edit category, unforced lengths) before choosing it")
 
 
-def _tally(standings: list[Standing]) -> str:
+def outcome_label(outcome: str, is_baseline: bool) -> str:
+    """An outcome as every output labels it (JSON, Markdown, JUnit, CSV, the site, `report`): the baseline's own
+    acceptance reads "baseline", as it is the reference every candidate is compared with, not a candidate the rules
+    accepted; every other outcome as it is ("missing": never run)."""
+    return "baseline" if is_baseline and outcome == "accepted" else outcome
+
+
+def outcome_counts(outcomes: Iterable[tuple[str, bool]]) -> dict[str, int]:
+    """How many candidates have each outcome, in ranking order, from (outcome, is the baseline) pairs: the baseline
+    is counted apart (not at all), so that "2 accepted" counts two candidates the rules accepted in every output."""
     counts: dict[str, int] = {}
-    for s in standings:
-        counts[s.entrant.outcome] = counts.get(s.entrant.outcome, 0) + 1
-    return ", ".join(f"{counts[o]} {o}" for o in OUTCOME_ORDER if o in counts) or "none"
+    for outcome, is_baseline in outcomes:
+        if not is_baseline:
+            counts[outcome] = counts.get(outcome, 0) + 1
+    return {o: counts[o] for o in sorted(counts, key=lambda o: (OUTCOME_ORDER.get(o, len(OUTCOME_ORDER)), o))}
+
+
+def counts_text(counts: dict[str, int]) -> str:
+    """'1 accepted, 2 inconclusive, 3 rejected', or 'none'."""
+    return ", ".join(f"{n} {outcome}" for outcome, n in counts.items()) or "none"
+
+
+def _tally(standings: list[Standing]) -> str:
+    return counts_text(outcome_counts((s.entrant.outcome, s.entrant.is_baseline) for s in standings))
 
 
 def _pct(value: float | None) -> str:
@@ -187,9 +207,10 @@ def _pct(value: float | None) -> str:
 
 def _cell_words(c: Comparison, outcome: str) -> str:
     text = c.text()
-    if c.decision in ("straddle", "single", "missing", "host") and outcome != "accepted":
+    if c.decision in UNDECIDED and outcome != "accepted":
         said = {"single": "one run per side, undecided", "missing": "not compared",
-                "host": "(a finding about the hosts, not undecided)"}.get(c.decision, "undecided")
+                "host": "(a finding about the hosts, not undecided)",
+                "insufficient": "undecided, more requests per cell would decide it"}.get(c.decision, "undecided")
         runs = f", about {c.repeats_to_decide} runs per side would likely decide it" \
             if c.repeats_to_decide and c.repeats_to_decide <= 50 else ""
         return f"{text} {said}{runs}"
@@ -215,7 +236,7 @@ def decisive_cells(entrant: Entrant) -> list[Comparison]:
     if entrant.outcome == "accepted":
         cell = deciding(Verdict("accepted", [], cells))
         return [cell] if cell else []
-    wanted = ("fail",) if entrant.outcome == "rejected" else ("straddle", "single", "missing", "host")
+    wanted = ("fail",) if entrant.outcome == "rejected" else UNDECIDED
     pool = [c for c in cells if c.decision in wanted]
     ordered: list[Comparison] = []
     while pool and len(ordered) < SHOWN_CELLS:

@@ -1,7 +1,11 @@
 """Every committed journal judges as it did before the cell kinds and judged metrics got one home
 each (issue 31): `servebook judge --format json`, recorded on main at 2f63741 before the change; re-recorded when
 the study model's feasible weighted least squares ran to convergence and took each candidate's degrees of freedom net
-of the block effects fitted from its runs (2026-12-05: intervals changed, no outcome did).
+of the block effects fitted from its runs (2026-12-05: intervals changed, no outcome did); and again when (issue 55)
+the JSON gained the tally (`counts`) and each candidate's `label` (the baseline's "baseline"), each side's figure
+(`value`, `baseline`, a machine's baseline) became the geometric mean the tables show, and kinds-sim's TTFT p50 and
+p90 rules, read from 1-2 requests per cell, became `insufficient` (measure.tails), which leaves them out of Holm's
+family (13 cells to 9, so the other cells' levels and bounds moved); no outcome changed.
 
 `kinds-sim-journal` is a fresh study on the simulator (two candidates, two launches each) whose plan measures every
 cell kind and whose rules judge every metric; its engine logs, chunks, scrapes, telemetry and notebooks are left

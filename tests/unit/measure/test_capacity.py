@@ -122,20 +122,14 @@ def test_a_rate_invalid_twice_ends_the_search_with_what_came_before():
     assert [p.rate for p in probes] == [2, 8, 8]
 
 
-def test_a_few_stalled_reads_that_cannot_change_the_answer_do_not_end_the_search():
+def test_a_probe_whose_stalled_reads_were_dropped_does_not_end_the_search():
     """One slot at 32 requests/s on the tiny model: 3 of 89 reads stalled, and no request met the objectives. The
-    stalls cannot make that probe hold, so the search bisects on instead of stopping at the last rate that held."""
-    from servebook.measure.capacity import stalls_cannot_flip
-
-    assert stalls_cannot_flip([False] * 86 + [False] * 3, [False] * 86 + [True] * 3, 0.9)  # fails whatever
-    assert stalls_cannot_flip([True] * 23 + [True], [False] * 23 + [True], 0.9)  # holds whatever: 23/24 >= 0.9
-    assert not stalls_cannot_flip([True] * 18 + [False] * 2, [False] * 17 + [True] + [True] * 2, 0.9)  # in doubt
-    assert not stalls_cannot_flip([], [], 0.9)
-
+    stalled reads are dropped from the probe (not the probe), so the search bisects on instead of stopping at the
+    last rate that held."""
     async def probe(rate: float, requests: int = 0) -> Probe:
         attainment = 1.0 if rate <= 10 else 0.0
         return Probe(rate, 80, attainment, attainment - 0.05, min(attainment + 0.05, 1.0), valid=rate < 30,
-                     stall_bounded=rate >= 30)
+                     stalls_dropped=3 if rate >= 30 else 0)
 
     probes = asyncio.run(search(probe, CapacitySearch(low_rps=2, precision_pct=5), 0.9))
     assert [p.rate for p in probes][:3] == [2, 8, 32] and len(probes) > 4  # 32 told "fails" once, then bisection

@@ -151,7 +151,9 @@ def _reference_figures(requests, gaps, duration_s=None):
             **_reference_statistics("tpot", tpots), **_reference_statistics("itl", gaps),
             **_reference_statistics("e2e", [last - send for send, _, last, _, _ in done]),
             "request_rps": per_second(len(done)), "output_tok_s": per_second(output),
-            "total_tok_s": per_second(prompt + output)}
+            "total_tok_s": per_second(prompt + output),
+            # the samples behind each latency (measure.tails judges whether a percentile has enough)
+            "ttft_n": len(done), "tpot_n": len(tpots), "itl_n": len(gaps), "e2e_n": len(done)}
 
 
 def _value(v):

@@ -60,7 +60,7 @@ def test_capacity_shows_each_runs_interval_and_a_mean_only_over_two_runs_or_more
 
     spec = capacity_spec([row("a", "a1", 10, 9, 11), row("a", "a2", 12, 11, 12.5), row("b", "b1", 8, 7.5, 8.5)])
     names = [t["name"] for t in spec["data"]]
-    assert names == ["a", "a: mean", "b"]
+    assert names == ["a", "a: over runs", "b"]
     assert spec["data"][0]["error_x"]["arrayminus"] == [1, 1] and spec["data"][0]["error_x"]["array"] == [1, 0.5]
 
 

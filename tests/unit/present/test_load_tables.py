@@ -33,12 +33,13 @@ def test_a_capacity_is_written_with_its_interval_and_objectives():
     assert capacity_text(cell) == "holds 11.8 requests/s [11.1, 12.4] at TTFT <= 2 s for 90% of requests (9 probes)"
 
 
-def test_capacity_over_runs_is_their_mean_with_a_t_interval(capacity_journal):
+def test_capacity_over_two_runs_is_their_geometric_mean_with_their_range(capacity_journal):
     runs = {"baseline": [r for r in capacity_journal.runs() if r.candidate_label == "baseline"]}
     table = capacity_estimates(capacity_cells(runs))
     [row] = table.rows
-    # mean of 8 and 9 is 8.5; sd 0.707, se 0.5, t(0.975, 1 df) = 12.706: 8.5 -+ 6.353
-    assert row.values == ["baseline", "TTFT <= 1 s, TPOT <= 100 ms for 90% of requests", 2, "8.5 [2.15, 14.9]", "8, 9"]
+    # sqrt(8 * 9) = 8.49; two runs give no t interval worth drawing (8.5 [2.15, 14.9] with one degree of freedom)
+    assert row.values == ["baseline", "TTFT <= 1 s, TPOT <= 100 ms for 90% of requests", 2, "8.49 range [8, 9]",
+                          "8, 9"]
 
 
 def test_the_run_report_opens_with_the_capacity(capacity_journal):
@@ -54,8 +55,10 @@ def test_site_index_study_and_planning_show_the_capacity(capacity_journal, tmp_p
     assert "capacity requests/s (objectives)" in index
     assert "holds 3 requests/s [2.5, 3.5] at TTFT &lt;= 1 s, TPOT &lt;= 100 ms for 90% of requests" in index
     study = (tmp_path / "site" / "studies" / "synthetic-capacity.html").read_text()
-    assert "Capacity under the objectives" in study and "8.5 [2.15, 14.9]" in study
-    assert "3 requests/s under the objectives" in study and "24 requests/s" in study  # planning: 8 replicas x 3
+    assert "Capacity under the objectives" in study and "8.49 range [8, 9]" in study
+    # planning: the same figure per candidate as the capacity table, times the replicas (8 x 3)
+    assert "8.49 requests/s at TTFT &lt;= 1 s" in study and "geometric mean of 2 runs" in study
+    assert "3 requests/s at TTFT &lt;= 1 s" in study and "24 requests/s" in study
 
 
 def test_an_old_journal_renders_its_latency_from_its_raw_tables(tmp_path):
@@ -68,7 +71,9 @@ def test_an_old_journal_renders_its_latency_from_its_raw_tables(tmp_path):
     summary = summarize_run(run)  # what the site's run page is drawn from
     [latency] = [s for s in sections([summary]) if s["title"] == "Latency percentiles and throughput"]
     first = latency["tables"][0].rows[0].values
-    assert first[:2] == ["decode-prose-c1", "TTFT"] and first[3] == f"{summary.cells[0]['ttft_s'] * 1000:.1f}"
+    assert first[:2] == ["decode-prose-c1", "TTFT"] and first[4] == f"{summary.cells[0]['ttft_s'] * 1000:.1f}"
+    # the samples behind it, counted from its requests
+    assert first[2] == summary.cells[0]["requests"] - summary.cells[0]["errors"]
     assert sorted(p.name for p in (tmp_path / "journal").rglob("*")) == sorted(p.name for p in SAMPLE.rglob("*"))
 
 
@@ -77,5 +82,6 @@ def test_the_latency_table_has_a_row_per_figure_and_no_empty_ones():
               "ttft_p50_ms": 20.0, "ttft_p90_ms": 24.0, "ttft_p99_ms": 24.9, "e2e_p50_ms": 21.0,
               "tpot_p50_ms": None, "itl_p50_ms": None}]
     table = latency_table(cells)
-    assert [row.values for row in table.rows] == [["prefill-512", "TTFT", "20.0", "20.0", "24.0", "24.9"],
-                                                  ["", "end to end", "-", "21.0", "-", "-"]]
+    # a cell recorded without counts says so ("-" samples) and marks nothing it cannot judge
+    assert [row.values for row in table.rows] == [["prefill-512", "TTFT", "-", "20.0", "20.0", "24.0", "24.9"],
+                                                  ["", "end to end", "-", "-", "21.0", "-", "-"]]

@@ -21,9 +21,12 @@ def test_capacity_against_replicas_is_drawn_with_the_ideal_line_from_the_fewest_
     assert [(p.replicas, p.value) for p in points] == [(1, 10.0), (1, 12.0), (2, 19.0), (2, 21.0), (4, 30.0)]
     assert {p.figure for p in points} == {"capacity (requests/s)"}
     measured, ideal = scaling_spec(points)["data"]
-    assert measured["x"] == [1, 2, 4] and measured["y"] == pytest.approx([11.0, 20.0, 30.0])
-    assert measured["error_y"]["array"][0] > 0 and measured["error_y"]["array"][2] is None  # one run: no interval
-    assert ideal["y"] == pytest.approx([11.0, 22.0, 44.0]), "the fewest replicas' mean times N"
+    # each point the geometric mean of its runs, the bars their range (two runs), as the tables show them
+    one, two = (10.0 * 12.0) ** 0.5, (19.0 * 21.0) ** 0.5
+    assert measured["x"] == [1, 2, 4] and measured["y"] == pytest.approx([one, two, 30.0])
+    assert measured["error_y"]["array"][0] == pytest.approx(12.0 - one)
+    assert measured["error_y"]["array"][2] is None  # one run: no interval
+    assert ideal["y"] == pytest.approx([one, 2 * one, 4 * one]), "the fewest replicas' figure times N"
 
 
 def test_decode_is_drawn_where_a_run_measured_no_capacity():

@@ -4,11 +4,12 @@ one after another (measure/capacity.py): the highest request rate at which the p
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
+from ...config.load import ServiceObjectives
 from ...config.plan import Plan
-from ..capacity import Probe, capacity_row, describe_capacity, search, stalls_cannot_flip
-from ..openloop import meets, probe_window, schedule
+from ..capacity import Probe, capacity_row, describe_capacity, search
+from ..openloop import attainment, probe_window, schedule
 from ..validity import stalled_requests
 from .base import CellSpec, KindBase
 from .registry import cell_line, label, register
@@ -16,6 +17,7 @@ from .registry import cell_line, label, register
 if TYPE_CHECKING:
     from ...util.progress import Reporter
     from ..cells import CellSummary
+    from ..client import RequestRecord
     from ..log import MeasurementLog
     from ..loop import Measurement
     from ..turns import NoTurns, Turns
@@ -47,23 +49,35 @@ class Capacity(KindBase):
                     outcome = await measurement.run_cell(spec, on_done=task.advance)
                     on_cell()
             s = outcome.summary
+            found = probe_of(rate, cast("dict[str, Any]", s), [r for r in outcome.records if r.measured], slo,
+                             window)
             rows.append(dict(s))
             reporter.log(f"  {label(spec)}: {cell_line(spec, s)}")
-            codes = str(s.get("invalid_codes") or "").split(",")
-            measured = [r for r in outcome.records if r.measured]
-            stalled = {id(r) for r in stalled_requests(measured, spec.category)}
-            bounded = codes == ["client_stall"] and stalls_cannot_flip([meets(r, slo) for r in measured],
-                                                                       [id(r) in stalled for r in measured],
-                                                                       slo.attainment)
-            return Probe(rate, len(measured), s.get("slo_attainment"), s.get("slo_attainment_low"),
-                         s.get("slo_attainment_high"), valid=bool(s["valid"]), client_limited="client_lag" in codes,
-                         stall_bounded=bounded)
+            return found
 
         probes = await search(probe, search_spec, slo.attainment)
         row = capacity_row(probes, rows, slo.attainment, search_spec.precision_pct)
         log.derived.append(cast("CellSummary", row))
         reporter.log(f"  capacity: {describe_capacity(row, slo.describe())}")
         on_cell()
+
+
+def probe_of(rate: float, row: dict[str, Any], measured: list["RequestRecord"], slo: ServiceObjectives,
+             window_s: float | None) -> Probe:
+    """A probe as the search reads it from its cell's row and measured requests. A probe disturbed by stalled reads
+    alone (their tokens came in a burst, so their latency is in doubt) drops those requests, not the probe: its
+    attainment is the other requests' and counts, and the row says so (its figures over them, and
+    `slo_dropped_requests`), so it is never shown as having held on requests it did not count."""
+    codes = [code for code in str(row.get("invalid_codes") or "").split(",") if code]
+    if codes == ["client_stall"]:
+        stalled = {id(r) for r in stalled_requests(measured, "prose")}
+        kept = [r for r in measured if id(r) not in stalled]
+        if stalled and kept:
+            row.update(attainment(kept, slo, window_s), slo_dropped_requests=len(stalled))
+            return Probe(rate, len(kept), row["slo_attainment"], row["slo_attainment_low"], row["slo_attainment_high"],
+                         valid=False, stalls_dropped=len(stalled))
+    return Probe(rate, len(measured), row.get("slo_attainment"), row.get("slo_attainment_low"),
+                 row.get("slo_attainment_high"), valid=bool(row["valid"]), client_limited="client_lag" in codes)
 
 
 register(Capacity())

@@ -7,7 +7,7 @@ from typing import Any
 
 from ...util.render import Table
 from ...verdicts.output import caveat_from
-from ...verdicts.ranking import Answer, Entrant, answer, comparison_from
+from ...verdicts.ranking import Answer, Entrant, answer, comparison_from, outcome_label
 from ..report import ranking_row, ranking_table
 from .summary import RunSummary
 
@@ -32,6 +32,12 @@ def study_answer_of(name: str, chosen: list[RunSummary], rules: dict | None) -> 
             [caveat_from(c) for c in event.get("caveats") or []], event.get("evidence")))
     question = next((_event(s).get("question") for s in chosen if _event(s).get("question")), None)
     return answer(name, question, str(rules.get("baseline")), entrants)
+
+
+def shown_verdict(s: RunSummary, rules: dict | None) -> str | None:
+    """A candidate's verdict as the study page labels it, as every output does: the baseline's acceptance reads
+    "baseline" (verdicts.ranking.outcome_label); None where it was never judged."""
+    return outcome_label(s.verdict, s.label == (rules or {}).get("baseline")) if s.verdict else None
 
 
 def answer_context(found: Answer | None) -> dict[str, Any] | None:

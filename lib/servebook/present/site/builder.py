@@ -29,7 +29,7 @@ from ...util.render import numeric_text, to_html
 from ..comparison import diff_table
 from ..figures import forest_spec
 from ..tables import memory_table, verification_table
-from .answer import answer_context, covering_verdicts, every_run, study_answer_of
+from .answer import answer_context, covering_verdicts, every_run, shown_verdict, study_answer_of
 from .downloads import Converter, listing
 from .files import write_page
 from .identities import history_pages, stale_verdicts
@@ -45,10 +45,8 @@ from .pages import (
     content_hash,
     environment_table,
     judged_runs,
-    memory_overview,
     noise_table_for,
     page_slug,
-    planning_table,
     run_fingerprint,
     sections,
     status_reason,
@@ -56,6 +54,7 @@ from .pages import (
     study_figures,
     summarize_run,
 )
+from .planning import memory_overview, planning_table
 from .study_downloads import STUDY_DOWNLOADS, study_files
 from .summary import RunSummary, key_variable
 from .summary_cache import SummaryCache
@@ -93,11 +92,12 @@ class SiteBuilder:
 
     @cached_property
     def template_version(self) -> str:
-        # The renderer's own code is an input of every page too: templates, assets and every module that
-        # draws (present/, the rendering blocks, the statistics the pages show).
+        # The renderer's own code is an input of every page too: templates, assets and every module that draws
+        # (present/, the rendering blocks, the statistics the pages show, the figures and tail rule of their cells).
         package = _HERE.parents[1]
         code = sorted(package.joinpath("present").rglob("*.py")) + sorted(package.joinpath("verdicts").rglob("*.py")) \
-            + [package / "util" / "render.py"] + sorted(package.joinpath("estimates").rglob("*.py"))
+            + [package / "util" / "render.py"] + sorted(package.joinpath("estimates").rglob("*.py")) \
+            + [package / "measure" / name for name in ("latency.py", "tails.py")]
         sources = [p for folder in (TEMPLATES, ASSETS) for p in sorted(folder.iterdir())] + code
         parts = [(str(p.relative_to(package)) if p.is_relative_to(package) else p.name, p.read_bytes()) for p in sources]
         return hashlib.sha256(repr(parts).encode() + __version__.encode()).hexdigest()[:16]
@@ -257,13 +257,13 @@ class SiteBuilder:
                 "candidates": [{"label": label, "run_id": group[-1].run_id,
                                 "history": self.histories.get((group[-1].plan_id or "", label), (None,))[0],
                                 "runs": len(group), "every_run": every_run(runs, label, group), "stale": stale.get(label),
-                                "status": group[-1].status, "verdict": group[-1].verdict,
+                                "status": group[-1].status, "verdict": shown_verdict(group[-1], rules),
                                 "reasons": group[-1].reasons or status_reason(group[-1]), "method": group[-1].method}
                                for label, group in groups.items()],
                 "diff": diff_table({s.label: s.candidate for s in chosen}),
                 **study_figures(shown),
                 "noise": noise_table_for(groups, rules),
-                "planning": planning_table(chosen),
+                "planning": planning_table(groups),
                 "memory": memory_overview(chosen),
                 "definitions": STUDY_DEFINITIONS,
                 "downloads": [{"href": f"{page_slug(name)}-{suffix}", "label": label}

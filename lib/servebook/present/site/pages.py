@@ -23,7 +23,7 @@ from ...config.metrics import measured_by
 from ...config.secrets import Scrubber, redact_argv
 from ...journal.index import index_row
 from ...journal.store import RunRecord
-from ...util.render import Row, Style, Table
+from ...util.render import Row, Table
 from ..comparison import unjudged_reasons
 from ..figures import chunk_gap_histogram_data, figure_specs, mean_gap_histogram, mean_turns, run_context, turn_ttft_data
 from ..kinds import DECODE_DEFINITIONS, GAP_NOTE, PREFILL_DEFINITIONS, PRESENT, session_view_kinds, turn_chart_kinds
@@ -41,13 +41,12 @@ from ..load_tables import (
 from ..replica_tables import REPLICA_DEFINITIONS, replica_table
 from ..scaling import ScalingPoint, scaling_spec
 from ..sessions import newest_sessions, session_view_data
-from ..tables import estimate_tables, fmt, number, run_tables, section_definitions
+from ..tables import VERDICT_MODEL, estimate_tables, fmt, number, run_tables, section_definitions
 from ..under_load import UNDER_LOAD_DEFINITIONS, under_load_tables
 from .latency_cache import LatencyCache
 from .summary import RunSummary, key_variable
 
 LOG_LINES = 60
-REPLICAS = (1, 2, 4, 8)
 
 
 def page_slug(name: str) -> str:
@@ -275,60 +274,6 @@ def environment_table(summary: RunSummary) -> Table:
     return frame
 
 
-def memory_overview(summaries: list[RunSummary]) -> Table | None:
-    """Per model and GPU: the KV arithmetic (checked against the engine's own allocation where it logs one) and,
-    where the run recorded its GPU, how many tokens fit beside the weights on one of them."""
-    from ...engines.sizing import ModelShape, fit
-
-    rows: dict[tuple, Row] = {}
-    for s in summaries:
-        memory = s.memory or {}
-        if "kv_bytes_per_token" not in memory:
-            continue
-        gpus = (s.environment or {}).get("gpus") or []
-        gpu = f"{gpus[0]['name']} ({gpus[0]['memory_total_mib'] / 1024:.0f} GiB)" if gpus else "CPU (no GPU recorded)"
-        model = (s.candidate or {}).get("model") or {}
-        key = (model.get("path") or model.get("id") or "-", gpu, memory.get("kv_dtype"))
-        if key in rows:
-            continue
-        pool = "-"
-        if gpus:
-            shape = ModelShape("m", memory["layers"], memory["layers"], memory["kv_heads"], memory["head_dim"],
-                               int(memory["weight_bytes"]))
-            fitted = fit(shape, gpu_gib=gpus[0]["memory_total_mib"] / 1024, tensor_parallel=1, context_length=1,
-                         kv_dtype=memory.get("kv_dtype"))
-            pool = f"{fitted.token_pool:,}"
-        rows[key] = Row([key[0], gpu, f"{memory['kv_bytes_per_token']:,.0f} B ({memory.get('kv_dtype')})",
-                         f"{memory['weight_bytes'] / 2**30:.2f} GiB",
-                         f"{memory['status']} (ratio {memory['kv_ratio']:.4f})", pool],
-                        "" if memory["status"] == "agrees" else "invalid")
-    if not rows:
-        return None
-    table = Table(["model", "GPU", "KV per token", "weights", "arithmetic vs engine log", "token pool on one GPU"],
-                  title="Memory per model and GPU")
-    table.rows = list(rows.values())
-    return table
-
-
-def planning_table(summaries: list[RunSummary]) -> Table:
-    """Replicas times a measured unit: the decode rate at the highest concurrency, or the capacity under the
-    objectives (requests/s) where the run searched one."""
-    frame = Table(["candidate", "measured unit"] + [f"{n} replicas (arithmetic)" for n in REPLICAS[1:]])
-    for s in summaries:
-        css: Style = "accepted" if s.verdict == "accepted" else ""
-        if s.decode_value is not None:
-            unit = s.decode_value
-            frame.rows.append(Row([s.label, f"{unit:.1f} tok/s at {s.decode_at} requests"] +
-                                  [f"{unit * n:.0f} tok/s" for n in REPLICAS[1:]], css))
-        for cell in s.cells:
-            held = number(cell.get("capacity_rps")) \
-                if cell.get("kind") == measured_by("capacity_rps") and cell.get("valid") else None
-            if held is not None:
-                frame.rows.append(Row([s.label, f"{held:.3g} requests/s under the objectives"] +
-                                      [f"{held * n:.3g} requests/s" for n in REPLICAS[1:]], css))
-    return frame
-
-
 def status_reason(s: RunSummary) -> list[str]:
     """As failure_reasons, from the summary the site cached (its failure as the manifest's JSON)."""
     return unjudged_reasons(s.status, s.problem, f"{s.failure['cause']}: {s.failure['message']}" if s.failure else None)
@@ -336,12 +281,13 @@ def status_reason(s: RunSummary) -> list[str]:
 
 
 
-ESTIMATE_NOTE = ("With repeats, each figure is the mean over the candidate's runs with a 95% t interval. A change "
-                 "vs the baseline comes from one model of the cell over every candidate of the study (log scale, "
-                 "rounds and machines as blocks, variance pooled and moderated per candidate), shown as its two "
-                 "one-sided 95% bounds: accepted when every judged cell's bound is within the limit, rejected when "
-                 "Holm's procedure across the cells finds one beyond it. Runs are the unit: requests inside a run "
-                 "are not independent evidence.")
+ESTIMATE_NOTE = ("With repeats, each figure is the geometric mean of the candidate's runs with a 95% t interval of "
+                 "their logs (so a rate or a time never shows an interval below zero), or the range of its runs "
+                 "where fewer than 3 ran. A change vs the baseline comes from one model of the cell over every "
+                 "candidate of the study (log scale, rounds and machines as blocks, variance pooled and moderated per "
+                 "candidate), shown as its two one-sided 95% bounds: accepted when every judged cell's bound is within "
+                 "the limit, rejected when Holm's procedure across the cells finds one beyond it. Runs are the unit: "
+                 "requests inside a run are not independent evidence.")
 
 
 def judged_runs(runs: list[RunSummary]) -> dict[str, list[RunSummary]]:
@@ -392,4 +338,4 @@ STUDY_DEFINITIONS = DECODE_DEFINITIONS + PREFILL_DEFINITIONS + [GAP_NOTE, ESTIMA
 def study_figures(shown: list[RunSummary]) -> dict:
     """The study page's tables over runs: each candidate's figures per cell, and its capacity with the objectives."""
     return {"estimates": estimate_tables(cells_frame([s for s in shown if s.cells])),
-            "capacity": capacity_estimates(cell_records(shown))}
+            "capacity": capacity_estimates(cell_records(shown)), "model": VERDICT_MODEL}

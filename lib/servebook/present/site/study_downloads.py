@@ -9,6 +9,7 @@ import io
 import json
 from typing import Any
 
+from ...verdicts.ranking import outcome_counts, outcome_label
 from .summary import RunSummary
 
 #: the comparison fields the CSV carries, in order (the typed fields of verdicts.Comparison): the interval the
@@ -20,26 +21,44 @@ CSV_FIELDS = ("candidate", "outcome", "metric", "cell_id", "value", "baseline", 
 STUDY_DOWNLOADS = {"verdicts.json": "JSON", "verdicts.csv": "CSV", "verdicts.junit.xml": "JUnit XML"}
 
 
-def _verdict(s: RunSummary) -> dict[str, Any]:
+def _baseline(chosen: list[RunSummary]) -> str | None:
+    return next((s.rules.get("baseline") for s in chosen if s.rules), None)
+
+
+def _verdict(s: RunSummary, baseline: str | None) -> dict[str, Any]:
     event = s.verdicts[-1] if s.verdicts else {}
-    return {"candidate": s.label, "run_id": s.run_id, "outcome": s.verdict or s.status,
+    outcome = s.verdict or s.status
+    return {"candidate": s.label, "run_id": s.run_id, "outcome": outcome,
+            # as every output labels it (verdicts.ranking.outcome_label): the baseline's acceptance is "baseline"
+            "label": outcome_label(outcome, s.label == baseline),
             "reasons": list(event.get("reasons") or s.reasons or []),
             "method": event.get("method"),
             "comparisons": [c for c in event.get("comparisons") or [] if "decision" in c]}
 
 
+def _verdicts(chosen: list[RunSummary]) -> list[dict[str, Any]]:
+    baseline = _baseline(chosen)
+    return [_verdict(s, baseline) for s in chosen]
+
+
+def study_counts(chosen: list[RunSummary]) -> dict[str, int]:
+    """outcome -> candidates with it, the baseline counted apart: the tally of `report` and the CI outputs."""
+    baseline = _baseline(chosen)
+    return outcome_counts((s.verdict or s.status, s.label == baseline) for s in chosen)
+
+
 def study_json(name: str, chosen: list[RunSummary]) -> str:
-    return json.dumps({"study": name, "candidates": [_verdict(s) for s in chosen]}, indent=2, sort_keys=True,
-                      default=str) + "\n"
+    return json.dumps({"study": name, "baseline": _baseline(chosen), "counts": study_counts(chosen),
+                       "candidates": _verdicts(chosen)}, indent=2, sort_keys=True, default=str) + "\n"
 
 
 def study_csv(chosen: list[RunSummary]) -> str:
     out = io.StringIO()
     writer = csv.DictWriter(out, CSV_FIELDS, extrasaction="ignore")
     writer.writeheader()
-    for verdict in map(_verdict, chosen):
+    for verdict in _verdicts(chosen):
         for comparison in verdict["comparisons"]:
-            writer.writerow({**comparison, "candidate": verdict["candidate"], "outcome": verdict["outcome"]})
+            writer.writerow({**comparison, "candidate": verdict["candidate"], "outcome": verdict["label"]})
     return out.getvalue()
 
 
@@ -47,9 +66,12 @@ def study_junit(name: str, chosen: list[RunSummary]) -> str:
     from junitparser import Failure, JUnitXml, Skipped, TestCase, TestSuite
 
     suite = TestSuite(f"servebook.{name}")
-    for verdict in map(_verdict, chosen):
+    for outcome, n in study_counts(chosen).items():
+        suite.add_property(outcome, str(n))
+    for verdict in _verdicts(chosen):
         case = TestCase("verdict", classname=f"{name}.{verdict['candidate']}")
-        case.system_out = "\n".join(verdict["reasons"] + ([f"method: {verdict['method']}"] if verdict["method"] else []))
+        case.system_out = ("baseline: " if verdict["label"] == "baseline" else "") + "\n".join(
+            verdict["reasons"] + ([f"method: {verdict['method']}"] if verdict["method"] else []))
         if verdict["outcome"] in ("rejected", "failed"):
             case.result = [Failure(f"{verdict['candidate']}: {verdict['outcome']}", type_=verdict["outcome"])]
         elif verdict["outcome"] not in ("accepted", "completed"):

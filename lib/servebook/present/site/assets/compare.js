@@ -33,14 +33,17 @@
     if (!a || !b) { note.textContent = "The journal holds fewer than two runs."; return; }
     var cellsB = {};
     b.cells.forEach(function (cell) { cellsB[cell.cell_id] = cell; });
-    var shared = 0;
+    // A cell is counted where it is listed: one both runs measured, with a figure of METRICS in either (a capacity
+    // row or a load cell has none of them, and counting it said "5 shared cells" above 4 listed).
+    var shared = 0, unlisted = 0;
     a.cells.forEach(function (cellA) {
       var cellB = cellsB[cellA.cell_id];
       if (!cellB) return;
-      shared += 1;
+      var listed = false;
       METRICS.forEach(function (metric) {
         var x = cellA[metric[0]], y = cellB[metric[0]];
         if ((x === null || x === undefined) && (y === null || y === undefined)) return;
+        if (!listed) { listed = true; shared += 1; }
         var row = body.insertRow();
         var diff = (x !== null && y !== null && x !== undefined && y !== undefined) ? y - x : null;
         var pct = diff !== null && x ? 100 * diff / x : null;
@@ -52,9 +55,13 @@
           row.cells[5].className = better ? "delta-up" : "delta-down";
         }
       });
+      if (!listed) unlisted += 1;
     });
-    note.textContent = shared ? shared + " shared cells. Runs without figures (failed or incomplete) have no cells to compare."
-                              : "These runs share no measured cell.";
+    var others = unlisted ? " " + unlisted + " more shared cell" + (unlisted === 1 ? " has" : "s have") +
+      " none of these figures (capacity, open-loop load: see the runs' pages)." : "";
+    note.textContent = shared ? shared + " shared cell" + (shared === 1 ? "" : "s") + " listed." + others +
+                                " Runs without figures (failed or incomplete) have no cells to compare."
+                              : "These runs share no cell with these figures." + others;
     window.location.hash = "a=" + encodeURIComponent(selectA.value) + "&b=" + encodeURIComponent(selectB.value);
   }
   if (ids.length) { selectA.value = ids[0]; selectB.value = ids[Math.min(1, ids.length - 1)]; }
