@@ -36,7 +36,9 @@ def summary_of(result) -> str:
 def check_summary(summary: str, journal, engine: str) -> None:
     assert len(summary.splitlines()) <= SUMMARY_LINES, summary
     for words in ("TTFT p50", "TPOT p99", "ITL p99", "E2E p50", "engine counters against the client's",
-                  "claims against the server's own report: verified model", "every table: servebook journal show"):
+                  "claims against the server's own report: verified model", "every table: servebook journal show",
+                  # the quick plan's cells hold a few requests: their tails are marked, not passed off as p99s
+                  "* from fewer samples than the percentile needs at 99% confidence"):
         assert words in summary, words
     [record] = Journal(journal).runs()
     assert record.status == "completed" and record.identity.candidate["launch"]["mode"] == "attach"

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..journal.store import RunRecord
 from ..measure.kinds import traits_of
+from ..measure.tails import CONFIDENCE, insufficient_tail
 from ..util.render import Block, Renderable, Style, Table, Text
 from .tables import fmt, number
 from .views import RunReport
@@ -45,11 +46,23 @@ class RunSummary(Renderable):
             blocks.append(Text(run.manifest.failure.text, "warn"))
         table = Table(["Cell", "Requests", "Output tok/s", *(c for c, _ in LATENCY_COLUMNS)],
                       title="Throughput and latency (ms), per cell")
+        thin = []
         for cell in cells:
+            shown = []
+            for _, field in LATENCY_COLUMNS:
+                tail = insufficient_tail(cell, field)
+                thin += [tail] if tail else []
+                # one mark per figure and one line under the table: "insufficient (n=8)" in every p99 of a quick
+                # plan would widen the table past a terminal
+                shown.append(_ms(cell.get(field)) + ("*" if tail and cell.get(field) is not None else ""))
             table.add([cell["cell_id"], int(number(cell.get("requests")) or 0), fmt(cell.get("output_tok_s"), ".1f"),
-                       *(_ms(cell.get(field)) for _, field in LATENCY_COLUMNS)],
-                      "" if cell.get("valid") else "invalid")
+                       *shown], "" if cell.get("valid") else "invalid")
         blocks.append(table)
+        if thin:
+            worst = min(thin, key=lambda t: t.n / t.needed)
+            blocks.append(Text(f"* from fewer samples than the percentile needs at {100 * CONFIDENCE:g}% confidence "
+                               f"(the thinnest: {worst.reason()}): indicative, never judged; a plan with more "
+                               "requests per cell (--plan) decides tails", "dim"))
         blocks += [Text(line, style) for line, style in _checks(cells)]
         claims = _claims(run)
         if claims:
