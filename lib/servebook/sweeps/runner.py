@@ -18,6 +18,7 @@ from ..journal import Journal
 from ..util.progress import Reporter
 from ..util.resources import shipped_file
 from .gpus import gpus_needed
+from .parameters import check_declared, qualify_parameters
 from .pending import SweepResult
 from .placement import Lane
 
@@ -78,6 +79,7 @@ class PapermillRunner:
     _local: threading.local = field(default_factory=threading.local, init=False, repr=False)
     _all: list[Any] = field(default_factory=list, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _checked: bool = field(default=False, init=False, repr=False)
 
     def _manager(self) -> Any:
         """This thread's kernel manager (None: papermill starts and stops a kernel of its own)."""
@@ -121,16 +123,16 @@ class PapermillRunner:
         started = time.monotonic()
         # A lane as wide as the widest candidate: a narrower one takes its first GPUs, and the lane stays the block.
         gpus = list(lane.gpus[:gpus_needed(entry)]) if lane is not None and lane.gpus is not None else None
+        if not self._checked:  # before a run id is reserved: a template refused leaves nothing in the journal
+            check_declared(self.notebook, qualify_parameters(study, entry, "", ""))
+            self._checked = True
         run_id = journal.reserve_run(entry.candidate.id)
         # One working notebook per run: two sweeps of one study in one journal never share a file.
         work = journal.root / ".sweeps"
         work.mkdir(parents=True, exist_ok=True)
         output = work / f"{run_id}.ipynb"
-        parameters = {"candidate": entry.candidate.model_dump(mode="json"),
-                      "plan": study.plan.model_dump(mode="json"), "journal": journal.url or str(journal.root.resolve()),
-                      "run_id": run_id, "study": study.name, "study_entry": entry.name, "visible_gpus": gpus,
-                      "lane": lane.label if lane is not None else None,
-                      "turns": seat.model_dump(mode="json") if seat is not None else None}
+        parameters = qualify_parameters(study, entry, journal.url or str(journal.root.resolve()), run_id, gpus,
+                                        lane.label if lane is not None else None, seat)
         reporter.log(f"candidate {entry.name} ({entry.candidate.id}) -> run {run_id}")
         message = self._execute(output, parameters, _ProgressStream(reporter, f"  [{entry.name}] "))
         if not message and not ran_a_cell(output):
