@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -295,55 +294,3 @@ class ModelledRunner:
 
     def close(self) -> None:
         return None
-
-
-class OutOfTime(Exception):
-    """The sweep's time budget cannot hold another run; what ran is in `results`."""
-
-    def __init__(self, message: str, results: list[SweepResult]):
-        super().__init__(message)
-        self.results = results
-
-
-@dataclass
-class TimeBudget:
-    """A runner that starts a run only while the budget can still hold one, so a machine lent for a fixed time
-    ends a sweep between runs, never inside one; the journal is the state, and the next sweep resumes there.
-    A run is expected to take as long as the longest run of this sweep so far, with a margin."""
-
-    runner: Runner
-    seconds: float
-    margin: float = 1.2
-    clock: Callable[[], float] = time.monotonic
-    results: list[SweepResult] = field(default_factory=list)
-    _deadline: float = field(default=0.0, init=False)
-    _longest: float = field(default=0.0, init=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        self._deadline = self.clock() + self.seconds
-
-    def run(self, study: Study, entry: StudyEntry, journal: Journal, reporter: Reporter,
-            lane: Lane | None = None, seat: Seat | None = None) -> SweepResult:
-        if seat is None:  # a resident round is admitted whole (admit_round), its runs not one by one
-            self.admit(entry.name, "a run")
-        result = self.runner.run(study, entry, journal, reporter, lane, seat) if seat is not None else \
-            self.runner.run(study, entry, journal, reporter, lane)
-        if seat is None:
-            self._longest = max(self._longest, result.seconds)
-        with self._lock:
-            self.results.append(result)
-        return result
-
-    def admit(self, names: str, what: str) -> None:
-        """Go on only while the time left holds the longest run (or round) so far, with the margin."""
-        left = self._deadline - self.clock()
-        if left <= 0 or left < self._longest * self.margin:
-            raise OutOfTime(f"time budget: {max(left, 0):.0f} s left, and {what} took up to {self._longest:.0f} s; "
-                            f"{names} and what follows wait for the next sweep", self.results)
-
-    def round_took(self, seconds: float) -> None:
-        self._longest = max(self._longest, seconds)
-
-    def close(self) -> None:
-        self.runner.close()
