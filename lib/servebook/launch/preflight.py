@@ -168,12 +168,13 @@ def _check_replica_ports_and_router(candidate: Candidate) -> None:
     from .replicas import ROUTER_MODULES
 
     launch = candidate.launch
-    for index in range(launch.replicas if launch.port is not None else 0):
+    ports = range(launch.port, launch.port + launch.replicas) if launch.port is not None else range(0)
+    for index, port in enumerate(ports):
         try:
-            ensure_port_free(launch.host, launch.port + index)
+            ensure_port_free(launch.host, port)
         except PortInUse as error:
             raise InputError(str(error) if index == 0 else
-                             f"launch.port: {launch.host}:{launch.port + index}, replica {index}'s port (launch.port + "
+                             f"launch.port: {launch.host}:{port}, replica {index}'s port (launch.port + "
                              f"{index}), is already in use; pick another launch.port or leave it empty to get free "
                              "ones") from None
     router = launch.router

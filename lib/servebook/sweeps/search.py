@@ -151,7 +151,8 @@ def _objective(record: RunRecord, study: Study, cells: Any = None) -> tuple[floa
 def _space_entries(study: Study, result: SearchResult) -> tuple[list[Config], list[StudyEntry]]:
     """The configurations that can be launched, each as a study entry; the others go to `result.pruned`."""
     assert study.search is not None
-    configs, entries = [], []
+    configs: list[Config] = []
+    entries: list[StudyEntry] = []
     for config in Space(study.search.space).configs():
         try:
             candidate = study.base.with_overrides(config.overrides).model_copy(update={"name": config.name})
