@@ -65,7 +65,7 @@ def check_gate(run: RunRecord, fail_on: str | None) -> str:
     from .util.errors import GateFailed
     from .verdicts import GATE_EXIT_CODES, judge_run, parse_fail_on
 
-    chosen = parse_fail_on(fail_on)
+    chosen = parse_fail_on(fail_on, "fail_on")
     verdict = judge_run(run.manifest, run.table("cells") if run.status == "completed" else None, None,
                         VerdictRules(), is_baseline=True)
     if verdict.outcome in chosen:

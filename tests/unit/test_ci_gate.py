@@ -78,7 +78,16 @@ def test_fail_on_names_an_unknown_outcome():
         parse_fail_on("rejectd")
 
 
-@pytest.mark.parametrize("fail_on, code", [("", 0), ("inconclusive", 12), ("failed,inconclusive", 11),
+@pytest.mark.parametrize("given", ["", " ", ",", " , "])
+def test_a_fail_on_that_names_no_outcome_is_refused_not_a_gate_turned_off(given):
+    """Issue 56, item 12: `--fail-on ""` (a CI variable left empty) turned the gate off without a word."""
+    with pytest.raises(InputError, match=r"--fail-on .*: names no outcome, so nothing would fail the job"):
+        parse_fail_on(given)
+    with pytest.raises(InputError, match=r"^fail_on '': names no outcome"):
+        parse_fail_on("", "fail_on")
+
+
+@pytest.mark.parametrize("fail_on, code", [(None, 0), ("inconclusive", 12), ("failed,inconclusive", 11),
                                            ("rejected,failed,inconclusive,missing", 10), ("missing", 13)])
 def test_the_exit_code_is_that_of_the_first_failing_outcome_in_precedence(judged, fail_on, code):
     result = gate(judged, parse_fail_on(fail_on))

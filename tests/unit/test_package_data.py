@@ -28,8 +28,6 @@ def test_every_file_of_the_package_that_is_not_python_is_package_data():
 
 
 @pytest.mark.parametrize("link, shipped_as", [
-    ("notebooks/qualify.ipynb", "notebooks/qualify.ipynb"),
-    ("notebooks/compare.ipynb", "notebooks/compare.ipynb"),
     ("data/corpora", "corpora"),
     ("data/engine-contracts", "engine-contracts"),
     ("data/candidates/tiny-llamacpp.yaml", "candidates/tiny-llamacpp.yaml"),
@@ -37,6 +35,7 @@ def test_every_file_of_the_package_that_is_not_python_is_package_data():
     ("data/traces", "traces"),
 ])
 def test_the_user_facing_paths_are_the_shipped_files(link, shipped_as):
+    """The notebooks are the exception, copies a researcher edits (tests/unit/test_sweep_notebook_parameters.py)."""
     path = REPO / link
     assert path.is_symlink(), f"{link} should link to lib/servebook/data/{shipped_as}, not be a second copy"
     assert path.resolve() == (PACKAGE / "data" / shipped_as).resolve()

@@ -10,10 +10,12 @@ from jupyter_client.kernelspec import KernelSpecManager
 
 from servebook.util.paths import project_root
 
-NOTEBOOKS = sorted((project_root() / "notebooks").glob("*.ipynb"))
+# the templates the package ships, and the copies of them in notebooks/ that JupyterLab opens
+NOTEBOOKS = sorted((project_root() / "notebooks").glob("*.ipynb")) + \
+    sorted((project_root() / "lib" / "servebook" / "data" / "notebooks").glob("*.ipynb"))
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.relative_to(project_root()).as_posix())
 def test_a_shipped_notebook_carries_what_its_kernel_reports(path):
     notebook = json.loads(path.read_text())
     spec = KernelSpecManager().get_kernel_spec("python3")

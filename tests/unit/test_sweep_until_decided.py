@@ -114,7 +114,7 @@ def test_a_notebook_that_ran_no_cell_is_told_apart(tmp_path):
 
 
 def test_a_time_budget_starts_no_run_it_cannot_hold_and_the_next_sweep_resumes(tmp_path):
-    from servebook.sweeps.runner import TimeBudget
+    from servebook.sweeps.budget import TimeBudget
 
     path = tmp_path / "study.yaml"
     path.write_text(textwrap.dedent(STUDY))
@@ -141,27 +141,29 @@ def test_a_time_budget_starts_no_run_it_cannot_hold_and_the_next_sweep_resumes(t
 
 
 def test_resident_rounds_are_cut_where_a_candidate_would_come_again_and_admitted_whole(tmp_path):
+    from servebook.sweeps.budget import OutOfTime, TimeBudget
     from servebook.sweeps.resident import rounds_of
-    from servebook.sweeps.runner import OutOfTime, TimeBudget
 
     path = tmp_path / "study.yaml"
     path.write_text(textwrap.dedent(STUDY))
-    entries = load_study(path).expand()
+    study = load_study(path)
+    entries = study.expand()
     order = [(repeat, entry, None) for repeat in range(2) for entry in entries]
     assert [[e.name for _, e, _ in r] for r in rounds_of(order)] == [[e.name for e in entries]] * 2
     assert [len(r) for r in rounds_of(order[1:])] == [3, 2], "each candidate once a round, however the sweep resumes"
 
     now = [0.0]
+    journal = Journal(tmp_path / "journal")
     budget = TimeBudget(FakeRunner(np.random.default_rng(0)), 100.0, clock=lambda: now[0])
-    budget.admit("round 1", "a resident round")
+    budget.admit_round(study, entries, journal)
     budget.round_took(40.0)
     now[0] = 50.0  # 50 s left, and a round took 40 s: 48 s with the margin
-    budget.admit("round 2", "a resident round")
+    budget.admit_round(study, entries, journal)
     now[0] = 60.0
     try:
-        budget.admit("round 3", "a resident round")
+        budget.admit_round(study, entries, journal)
     except OutOfTime as stop:
-        assert "round 3" in str(stop) and "40 s" in str(stop)
+        assert entries[0].name in str(stop) and "40 s" in str(stop) and "the longest round of this sweep" in str(stop)
     else:
         raise AssertionError("a round the time left cannot hold must not start")
 

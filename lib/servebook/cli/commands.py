@@ -225,7 +225,7 @@ def _verdicts_out(study, j: Journal, verdict_format: str, output: Optional[Path]
 
     from ..present import VerdictsView
     from ..present.ci import verdicts_json, verdicts_junit, verdicts_markdown, write_step_summary
-    from ..util.render import to_csv, to_plain
+    from ..util.render import to_csv, to_plain, to_text
     from ..verdicts import gate, judge, noise_floor, parse_fail_on
 
     judged = judge(study, j, append=record)
@@ -241,15 +241,17 @@ def _verdicts_out(study, j: Journal, verdict_format: str, output: Optional[Path]
     view = lambda: VerdictsView(judged, noise_floor(study, j))
     text = {"json": lambda: json.dumps(verdicts_json(study, judged, result), indent=2, default=str),
             "markdown": markdown, "junit": lambda: verdicts_junit(study, judged, result),
-            "plain": lambda: to_plain(view().blocks()), "csv": lambda: to_csv(view().blocks())}
-    if verdict_format == "text":
+            "plain": lambda: to_plain(view().blocks()), "csv": lambda: to_csv(view().blocks()),
+            # the tables as the terminal shows them, without colour: --output with the default format writes them
+            "text": lambda: to_text(view().blocks(), width=120)}
+    if output is None and verdict_format == "text":
         out.print(view())
     elif output is None:
         print(text[verdict_format](), end="" if verdict_format in TABLE_FORMATS else "\n")
     # An output that cannot be written is said, and the gate's exit code still decides: a job must not read
     # "servebook crashed" (exit 1) where the study was rejected (exit 10).
     lost = False
-    if output is not None and verdict_format != "text":
+    if output is not None:
         try:
             output.write_text(text[verdict_format](), encoding="utf-8")
             err.print(f"{verdict_format} verdicts written to {output}")

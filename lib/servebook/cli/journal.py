@@ -92,8 +92,13 @@ def journal_show(run_ids: list[str] = typer.Argument(..., help="one run id, or s
 
 def _rules_of(study, limit_pct: float) -> list:
     """The study's rules (the cells a verdict judges), or every decode and prefill cell at `limit_pct`."""
+    import math
+
     from ..verdicts import default_rules
 
+    if study is None and not (math.isfinite(limit_pct) and limit_pct >= 0):
+        raise InputError(f"--limit {limit_pct:g}: the regression each cell may show, a percentage of 0 or more "
+                         "(e.g. 5)")
     return list(study.verdict.rules) if study is not None else default_rules(limit_pct)
 
 

@@ -47,3 +47,5 @@ def search_cmd(
     if output is not None:
         output.write_text(json.dumps(result.to_json(), indent=1, default=str))
     out.print(f"\nrecorded in {j.location}/searches/{study.name}/", highlight=False)
+    if result.winner is None:  # a search that names no configuration found nothing: a script must see it
+        raise typer.Exit(1)

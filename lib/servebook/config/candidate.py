@@ -136,6 +136,11 @@ def _check_replicas(launch: Launch) -> None:
                              f"{launch.replicas} replica(s) (0 is the first)")
     if launch.cpus is not None and launch.replicas != 1:
         raise ValueError("launch.cpus: pins one engine; with launch.replicas, leave it unset")
+    if launch.port is not None and launch.port + launch.replicas - 1 > 65535:
+        # replicas take consecutive ports from launch.port (launch.replicas): the last must still be a port
+        raise ValueError(f"launch.port: {launch.port} with {launch.replicas} replicas would give replica "
+                         f"{launch.replicas - 1} port {launch.port + launch.replicas - 1}, above 65535; "
+                         f"set a port of at most {65536 - launch.replicas}, or none (free ports are picked)")
 
 
 class Pins(_Strict):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 #: routers servebook starts and measures through: maintained Rust routers installed from PyPI
 #: (`pip install sglang-router`, or vLLM's fork `vllm-router`); both take the same command line
@@ -16,6 +16,12 @@ RouterKind = Literal["sglang-router", "vllm-router"]
 #: `manual` pins every request that carries a routing key to the replica its key was first sent to (sglang-router's
 #: sticky sessions; requests without a key are placed at random)
 RouterPolicy = Literal["round_robin", "cache_aware", "random", "power_of_two", "manual"]
+#: the router flags servebook sets itself (launch.replicas.router_argv) and what to write instead; given again in
+#: router.args they would be parsed last and move the router off the port servebook measures through
+ROUTER_FLAGS_SET = {"--host": "the router listens on 127.0.0.1", "--port": "its port is picked free",
+                    "--worker-urls": "they are the replicas'", "--policy": "set router.policy",
+                    "--prometheus-host": "its exporter listens on 127.0.0.1",
+                    "--prometheus-port": "its exporter's port is picked free"}
 
 
 class _Strict(BaseModel):
@@ -36,6 +42,15 @@ class Router(_Strict):
                     "their parent's), for a router that keeps a key on one replica: sglang-router reads "
                     "x-smg-routing-key under policy manual; requests outside conversations carry none")
     ready_timeout_s: float = Field(60.0, gt=0)
+
+    @field_validator("args")
+    @classmethod
+    def _not_servebooks_own(cls, args: list[str]) -> list[str]:
+        for arg in args:
+            flag = arg.split("=", 1)[0]
+            if flag in ROUTER_FLAGS_SET:
+                raise ValueError(f"{flag} is set by servebook ({ROUTER_FLAGS_SET[flag]}); remove it from router.args")
+        return args
 
 
 class ReplicaKill(_Strict):

@@ -8,8 +8,19 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from .candidate import IDENTITY_LAUNCH_FIELDS
 from .metrics import LOWER_IS_BETTER, METRIC_WORDS, Metric
 from .rules import ComparisonRule
+
+
+def _in_identity(field: str) -> bool:
+    """Whether a dotted candidate field enters the candidate's id (config/candidate.py `Candidate.identity`): its
+    name and the launch fields that only say how servebook reaches the engine do not."""
+    head, _, rest = field.partition(".")
+    if head == "name":
+        return False
+    return head != "launch" or rest.partition(".")[0] in (*IDENTITY_LAUNCH_FIELDS, "mode", "simulator", "sim_faults",
+                                                          "api_key_env")
 
 
 class _Strict(BaseModel):
@@ -84,6 +95,10 @@ class SearchSpec(_Strict):
         if not space:
             raise ValueError("give at least one knob to search")
         for name, values in space.items():
+            if not _in_identity(name):
+                raise ValueError(f"{name}: not part of a candidate's identity (its name, a port, a timeout), so its "
+                                 "values would be the same candidate launched again; search knobs that change what "
+                                 "the engine does")
             if not values:
                 raise ValueError(f"{name}: give at least one value")
             texts = [json.dumps(v, sort_keys=True) for v in values]
@@ -93,6 +108,9 @@ class SearchSpec(_Strict):
 
     @model_validator(mode="after")
     def _budget(self) -> "SearchSpec":
+        if self.size == 1:  # a launch screened against nothing, and no winner named: nothing to search
+            raise ValueError("space: one configuration, nothing to choose between; give a knob two values or more, "
+                             "or measure it with `servebook run` or a study's sweep")
         confirming = self.confirm.top * self.confirm.repeats
         if self.budget < confirming + self.confirm.top:
             raise ValueError(f"budget {self.budget}: confirming {self.confirm.top} x {self.confirm.repeats} takes "

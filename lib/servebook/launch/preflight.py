@@ -159,17 +159,38 @@ def host_checks() -> list[Finding]:
             for pid, command in other_engine_processes()]
 
 
+def _check_replica_ports_and_router(candidate: Candidate) -> None:
+    """What a local launch needs of this host before anything starts: every replica's port free (they run up from
+    launch.port), and the router's package importable by this interpreter (it is started as `python -m`); either
+    missing made a `crash` run after the first replicas were up."""
+    import importlib.util
+
+    from .replicas import ROUTER_MODULES
+
+    launch = candidate.launch
+    ports = range(launch.port, launch.port + launch.replicas) if launch.port is not None else range(0)
+    for index, port in enumerate(ports):
+        try:
+            ensure_port_free(launch.host, port)
+        except PortInUse as error:
+            raise InputError(str(error) if index == 0 else
+                             f"launch.port: {launch.host}:{port}, replica {index}'s port (launch.port + "
+                             f"{index}), is already in use; pick another launch.port or leave it empty to get free "
+                             "ones") from None
+    router = launch.router
+    if router is not None and importlib.util.find_spec(ROUTER_MODULES[router.kind].split(".")[0]) is None:
+        raise InputError(f"launch.router.kind: {router.kind} is not installed for {sys.executable} "
+                         f"(pip install {router.kind})")
+
+
 def preflight(candidate: Candidate, reporter: Reporter, *, inventory=None, shared: bool = False) -> ResolvedPaths:
     """Check the host for the candidate and resolve its files; `shared`: in a resident round (sweep --resident),
     where the round's other engines are on this host and GPU by design."""
     from . import gpus
 
     launch = candidate.launch
-    if launch.port is not None and launch.mode == "local":
-        try:
-            ensure_port_free(launch.host, launch.port)
-        except PortInUse as error:
-            raise InputError(str(error)) from None
+    if launch.mode == "local":
+        _check_replica_ports_and_router(candidate)
     model = candidate.model.path or candidate.model.id
     assert model is not None  # a ModelRef holds exactly one of them
     draft = candidate.knobs.drafter.model

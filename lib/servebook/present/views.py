@@ -162,6 +162,8 @@ class DryRunView(Renderable):
             else:
                 lines.append("  $ " + shlex.join(item.argv))
                 lines += ["  $ " + shlex.join(command) for command in item.more_commands or []]
+            if item.parameters:
+                lines.append("  notebook parameters: " + ", ".join(item.parameters))
             held = "" if item.recorded is None or self.planned is None else \
                 f": {item.recorded} of {self.planned.repeats} runs recorded"
             blocks += [Text(f"{item.entry.name} ({item.entry.candidate.id}){held}", "heading"),

@@ -14,6 +14,7 @@ from ..config.secrets import redact_argv
 from ..config.study import Study, StudyEntry
 from ..engines import get_engine
 from ..journal import Journal
+from .parameters import qualify_parameters, shown
 from .pending import recorded
 
 
@@ -28,6 +29,8 @@ class DryRunEntry:
     recorded: int | None = None
     #: launch.replicas / launch.router on this host: every further replica's command line, then the router's
     more_commands: list[list[str]] | None = None
+    #: what the run's execution of the qualify notebook is given (every parameter its parameters cell declares)
+    parameters: list[str] | None = None
 
 
 @dataclass
@@ -47,6 +50,9 @@ class DryRunPlan:
 def planned(study: Study, journal: Journal | None) -> DryRunPlan:
     """The dry run of `study` against what `journal` already holds (reading it only)."""
     entries = dry_run(study)
+    for item in entries:
+        where = journal.url or str(journal.root.resolve()) if journal is not None else "<the journal>"
+        item.parameters = shown(study, item.entry, qualify_parameters(study, item.entry, where, "<reserved at start>"))
     if journal is None:
         return DryRunPlan(entries, study.repeats)
     for item in entries:

@@ -20,12 +20,13 @@ from ..engines import get_engine
 from ..journal import Journal
 from ..util.errors import InputError
 from ..util.progress import Reporter
+from .budget import OutOfTime, TimeBudget
 from .gpus import gpu_lanes_for
 from .options import Placement, PlacesItself, SweepOptions, capabilities_of, refuse_unsupported
 from .pending import SweepResult, interleaved, recorded
 from .placement import Lane, lane_for, place
 from .resident import Placed, rounds_of, run_round, seated_run
-from .runner import OutOfTime, PapermillRunner, Runner, TimeBudget
+from .runner import PapermillRunner, Runner
 
 T = TypeVar("T")
 
@@ -167,8 +168,8 @@ def run_pending(study: Study, entries: list[StudyEntry], journal: Journal, runne
         companions: list[SweepResult] = []
         for number, indices in enumerate(seated, 1):
             items = [placed[i] for i in indices]
-            results = run_round(with_companion(study, entries, journal, items, seats, reporter), one,
-                                journal.root / ".sweeps", runner, planned_ticks(task.advance, len(indices)))
+            results = run_round(study, journal, with_companion(study, entries, journal, items, seats, reporter), one,
+                                runner, planned_ticks(task.advance, len(indices)))
             done.update(zip(indices, results[:len(indices)], strict=True))
             companions += results[len(indices):]
             if number < len(seated):
@@ -359,10 +360,10 @@ def until_decided(study: Study, journal: Journal, runner: Runner, reporter: Repo
             for items in rounds_of(added, room, baseline):
                 # a lone undecided candidate's next run, the baseline's runs already enough, would be a round of
                 # its own: a block that holds no comparison
-                results += run_round(with_companion(study, [j.entry for j in judged], journal, items, room, reporter),
+                results += run_round(study, journal,
+                                     with_companion(study, [j.entry for j in judged], journal, items, room, reporter),
                                      lambda _, entry, lane, seat: seated_run(runner, study, entry, journal, reporter,
-                                                                             lane, seat),
-                                     journal.root / ".sweeps", runner)
+                                                                             lane, seat), runner)
         else:
             results += run_placed(added, lambda _, entry, lane: runner.run(study, entry, journal, reporter, lane),
                                   lambda: None, workers)

@@ -12,16 +12,16 @@ import concurrent.futures
 import time
 import uuid
 from collections.abc import Callable
-from pathlib import Path
 
 from ..config.parameters import Seat
 from ..config.study import Study, StudyEntry
 from ..journal import Journal, utc_now
 from ..measure.turns import release
 from ..util.progress import Reporter
+from .budget import TimeBudget
 from .pending import SweepResult
 from .placement import Lane
-from .runner import Runner, TimeBudget
+from .runner import Runner
 
 Placed = tuple[int, StudyEntry, "Lane | None"]
 #: one run of a round, given its seat: the sweep's skip check and the runner
@@ -71,16 +71,17 @@ def round_id() -> str:
     return f"round-{utc_now().replace(':', '').replace('-', '')[:15]}-{uuid.uuid4().hex[:6]}"
 
 
-def run_round(items: list[Placed], one: RunSeated, directory: Path, runner: Runner,
+def run_round(study: Study, journal: Journal, items: list[Placed], one: RunSeated, runner: Runner,
               advance: Callable[[], None] = lambda: None) -> list[SweepResult]:
-    """One resident round: every run started at once in its own thread (a kernel each), seated in one round.
-    A seat is released when its run returns, however it ended, so no other seat waits for it."""
+    """One resident round: every run started at once in its own thread (a kernel each), seated in one round (its
+    state in the journal's .sweeps folder). A seat is released when its run returns, however it ended, so no other
+    seat waits for it."""
     if len(items) == 1:
         return [one(*items[0], None)]
     budget = runner if isinstance(runner, TimeBudget) else None
     if budget is not None:
-        budget.admit(", ".join(entry.name for _, entry, _ in items), "a resident round")
-    name = round_id()
+        budget.admit_round(study, [entry for _, entry, _ in items], journal)
+    name, directory = round_id(), journal.root / ".sweeps"
     seats = [Seat(round_id=name, directory=str(directory), seat=i, seats=len(items)) for i in range(len(items))]
     started = time.monotonic()
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -18,6 +17,7 @@ from ..journal import Journal
 from ..util.progress import Reporter
 from ..util.resources import shipped_file
 from .gpus import gpus_needed
+from .parameters import check_declared, qualify_parameters
 from .pending import SweepResult
 from .placement import Lane
 
@@ -78,6 +78,7 @@ class PapermillRunner:
     _local: threading.local = field(default_factory=threading.local, init=False, repr=False)
     _all: list[Any] = field(default_factory=list, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _checked: bool = field(default=False, init=False, repr=False)
 
     def _manager(self) -> Any:
         """This thread's kernel manager (None: papermill starts and stops a kernel of its own)."""
@@ -121,16 +122,16 @@ class PapermillRunner:
         started = time.monotonic()
         # A lane as wide as the widest candidate: a narrower one takes its first GPUs, and the lane stays the block.
         gpus = list(lane.gpus[:gpus_needed(entry)]) if lane is not None and lane.gpus is not None else None
+        if not self._checked:  # before a run id is reserved: a template refused leaves nothing in the journal
+            check_declared(self.notebook, qualify_parameters(study, entry, "", ""))
+            self._checked = True
         run_id = journal.reserve_run(entry.candidate.id)
         # One working notebook per run: two sweeps of one study in one journal never share a file.
         work = journal.root / ".sweeps"
         work.mkdir(parents=True, exist_ok=True)
         output = work / f"{run_id}.ipynb"
-        parameters = {"candidate": entry.candidate.model_dump(mode="json"),
-                      "plan": study.plan.model_dump(mode="json"), "journal": journal.url or str(journal.root.resolve()),
-                      "run_id": run_id, "study": study.name, "study_entry": entry.name, "visible_gpus": gpus,
-                      "lane": lane.label if lane is not None else None,
-                      "turns": seat.model_dump(mode="json") if seat is not None else None}
+        parameters = qualify_parameters(study, entry, journal.url or str(journal.root.resolve()), run_id, gpus,
+                                        lane.label if lane is not None else None, seat)
         reporter.log(f"candidate {entry.name} ({entry.candidate.id}) -> run {run_id}")
         message = self._execute(output, parameters, _ProgressStream(reporter, f"  [{entry.name}] "))
         if not message and not ran_a_cell(output):
@@ -293,55 +294,3 @@ class ModelledRunner:
 
     def close(self) -> None:
         return None
-
-
-class OutOfTime(Exception):
-    """The sweep's time budget cannot hold another run; what ran is in `results`."""
-
-    def __init__(self, message: str, results: list[SweepResult]):
-        super().__init__(message)
-        self.results = results
-
-
-@dataclass
-class TimeBudget:
-    """A runner that starts a run only while the budget can still hold one, so a machine lent for a fixed time
-    ends a sweep between runs, never inside one; the journal is the state, and the next sweep resumes there.
-    A run is expected to take as long as the longest run of this sweep so far, with a margin."""
-
-    runner: Runner
-    seconds: float
-    margin: float = 1.2
-    clock: Callable[[], float] = time.monotonic
-    results: list[SweepResult] = field(default_factory=list)
-    _deadline: float = field(default=0.0, init=False)
-    _longest: float = field(default=0.0, init=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        self._deadline = self.clock() + self.seconds
-
-    def run(self, study: Study, entry: StudyEntry, journal: Journal, reporter: Reporter,
-            lane: Lane | None = None, seat: Seat | None = None) -> SweepResult:
-        if seat is None:  # a resident round is admitted whole (admit_round), its runs not one by one
-            self.admit(entry.name, "a run")
-        result = self.runner.run(study, entry, journal, reporter, lane, seat) if seat is not None else \
-            self.runner.run(study, entry, journal, reporter, lane)
-        if seat is None:
-            self._longest = max(self._longest, result.seconds)
-        with self._lock:
-            self.results.append(result)
-        return result
-
-    def admit(self, names: str, what: str) -> None:
-        """Go on only while the time left holds the longest run (or round) so far, with the margin."""
-        left = self._deadline - self.clock()
-        if left <= 0 or left < self._longest * self.margin:
-            raise OutOfTime(f"time budget: {max(left, 0):.0f} s left, and {what} took up to {self._longest:.0f} s; "
-                            f"{names} and what follows wait for the next sweep", self.results)
-
-    def round_took(self, seconds: float) -> None:
-        self._longest = max(self._longest, seconds)
-
-    def close(self) -> None:
-        self.runner.close()

@@ -151,13 +151,16 @@ def _objective(record: RunRecord, study: Study, cells: Any = None) -> tuple[floa
 def _space_entries(study: Study, result: SearchResult) -> tuple[list[Config], list[StudyEntry]]:
     """The configurations that can be launched, each as a study entry; the others go to `result.pruned`."""
     assert study.search is not None
-    configs, entries = [], []
+    configs: list[Config] = []
+    entries: list[StudyEntry] = []
     for config in Space(study.search.space).configs():
         try:
             candidate = study.base.with_overrides(config.overrides).model_copy(update={"name": config.name})
         except ValidationError as error:
+            # the problems on one line, each naming its field (the report's column holds one reason)
+            problems = [line.strip() for line in format_validation_error(error, "").splitlines()[1:]]
             result.pruned.append(Pruned(config.name, config.overrides,
-                                        "not a valid configuration: " + format_validation_error(error, "")))
+                                        "not a valid configuration: " + "; ".join(problems)))
             continue
         memory = study.search.memory
         try:
@@ -167,6 +170,11 @@ def _space_entries(study: Study, result: SearchResult) -> tuple[list[Config], li
         if reason:
             result.pruned.append(Pruned(config.name, config.overrides, reason))
             continue
+        same = next((e for e in entries if e.candidate.id == candidate.id), None)
+        if same is not None:  # a knob outside the identity the space model cannot know of: one launch counted twice
+            knobs = [k for k in config.overrides if config.overrides[k] != same.overrides.get(k)]
+            raise InputError(f"study {study.name}: search.space: {same.name} and {config.name} are the same "
+                             f"candidate ({candidate.id}); {', '.join(knobs)} does not change what the engine does")
         configs.append(config)
         entries.append(StudyEntry(config.name, candidate, config.overrides))
     return configs, entries
@@ -193,8 +201,10 @@ def search(study: Study, journal: Journal, options: SweepOptions | None = None, 
     configs, entries = _space_entries(study, result)
     reporter.log(f"search {study.name}: {len(configs)} of {spec.size} configurations fit, {len(result.pruned)} "
                  f"pruned before launching")
-    if not entries:
-        result.decision = "every configuration was pruned"
+    if len(entries) <= 1:  # nothing to choose between: said without spending a launch
+        result.winner = entries[0].name if entries else None
+        result.decision = "the only configuration that fits; nothing was launched" if entries else \
+            "every configuration was pruned; nothing was launched"
         return _recorded(result, journal)
     screening = study.model_copy(update={"plan": study.screening_plan()})
     # A search spends its own budget on its own repeats: the sweep's looks, rounds and clock are not its options.

@@ -5,9 +5,11 @@ the qualify notebook names as its defaults live in `lib/servebook/data/` (packag
 out as the repository's `data/`, so an installed wheel has them wherever it is installed; nothing the library
 runs reads the repository's folders. They live in the package rather than being mapped in at build time because
 an editable install, a wheel and a plain checkout then all read the same files through the same call. The
-repository keeps its user-facing paths (`notebooks/*.ipynb` for JupyterLab and papermill, `data/corpora`,
-`data/engine-contracts`, `data/candidates/tiny-llamacpp.yaml`, `data/plans/quick.yaml`) as symbolic links to
-these files, so there is one copy of each; the other examples (studies, sample journals) stay in `data/`, as
+repository keeps its user-facing paths (`data/corpora`, `data/engine-contracts`,
+`data/candidates/tiny-llamacpp.yaml`, `data/plans/quick.yaml`) as symbolic links to these files, so there is one
+copy of each. The notebooks are the exception: `notebooks/*.ipynb` are copies, because JupyterLab saves (and
+autosaves) what a researcher types into the file it opened, and a link would carry that into the template
+`servebook sweep` runs (issue 56, item 4). The other examples (studies, sample journals) stay in `data/`, as
 they are inputs a user names, not data the library reads by itself."""
 
 from __future__ import annotations

@@ -17,12 +17,17 @@ GATE_EXIT_CODES: dict[str, int] = {"rejected": 10, "failed": 11, "inconclusive":
 GATE_OUTCOMES = tuple(GATE_EXIT_CODES)
 
 
-def parse_fail_on(text: str | None) -> frozenset[str]:
-    """`rejected,failed[,inconclusive][,missing]` -> the outcomes that fail the job; empty: nothing fails."""
+def parse_fail_on(text: str | None, name: str = "--fail-on") -> frozenset[str]:
+    """`rejected,failed[,inconclusive][,missing]` -> the outcomes that fail the job; None (not given): nothing
+    fails. Given but naming no outcome (`--fail-on ""`, a CI variable left empty) is refused: it would turn the gate
+    off without a word."""
     chosen = frozenset(part.strip() for part in (text or "").split(",") if part.strip())
+    if text is not None and not chosen:
+        raise InputError(f"{name} {text!r}: names no outcome, so nothing would fail the job; name one or more of "
+                         f"{', '.join(GATE_OUTCOMES)} (comma-separated), or leave {name} out")
     unknown = sorted(chosen - set(GATE_OUTCOMES))
     if unknown:
-        raise InputError(f"--fail-on {', '.join(unknown)}: choose among {', '.join(GATE_OUTCOMES)} "
+        raise InputError(f"{name} {', '.join(unknown)}: choose among {', '.join(GATE_OUTCOMES)} "
                          "(comma-separated)")
     return chosen
 

@@ -226,5 +226,10 @@ def compare_slices(journal: Journal, a: JournalSlice, b: JournalSlice,
             contrast = fit_contrasts({"B": values, "A": theirs[cell_id]}, "A").get("B")
             row = {str(k): v for k, v in described[cell_id].items()}
             out.append(comparison_of(rule, row, values, theirs[cell_id], contrast, alpha))
+    if not out:  # nothing to judge is said and refused, as a slice holding no run is, never an empty table
+        metrics = ", ".join(sorted({str(rule.metric) for rule in rules or default_rules()}))
+        raise InputError(f"compare: no cell of the rules ({metrics}) was measured validly in both slices "
+                         f"({len(runs_a)} and {len(runs_b)} runs); check the rules' metrics and cells against "
+                         "`servebook journal show RUN`")
     settle(out, alpha)  # a cell beyond its limit across the cells (Holm) is a regression, not undecided
     return SliceComparison(a, b, list(rows_a["run_id"]), list(rows_b["run_id"]), plans.pop(), out)

@@ -161,3 +161,61 @@ def test_a_fixed_kv_size_lets_replicas_sharing_a_gpu_start_at_once():
                            extra_args=["--kv-cache-memory-bytes", "6442450944"])
     assert vllm.sizes_memory_from_free(fraction) and not vllm.sizes_memory_from_free(fixed)
     assert not get_engine("llamacpp").sizes_memory_from_free(make_candidate("llamacpp"))
+
+
+@pytest.mark.parametrize("launch,match", [
+    ({"port": 65535, "replicas": 2}, r"launch.port: 65535 with 2 replicas would give replica 1 port 65536"),
+    ({"port": 65530, "replicas": 7}, r"replica 6 port 65536, above 65535; set a port of at most 65529"),
+    ({"replicas": 2, "router": {"kind": "sglang-router", "policy": "random", "args": ["--port", "9"]}},
+     r"--port is set by servebook"),
+    ({"replicas": 2, "router": {"kind": "sglang-router", "policy": "random", "args": ["--host=0.0.0.0"]}},
+     r"--host is set by servebook"),
+    ({"replicas": 2, "router": {"kind": "sglang-router", "policy": "random", "args": ["--policy", "random"]}},
+     r"--policy is set by servebook \(set router.policy\)"),
+])
+def test_replica_settings_that_failed_only_after_launch_are_refused_by_the_candidate(launch, match):
+    """Issue 56, item 10: each was a `crash` run once the first replica was up."""
+    with pytest.raises(ValidationError, match=match):
+        make_candidate("llamacpp", launch=launch)
+    assert make_candidate("llamacpp", launch={"port": 65534, "replicas": 2}).launch.port == 65534
+    assert make_candidate("llamacpp", launch={"replicas": 2, "router": {
+        "kind": "sglang-router", "policy": "random", "args": ["--request-timeout-secs", "30"]}}).launch.router
+
+
+def test_a_taken_port_of_a_later_replica_is_refused_before_launch_and_no_run_is_recorded(tmp_path):
+    import socket
+
+    from servebook.config.errors import InputError
+    from servebook.journal import Journal
+    from servebook.run import run_candidate
+    from tests.helpers.candidates import QUIET, SMALL_PLAN
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        first = free.getsockname()[1]
+    with socket.socket() as taken:
+        try:
+            taken.bind(("127.0.0.1", first + 1))
+        except OSError:
+            pytest.skip("the port after a free one is in use on this host")
+        taken.listen()
+        candidate = make_candidate("llamacpp", launch={"port": first, "replicas": 2, "simulator": True})
+        journal = Journal(tmp_path / "journal")
+        with pytest.raises(InputError, match=rf"launch.port: 127.0.0.1:{first + 1}, replica 1's port"):
+            run_candidate(candidate, SMALL_PLAN, journal, reporter=QUIET)
+    assert journal.run_ids() == []
+
+
+def test_a_router_that_is_not_installed_is_refused_before_launch(monkeypatch):
+    import importlib.util
+
+    from servebook.config.errors import InputError
+    from servebook.launch.preflight import preflight
+    from tests.helpers.candidates import QUIET
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "vllm_router" else real(name, *a))
+    candidate = make_candidate("llamacpp", launch={"replicas": 2, "simulator": True,
+                                                   "router": {"kind": "vllm-router", "policy": "round_robin"}})
+    with pytest.raises(InputError, match=r"launch.router.kind: vllm-router is not installed .*pip install vllm-router"):
+        preflight(candidate, QUIET)
