@@ -10,6 +10,7 @@ import typer
 
 from ..config import InputError, Plan, load_candidate, load_plan, load_study, parse_overrides, with_overrides
 from ..journal import Journal
+from ..util.frames import frame_records
 from ..util.progress import Reporter
 from ..util.terminal import markup_safe
 from ._app import (
@@ -125,7 +126,7 @@ def capacity_cmd(
                            reporter=Reporter())
     cells = record.table("cells") if record.status == "completed" else None
     capacity = cells[cells["kind"] == measured_by("capacity_rps")] if cells is not None else None
-    row = None if capacity is None else next(iter(capacity.to_dict("records")), None)
+    row = None if capacity is None else next(iter(frame_records(capacity)), None)
     if row is None:  # a failed load, or an engine that died mid-search: the report says which
         from ..present import report
 

@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..util.frames import frame_records
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -160,7 +162,7 @@ def table_figures(cells: "pd.DataFrame", requests: "pd.DataFrame", chunks: "pd.D
                ("t_send", "t_first", "t_last", "prompt_tokens", "completion_tokens")]
     gaps = _gaps_by_cell(mine, chunks)
     out: list[dict] = []
-    for cell in cells.to_dict("records"):
+    for cell in frame_records(cells):
         traits = traits_of(cell.get("kind"))
         if traits.derived:
             out.append({})

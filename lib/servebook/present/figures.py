@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 
 from ..config.metrics import LOWER_IS_BETTER
 from ..journal.store import RunRecord
+from ..util.frames import frame_records
 from .frontier import frontier_context, frontier_specs
 from .kinds import PRESENT, LineChart, gap_histogram_kinds, open_loop_kinds, turn_chart_kinds
 from .load_figures import GAP_EDGES_MS, _trimmed, gap_counts, gauge_data, gauge_spec, has_gauges, probe_gap_data
@@ -222,7 +223,7 @@ def chunk_gap_histogram_data(run: RunRecord, cells: list[dict] | None = None) ->
     path, cells_path = run.table_path("chunks"), run.table_path("cells")
     if run.status != "completed" or not path.is_file() or not cells_path.is_file():
         return {"edges": [], "counts": []}
-    rows = pd.read_parquet(cells_path).to_dict("records") if cells is None else cells
+    rows = frame_records(pd.read_parquet(cells_path)) if cells is None else cells
     if not any("kind" in row for row in rows):
         return {"edges": [], "counts": []}
     chosen = {row["cell_id"] for row in rows if row.get("kind") in gap_histogram_kinds()}

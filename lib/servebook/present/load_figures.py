@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..journal.store import RunRecord
+from ..util.frames import frame_records
 from .style import AXIS as _AXIS
 from .style import LAYOUT as _LAYOUT
 from .style import PALETTE, fitted
@@ -53,7 +54,7 @@ def probe_gap_data(run: RunRecord, cells: list[dict] | None = None) -> dict:
         return {"edges": [], "counts": []}
     if cells is None:
         table = run.table("cells")
-        cells = [] if table is None else table.to_dict("records")
+        cells = [] if table is None else frame_records(table)
     import pandas as pd
 
     if not any(pd.notna(c.get("probe_requests")) for c in cells):

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..config.metrics import measured_by
 from ..measure.kinds import traits_of
+from ..util.frames import frame_records
 from ..util.render import Table
 from .replica_tables import replica_table
 from .tables import ESTIMATE_WORDS, _rows, cell_check, estimate_text, fmt, kind_tables, number, records, tail_marked
@@ -197,7 +198,7 @@ def capacity_cells(runs: dict[str, list], label: str = "candidate") -> list[dict
                 continue
             context = run_context(record)
             out += [{**row, **context, label: name, "run_id": record.run_id}
-                    for row in cells[cells["kind"] == measured_by("capacity_rps")].to_dict("records")]
+                    for row in frame_records(cells[cells["kind"] == measured_by("capacity_rps")])]
     return out
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from ..journal.store import RunRecord
+from ..util.frames import frame_records
 from .kinds import session_view_kinds
 from .style import AXIS, LAYOUT, PALETTE, fitted
 
@@ -37,7 +38,7 @@ def session_view_data(run: RunRecord) -> dict[str, list]:
         return {}
     start = float(turns["t_send"].min())
     out: dict[str, list] = {name: [] for name in COLUMNS}
-    for row in turns.to_dict("records"):
+    for row in frame_records(turns):
         parent = _number(row.get("parent_conversation"))
         out["session"].append(int(parent if parent is not None else row.get("conversation") or 0))
         out["subagent"].append(parent is not None)

@@ -8,6 +8,7 @@ import pandas as pd
 
 from ..config.claims import Verification
 from ..measure.tails import Tail, insufficient_tail, percentile_of
+from ..util.frames import frame_records
 from ..util.render import Table
 from .claims import claim_text
 from .kinds import (
@@ -57,7 +58,7 @@ def cell_check(cell: Any) -> str:
 def records(cells) -> list[dict]:
     """Cells as plain dicts: the site has them so already, and pandas costs milliseconds per small frame."""
     if isinstance(cells, pd.DataFrame):
-        return [] if cells.empty else cells.to_dict("records")
+        return [] if cells.empty else frame_records(cells)
     return list(cells)
 
 

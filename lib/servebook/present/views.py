@@ -10,6 +10,7 @@ from ..config.metrics import measured_by
 from ..config.study import Study
 from ..journal.store import RunRecord
 from ..sweeps.dryrun import DryRunPlan
+from ..util.frames import frame_records
 from ..util.render import Block, Renderable, Style, Table, Text
 from ..verdicts.judge import Judgement
 from .load_tables import LATENCY_DEFINITIONS, capacity_text, cell_tables
@@ -42,7 +43,7 @@ class RunReport(Renderable):
         identity = self.run.identity
         context = frontier_context(identity.plan, identity.candidate, 0)
         return [{**{k: (None if v is None or v != v else v) for k, v in row.items()}, **context}
-                for row in cells.to_dict("records")]
+                for row in frame_records(cells)]
 
     def tables(self) -> list[Table]:
         cells = self.cells()

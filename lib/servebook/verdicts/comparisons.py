@@ -13,6 +13,7 @@ from ..config.metrics import LOWER_IS_BETTER, METRIC_WORDS, METRICS
 from ..config.rules import ComparisonRule
 from ..estimates import ALPHA, Block, Contrast, Decision, Spread, fit_contrasts, holm
 from ..measure.tails import Tail, insufficient_tail
+from ..util.frames import frame_records
 from .machines import MachineChange, cpu_probes, host_dependent, machine_changes
 
 #: the decisions that leave a cell undecided (never accepted, never rejected on it), in every output alike
@@ -173,7 +174,7 @@ def blocked_figures(runs: list[pd.DataFrame], rule: ComparisonRule) -> dict[str,
     out: dict[str, list[tuple[Block, float]]] = {}
     for position, cells in enumerate(runs):
         block = run_block(cells, position)
-        for row in select_cells(cells, rule).to_dict("records"):
+        for row in frame_records(select_cells(cells, rule)):
             value = row.get(rule.metric)
             if value is not None and not pd.isna(value):
                 out.setdefault(row["cell_id"], []).append((block, float(value)))
@@ -198,7 +199,7 @@ def compare_rule(runs: list[pd.DataFrame], baseline_runs: list[pd.DataFrame], ru
         baseline_runs = [baseline_runs]
     mine, theirs = blocked_figures(runs, rule), blocked_figures(baseline_runs, rule)
     others = {name: blocked_figures(frames, rule) for name, frames in (peers or {}).items()}
-    described = {row["cell_id"]: row for cells in runs for row in select_cells(cells, rule).to_dict("records")}
+    described = {row["cell_id"]: row for cells in runs for row in frame_records(select_cells(cells, rule))}
     probes = cpu_probes([*runs, *baseline_runs, *(f for frames in (peers or {}).values() for f in frames)])
     out = []
     for cell_id, values in mine.items():
@@ -227,7 +228,7 @@ def compare_rule(runs: list[pd.DataFrame], baseline_runs: list[pd.DataFrame], ru
 def _thinnest_tail(rule: ComparisonRule, cell_id: str, runs: list[pd.DataFrame]) -> Tail | None:
     """The fewest-sampled insufficient tail of the rule's figure at `cell_id` over the runs of both sides (None:
     every run's is sufficient, or the figure is no counted percentile)."""
-    found = [tail for cells in runs for row in select_cells(cells, rule).to_dict("records")
+    found = [tail for cells in runs for row in frame_records(select_cells(cells, rule))
              if row["cell_id"] == cell_id and (tail := insufficient_tail(row, rule.metric)) is not None]
     return min(found, key=lambda tail: tail.n, default=None)
 

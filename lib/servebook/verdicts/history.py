@@ -20,6 +20,7 @@ from ..estimates import ALPHA, fit_contrasts
 from ..estimates.changes import Step, find_steps
 from ..journal import Journal, RunRecord
 from ..util.errors import InputError
+from ..util.frames import frame_records
 from .comparisons import Comparison, blocked_figures, comparison_of, select_cells, settle
 from .evidence import undisturbed
 
@@ -177,7 +178,7 @@ def _series(rows: pd.DataFrame, cells: pd.DataFrame, rules: list[ComparisonRule]
     if not picked:
         return []
     points = pd.concat(picked).sort_values(["run", "rule", "row"], kind="stable")
-    facts = {row["run_id"]: (row["started_at"] or "", _marks(row)) for row in rows.to_dict("records")}
+    facts = {row["run_id"]: (row["started_at"] or "", _marks(row)) for row in frame_records(rows)}
     run_ids = list(order)
     series: dict[tuple[str, str], CellSeries] = {}
     for run, metric, cell_id, value in zip(points["run"], points["metric"], points["cell_id"], points["value"], strict=True):
@@ -219,7 +220,7 @@ def compare_slices(journal: Journal, a: JournalSlice, b: JournalSlice,
     out: list[Comparison] = []
     for rule in rules or default_rules():
         mine, theirs = blocked_figures(runs_b, rule), blocked_figures(runs_a, rule)
-        described = {row["cell_id"]: row for cells in runs_b for row in select_cells(cells, rule).to_dict("records")}
+        described = {row["cell_id"]: row for cells in runs_b for row in frame_records(select_cells(cells, rule))}
         for cell_id, values in mine.items():
             if cell_id not in theirs:
                 continue

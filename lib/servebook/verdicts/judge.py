@@ -24,6 +24,7 @@ from ..journal.manifest import Failure, Manifest
 from ..measure.capacity import figure as capacity_figure
 from ..measure.tails import percentile_of
 from ..util.errors import InputError
+from ..util.frames import frame_records
 from ..util.render import Block, Renderable, Style, Table
 from .comparisons import Comparison, compare_rule, describe, select_cells, settle
 from .evidence import all_disturbed, baseline_evidence, run_cells, undisturbed
@@ -237,7 +238,7 @@ def _run_problems(manifest: Manifest, cells: pd.DataFrame, rules: VerdictRules, 
         # A capacity nobody measured (the objectives held at no probed rate) is a finding about the run, the
         # baseline's as much as a candidate's: it is no figure to compare, and leaving it out would accept a
         # baseline that holds no load and reject only the candidates measured against it.
-        for found in cells[cells["kind"] == capacity].to_dict("records"):
+        for found in frame_records(cells[cells["kind"] == capacity]):
             if capacity_figure(found, "capacity_rps") is None:
                 reasons.append(f"{prefix}capacity: the objectives held at no probed rate "
                                f"({int(capacity_figure(found, 'capacity_probes') or 0)} probes)")

@@ -18,6 +18,7 @@ from ..estimates import Allocation, Block, Estimate, allocate, detectable_change
 from ..journal import Journal
 from ..measure.kinds import kind_of
 from ..measure.stats import conversations_se_pct, se_pct
+from ..util.frames import frame_records
 from .comparisons import blocked_figures
 from .evidence import valid_cells
 from .machines import machine_of
@@ -127,7 +128,7 @@ def _recorded_within(runs: list[pd.DataFrame], cell_id: str, metric: str) -> flo
     metric the rule judges; None for journals written before cells recorded it."""
     errors = []
     for cells in runs:
-        for row in cells[cells["cell_id"] == cell_id].to_dict("records"):
+        for row in frame_records(cells[cells["cell_id"] == cell_id]):
             column = _within_column(row["kind"], metric)
             value = row.get(column) if column else None
             if value is not None and pd.notna(value):

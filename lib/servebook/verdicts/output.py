@@ -17,6 +17,7 @@ from ..config.metrics import METRIC_WORDS
 from ..measure.equivalence import compare_outputs
 from ..measure.equivalence import describe as describe_equivalence
 from ..measure.realism import echo_share, realism_codes
+from ..util.frames import frame_records
 from .comparisons import Comparison
 
 __all__ = ["UNREALISTIC_GAIN", "Caveat", "caveat_from", "caveat_where", "evidence_words", "output_equivalence",
@@ -160,7 +161,7 @@ def output_equivalence(baseline_records: list, records: list) -> str | None:
     def outputs(found: list) -> list[dict] | None:
         table = next((t for t in (r.table("outputs") for r in reversed(found) if r.status == "completed")
                       if t is not None), None)
-        return None if table is None else table.to_dict("records")
+        return None if table is None else frame_records(table)
 
     reference, other = outputs(baseline_records), outputs(records)
     if reference is None or other is None:

@@ -58,7 +58,7 @@ def junit_labels(xml: str) -> tuple[dict[str, str], dict[str, int], list]:
 
 def test_every_output_says_the_same_counts_and_labels(built):
     study, judged, site = built
-    result = gate(judged, parse_fail_on(""))
+    result = gate(judged, parse_fail_on(None))
     data = json.loads(json.dumps(verdicts_json(study, judged, result), default=str))
     labels = {c["name"]: c["label"] for c in data["candidates"]}
     counts = data["counts"]
