@@ -248,6 +248,10 @@ class Plan(ShownAsYaml, _Strict):
             out.append(("waves.prompt_tokens", self.waves.prompt_tokens + self.waves.output_tokens))
         if self.load:
             out.append(("load", self.load.prompt_tokens.longest + self.load.output_tokens.longest))
+            if self.load.trace:
+                from .traces import read_rows  # read before launch: a trace that cannot be read fails here
+
+                out.append(("load.trace", max(r.input_tokens + r.output_tokens for r in read_rows(self.load.trace))))
         if self.replay:
             from .traces import longest_replayed  # reads the trace: only where the context is checked
 

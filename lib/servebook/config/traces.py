@@ -11,6 +11,7 @@ ships (`shipped:mooncake-small.jsonl`, from data/traces/), or any fsspec URL (`s
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +22,9 @@ from .load import ReplayPlan
 SHIPPED = "shipped:"
 _INPUT = ("input_length", "prompt_tokens", "input_tokens", "prompt_len")
 _OUTPUT = ("output_length", "output_tokens", "max_tokens", "output_len")
+#: the longest replay a plan may ask for without saying so: as replay.max_duration_s allows at most. A trace whose
+#: stamps run hours or years ahead (a unit mistaken, a stamp from another clock) would otherwise wait them out.
+LONGEST_REPLAY_S = 3600.0
 
 
 @dataclass(frozen=True)
@@ -41,18 +45,27 @@ def trace_text(source: str | Path) -> str:
         resource = shipped("traces", name[len(SHIPPED):])
         if not resource.is_file():
             raise InputError(f"{name}: servebook ships no such trace (data/traces/)")
-        return resource.read_text()
+        return _decoded(name, resource.read_bytes())
     if "://" in name:
         import fsspec
 
         try:
-            with fsspec.open(name, "rt") as handle:
-                return str(handle.read())
+            with fsspec.open(name, "rb") as handle:
+                return _decoded(name, handle.read())
         except FileNotFoundError:
             raise InputError(f"{name}: no trace at that URL") from None
+        except (ValueError, ImportError) as error:  # fsspec: "Protocol not known", or a protocol's package missing
+            raise InputError(f"{name}: cannot open that URL ({error})") from None
     if not Path(name).is_file():
         raise InputError(f"{name}: no such trace file (a path, shipped:NAME or an fsspec URL)")
-    return Path(name).read_text()
+    return _decoded(name, Path(name).read_bytes())
+
+
+def _decoded(name: str, data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise InputError(f"{name}: the trace is not UTF-8 text (byte {error.start}); a trace is JSON lines") from None
 
 
 def _first(item: dict, names: tuple[str, ...]) -> int:
@@ -62,7 +75,9 @@ def _first(item: dict, names: tuple[str, ...]) -> int:
     raise KeyError(" or ".join(names))
 
 
-def _row(item: dict) -> TraceRow:
+def _row(item: object) -> TraceRow:
+    if not isinstance(item, dict):
+        raise TypeError(f"the line is a JSON {type(item).__name__}, not an object")
     hashes = item.get("hash_ids")
     if hashes is not None and (not isinstance(hashes, list) or not all(isinstance(h, int) for h in hashes)):
         raise TypeError("hash_ids must be a list of integers")
@@ -70,6 +85,8 @@ def _row(item: dict) -> TraceRow:
                    None if hashes is None else tuple(hashes))
     if row.input_tokens < 1 or row.output_tokens < 1:
         raise ValueError("lengths must be at least 1")
+    if not math.isfinite(row.arrival_s):  # JSON's NaN and Infinity parse, and would send everything at once
+        raise ValueError(f"timestamp {item['timestamp']!r} is not a finite number")
     return row
 
 
@@ -143,5 +160,13 @@ def replayed(rows: list[TraceRow], plan: ReplayPlan) -> list[TraceRow]:
 
 
 def longest_replayed(plan: ReplayPlan) -> int:
-    """Prompt and output tokens of the longest request a replay sends (the context check before launch)."""
-    return max(r.input_tokens + r.output_tokens for r in replayed(read_rows(plan.trace), plan))
+    """Prompt and output tokens of the longest request a replay sends, for the check before launch; InputError for
+    a replay longer than `LONGEST_REPLAY_S` that no max_duration_s bounds."""
+    rows = replayed(read_rows(plan.trace), plan)
+    span = rows[-1].arrival_s if rows else 0.0
+    if span > LONGEST_REPLAY_S:
+        raise InputError(f"replay.trace {plan.trace}: its arrivals span {span:,.0f} s after time_scale "
+                         f"{plan.time_scale:g}, past the {LONGEST_REPLAY_S:g} s a replay may take; set "
+                         "replay.max_duration_s (or max_requests, or a smaller time_scale), or check the stamps are "
+                         "in milliseconds")
+    return max(r.input_tokens + r.output_tokens for r in rows)

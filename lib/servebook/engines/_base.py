@@ -189,10 +189,11 @@ class EngineAdapter(ABC):
 
     def check_plan_fits(self, candidate: "Candidate", plan: "Plan") -> None:
         """Refuse, before launch, a plan whose longest request cannot fit the candidate's context per request."""
+        longest = plan.longest_requests()  # always: it reads the plan's traces, which must fail before launch
         limit = self.context_per_request(candidate)
         if limit is None:
             return
-        too_long = [f"{where} needs {tokens} tokens" for where, tokens in plan.longest_requests() if tokens > limit]
+        too_long = [f"{where} needs {tokens} tokens" for where, tokens in longest if tokens > limit]
         if too_long:
             raise InputError(f"plan: {'; '.join(too_long)}, but {candidate.label} holds {limit} tokens per request "
                              f"(knobs.context_length{self.context_note})")
