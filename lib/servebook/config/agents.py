@@ -16,6 +16,13 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from .load import Lengths
 
+#: the most text tokens the sessions may hold of their own (about 4 bytes a token as Python text: under a GiB)
+MAX_TEXT_TOKENS = 200_000_000
+#: the most turns one cell may plan (every turn's request and its record are held until the cell ends)
+MAX_REQUESTS = 100_000
+#: the longest an agents cell may plan (its arrivals and one session's thinking): past it, a plan is a mistake
+MAX_CELL_S = 4 * 3600.0
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
@@ -74,7 +81,7 @@ class AgentsPlan(_Strict):
                               "length capped, not forced) and a reply without one that parses is counted")
     max_lag_ms: float = Field(50.0, gt=0, description="more than 5% of turns sent later than this after they were due "
                                                        "make the cell invalid (client_lag)")
-    seed: int = 0
+    seed: int = Field(0, ge=0, le=2**32 - 1, description="the seed every drawn figure comes from")
 
     # json_schema_input_type: the JSON Schema (config.schemas) accepts the number too
     @field_validator("turns", "tool_result_tokens", "output_tokens", mode="before", json_schema_input_type=Lengths | int)
@@ -82,6 +89,43 @@ class AgentsPlan(_Strict):
     def _length_or_number(cls, value: object) -> object:
         # `turns: 6` is a fixed count
         return {"mean": value} if isinstance(value, int) and not isinstance(value, bool) else value
+
+    @model_validator(mode="after")
+    def _bounded(self) -> "AgentsPlan":
+        """What the cell would hold in memory and take in time, refused before launch when past what one client
+        process can hold or a plan should run unsaid (4096 sessions of 1M-token texts reached MemoryError after the
+        engine was up; 512 turns of 600 s pauses planned 85 hours)."""
+        text = self.session_text_tokens() * self.sessions + (self.system_tokens + self.tool_schema_tokens)
+        if text > MAX_TEXT_TOKENS:
+            raise ValueError(f"agents: the sessions' own texts come to about {text:,} tokens (sessions x (repo_map_tokens"
+                             f"{'' if self.shared_system_prompt else ' + system_tokens + tool_schema_tokens'})), past "
+                             f"the {MAX_TEXT_TOKENS:,} one client holds in memory; fewer sessions or shorter texts")
+        requests = self.expected_requests()
+        if requests > MAX_REQUESTS:
+            raise ValueError(f"agents: about {requests:,.0f} turns planned (sessions x turns, sub-agents' turns on "
+                             f"top), past the {MAX_REQUESTS:,} one cell holds; fewer sessions, turns or sub-agents")
+        hours = self.expected_duration_s() / 3600
+        if hours * 3600 > MAX_CELL_S:
+            raise ValueError(f"agents: the cell would take about {hours:,.1f} hours (sessions arriving over "
+                             f"{self.sessions / self.arrival_rate_per_s:,.0f} s, then {self.turns.mean} turns of "
+                             f"{self.think_time.mean_s:g} s pauses), past the {MAX_CELL_S / 3600:g} hours a cell may "
+                             "plan; fewer turns, shorter think_time or a higher arrival_rate_per_s")
+        return self
+
+    def session_text_tokens(self) -> int:
+        """The text a session holds of its own (its first message; its system prompt and tools when not shared)."""
+        own = self.repo_map_tokens
+        return own if self.shared_system_prompt else own + self.system_tokens + self.tool_schema_tokens
+
+    def expected_requests(self) -> float:
+        """About how many turns the cell sends: each parent turn but the last may branch into a sub-agent's."""
+        branch = self.subagents.probability * self.subagents.turns if self.subagents else 0.0
+        return self.sessions * (self.turns.mean + max(self.turns.mean - 1, 0) * branch)
+
+    def expected_duration_s(self) -> float:
+        """About how long the cell runs: the sessions' arrivals, then a session's turns of thinking (the engine's
+        own time on top, which a plan cannot know)."""
+        return self.sessions / self.arrival_rate_per_s + self.turns.mean * self.think_time.mean_s
 
     @model_validator(mode="after")
     def _sizes(self) -> "AgentsPlan":

@@ -76,7 +76,7 @@ class LoadPlan(_Strict):
     max_lag_ms: float = Field(50.0, gt=0, description="more than 5% of requests sent later than this after they "
                                                        "were due make the cell invalid (client_lag): the client, "
                                                        "not the engine, set the pace")
-    seed: int = 0
+    seed: int = Field(0, ge=0, le=2**32 - 1, description="the seed every drawn figure comes from")
     client_processes: int | None = Field(None, ge=1, le=64, description="processes sending the load; unset: one "
                                                                          "per 40 requests/s or 1,500 "
                                                                          "streamed chunks/s, on at most half the "

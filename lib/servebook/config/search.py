@@ -87,7 +87,7 @@ class SearchSpec(_Strict):
     screen: Screening = Screening()
     confirm: Confirmation = Confirmation()
     memory: MemoryBudget | None = None
-    seed: int = 0
+    seed: int = Field(0, ge=0, le=2**32 - 1, description="the seed every drawn figure comes from")
 
     @field_validator("space")
     @classmethod

@@ -63,3 +63,17 @@ def test_rules_on_session_metrics_judge_the_agents_cells():
     assert Plan.model_validate({"decode": None, "agents": {}}).unmatched(rule) == []
     with pytest.raises(ValidationError, match="they judge every agents cell"):
         ComparisonRule(metric="session_turns_per_s", max_regression_pct=10, concurrency=[4])
+
+
+@pytest.mark.parametrize("section, words", [
+    ({"sessions": 4096, "repo_map_tokens": 1_000_000}, "sessions' own texts come to about"),
+    ({"sessions": 4096, "turns": 64, "subagents": {"probability": 1.0, "turns": 8}}, "turns planned"),
+    ({"sessions": 4, "turns": 512, "think_time": {"mean_s": 600, "max_s": 3600}}, "the cell would take about 85.3 hours"),
+    ({"seed": -1}, "seed"),
+])
+def test_an_agents_section_that_could_not_run_is_refused_before_launch(section, words):
+    """Each failed only after the engine was up (MemoryError at 4.6 GB, a traceback, an 85-hour cell unsaid)."""
+    from servebook.config import InputError, validate
+
+    with pytest.raises(InputError, match=words):
+        validate(Plan, {"decode": None, "prefill": None, "agents": section}, "plan")
