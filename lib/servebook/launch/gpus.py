@@ -31,6 +31,8 @@ class Inventory:
     gpus: list[GPU]
     cuda: str | None = None
     p2p: dict[tuple[int, int], str] = field(default_factory=dict)
+    #: `nvidia-smi topo -m` between GPU pairs: NV# (NVLink, # links), PIX, PXB, PHB, NODE, SYS (PCIe paths)
+    links: dict[tuple[int, int], str] = field(default_factory=dict)
     note: str | None = None
 
     def fingerprint(self) -> dict:
@@ -42,6 +44,10 @@ class Inventory:
             "driver": self.gpus[0].driver if self.gpus else None,
             "cuda": self.cuda,
             "gpu_note": self.note,
+            # what a tensor-parallel group's all-reduce crosses: runs on hosts whose GPUs are linked otherwise are
+            # other blocks, and a layout's verdict names the link it was measured over
+            **({"gpu_links": {f"{a}-{b}": code for (a, b), code in sorted(self.links.items()) if a < b},
+                "gpu_interconnect": interconnect(self.links)} if self.links else {}),
         }
 
 
@@ -80,13 +86,15 @@ def parse_cuda(text: str) -> str | None:
 
 
 def parse_p2p(text: str) -> dict[tuple[int, int], str]:
-    """`nvidia-smi topo -p2p r`: a matrix of OK / NS / CNS / ... between GPU pairs."""
+    """`nvidia-smi topo -p2p r` (OK / NS / CNS / ... between GPU pairs) or `topo -m` (NV18 / PIX / SYS ...): the
+    GPU columns of the matrix, which come before its NIC and affinity columns."""
     matrix: dict[tuple[int, int], str] = {}
+    text = re.sub(r"\x1b\[[0-9;]*m", "", text)  # a header underlined for a terminal
     lines = [l for l in text.splitlines() if l.strip()]
     header = next((l for l in lines if re.match(r"^\s*GPU\d", l)), None)
     if header is None:
         return matrix
-    columns = [int(c[3:]) for c in header.split() if c.startswith("GPU")]
+    columns = [int(c[3:]) for c in header.split() if re.fullmatch(r"GPU\d+", c)]
     for line in lines:
         parts = line.split()
         if parts and re.fullmatch(r"GPU\d+", parts[0]) and line is not header:
@@ -94,6 +102,32 @@ def parse_p2p(text: str) -> dict[tuple[int, int], str]:
             for col, value in zip(columns, parts[1:], strict=False):
                 matrix[(row, col)] = value
     return matrix
+
+
+#: `nvidia-smi topo -m`'s codes from the nearest to the farthest pair: NVLink, then PCIe through one switch,
+#: several switches, a host bridge, within a NUMA node, across the SMP interconnect
+_PATHS = ("PIX", "PXB", "PHB", "NODE", "SYS")
+
+
+def interconnect(links: dict[tuple[int, int], str]) -> str | None:
+    """The farthest link between any two GPUs, in words: "NVLink (NV18) between every pair", "PCIe (SYS, across
+    the CPU interconnect) between 0 and 2"; None with fewer than two GPUs."""
+    pairs = {pair: code for pair, code in links.items() if pair[0] < pair[1]}
+    if not pairs:
+        return None
+
+    def distance(code: str) -> tuple[int, int]:
+        if code.startswith("NV"):
+            return (0, -int(code[2:]) if code[2:].isdigit() else 0)  # more links, nearer
+        return (1 + _PATHS.index(code), 0) if code in _PATHS else (len(_PATHS) + 1, 0)
+
+    (a, b), code = max(pairs.items(), key=lambda item: distance(item[1]))
+    if code.startswith("NV"):
+        same = len({c for c in pairs.values()}) == 1
+        return f"NVLink ({code}) between {'every pair' if same else f'{a} and {b} at least'}"
+    words = {"PIX": "one PCIe switch", "PXB": "several PCIe switches", "PHB": "a PCIe host bridge",
+             "NODE": "PCIe within a NUMA node", "SYS": "PCIe across the CPU interconnect"}.get(code, code)
+    return f"{words} ({code}) between {a} and {b}"
 
 
 def _run(argv: list[str]) -> str:
@@ -110,11 +144,13 @@ def inventory() -> Inventory:
                               "--format=csv,noheader,nounits"]), gpus)
         cuda = parse_cuda(_run(["nvidia-smi"]))
         p2p = parse_p2p(_run(["nvidia-smi", "topo", "-p2p", "r"])) if len(gpus) > 1 else {}
+        # the same matrix shape, link types in place of read capabilities
+        links = parse_p2p(_run(["nvidia-smi", "topo", "-m"])) if len(gpus) > 1 else {}
     except (subprocess.SubprocessError, OSError) as error:
         return Inventory([], note=f"nvidia-smi failed ({error}): GPU checks skipped")
     if not gpus:
         return Inventory([], note="nvidia-smi lists no GPU: GPU checks skipped")
-    return Inventory(gpus, cuda, p2p)
+    return Inventory(gpus, cuda, p2p, links)
 
 
 def as_dict(gpu: GPU) -> dict:

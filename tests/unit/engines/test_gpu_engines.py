@@ -9,7 +9,7 @@ from servebook.config import InputError
 from servebook.engines import get_engine
 from servebook.engines.counters import parse_metrics
 from servebook.launch.compose import render
-from servebook.launch.gpus import Inventory, parse_cuda, parse_gpus, parse_p2p, parse_processes
+from servebook.launch.gpus import Inventory, interconnect, parse_cuda, parse_gpus, parse_p2p, parse_processes
 from servebook.launch.preflight import gpu_checks
 from tests.helpers.candidates import make_candidate
 
@@ -160,6 +160,38 @@ def inventory():
     parse_processes(APPS, gpus)
     return Inventory(gpus, parse_cuda("| NVIDIA-SMI 570.86  Driver Version: 570.86  CUDA Version: 12.8 |"),
                      parse_p2p(TOPO))
+
+
+# `nvidia-smi topo -m` as NVIDIA documents it for a host of four GPUs, two NVLinked pairs across sockets, with a NIC
+# column and the affinity columns after the GPUs (written from the format, not recorded: no host of several GPUs
+# has been lent since; the single-GPU hosts print no matrix worth keeping)
+TOPO_M = """\
+\x1b[4m\tGPU0\tGPU1\tGPU2\tGPU3\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m
+GPU0\t X \tNV18\tSYS\tSYS\tPXB\t0-55\t0\t\tN/A
+GPU1\tNV18\t X \tSYS\tSYS\tPXB\t0-55\t0\t\tN/A
+GPU2\tSYS\tSYS\t X \tNV18\tSYS\t56-111\t1\t\tN/A
+GPU3\tSYS\tSYS\tNV18\t X \tSYS\t56-111\t1\t\tN/A
+NIC0\tPXB\tPXB\tSYS\tSYS\t X \t\t\t\t
+
+Legend:
+
+  X    = Self
+  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)
+  NV#  = Connection traversing a bonded set of # NVLinks
+"""
+
+
+def test_the_links_a_tensor_parallel_group_crosses_are_recorded():
+    """Issue 57, item 3: the GPU topology a layout was measured over, so two hosts' layouts are told apart."""
+    links = parse_p2p(TOPO_M)
+    assert links[(0, 1)] == "NV18" and links[(2, 3)] == "NV18" and links[(0, 2)] == "SYS" and (0, 4) not in links
+    found = Inventory(parse_gpus(NVIDIA_SMI), links=links).fingerprint()
+    assert found["gpu_links"] == {"0-1": "NV18", "0-2": "SYS", "0-3": "SYS", "1-2": "SYS", "1-3": "SYS",
+                                  "2-3": "NV18"}
+    assert found["gpu_interconnect"] == "PCIe across the CPU interconnect (SYS) between 0 and 2"
+    paired = {(0, 1): "NV18", (1, 0): "NV18"}
+    assert interconnect(paired) == "NVLink (NV18) between every pair"
+    assert "gpu_links" not in Inventory(parse_gpus(NVIDIA_SMI)).fingerprint()  # one GPU, or none read: nothing said
 
 
 def test_nvidia_smi_parsing():
