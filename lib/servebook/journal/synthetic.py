@@ -150,11 +150,12 @@ def write_modelled_run(journal: Journal, candidate: Candidate, plan: Plan, *, st
 
 def write_capacity_run(journal: Journal, *, label: str, capacity_rps: float | None, study: str = "synthetic-capacity",
                        low: float | None = None, high: float | None = None, index: int = 0,
-                       slo: dict | None = None) -> RunRecord:
+                       slo: dict | None = None, launch: dict | None = None) -> RunRecord:
     """A completed run of a capacity search (made up): two probes as open-loop cells and the capacity row, under
-    `slo` (the plan's objectives, default TTFT <= 1 s and TPOT <= 100 ms for 90% of requests)."""
+    `slo` (the plan's objectives, default TTFT <= 1 s and TPOT <= 100 ms for 90% of requests); `launch` is the
+    candidate's (replicas, a simulator)."""
     candidate = Candidate.model_validate({"name": label, "model": {"path": "tiny:target"},
-                                          "knobs": {"max_running_requests": 1 + index % 4}})
+                                          "knobs": {"max_running_requests": 1 + index % 4}, "launch": launch or {}})
     plan = Plan.model_validate({"decode": None, "prefill": None, "load": {}, "capacity": {},
                                 "slo": slo or {"ttft_s": 1.0, "tpot_s": 0.1, "attainment": 0.9}})
     common = {"category": "prose", "reconciliation": "ok", "reconciliation_message": "synthetic", "valid": True,

@@ -131,3 +131,26 @@ def test_compare_counts_the_shared_cells_it_lists():
     found = json.loads(subprocess.run([NODE, "-e", script], capture_output=True, text=True, check=True).stdout)
     assert found["rows"] == 4
     assert found["note"].startswith("4 shared cells listed. 1 more shared cell has none of these figures")
+
+
+def test_the_planning_arithmetic_stands_beside_the_measured_replicas(tmp_path):
+    """Issue 57, item 4: one replica's capacity times two, beside what two replicas of the same configuration held
+    (its estimate with its range, and its share of the arithmetic); a configuration of its own gets none."""
+    journal = Journal(tmp_path / "journal")
+    two = {"replicas": 2, "simulator": True}
+    for i, (label, held, launch) in enumerate([("one", 10.0, {"simulator": True}), ("one", 11.0, {"simulator": True}),
+                                               ("two", 19.0, two), ("two", 21.0, two)]):
+        write_capacity_run(journal, label=label, capacity_rps=held, index=4 * i, launch=launch)
+    # another configuration (other knobs): not a replica of "one"
+    write_capacity_run(journal, label="other", capacity_rps=30.0, index=1, launch=two)
+    runs = {}
+    for record in journal.runs():
+        runs.setdefault(record.identity.label, []).append(summarize_run(record))
+    planning = planning_table(runs)
+    assert planning.columns[2:] == ["2 replicas", "4 replicas", "8 replicas"]
+    rows = {r.values[0]: r.values for r in planning.rows}
+    unit, both = Spread.of([10.0, 11.0]).center, Spread.of([19.0, 21.0])
+    assert rows["one"][2] == (f"{2 * unit:.3g} requests/s (arithmetic); two measured {both.text('.3g')}: "
+                              f"{both.center / (2 * unit):.2f} of the arithmetic")
+    assert rows["one"][3] == f"{4 * unit:.3g} requests/s (arithmetic)"
+    assert "measured" not in " ".join(rows["two"] + rows["other"])

@@ -3,10 +3,16 @@ and what fits in one GPU's memory beside the weights."""
 
 from __future__ import annotations
 
+import json
+from typing import TYPE_CHECKING
+
 from ...util.render import Row, Style, Table
 from ..load_tables import capacity_groups
 from .pages import cell_records
 from .summary import RunSummary
+
+if TYPE_CHECKING:
+    from ...estimates import Spread
 
 #: the replica counts the planning table multiplies by
 REPLICAS = (1, 2, 4, 8)
@@ -50,25 +56,82 @@ def memory_overview(summaries: list[RunSummary]) -> Table | None:
 def planning_table(groups: dict[str, list[RunSummary]]) -> Table:
     """Replicas times a measured unit per candidate (`groups`: its runs, newest last): the decode rate at the highest
     concurrency, and the capacity under the objectives (requests/s) where its runs searched one; each the centre of
-    the same estimate over runs as the study's tables (estimates.Spread), so one candidate has one capacity."""
-    from ...estimates import Spread
+    the same estimate over runs as the study's tables (estimates.Spread), so one candidate has one capacity. Where
+    the study also measured R replicas of a one-replica candidate (the same configuration but launch.replicas and
+    launch.gpus), the arithmetic for R stands beside that measurement, with its interval and its share of the sum."""
 
-    frame = Table(["candidate", "measured unit"] + [f"{n} replicas (arithmetic)" for n in REPLICAS[1:]])
+    measured = _measured_replicas(groups)
+    counts = sorted(set(REPLICAS[1:]) | {r for (_, _, r) in measured})
+    frame = Table(["candidate", "measured unit"] + [f"{n} replicas" for n in counts])
     for label, runs in groups.items():
         css: Style = "accepted" if runs[-1].verdict == "accepted" else ""
-        top = runs[-1].decode_at
+        for figure, unit, text in _units(runs):
+            cells = []
+            for n in counts:
+                arithmetic = f"{_fmt(unit * n, figure)} (arithmetic)"
+                found = measured.get((label, figure, n))
+                if found is not None:
+                    other, spread = found
+                    arithmetic += (f"; {other} measured {spread.text('.3g')}: {spread.center / (unit * n):.2f} of "
+                                   "the arithmetic")
+                cells.append(arithmetic)
+            frame.rows.append(Row([label, text] + cells, css))
+    return frame
+
+
+def _units(runs: list[RunSummary]) -> list[tuple[str, float, str]]:
+    """(figure, its centre over runs, the unit as shown) for the decode rate at the top concurrency and each
+    capacity the runs searched."""
+    from ...estimates import Spread
+
+    out = []
+    top = runs[-1].decode_at
+    decode = [s.decode_value for s in runs if s.decode_value is not None and s.decode_at == top]
+    if decode:
+        unit = Spread.of(decode).center
+        out.append((f"decode@{top}", unit, f"{unit:.1f} tok/s at {top} requests ({_over(len(decode))})"))
+    for (_, objectives), values in capacity_groups(cell_records(runs)).items():
+        found = [v for v in values if v is not None]
+        if found:
+            held = Spread.of(found).center
+            out.append((f"capacity@{objectives}", held, f"{held:.3g} requests/s at {objectives} ({_over(len(found))})"))
+    return out
+
+
+def _fmt(value: float, figure: str) -> str:
+    return f"{value:.0f} tok/s" if figure.startswith("decode") else f"{value:.3g} requests/s"
+
+
+def _measured_replicas(groups: dict[str, list[RunSummary]]) -> dict[tuple[str, str, int], tuple[str, "Spread"]]:
+    """(one-replica candidate, figure, R) -> (the R-replica candidate, its figure over runs), for each candidate of
+    R > 1 replicas whose configuration, replicas and GPUs aside, is a one-replica candidate's."""
+    from ...estimates import Spread
+
+    def shape(runs: list[RunSummary]) -> tuple[str, int]:
+        candidate = json.loads(json.dumps(runs[-1].candidate or {}))
+        launch = candidate.pop("launch", None) or {}
+        candidate.pop("name", None)
+        replicas = int(launch.pop("replicas", 1) or 1)
+        launch.pop("gpus", None)
+        return json.dumps([candidate, launch], sort_keys=True), replicas
+
+    shapes = {label: shape(runs) for label, runs in groups.items()}
+    units = {key: label for label, (key, replicas) in shapes.items() if replicas == 1}
+    out: dict[tuple[str, str, int], tuple[str, Spread]] = {}
+    for label, (key, replicas) in shapes.items():
+        unit = units.get(key)
+        if replicas < 2 or unit is None:
+            continue
+        runs = groups[label]
+        top = groups[unit][-1].decode_at
         decode = [s.decode_value for s in runs if s.decode_value is not None and s.decode_at == top]
         if decode:
-            unit = Spread.of(decode).center
-            frame.rows.append(Row([label, f"{unit:.1f} tok/s at {top} requests ({_over(len(decode))})"] +
-                                  [f"{unit * n:.0f} tok/s" for n in REPLICAS[1:]], css))
+            out[(unit, f"decode@{top}", replicas)] = label, Spread.of(decode)
         for (_, objectives), values in capacity_groups(cell_records(runs)).items():
             found = [v for v in values if v is not None]
             if found:
-                held = Spread.of(found).center
-                frame.rows.append(Row([label, f"{held:.3g} requests/s at {objectives} ({_over(len(found))})"] +
-                                      [f"{held * n:.3g} requests/s" for n in REPLICAS[1:]], css))
-    return frame
+                out[(unit, f"capacity@{objectives}", replicas)] = label, Spread.of(found)
+    return out
 
 
 def _over(runs: int) -> str:
