@@ -15,19 +15,19 @@ from typing import Literal
 
 import pandas as pd
 
-from ..config.metrics import METRIC_WORDS, measured_by
+from ..config.metrics import METRIC_WORDS
 from ..config.rules import ComparisonRule, VerdictRules
 from ..config.study import Study, StudyEntry
 from ..estimates import ALPHA, spent_alpha
 from ..journal import Journal, RunRecord
 from ..journal.manifest import Failure, Manifest
-from ..measure.capacity import figure as capacity_figure
 from ..measure.tails import percentile_of
 from ..util.errors import InputError
 from ..util.render import Block, Renderable, Style, Table
 from .comparisons import Comparison, compare_rule, describe, select_cells, settle
 from .evidence import all_disturbed, baseline_evidence, run_cells, undisturbed
 from .output import Caveat, read_output
+from .problems import run_problems
 from .recorded import ChosenBaseline, recorded_baseline
 from .scaling import ScalingComparison, scaling_comparisons
 
@@ -103,7 +103,7 @@ def judge_runs(runs: list[tuple[Manifest | None, pd.DataFrame | None]], baseline
                   for row in disturbed.itertuples()]
         kept.append((manifest, cells))
         lost.append(disturbed)
-        reasons += _run_problems(manifest, cells, rules, several=len(completed) > 1)
+        reasons += run_problems(manifest, cells, rules, several=len(completed) > 1)
     if not reasons and all(cells.empty for _, cells in kept):
         return Verdict("inconclusive", [all_disturbed(lost)] + notes)
     if is_baseline:
@@ -218,30 +218,6 @@ def judge_run(manifest: Manifest | None, cells: pd.DataFrame | None, baseline_ce
     """One run against one baseline run (no interval: the reasons say so)."""
     baseline = [] if baseline_cells is None or baseline_cells.empty else [baseline_cells]
     return judge_runs([(manifest, cells)], baseline, rules, is_baseline=is_baseline)
-
-def _run_problems(manifest: Manifest, cells: pd.DataFrame, rules: VerdictRules, several: bool) -> list[str]:
-    """What rejects a run whatever its figures: invalid cells, a busy host, failed gates, unreconciled cells."""
-    prefix = f"run {manifest.run_id}: " if several else ""
-    reasons: list[str] = []
-    if rules.require_valid:
-        for row in cells[~cells["valid"].astype(bool)].itertuples():
-            reasons.append(f"{prefix}{row.cell_id} invalid: {row.invalid_reasons}")
-    for gate, score in (manifest.summary.gates if manifest.summary else {}).items():
-        if not score.ok:
-            reasons.append(f"{prefix}gate {gate} {score.passed}/{score.cases}: {score.first_failure}")
-    if rules.require_reconciled:
-        for row in cells[cells["reconciliation"] == "not_available"].itertuples():
-            reasons.append(f"{prefix}{row.cell_id}: counters not available, so not reconciled")
-    capacity = measured_by("capacity_rps")
-    if any(rule.kind == capacity for rule in rules.rules):
-        # A capacity nobody measured (the objectives held at no probed rate) is a finding about the run, the
-        # baseline's as much as a candidate's: it is no figure to compare, and leaving it out would accept a
-        # baseline that holds no load and reject only the candidates measured against it.
-        for found in cells[cells["kind"] == capacity].to_dict("records"):
-            if capacity_figure(found, "capacity_rps") is None:
-                reasons.append(f"{prefix}capacity: the objectives held at no probed rate "
-                               f"({int(capacity_figure(found, 'capacity_probes') or 0)} probes)")
-    return reasons
 
 def study_runs(study: Study, journal: Journal) -> list[tuple[StudyEntry, RunRecord | None]]:
     """The newest sealed run of every study candidate under the study's plan (None if never run)."""
