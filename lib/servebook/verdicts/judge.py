@@ -21,7 +21,6 @@ from ..config.study import Study, StudyEntry
 from ..estimates import ALPHA, spent_alpha
 from ..journal import Journal, RunRecord
 from ..journal.manifest import Failure, Manifest
-from ..measure.tails import percentile_of
 from ..util.errors import InputError
 from ..util.render import Block, Renderable, Style, Table
 from .comparisons import Comparison, compare_rule, describe, select_cells, settle
@@ -30,6 +29,7 @@ from .output import Caveat, read_output
 from .problems import run_problems
 from .recorded import ChosenBaseline, recorded_baseline
 from .scaling import ScalingComparison, scaling_comparisons
+from .side_effects import SideEffect, side_effects
 
 Outcome = Literal["accepted", "rejected", "inconclusive", "failed"]
 
@@ -50,6 +50,8 @@ class Verdict:
     caveats: list[Caveat] = field(default_factory=list)
     #: the candidate's drafter evidence and output realism over its runs (verdicts.realism.output_evidence)
     evidence: dict | None = None
+    #: changes beyond the noise in figures no rule judges, worse first (verdicts.side_effects)
+    side_effects: list[SideEffect] = field(default_factory=list)
 
     @property
     def undecided(self) -> bool:
@@ -69,7 +71,8 @@ class Verdict:
         return {"outcome": self.outcome, "reasons": self.reasons, "method": self.method,
                 "comparisons": [c.to_dict() for c in self.comparisons],
                 **({"caveats": [asdict(c) for c in self.caveats]} if self.caveats else {}),
-                **({"evidence": self.evidence} if self.evidence else {}), **context}
+                **({"evidence": self.evidence} if self.evidence else {}),
+                **({"side_effects": [e.to_dict() for e in self.side_effects]} if self.side_effects else {}), **context}
 
 
 def judge_runs(runs: list[tuple[Manifest | None, pd.DataFrame | None]], baseline_runs: list[pd.DataFrame],
@@ -132,8 +135,10 @@ def _compare(completed: list[tuple[Manifest, pd.DataFrame]], baseline_runs: list
     comparisons: list[Comparison] = []
     failing, straddling, passing, not_by_runs = [], [], [], []
     settled = bool(reasons)
-    for rule in rules.rules:
+    for guard, rule in _judged(rules):
         found = compare_rule(runs, baseline_runs, rule, alpha, peers)
+        for c in found:  # a guard only rejects or leaves undecided: its gains are no gains
+            c.guard, c.better = guard, c.better and not guard
         comparisons.extend(found)
         unmeasured = _lost_cells(rule, {c.cell_id for c in found}, disturbed or {})
         straddling += [f"inconclusive: {METRIC_WORDS[rule.metric]}, {cell}: every {side} run of this cell was "
@@ -158,10 +163,11 @@ def _compare(completed: list[tuple[Manifest, pd.DataFrame]], baseline_runs: list
                               "with this candidate's (or a figure was not positive)")
         elif not c.ok:
             failing.append(c.text())
-    for rule in rules.rules:
-        mine = [c for c in comparisons if c.metric == rule.metric and c.limit_pct == rule.max_regression_pct]
+    for guard, rule in _judged(rules):
+        mine = [c for c in comparisons if c.metric == rule.metric and c.limit_pct == rule.max_regression_pct
+                and c.guard == guard]
         if mine and all(c.ok for c in mine):
-            passing.append(f"{METRIC_WORDS[rule.metric]}: {describe(rule, mine)}")
+            passing.append(f"{'guard ' if guard else ''}{METRIC_WORDS[rule.metric]}: {describe(rule, mine)}")
     passing += [c.text() for c in comparisons if isinstance(c, ScalingComparison) and c.ok]
     # A gain is named whatever the outcome: a drafter rejected at four requests may still be far faster at one.
     gains = [f"better beyond the noise: {c.text()}" for c in comparisons if c.better]
@@ -175,6 +181,11 @@ def _compare(completed: list[tuple[Manifest, pd.DataFrame]], baseline_runs: list
                        comparisons, method=method, host_dependent=not straddling)
     return Verdict("accepted", (passing or ["valid, and no comparison rules to apply"]) + gains, comparisons,
                    method=method)
+
+
+def _judged(rules: VerdictRules) -> list[tuple[bool, ComparisonRule]]:
+    """(is a guard, the rule) for every rule and then every guard: both are compared alike."""
+    return [(False, rule) for rule in rules.rules] + [(True, rule) for rule in rules.guards]
 
 
 def _lost_cells(rule: ComparisonRule, compared: set[str], disturbed: dict[str, list[pd.DataFrame]]) -> list[tuple[str, str]]:
@@ -306,12 +317,6 @@ def _scale(entry: StudyEntry, entries: list[StudyEntry], rules: VerdictRules) ->
     return entry.candidate.launch.replicas, baseline.candidate.launch.replicas
 
 
-def _tails(rules: VerdictRules) -> bool:
-    """Whether a rule judges a percentile: runs sealed before percentiles counted their samples then get the counts
-    from their requests (measure.tails), so that no verdict rests on a tail too thin to say it."""
-    return any(percentile_of(rule.metric) is not None for rule in rules.rules)
-
-
 def judge(study: Study, journal: Journal, *, append: bool = True) -> Judgement:
     """Judge every candidate's recorded runs under the study's current rules; append an event to the
     candidate's newest run where the verdict changed. A journal that does not exist is an error, not a study
@@ -329,8 +334,10 @@ def judge(study: Study, journal: Journal, *, append: bool = True) -> Judgement:
     recorded = _recorded_baseline(study, journal, runs)
     baseline_lost = [] if recorded else left_out_reasons(left_out.get(rules.baseline, []))
     baseline_records = recorded.records if recorded else runs[rules.baseline]
-    cells_by_name = {name: run_cells(records, _tails(rules)) for name, records in runs.items()}  # each read once
-    baseline_frames = run_cells(baseline_records, _tails(rules)) if recorded else cells_by_name[rules.baseline]
+    # each read once, with the samples behind every percentile (runs sealed before they were counted get them from
+    # their requests, measure.tails): no verdict rests on a tail too thin to say it, no side effect unmarked
+    cells_by_name = {name: run_cells(records, counted=True) for name, records in runs.items()}
+    baseline_frames = run_cells(baseline_records, counted=True) if recorded else cells_by_name[rules.baseline]
     if recorded:
         # Recorded runs were not interleaved with these: rounds mean nothing across them, only the machine does.
         for frame in [f for frames in [*cells_by_name.values(), baseline_frames] for f in frames if f is not None]:
@@ -358,6 +365,9 @@ def judge(study: Study, journal: Journal, *, append: bool = True) -> Judgement:
             verdict.comparisons, cells_by_name[entry.name], drafter=entry.candidate.knobs.drafter.kind != "none",
             against=None if is_baseline else baseline_records, records=records)
         verdict.reasons += said
+        if not is_baseline and verdict.outcome != "failed":
+            mine = [undisturbed(cells)[0] for cells in cells_by_name[entry.name] if cells is not None and not cells.empty]
+            verdict.side_effects = side_effects(mine, baseline_cells, rules, peers, alpha)
         event = verdict.to_event(study=study.name, candidate=entry.name, candidate_id=entry.candidate.id,
                                  question=study.description, note=entry.note,
                                  rules_hash=rules.hash, rules=rules.model_dump(mode="json"),
@@ -366,8 +376,8 @@ def judge(study: Study, journal: Journal, *, append: bool = True) -> Judgement:
                                  baseline_run_ids=[r.run_id for r in baseline_records])
         latest = records[-1].latest_verdict
         unchanged = latest is not None and all(
-            latest.get(k) == event[k] for k in ("outcome", "reasons", "method", "rules_hash", "run_ids",
-                                               "baseline_run_ids"))
+            latest.get(k) == event.get(k) for k in ("outcome", "reasons", "method", "rules_hash", "run_ids",
+                                                   "baseline_run_ids", "side_effects"))
         if append and not unchanged:
             records[-1].append_verdict(event)
         out.append(Judged(entry, records, verdict, left_out[entry.name], recorded=append or unchanged))
