@@ -121,6 +121,7 @@ def judge_runs(runs: list[tuple[Manifest | None, pd.DataFrame | None]], baseline
     verdict = _compare(kept, baseline_runs, rules, reasons, peers=peers, alpha=alpha, look=look, scale=scale,
                        disturbed={"candidate": lost, "baseline": baseline_disturbed or []})
     verdict.reasons += notes
+    verdict.side_effects = side_effects([cells for _, cells in kept], baseline_runs, rules, peers, alpha)
     return verdict
 
 def _compare(completed: list[tuple[Manifest, pd.DataFrame]], baseline_runs: list[pd.DataFrame], rules: VerdictRules,
@@ -365,9 +366,6 @@ def judge(study: Study, journal: Journal, *, append: bool = True) -> Judgement:
             verdict.comparisons, cells_by_name[entry.name], drafter=entry.candidate.knobs.drafter.kind != "none",
             against=None if is_baseline else baseline_records, records=records)
         verdict.reasons += said
-        if not is_baseline and verdict.outcome != "failed":
-            mine = [undisturbed(cells)[0] for cells in cells_by_name[entry.name] if cells is not None and not cells.empty]
-            verdict.side_effects = side_effects(mine, baseline_cells, rules, peers, alpha)
         event = verdict.to_event(study=study.name, candidate=entry.name, candidate_id=entry.candidate.id,
                                  question=study.description, note=entry.note,
                                  rules_hash=rules.hash, rules=rules.model_dump(mode="json"),
