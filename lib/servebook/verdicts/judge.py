@@ -318,6 +318,12 @@ def _scale(entry: StudyEntry, entries: list[StudyEntry], rules: VerdictRules) ->
     return entry.candidate.launch.replicas, baseline.candidate.launch.replicas
 
 
+def _cells(records: list[RunRecord]) -> list[pd.DataFrame | None]:
+    """Each run's cells with the samples behind every percentile (runs sealed before they were counted get them from
+    their requests, measure.tails): no verdict rests on a tail too thin to say it, no side effect is left unmarked."""
+    return run_cells(records, counted=True)
+
+
 def judge(study: Study, journal: Journal, *, append: bool = True) -> Judgement:
     """Judge every candidate's recorded runs under the study's current rules; append an event to the
     candidate's newest run where the verdict changed. A journal that does not exist is an error, not a study
@@ -335,10 +341,8 @@ def judge(study: Study, journal: Journal, *, append: bool = True) -> Judgement:
     recorded = _recorded_baseline(study, journal, runs)
     baseline_lost = [] if recorded else left_out_reasons(left_out.get(rules.baseline, []))
     baseline_records = recorded.records if recorded else runs[rules.baseline]
-    # each read once, with the samples behind every percentile (runs sealed before they were counted get them from
-    # their requests, measure.tails): no verdict rests on a tail too thin to say it, no side effect unmarked
-    cells_by_name = {name: run_cells(records, counted=True) for name, records in runs.items()}
-    baseline_frames = run_cells(baseline_records, counted=True) if recorded else cells_by_name[rules.baseline]
+    cells_by_name = {name: _cells(records) for name, records in runs.items()}  # each read once
+    baseline_frames = _cells(baseline_records) if recorded else cells_by_name[rules.baseline]
     if recorded:
         # Recorded runs were not interleaved with these: rounds mean nothing across them, only the machine does.
         for frame in [f for frames in [*cells_by_name.values(), baseline_frames] for f in frames if f is not None]:
