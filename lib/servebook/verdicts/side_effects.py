@@ -121,7 +121,7 @@ def _number(value: Any) -> float | None:
         found = float(value)
     except (TypeError, ValueError):
         return None
-    return found if math.isfinite(found) else None
+    return found if math.isfinite(found) and found > 0 else None  # compared on the log scale, as the model does
 
 
 Figures = dict[tuple[str, str], list[tuple[Block, float]]]
