@@ -113,3 +113,20 @@ def test_the_committed_journal_names_ngrams_worse_latency_percentile(tmp_path):
     assert ngram.startswith("ngram (rejected): worse beyond the noise: TPOT p50, reuse: x")
     assert "TPOT p50, prose at 16 requests: x" in ngram
     assert "side effects: changes beyond the noise" in report.markdown() and ngram in report.markdown()
+
+
+def test_judge_text_labels_the_baseline_baseline_and_names_worse_side_effects():
+    from servebook.config.study import StudyEntry
+    from servebook.verdicts.judge import Judged, Judgement, Verdict
+
+    mine, baseline = sides(itl_factor=2.2)
+    verdict = judge_runs([(DONE, cells) for cells in mine], baseline, RULES, is_baseline=False)
+    study = load_study(ROOT / "data" / "studies" / "h200-vllm-1b.yaml")
+    entries = {e.name: e for e in study.expand()}
+    shown = Judgement([Judged(entries["baseline"], [object()], Verdict("accepted", ["baseline of the study"])),
+                       Judged(StudyEntry("ngram", entries["ngram"].candidate, {}), [object()], verdict)],
+                      "baseline")
+    [table] = shown.blocks()
+    rows = {row.values[0]: row.values for row in table.rows}
+    assert rows["baseline"][2] == "baseline" and rows["ngram"][2] == "accepted"
+    assert "worse beyond the noise where no rule looks: ITL p99, prose at 4 requests: x2.2" in rows["ngram"][3]

@@ -29,7 +29,7 @@ from .output import Caveat, read_output
 from .problems import run_problems
 from .recorded import ChosenBaseline, recorded_baseline
 from .scaling import ScalingComparison, scaling_comparisons
-from .side_effects import SideEffect, side_effects
+from .side_effects import SideEffect, line, side_effects
 
 Outcome = Literal["accepted", "rejected", "inconclusive", "failed"]
 
@@ -259,7 +259,12 @@ VERDICT_STYLE: dict[str, Style] = {"accepted": "accepted", "rejected": "warn", "
 
 class Judgement(list, Renderable):
     """What `judge` returns: the study's candidates as judged (a list of Judged), shown as one table of verdicts
-    with every reason, in a terminal, a notebook and the site alike."""
+    with every reason, in a terminal, a notebook and the site alike; `baseline`: the study candidate the others are
+    compared with, labelled "baseline" as every output labels it, never "accepted" (verdicts.ranking.outcome_label)."""
+
+    def __init__(self, items: list[Judged] | None = None, baseline: str | None = None) -> None:
+        super().__init__(items or [])
+        self.baseline = baseline
 
     def blocks(self) -> list[Block]:
         table = Table(["candidate", "runs", "verdict", "reasons"], title="verdicts")
@@ -268,8 +273,10 @@ class Judgement(list, Renderable):
                 table.add([item.entry.name, "-", "not run", "\n".join(left_out_reasons(item.left_out))], "dim")
                 continue
             outcome = item.verdict.outcome
-            table.add([item.entry.name, len(item.records), outcome, "\n".join(item.verdict.lines())],
-                      VERDICT_STYLE.get(outcome, ""))
+            shown = "baseline" if outcome == "accepted" and item.entry.name == self.baseline else outcome
+            worse = line(item.verdict.side_effects)
+            said = item.verdict.lines() + ([f"worse beyond the noise where no rule looks: {worse}"] if worse else [])
+            table.add([item.entry.name, len(item.records), shown, "\n".join(said)], VERDICT_STYLE.get(outcome, ""))
         return [table]
 
 def left_out_reasons(records: list[RunRecord]) -> list[str]:
@@ -383,4 +390,4 @@ def judge(study: Study, journal: Journal, *, append: bool = True) -> Judgement:
         if append and not unchanged:
             records[-1].append_verdict(event)
         out.append(Judged(entry, records, verdict, left_out[entry.name], recorded=append or unchanged))
-    return Judgement(out)
+    return Judgement(out, rules.baseline_entry)
