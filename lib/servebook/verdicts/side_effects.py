@@ -107,7 +107,7 @@ def cell_where(row: dict[str, Any]) -> str:
     kind, n = row.get("kind"), row.get("concurrency")
     if kind == "prefill" and _known(row.get("target_prompt_tokens")):
         return f"at {int(row['target_prompt_tokens'])} tokens"
-    if kind in ("decode", "wave") and _known(n):
+    if kind in ("decode", "wave") and n is not None and _known(n):
         return f"{row.get('category') or kind} at {int(n)} request{'s' if int(n) != 1 else ''}"
     return str(row["cell_id"])
 
@@ -148,7 +148,7 @@ def _figures(runs: list[pd.DataFrame], rows: dict[str, dict] | None = None) -> F
 
 def _judged(runs: list[pd.DataFrame], rules: VerdictRules) -> set[tuple[str, str]]:
     """(cell id, column) of every figure a rule or a guard judges: those are the verdict's, not side effects."""
-    judged = set()
+    judged: set[tuple[str, str]] = set()
     for rule in [*rules.rules, *rules.guards]:
         for cells in runs:
             judged |= {(str(cell), rule.metric) for cell in select_cells(cells, rule)["cell_id"]}
