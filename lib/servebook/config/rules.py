@@ -61,6 +61,10 @@ class VerdictRules(_Strict):
     require_valid: bool = Field(True, description="every cell valid: right lengths, no errors, cold prefill")
     require_reconciled: bool = Field(True, description="every cell's counters reconciled with the client")
     rules: list[ComparisonRule] = Field(default_factory=list)
+    guards: list[ComparisonRule] = Field(
+        default_factory=list, description="figures a candidate must not worsen beyond their limits, judged like rules "
+                                          "but only able to reject or leave a verdict undecided: a guard that holds "
+                                          "accepts nothing, and its gains are no gains (reported as guard)")
     #: candidates with more (or fewer) replicas than the baseline: the multiple they must hold (config.scaling)
     scaling: list[ScalingRule] = Field(default_factory=list)
     max_runs: int | None = Field(
@@ -84,4 +88,5 @@ class VerdictRules(_Strict):
         # Unset new fields stay out, so verdicts recorded before they existed keep their rules hash.
         unset = {name for name in ("max_runs", "baseline_from") if getattr(self, name) is None}
         unset |= set() if self.scaling else {"scaling"}
+        unset |= set() if self.guards else {"guards"}
         return hashlib.sha256(self.model_dump_json(exclude=unset).encode()).hexdigest()[:12]

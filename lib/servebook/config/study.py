@@ -108,6 +108,8 @@ class Study(ShownAsYaml, _Strict):
                              f"(the study's candidates: {', '.join(names) or 'none'})")
         problems = [f"verdict.rules[{i}]: {problem}" for i, rule in enumerate(self.verdict.rules)
                     for problem in self.plan.unmatched(rule)]
+        problems += [f"verdict.guards[{i}]: {problem}" for i, rule in enumerate(self.verdict.guards)
+                     for problem in self.plan.unmatched(rule)]
         problems += [f"verdict.scaling[{i}]: {problem}" for i, rule in enumerate(self.verdict.scaling)
                      for problem in self.plan.unmatched(rule)]
         if self.search is not None:
@@ -135,7 +137,9 @@ class Study(ShownAsYaml, _Strict):
 
     @property
     def rules_hash(self) -> str:
-        return hashlib.sha256(self.verdict.model_dump_json().encode()).hexdigest()[:12]
+        # guards came later: a study without them keeps the hash it had
+        unset = set() if self.verdict.guards else {"guards"}
+        return hashlib.sha256(self.verdict.model_dump_json(exclude=unset).encode()).hexdigest()[:12]
 
     def expand(self) -> list["StudyEntry"]:
         """Named candidates in a stable order; a combination equal to an earlier one is dropped."""

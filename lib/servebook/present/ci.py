@@ -59,6 +59,8 @@ def verdicts_json(study: Study, judged: list[Judged], result: GateResult) -> dic
             # what its gains were earned on: drafter evidence and output realism, and the gains they cast doubt on
             "evidence": None if verdict is None else verdict.evidence,
             "caveats": [] if verdict is None else [asdict(c) for c in verdict.caveats],
+            # changes beyond the noise where no rule looks, worse first (verdicts.side_effects); only where some are
+            **({"side_effects": [e.to_dict() for e in verdict.side_effects]} if verdict and verdict.side_effects else {}),
         })
     return {"study": study.name, "plan_id": study.plan.id, "rules_hash": study.verdict.hash,
             "baseline": study.verdict.baseline, "counts": counts(study, judged),

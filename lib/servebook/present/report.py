@@ -14,6 +14,9 @@ from ..verdicts.output import evidence_words
 from ..verdicts.ranking import Answer, Standing, study_answer
 from .tables import VERDICT_MODEL
 
+#: what the side-effect lines are, said once above them (docs/metrics.md states the rule)
+SIDE_EFFECTS = ("side effects: changes beyond the noise in figures no rule judges (interval of the verdict's model "
+                "excludes no change), worse first")
 RANKING_COLUMNS = ["rank", "candidate", "verdict", "runs", "mean change", "decisive cells", "drafter and output",
                    "note"]
 
@@ -49,6 +52,8 @@ class StudyReport(Renderable):
         blocks.append(Text(a.headline(), "accepted" if a.recommended is not None else "invalid"))
         blocks.append(Text("\n".join(f"- {line}" for line in a.why()), pre=True))
         blocks.append(ranking_table(a))
+        if a.side_effects():
+            blocks.append(Text(SIDE_EFFECTS + "\n" + "\n".join(f"- {line}" for line in a.side_effects()), pre=True))
         blocks.append(Text(VERDICT_MODEL, "dim"))
         if a.method:
             blocks.append(Text(f"method: {a.method}", "dim"))
@@ -76,6 +81,8 @@ def answer_markdown(a: Answer, heading: str = "####") -> str:
         row = ranking_row(s)
         row[1] = f"**{row[1]}**" if s is a.recommended else row[1]
         lines.append("| " + " | ".join(_md(v) for v in row) + " |")
+    if a.side_effects():
+        lines += ["", SIDE_EFFECTS, ""] + [f"- {_md(line)}" for line in a.side_effects()]
     lines += ["", f"<sub>{_md(VERDICT_MODEL)}</sub>"]
     if a.method:
         lines += ["", f"<sub>{_md('method: ' + a.method)}</sub>"]

@@ -117,7 +117,7 @@ class VerdictsView(Renderable):
     noise: list = field(default_factory=list)  # of verdicts.NoiseFloor
 
     def blocks(self) -> list[Block]:
-        blocks: list[Block] = Judgement(self.judged).blocks()
+        blocks: list[Block] = Judgement(self.judged, getattr(self.judged, "baseline", None)).blocks()
         if self.noise:
             blocks.append(noise_table(self.noise))
         return blocks

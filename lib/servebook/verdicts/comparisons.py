@@ -68,6 +68,8 @@ class Comparison:
     tail_samples: int | None = None
     tail_needed: int | None = None
     tail_p: float | None = None
+    #: judged by a guard (config.rules.VerdictRules.guards): it may reject or leave undecided, never gain
+    guard: bool = False
 
     def __post_init__(self) -> None:
         # read back from a verdict event (or copied with asdict), each machine is a dict
@@ -116,7 +118,8 @@ class Comparison:
             interval = (f" [{bounds[0]:+.1f}, {bounds[1]:+.1f}]" if bounds is not None
                         else f" ({self.runs} vs {self.baseline_runs} runs: no interval)")
             figure = f"{self.change_pct:+.1f}%{interval}" + (", better" if self.better else "")
-        text = f"{METRIC_WORDS[self.metric]}, {self.where}: {figure} (limit {sign}{self.limit_pct:g}%{self._rule()})"
+        words = ("guard " if self.guard else "") + METRIC_WORDS[self.metric]
+        text = f"{words}, {self.where}: {figure} (limit {sign}{self.limit_pct:g}%{self._rule()})"
         tail = self.tail
         return text if tail is None else f"{text}; insufficient tail: {self.cell_id} rests on {tail.reason()}"
 
@@ -130,7 +133,7 @@ class Comparison:
     def to_dict(self) -> dict[str, Any]:
         """As events and JSON hold it: every field, the tail's only where a tail was insufficient."""
         data = asdict(self)
-        return {k: v for k, v in data.items() if k not in _TAIL_FIELDS or v is not None}
+        return {k: v for k, v in data.items() if (k not in _TAIL_FIELDS or v is not None) and (k != "guard" or v)}
 
     def _rule(self) -> str:
         """The multiplicity rule behind the shown interval, in words, where more than one cell was tested."""

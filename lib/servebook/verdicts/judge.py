@@ -15,22 +15,21 @@ from typing import Literal
 
 import pandas as pd
 
-from ..config.metrics import METRIC_WORDS, measured_by
+from ..config.metrics import METRIC_WORDS
 from ..config.rules import ComparisonRule, VerdictRules
 from ..config.study import Study, StudyEntry
 from ..estimates import ALPHA, spent_alpha
 from ..journal import Journal, RunRecord
 from ..journal.manifest import Failure, Manifest
-from ..measure.capacity import figure as capacity_figure
-from ..measure.tails import percentile_of
 from ..util.errors import InputError
-from ..util.frames import frame_records
 from ..util.render import Block, Renderable, Style, Table
 from .comparisons import Comparison, compare_rule, describe, select_cells, settle
 from .evidence import all_disturbed, baseline_evidence, run_cells, undisturbed
 from .output import Caveat, read_output
+from .problems import run_problems
 from .recorded import ChosenBaseline, recorded_baseline
 from .scaling import ScalingComparison, scaling_comparisons
+from .side_effects import SideEffect, line, side_effects
 
 Outcome = Literal["accepted", "rejected", "inconclusive", "failed"]
 
@@ -51,6 +50,8 @@ class Verdict:
     caveats: list[Caveat] = field(default_factory=list)
     #: the candidate's drafter evidence and output realism over its runs (verdicts.realism.output_evidence)
     evidence: dict | None = None
+    #: changes beyond the noise in figures no rule judges, worse first (verdicts.side_effects)
+    side_effects: list[SideEffect] = field(default_factory=list)
 
     @property
     def undecided(self) -> bool:
@@ -70,7 +71,8 @@ class Verdict:
         return {"outcome": self.outcome, "reasons": self.reasons, "method": self.method,
                 "comparisons": [c.to_dict() for c in self.comparisons],
                 **({"caveats": [asdict(c) for c in self.caveats]} if self.caveats else {}),
-                **({"evidence": self.evidence} if self.evidence else {}), **context}
+                **({"evidence": self.evidence} if self.evidence else {}),
+                **({"side_effects": [e.to_dict() for e in self.side_effects]} if self.side_effects else {}), **context}
 
 
 def judge_runs(runs: list[tuple[Manifest | None, pd.DataFrame | None]], baseline_runs: list[pd.DataFrame],
@@ -104,7 +106,7 @@ def judge_runs(runs: list[tuple[Manifest | None, pd.DataFrame | None]], baseline
                   for row in disturbed.itertuples()]
         kept.append((manifest, cells))
         lost.append(disturbed)
-        reasons += _run_problems(manifest, cells, rules, several=len(completed) > 1)
+        reasons += run_problems(manifest, cells, rules, several=len(completed) > 1)
     if not reasons and all(cells.empty for _, cells in kept):
         return Verdict("inconclusive", [all_disturbed(lost)] + notes)
     if is_baseline:
@@ -119,6 +121,7 @@ def judge_runs(runs: list[tuple[Manifest | None, pd.DataFrame | None]], baseline
     verdict = _compare(kept, baseline_runs, rules, reasons, peers=peers, alpha=alpha, look=look, scale=scale,
                        disturbed={"candidate": lost, "baseline": baseline_disturbed or []})
     verdict.reasons += notes
+    verdict.side_effects = side_effects([cells for _, cells in kept], baseline_runs, rules, peers, alpha)
     return verdict
 
 def _compare(completed: list[tuple[Manifest, pd.DataFrame]], baseline_runs: list[pd.DataFrame], rules: VerdictRules,
@@ -133,8 +136,10 @@ def _compare(completed: list[tuple[Manifest, pd.DataFrame]], baseline_runs: list
     comparisons: list[Comparison] = []
     failing, straddling, passing, not_by_runs = [], [], [], []
     settled = bool(reasons)
-    for rule in rules.rules:
+    for guard, rule in _judged(rules):
         found = compare_rule(runs, baseline_runs, rule, alpha, peers)
+        for c in found:  # a guard only rejects or leaves undecided: its gains are no gains
+            c.guard, c.better = guard, c.better and not guard
         comparisons.extend(found)
         unmeasured = _lost_cells(rule, {c.cell_id for c in found}, disturbed or {})
         straddling += [f"inconclusive: {METRIC_WORDS[rule.metric]}, {cell}: every {side} run of this cell was "
@@ -159,10 +164,11 @@ def _compare(completed: list[tuple[Manifest, pd.DataFrame]], baseline_runs: list
                               "with this candidate's (or a figure was not positive)")
         elif not c.ok:
             failing.append(c.text())
-    for rule in rules.rules:
-        mine = [c for c in comparisons if c.metric == rule.metric and c.limit_pct == rule.max_regression_pct]
+    for guard, rule in _judged(rules):
+        mine = [c for c in comparisons if c.metric == rule.metric and c.limit_pct == rule.max_regression_pct
+                and c.guard == guard]
         if mine and all(c.ok for c in mine):
-            passing.append(f"{METRIC_WORDS[rule.metric]}: {describe(rule, mine)}")
+            passing.append(f"{'guard ' if guard else ''}{METRIC_WORDS[rule.metric]}: {describe(rule, mine)}")
     passing += [c.text() for c in comparisons if isinstance(c, ScalingComparison) and c.ok]
     # A gain is named whatever the outcome: a drafter rejected at four requests may still be far faster at one.
     gains = [f"better beyond the noise: {c.text()}" for c in comparisons if c.better]
@@ -176,6 +182,11 @@ def _compare(completed: list[tuple[Manifest, pd.DataFrame]], baseline_runs: list
                        comparisons, method=method, host_dependent=not straddling)
     return Verdict("accepted", (passing or ["valid, and no comparison rules to apply"]) + gains, comparisons,
                    method=method)
+
+
+def _judged(rules: VerdictRules) -> list[tuple[bool, ComparisonRule]]:
+    """(is a guard, the rule) for every rule and then every guard: both are compared alike."""
+    return [(False, rule) for rule in rules.rules] + [(True, rule) for rule in rules.guards]
 
 
 def _lost_cells(rule: ComparisonRule, compared: set[str], disturbed: dict[str, list[pd.DataFrame]]) -> list[tuple[str, str]]:
@@ -220,30 +231,6 @@ def judge_run(manifest: Manifest | None, cells: pd.DataFrame | None, baseline_ce
     baseline = [] if baseline_cells is None or baseline_cells.empty else [baseline_cells]
     return judge_runs([(manifest, cells)], baseline, rules, is_baseline=is_baseline)
 
-def _run_problems(manifest: Manifest, cells: pd.DataFrame, rules: VerdictRules, several: bool) -> list[str]:
-    """What rejects a run whatever its figures: invalid cells, a busy host, failed gates, unreconciled cells."""
-    prefix = f"run {manifest.run_id}: " if several else ""
-    reasons: list[str] = []
-    if rules.require_valid:
-        for row in cells[~cells["valid"].astype(bool)].itertuples():
-            reasons.append(f"{prefix}{row.cell_id} invalid: {row.invalid_reasons}")
-    for gate, score in (manifest.summary.gates if manifest.summary else {}).items():
-        if not score.ok:
-            reasons.append(f"{prefix}gate {gate} {score.passed}/{score.cases}: {score.first_failure}")
-    if rules.require_reconciled:
-        for row in cells[cells["reconciliation"] == "not_available"].itertuples():
-            reasons.append(f"{prefix}{row.cell_id}: counters not available, so not reconciled")
-    capacity = measured_by("capacity_rps")
-    if any(rule.kind == capacity for rule in rules.rules):
-        # A capacity nobody measured (the objectives held at no probed rate) is a finding about the run, the
-        # baseline's as much as a candidate's: it is no figure to compare, and leaving it out would accept a
-        # baseline that holds no load and reject only the candidates measured against it.
-        for found in frame_records(cells[cells["kind"] == capacity]):
-            if capacity_figure(found, "capacity_rps") is None:
-                reasons.append(f"{prefix}capacity: the objectives held at no probed rate "
-                               f"({int(capacity_figure(found, 'capacity_probes') or 0)} probes)")
-    return reasons
-
 def study_runs(study: Study, journal: Journal) -> list[tuple[StudyEntry, RunRecord | None]]:
     """The newest sealed run of every study candidate under the study's plan (None if never run)."""
     plan_id = study.plan.id
@@ -272,7 +259,12 @@ VERDICT_STYLE: dict[str, Style] = {"accepted": "accepted", "rejected": "warn", "
 
 class Judgement(list, Renderable):
     """What `judge` returns: the study's candidates as judged (a list of Judged), shown as one table of verdicts
-    with every reason, in a terminal, a notebook and the site alike."""
+    with every reason, in a terminal, a notebook and the site alike; `baseline`: the study candidate the others are
+    compared with, labelled "baseline" as every output labels it, never "accepted" (verdicts.ranking.outcome_label)."""
+
+    def __init__(self, items: list[Judged] | None = None, baseline: str | None = None) -> None:
+        super().__init__(items or [])
+        self.baseline = baseline
 
     def blocks(self) -> list[Block]:
         table = Table(["candidate", "runs", "verdict", "reasons"], title="verdicts")
@@ -281,8 +273,10 @@ class Judgement(list, Renderable):
                 table.add([item.entry.name, "-", "not run", "\n".join(left_out_reasons(item.left_out))], "dim")
                 continue
             outcome = item.verdict.outcome
-            table.add([item.entry.name, len(item.records), outcome, "\n".join(item.verdict.lines())],
-                      VERDICT_STYLE.get(outcome, ""))
+            shown = "baseline" if outcome == "accepted" and item.entry.name == self.baseline else outcome
+            worse = line(item.verdict.side_effects)
+            said = item.verdict.lines() + ([f"worse beyond the noise where no rule looks: {worse}"] if worse else [])
+            table.add([item.entry.name, len(item.records), shown, "\n".join(said)], VERDICT_STYLE.get(outcome, ""))
         return [table]
 
 def left_out_reasons(records: list[RunRecord]) -> list[str]:
@@ -331,10 +325,10 @@ def _scale(entry: StudyEntry, entries: list[StudyEntry], rules: VerdictRules) ->
     return entry.candidate.launch.replicas, baseline.candidate.launch.replicas
 
 
-def _tails(rules: VerdictRules) -> bool:
-    """Whether a rule judges a percentile: runs sealed before percentiles counted their samples then get the counts
-    from their requests (measure.tails), so that no verdict rests on a tail too thin to say it."""
-    return any(percentile_of(rule.metric) is not None for rule in rules.rules)
+def _cells(records: list[RunRecord]) -> list[pd.DataFrame | None]:
+    """Each run's cells with the samples behind every percentile (runs sealed before they were counted get them from
+    their requests, measure.tails): no verdict rests on a tail too thin to say it, no side effect is left unmarked."""
+    return run_cells(records, counted=True)
 
 
 def judge(study: Study, journal: Journal, *, append: bool = True) -> Judgement:
@@ -354,8 +348,8 @@ def judge(study: Study, journal: Journal, *, append: bool = True) -> Judgement:
     recorded = _recorded_baseline(study, journal, runs)
     baseline_lost = [] if recorded else left_out_reasons(left_out.get(rules.baseline, []))
     baseline_records = recorded.records if recorded else runs[rules.baseline]
-    cells_by_name = {name: run_cells(records, _tails(rules)) for name, records in runs.items()}  # each read once
-    baseline_frames = run_cells(baseline_records, _tails(rules)) if recorded else cells_by_name[rules.baseline]
+    cells_by_name = {name: _cells(records) for name, records in runs.items()}  # each read once
+    baseline_frames = _cells(baseline_records) if recorded else cells_by_name[rules.baseline]
     if recorded:
         # Recorded runs were not interleaved with these: rounds mean nothing across them, only the machine does.
         for frame in [f for frames in [*cells_by_name.values(), baseline_frames] for f in frames if f is not None]:
@@ -391,9 +385,9 @@ def judge(study: Study, journal: Journal, *, append: bool = True) -> Judgement:
                                  baseline_run_ids=[r.run_id for r in baseline_records])
         latest = records[-1].latest_verdict
         unchanged = latest is not None and all(
-            latest.get(k) == event[k] for k in ("outcome", "reasons", "method", "rules_hash", "run_ids",
-                                               "baseline_run_ids"))
+            latest.get(k) == event.get(k) for k in ("outcome", "reasons", "method", "rules_hash", "run_ids",
+                                                   "baseline_run_ids", "side_effects"))
         if append and not unchanged:
             records[-1].append_verdict(event)
         out.append(Judged(entry, records, verdict, left_out[entry.name], recorded=append or unchanged))
-    return Judgement(out)
+    return Judgement(out, rules.baseline_entry)

@@ -17,6 +17,7 @@ from .comparisons import UNDECIDED, Comparison
 from .gate import deciding
 from .judge import Judged, Verdict, left_out_reasons
 from .output import Caveat
+from .side_effects import SideEffect, line
 
 #: how outcomes rank: a candidate the rules accept first, one more runs may still decide next
 OUTCOME_ORDER = {"accepted": 0, "inconclusive": 1, "rejected": 2, "failed": 3, "missing": 4}
@@ -50,6 +51,8 @@ class Entrant:
     #: gains that may not hold on real output (verdicts.output), and its drafter evidence and output realism
     caveats: list[Caveat] = field(default_factory=list)
     evidence: dict | None = None
+    #: changes beyond the noise in figures no rule judges, worse first (verdicts.side_effects)
+    side_effects: list[SideEffect] = field(default_factory=list)
 
     @property
     def gains_only_on_unrealistic_output(self) -> bool:
@@ -96,6 +99,20 @@ class Standing:
         said = [c.text() + (" (measured where " + " and ".join(OUTPUT_WORDS[code] for code in caveated[c.cell_id])
                             + ")" if c.cell_id in caveated else "") for c in self.gains]
         return ("better beyond the noise: " + "; ".join(said)) if said else ""
+
+    def side_effects_text(self) -> str:
+        """The worse side effects, worst first, in one clause ('' where none is worse)."""
+        return line(self.entrant.side_effects)
+
+    def side_effects_line(self) -> str:
+        """'ngram (rejected): worse beyond the noise: TPOT p50, reuse: x2.9 [x1.8, x4.8]; ...; 2 better': the
+        candidate's side effects in one line, worse ones first; None-worth where it has none."""
+        effects = self.entrant.side_effects
+        better = sum(1 for e in effects if not e.worse)
+        worse = self.side_effects_text()
+        said = [f"worse beyond the noise: {worse}" if worse else "nothing worse beyond the noise"]
+        said += [f"{better} better"] if better else []
+        return f"{self.name} ({self.outcome}): " + "; ".join(said)
 
     def reason(self) -> str:
         """One line: the outcome, the cells that decided it and the gains beyond the noise."""
@@ -144,7 +161,9 @@ class Answer:
                      f"{chosen.cells_text()}"]
             if chosen.gains:
                 lines.append(chosen.gains_text())
-            else:
+            if chosen.side_effects_text():
+                lines.append(f"but worse beyond the noise where no rule looks: {chosen.side_effects_text()}")
+            if not chosen.gains:
                 lines.append("no cell better than the baseline beyond the noise: it qualifies, it does not win")
             if len(accepted) > 1:
                 lines.append(f"first of {len(accepted)} accepted by the mean change over the judged cells "
@@ -160,11 +179,17 @@ class Answer:
             first = undecided[0]
             cell = _cell_words(first.decisive[0], "inconclusive") if first.decisive else first.cells_text()
             lines.append(f"closest: {first.name} (inconclusive, mean change {_pct(first.mean_change_pct)}): {cell}"
-                         + (f"; {first.gains_text()}" if first.gains else ""))
+                         + (f"; {first.gains_text()}" if first.gains else "")
+                         + (f"; but worse beyond the noise: {first.side_effects_text()}"
+                            if first.side_effects_text() else ""))
         named = undecided[:1]
         lines += [f"{s.name} ({s.entrant.outcome}) is {s.gains_text()}" for s in ranked
                   if s.gains and all(s is not n for n in named)]
         return lines
+
+    def side_effects(self) -> list[str]:
+        """One line per ranked candidate with a change beyond the noise where no rule looks, in rank order."""
+        return [s.side_effects_line() for s in self.standings if not s.entrant.is_baseline and s.entrant.side_effects]
 
 
 def _passed_over_words(s: Standing) -> str:
@@ -222,8 +247,9 @@ def _cell_words(c: Comparison, outcome: str) -> str:
 def mean_change(comparisons: list[Comparison]) -> float | None:
     """The geometric mean change over the judged cells, each in its rule's better direction (a fall in TTFT counts
     as a gain), in percent."""
+    # a guard judges what must not get worse, not what the study is after: it is no part of the mean change
     logs = [math.log1p(c.change_pct / 100.0) * (-1 if c.metric in LOWER_IS_BETTER else 1)
-            for c in comparisons if c.change_pct is not None and c.change_pct > -100]
+            for c in comparisons if c.change_pct is not None and c.change_pct > -100 and not c.guard]
     return 100.0 * math.expm1(sum(logs) / len(logs)) if logs else None
 
 
@@ -292,7 +318,7 @@ def study_answer(study: Study, judged: list[Judged]) -> Answer:
             list(verdict.reasons) if verdict else left_out_reasons(item.left_out),
             [r.run_id for r in item.records], item.entry.name == rules.baseline_entry, item.entry.note,
             verdict.method if verdict else None, list(verdict.caveats) if verdict else [],
-            verdict.evidence if verdict else None))
+            verdict.evidence if verdict else None, list(verdict.side_effects) if verdict else []))
     if rules.baseline_entry is None and rules.baseline_from is not None:  # a baseline of recorded runs
         entrants.insert(0, Entrant(rules.baseline_from.candidate, "accepted", [], ["recorded runs of the journal"],
                                    is_baseline=True))

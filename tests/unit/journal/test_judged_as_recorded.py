@@ -5,7 +5,9 @@ of the block effects fitted from its runs (2026-12-05: intervals changed, no out
 the JSON gained the tally (`counts`) and each candidate's `label` (the baseline's "baseline"), each side's figure
 (`value`, `baseline`, a machine's baseline) became the geometric mean the tables show, and kinds-sim's TTFT p50 and
 p90 rules, read from 1-2 requests per cell, became `insufficient` (measure.tails), which leaves them out of Holm's
-family (13 cells to 9, so the other cells' levels and bounds moved); no outcome changed.
+family (13 cells to 9, so the other cells' levels and bounds moved); no outcome changed; and again when (issue 55)
+each candidate gained its `side_effects` (verdicts.side_effects), added to the recorded files with every other
+field as it was.
 
 `kinds-sim-journal` is a fresh study on the simulator (two candidates, two launches each) whose plan measures every
 cell kind and whose rules judge every metric; its engine logs, chunks, scrapes, telemetry and notebooks are left

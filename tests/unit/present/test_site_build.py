@@ -37,7 +37,7 @@ def test_every_status_is_rendered_and_marked(journal, tmp_path):
     page = (tmp_path / "site" / "runs" / f"{invalid.run_id}.html").read_text()
     assert "INVALID: counters disagree: generated -3" in page and 'class="invalid"' in page
     study = (tmp_path / "site" / "studies" / "synthetic.html").read_text()
-    assert "Arithmetic, not a measurement" in study and "8 replicas (arithmetic)" in study
+    assert "Arithmetic, not a measurement" in study and "<th>8 replicas</th>" in study and "(arithmetic)" in study
     assert "How these numbers are defined" in study
     assert report.runs == 5
 

@@ -8,7 +8,8 @@ from typing import Any
 from ...util.render import Table
 from ...verdicts.output import caveat_from
 from ...verdicts.ranking import Answer, Entrant, answer, comparison_from, outcome_label
-from ..report import ranking_row, ranking_table
+from ...verdicts.side_effects import side_effect_from
+from ..report import SIDE_EFFECTS, ranking_row, ranking_table
 from .summary import RunSummary
 
 
@@ -29,7 +30,8 @@ def study_answer_of(name: str, chosen: list[RunSummary], rules: dict | None) -> 
             s.label, outcome, [comparison_from(c) for c in event.get("comparisons") or [] if "decision" in c],
             list(event.get("reasons") or []), list(event.get("run_ids") or [s.run_id]),
             s.label == rules.get("baseline"), event.get("note"), event.get("method"),
-            [caveat_from(c) for c in event.get("caveats") or []], event.get("evidence")))
+            [caveat_from(c) for c in event.get("caveats") or []], event.get("evidence"),
+            [side_effect_from(e) for e in event.get("side_effects") or []]))
     question = next((_event(s).get("question") for s in chosen if _event(s).get("question")), None)
     return answer(name, question, str(rules.get("baseline")), entrants)
 
@@ -47,7 +49,7 @@ def answer_context(found: Answer | None) -> dict[str, Any] | None:
     table: Table = ranking_table(found)
     return {"question": (found.question or "").strip() or None, "headline": found.headline(), "why": found.why(),
             "recommended": found.recommended.name if found.recommended else None,
-            "ranking": table,
+            "ranking": table, "side_effects": found.side_effects(), "side_effects_said": SIDE_EFFECTS,
             "method": f"method: {found.method}" if found.method else None, "rows": [ranking_row(s) for s in found.standings]}
 
 
