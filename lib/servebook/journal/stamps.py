@@ -54,6 +54,26 @@ def stamps(runs_dir: Path, known: Mapping[str, str]) -> dict[str, str]:
     return found
 
 
+def run_names(runs_dir: Path) -> list[str]:
+    """The run directories' names, as `stamps` and Journal.run_ids take them."""
+    try:
+        with os.scandir(runs_dir) as entries:
+            return sorted(e.name for e in entries if not e.name.startswith(".") and e.is_dir() and is_safe_name(e.name))
+    except FileNotFoundError:
+        return []
+
+
+def stamp_of(runs_dir: Path, name: str) -> str:
+    """One run's stamp read afresh (what `stamps` gives a run it has no stamp for): an index rebuilt from nothing
+    takes each run's stamp beside its row, in the processes that read them."""
+    path = os.path.join(runs_dir, name)
+    try:
+        head = f"{os.stat(path).st_mtime_ns}|"
+    except FileNotFoundError:
+        return ""
+    return _listed(path, head, time.time_ns() - SETTLED_NS)
+
+
 def _sizes(directory: str, names: list[str]) -> str:
     stat = os.stat
     return ",".join([f"{s.st_size}@{s.st_mtime_ns}" for s in [stat(f"{directory}/{name}") for name in names]])
