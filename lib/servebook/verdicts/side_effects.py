@@ -21,6 +21,7 @@ from ..config.figures import FIGURES, Figure
 from ..config.rules import VerdictRules
 from ..estimates import ALPHA, Block, fit_contrasts
 from ..measure.tails import Tail, insufficient_tail
+from ..util.frames import frame_records
 from .comparisons import run_block, select_cells
 
 #: side effects named in a candidate's one line at most (the rest are counted there, and listed in full beside it)
@@ -133,7 +134,7 @@ def _figures(runs: list[pd.DataFrame], rows: dict[str, dict] | None = None) -> F
     out: Figures = {}
     for position, cells in enumerate(runs):
         block = run_block(cells, position)
-        for row in cells.to_dict("records"):
+        for row in frame_records(cells):
             said: set[str] = set()
             for figure in FIGURES:
                 value = _number(row.get(figure.column)) if figure.column in cells.columns else None
@@ -200,7 +201,7 @@ def _beyond_noise(figure: Figure, row: dict, values: list[tuple[Block, float]], 
 def _thinnest_tail(key: tuple[str, str], runs: list[pd.DataFrame]) -> Tail | None:
     """The fewest-sampled insufficient tail behind the figure at the cell, over the runs of both sides."""
     cell, column = key
-    found = [tail for cells in runs for row in cells[cells["cell_id"] == cell].to_dict("records")
+    found = [tail for cells in runs for row in frame_records(cells[cells["cell_id"] == cell])
              if (tail := insufficient_tail(row, column)) is not None]
     return min(found, key=lambda tail: tail.n, default=None)
 
