@@ -72,6 +72,7 @@ bench: engine browser
 	$(BIN)/python benchmarks/sweep_parallel.py
 	$(BIN)/python benchmarks/journal_ls.py
 	$(BIN)/python benchmarks/site_build.py --runs 1000
+	$(BIN)/python benchmarks/site_paint.py
 
 clean:
 	rm -rf $(VENV) site .pytest_cache

@@ -33,15 +33,16 @@ def wrap(text: str, width: int) -> str:
     return "<br>".join(textwrap.wrap(text, width))
 
 
-def _legend_px(names: list[str], has_title: bool) -> int:
-    """The height a horizontal legend of these entries takes at a phone's width (a wider chart needs less)."""
+def _legend_px(names: list[str], title_lines: int) -> int:
+    """The height a horizontal legend of these entries (under a title of `title_lines` lines) takes at a phone's
+    width (a wider chart needs less)."""
     if not names:
         return 0
     lines = [name.split("<br>") for name in names]
     widest = max(len(line) for entry in lines for line in entry)
     per_row = max(1, int(_PHONE_PX // (_SYMBOL_PX + _CHAR_PX * widest)))
     rows = [max(len(entry) for entry in lines[i:i + per_row]) for i in range(0, len(lines), per_row)]
-    return sum(_LINE_PX * n + _ENTRY_GAP_PX for n in rows) + (_TITLE_PX if has_title else 0) + 12
+    return sum(_LINE_PX * n + _ENTRY_GAP_PX for n in rows) + _TITLE_PX * title_lines + 12
 
 
 def fit(spec: dict[str, Any]) -> dict[str, Any]:
@@ -73,11 +74,15 @@ def fit(spec: dict[str, Any]) -> dict[str, Any]:
     if not layout["showlegend"]:
         return spec
     legend = layout.get("legend") or {}
+    heading = dict(legend.get("title") or {})
+    if heading.get("text"):  # plotly wraps a legend's title no more than its entries: at 390 px one ran out
+        heading["text"] = wrap(str(heading["text"]), TITLE_CHARS)
+    title_lines = heading["text"].count("<br>") + 1 if heading.get("text") else 0
     layout["legend"] = {**legend, "orientation": "h", "xref": "container", "x": 0, "xanchor": "left",
                         "yref": "container", "y": 0, "yanchor": "bottom", "valign": "top",
                         "maxheight": 1,  # the whole figure, never half of it: a legend that scrolls hides names
-                        "title": {**legend.get("title", {}), "side": "top"}}
-    layout["height"] = layout.get("height", LAYOUT["height"]) + _legend_px(entries, bool(legend.get("title")))
+                        "title": {**heading, "side": "top"}}
+    layout["height"] = layout.get("height", LAYOUT["height"]) + _legend_px(entries, title_lines)
     return spec
 
 
