@@ -24,8 +24,12 @@ pytestmark = pytest.mark.integration
 PROMPTS = ["The history of the Roman Empire begins with",
            'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n',
            "The lighthouse keeper kept two logbooks. The first recorded"]
-#: the agreement every prompt keeps at least (18 was the shortest measured)
-AGREED_TOKENS = 12
+#: the agreement every prompt keeps at least, however the arithmetic parts them afterwards
+AGREED_TOKENS = 4
+#: where the two first disagree, llama.cpp's token must be one transformers nearly chose too: within this many
+#: logits of its first choice (transformers 5.24 parted them at the lighthouse's 9th token, "1860" against "1850",
+#: whose digits were 0.013 logits apart; 5.17 agreed for 18, 23 and 32 tokens)
+NEAR_TIE_LOGITS = 0.5
 
 
 @pytest.fixture(scope="module")
@@ -77,6 +81,11 @@ def test_the_checkpoint_continues_a_prompt_greedily_as_llama_cpp_does(llama_inst
             theirs = greedy(url, prompt, 32)["tokens"]
             agreed = next((i for i, (a, b) in enumerate(zip(ours, theirs, strict=False)) if a != b), len(ours))
             assert agreed >= AGREED_TOKENS, (prompt, tokenizer.decode(ours), tokenizer.decode(theirs))
+            if agreed < len(ours):  # the same weights part only where two logits are close: rounding, not a bug
+                with torch.no_grad():
+                    logits = network(torch.tensor([ids[0].tolist() + ours[:agreed]])).logits[0, -1]
+                gap = float(logits.max() - logits[theirs[agreed]])
+                assert gap <= NEAR_TIE_LOGITS, (prompt, agreed, gap, tokenizer.decode(ours), tokenizer.decode(theirs))
     finally:
         process.terminate()
         process.wait()
