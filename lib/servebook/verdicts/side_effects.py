@@ -18,8 +18,10 @@ from typing import Any, Literal
 import pandas as pd
 
 from ..config.figures import FIGURES, Figure
+from ..config.metrics import measured_by
 from ..config.rules import VerdictRules
 from ..estimates import ALPHA, Block, fit_contrasts
+from ..measure.kinds import traits_of
 from ..measure.tails import Tail, insufficient_tail
 from ..util.frames import frame_records
 from .comparisons import run_block, select_cells
@@ -106,9 +108,10 @@ def _pct(value: float) -> str:
 def cell_where(row: dict[str, Any]) -> str:
     """Where a cell is, in words: 'prose at 4 requests', 'at 8192 tokens', or its id."""
     kind, n = row.get("kind"), row.get("concurrency")
-    if kind == "prefill" and _known(row.get("target_prompt_tokens")):
+    # the metric registry names the kind that measures prefill (no kind is compared by its name outside its home)
+    if kind == measured_by("prefill_tok_s") and _known(row.get("target_prompt_tokens")):
         return f"at {int(row['target_prompt_tokens'])} tokens"
-    if kind in ("decode", "wave") and n is not None and _known(n):
+    if traits_of(kind).by_concurrency and _known(n) and n:
         return f"{row.get('category') or kind} at {int(n)} request{'s' if int(n) != 1 else ''}"
     return str(row["cell_id"])
 

@@ -77,6 +77,9 @@ class CellKind(Protocol):
     open_loop: bool
     #: whether its rows are derived from other cells (a capacity search's probes), with no requests of their own
     derived: bool
+    #: whether its cells are told apart by their prompts' category and the requests in flight ("prose at 4
+    #: requests"), as decode and waves are; other kinds' cells are named by their id
+    by_concurrency: bool
 
     def cells(self, plan: Plan) -> list[CellSpec]:
         """The cells `plan` measures of this kind, in order (none where the plan has no section for it)."""
@@ -127,6 +130,7 @@ class KindBase:
     reports_slo: bool = False
     open_loop: bool = False
     derived: bool = False
+    by_concurrency: bool = False
 
     def cells(self, plan: Plan) -> list[CellSpec]:
         return []

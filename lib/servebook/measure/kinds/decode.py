@@ -25,6 +25,7 @@ class Decode(KindBase):
     headline: str | None = "aggregate_tok_s"
     checks = CellChecks(unshared_prompts=True)
     reports_slo = True
+    by_concurrency = True
 
     def cells(self, plan: Plan) -> list[CellSpec]:
         decode = plan.decode

@@ -22,6 +22,7 @@ class Wave(KindBase):
     order = 40
     checks = CellChecks(unshared_prompts=True)
     reports_slo = True
+    by_concurrency = True
 
     def cells(self, plan: Plan) -> list[CellSpec]:
         waves = plan.waves
