@@ -9,23 +9,18 @@ row per cell and one line per check, so the answer fits a terminal.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from ..journal.store import RunRecord
 from ..measure.kinds import traits_of
 from ..measure.tails import CONFIDENCE, insufficient_tail
 from ..util.render import Block, Renderable, Style, Table, Text
+from .load_tables import _ms
 from .tables import fmt, number
 from .views import RunReport
 
 #: (column, cell field) in the order `vllm bench serve` prints them, all in milliseconds
 LATENCY_COLUMNS = (("TTFT p50", "ttft_p50_ms"), ("TTFT p99", "ttft_p99_ms"), ("TPOT p50", "tpot_p50_ms"),
                    ("TPOT p99", "tpot_p99_ms"), ("ITL p99", "itl_p99_ms"), ("E2E p50", "e2e_p50_ms"))
-
-
-def _ms(value: Any) -> str:
-    v = number(value)
-    return "-" if v is None else f"{v:.2f}" if v < 10 else f"{v:.1f}" if v < 100 else f"{v:.0f}"
 
 
 @dataclass

@@ -79,22 +79,31 @@ def planning_table(groups: dict[str, list[RunSummary]]) -> Table:
     return frame
 
 
+def _figures(runs: list[RunSummary], top: int | None) -> dict[str, list[float]]:
+    """Each measured unit's figures over runs: the decode rate at concurrency `top` ("decode@TOP") and the
+    capacity under each set of objectives the runs searched ("capacity@OBJECTIVES")."""
+    out: dict[str, list[float]] = {}
+    decode = [s.decode_value for s in runs if s.decode_value is not None and s.decode_at == top]
+    if decode:
+        out[f"decode@{top}"] = decode
+    for (_, objectives), values in capacity_groups(cell_records(runs)).items():
+        found = [v for v in values if v is not None]
+        if found:
+            out[f"capacity@{objectives}"] = found
+    return out
+
+
 def _units(runs: list[RunSummary]) -> list[tuple[str, float, str]]:
     """(figure, its centre over runs, the unit as shown) for the decode rate at the top concurrency and each
     capacity the runs searched."""
     from ...estimates import Spread
 
     out = []
-    top = runs[-1].decode_at
-    decode = [s.decode_value for s in runs if s.decode_value is not None and s.decode_at == top]
-    if decode:
-        unit = Spread.of(decode).center
-        out.append((f"decode@{top}", unit, f"{unit:.1f} tok/s at {top} requests ({_over(len(decode))})"))
-    for (_, objectives), values in capacity_groups(cell_records(runs)).items():
-        found = [v for v in values if v is not None]
-        if found:
-            held = Spread.of(found).center
-            out.append((f"capacity@{objectives}", held, f"{held:.3g} requests/s at {objectives} ({_over(len(found))})"))
+    for figure, values in _figures(runs, runs[-1].decode_at).items():
+        unit = Spread.of(values).center
+        at = figure.split("@", 1)[1]
+        shown = f"{unit:.1f} tok/s at {at} requests" if figure.startswith("decode") else f"{unit:.3g} requests/s at {at}"
+        out.append((figure, unit, f"{shown} ({_over(len(values))})"))
     return out
 
 
@@ -122,15 +131,8 @@ def _measured_replicas(groups: dict[str, list[RunSummary]]) -> dict[tuple[str, s
         unit = units.get(key)
         if replicas < 2 or unit is None:
             continue
-        runs = groups[label]
-        top = groups[unit][-1].decode_at
-        decode = [s.decode_value for s in runs if s.decode_value is not None and s.decode_at == top]
-        if decode:
-            out[(unit, f"decode@{top}", replicas)] = label, Spread.of(decode)
-        for (_, objectives), values in capacity_groups(cell_records(runs)).items():
-            found = [v for v in values if v is not None]
-            if found:
-                out[(unit, f"capacity@{objectives}", replicas)] = label, Spread.of(found)
+        for figure, values in _figures(groups[label], groups[unit][-1].decode_at).items():
+            out[(unit, figure, replicas)] = label, Spread.of(values)
     return out
 
 
