@@ -109,5 +109,5 @@ def compare(*, study_path: str | None = None, run_ids: list[str] | str | None = 
                              f"run `servebook sweep {study_path}` first")
         comparisons = [{**c.to_dict(), "candidate": item.entry.name} for item in judged if item.verdict
                        for c in item.verdict.comparisons]
-        return RunComparison(runs, comparisons, noise_floor(study, j))
+        return RunComparison(runs, comparisons, noise_floor(study, j, judged))
     raise InputError("parameters: set study_path or run_ids")

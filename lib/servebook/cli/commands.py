@@ -239,7 +239,7 @@ def _verdicts_out(study, j: Journal, verdict_format: str, output: Optional[Path]
     def markdown() -> str:
         return verdicts_markdown(study, judged, result, site_url)
 
-    view = lambda: VerdictsView(judged, noise_floor(study, j))
+    view = lambda: VerdictsView(judged, noise_floor(study, j, judged))
     text = {"json": lambda: json.dumps(verdicts_json(study, judged, result), indent=2, default=str),
             "markdown": markdown, "junit": lambda: verdicts_junit(study, judged, result),
             "plain": lambda: to_plain(view().blocks()), "csv": lambda: to_csv(view().blocks()),

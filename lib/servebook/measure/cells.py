@@ -117,6 +117,10 @@ class CellSummary(TypedDict, total=False):
     slo_dropped_requests: int | None
     # host and GPU telemetry, added by the measurement loop (None: not checked)
     foreign_cpu_cores: float | None
+    #: the limit foreign_cpu_cores was held to (measure.host.ForeignLimit: relative to the cores the run left idle)
+    foreign_cpu_limit: float | None
+    #: CPU cores the run's own processes (client, engine, a round's other seats) kept busy during the cell
+    own_cpu_cores: float | None
     cpu_probe_ms: float | None
     #: the same probe on the CPUs the engine is held to (None: it is not held)
     engine_cpu_probe_ms: float | None

@@ -17,6 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_MAX_FOREIGN_CORES = 0.5
+#: the least foreign CPU a cell tolerates however little the run leaves idle: a quiet host's own housekeeping
+#: (kernel threads, the shell, the journal's writes) read 0.01-0.05 cores on the 2-core development machine
+MIN_FOREIGN_CORES = 0.1
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -155,6 +158,37 @@ def foreign_cores(before: CpuSample, after: CpuSample) -> float | None:
         return None
     foreign = (after.host_busy_s - before.host_busy_s) - (after.own_s - before.own_s)
     return max(0.0, foreign) / wall
+
+
+def own_cores(before: CpuSample, after: CpuSample) -> float | None:
+    """CPU cores the run's own processes (client, engine, a round's other seats) kept busy between two samples."""
+    wall = after.t - before.t
+    return max(0.0, after.own_s - before.own_s) / wall if wall > 0 else None
+
+
+@dataclass(frozen=True)
+class ForeignLimit:
+    """How much CPU other processes may use during a cell before it counts as disturbed, and why that much."""
+
+    cores: float
+    basis: str
+
+    @classmethod
+    def of(cls, configured: float | None, own: float | None, host: int | None) -> "ForeignLimit":
+        """The plan's limit where it sets one; else half the cores the run left idle, within [MIN_FOREIGN_CORES,
+        DEFAULT_MAX_FOREIGN_CORES]. What disturbs a run is foreign load competing for the CPUs it needs, so the
+        same 0.4 foreign cores are harmless beside an engine using one core of sixteen and take a CPU from one
+        using 1.7 of two: on the 2-core machine a baseline run whose cells saw 0.39-0.47 foreign cores, under a
+        fixed 0.5, decoded at 142-154 tok/s against its clean sibling's 262-269 (2026-12-07, issue 55). Half the
+        idle cores, since the load is bursty: an average of half means peaks that took the rest."""
+        if configured is not None:
+            return cls(configured, "the plan's max_foreign_cpu_cores")
+        if own is None or not host:
+            return cls(DEFAULT_MAX_FOREIGN_CORES, "the default")
+        idle = max(0.0, host - own)
+        cores = min(DEFAULT_MAX_FOREIGN_CORES, max(MIN_FOREIGN_CORES, idle / 2))
+        return cls(cores, f"half the {idle:.2f} of {host} cores this run left idle, within "
+                          f"[{MIN_FOREIGN_CORES:g}, {DEFAULT_MAX_FOREIGN_CORES:g}]")
 
 
 def thread_ticks(engine_pid: int | None, proc: Path = Path("/proc")) -> dict[int, tuple[int, int, int]]:

@@ -35,13 +35,15 @@ from .gates import run_gate, run_needles
 from .gauges import GaugeSampler, gauge_client, gauge_figures
 from .gpu import GpuSampler, NvmlReader, summarize_gpu
 from .host import (
-    DEFAULT_MAX_FOREIGN_CORES,
+    ForeignLimit,
     SeatContention,
     busiest_thread_cpus,
     cpu_probe_ms,
     cpu_sample,
     engine_cpu_probe_ms,
     foreign_cores,
+    host_cpus,
+    own_cores,
     own_processes,
     process_trees,
     seated_cores,
@@ -240,9 +242,12 @@ class Measurement:
                 raise
         cpu_after = cpu_sample(pid, also_own=seated)
         after = await self._scrape()
+        used = own_cores(cpu_before, cpu_after) if pid else None
+        limit = ForeignLimit.of(self.plan.max_foreign_cpu_cores, used, host_cpus())
         summary = self._summarize(spec, records, before, after, log_offset,
                                   foreign_cores(cpu_before, cpu_after) if pid else None, gpu.samples,
-                                  contending=contention.cores())
+                                  contending=contention.cores(), limit=limit)
+        summary["own_cpu_cores"] = used
         if self.workloads.sent:  # outside the measured window and its counters: what the output was like
             probes = self.plan.decode.realism_probes if self.plan.decode else 0
             summary.update(await cell_realism(self.workloads, records, probes))  # type: ignore[typeddict-item]
@@ -276,7 +281,8 @@ class Measurement:
         return await scrape(self.http, self.endpoint.base_url)
 
     def _summarize(self, spec: CellSpec, records: list[RequestRecord], before, after, log_offset: int,
-                   foreign: float | None, gpu_samples: list, contending: float | None = None) -> CellSummary:
+                   foreign: float | None, gpu_samples: list, contending: float | None = None,
+                   limit: ForeignLimit | None = None) -> CellSummary:
         ok = [r for r in records if r.ok]
         reasoning, answer, split = client_split(ok)
         client = ClientCounts(prompt_tokens=total_reported(ok, "prompt_tokens"),
@@ -296,6 +302,7 @@ class Measurement:
         figures.update(probe_figures([r for r in records if r.probe]))
         figures.update(drafter_figures(figures, counts, source=self.endpoint.draft_source))
         pid = self.endpoint.engine_pid
+        limit = limit or ForeignLimit.of(self.plan.max_foreign_cpu_cores, None, None)
         # a resident round's other engines share the GPU by design, idle while this one measures (measure.turns)
         own = (own_processes(pid) | process_trees(self.turns.others())) if pid else set()
         gpu = summarize_gpu(gpu_samples, own, figures["completion_tokens"], figures["wall_s"],
@@ -303,10 +310,11 @@ class Measurement:
         faults = cell_faults(evidence(
             spec, records, reconciliation, compilations=self._compilations_since(log_offset),
             # Not checked (None) where servebook does not know the engine's processes (attach, compose).
-            foreign_cpu_cores=foreign, foreign_cpu_limit=self.plan.max_foreign_cpu_cores or DEFAULT_MAX_FOREIGN_CORES,
+            foreign_cpu_cores=foreign, foreign_cpu_limit=limit.cores, foreign_limit_basis=limit.basis,
             contending_cpu_cores=contending, gpu_foreign_pids=gpu["gpu_foreign_pids"] if pid else None,
             max_lag_ms=kind_of(spec.kind).lag_limit_ms(self.plan), context_tokens=self.endpoint.context_tokens))
-        return with_validity({**figures, "foreign_cpu_cores": foreign, "contending_cpu_cores": contending, **gpu},
+        return with_validity({**figures, "foreign_cpu_cores": foreign, "foreign_cpu_limit": limit.cores if pid else None,
+                              "contending_cpu_cores": contending, **gpu},
                              reconciliation, faults)
 
 

@@ -31,6 +31,8 @@ InvalidCode = Literal[
     "client_lag",           # an open-loop client sent requests late: its pace, not the engine's
     "context_overflow",     # more than 1% of an agents cell's turns did not fit the engine's context
     "tool_call_unparsed",   # more than 1% of the tool calls an agents cell asked the engine for did not parse
+    "outlier_run",          # set by the verdict, never at measurement: the whole run sat apart from its siblings
+                            # with its disturbance figures standing out (verdicts.outliers)
     "unclassified",         # a fault from a journal written before codes, whose text names no known fault
 ]
 INVALID_CODES: tuple[str, ...] = get_args(InvalidCode)
@@ -38,7 +40,7 @@ INVALID_CODES: tuple[str, ...] = get_args(InvalidCode)
 #: Faults of the host or of the measuring client, not of the candidate: such a cell is evidence lost, never a reason
 #: to reject.
 DISTURBANCES: frozenset[str] = frozenset({"host_busy", "seats_contend", "gpu_busy", "client_stall",
-                                          "ttft_below_engine", "client_lag"})
+                                          "ttft_below_engine", "client_lag", "outlier_run"})
 
 #: How each code reads; the only place the wording lives (a test rewords them all and checks verdicts hold).
 MESSAGES: dict[str, str] = {
@@ -50,7 +52,8 @@ MESSAGES: dict[str, str] = {
     "shared_prefix": "prompts shared a prefix: {count} requests hit the prompt cache (up to {cached} cached tokens)",
     "counters_disagree": "counters disagree: {detail}",
     "compilation": "compilation inside the measured interval: {line}",
-    "host_busy": "host busy: other processes used {cores:.2f} CPU cores during the cell (limit {limit:g})",
+    "host_busy": "host busy: other processes used {cores:.2f} CPU cores during the cell (limit {limit:.2f}: "
+                 "{basis})",
     "seats_contend": "the round's other engines kept {cores:.2f} CPU cores busy on the CPUs this engine is held to "
                      "(limit {limit:g}): held to the same CPUs, they took them from it",
     "gpu_busy": "gpu busy: other processes ({pids}) on the engine's GPU during the cell",
@@ -61,6 +64,7 @@ MESSAGES: dict[str, str] = {
                         "(their sessions ended there): the plan's sessions outgrow this candidate",
     "tool_call_unparsed": "{count} of {total} turns that asked for a tool call got none that parses (a tool named "
                           "among the request's, arguments a JSON object)",
+    "outlier_run": "an outlier among its candidate's runs: {detail}",
     "ttft_below_engine": "{count} first tokens came before the engine's own prompt time allows ({worst}): a clock "
                          "or a timing is wrong",
 }
@@ -126,6 +130,8 @@ class CellEvidence:
     #: CPU cores other processes used during the cell (None: not checked, e.g. attached engines)
     foreign_cpu_cores: float | None = None
     foreign_cpu_limit: float = 0.5
+    #: why the limit is what it is (measure.host.ForeignLimit), for the reason's text
+    foreign_limit_basis: str = "the default"
     #: CPU cores a resident round's other engines used on the CPUs this engine is held to, while it measured (None:
     #: no other seats); held to the foreign limit
     contending_cpu_cores: float | None = None
@@ -228,7 +234,8 @@ def _engine_faults(e: CellEvidence) -> list[InvalidReason]:
     if e.compilations:
         out.append(InvalidReason.of("compilation", line=e.compilations[0]))
     if e.foreign_cpu_cores is not None and e.foreign_cpu_cores > e.foreign_cpu_limit:
-        out.append(InvalidReason.of("host_busy", cores=e.foreign_cpu_cores, limit=e.foreign_cpu_limit))
+        out.append(InvalidReason.of("host_busy", cores=e.foreign_cpu_cores, limit=e.foreign_cpu_limit,
+                                    basis=e.foreign_limit_basis))
     if e.contending_cpu_cores is not None and e.contending_cpu_cores > e.foreign_cpu_limit:
         out.append(InvalidReason.of("seats_contend", cores=e.contending_cpu_cores, limit=e.foreign_cpu_limit))
     if e.gpu_foreign_pids:

@@ -126,7 +126,8 @@ class VerdictsView(Renderable):
 def noise_table(noise: list) -> Table:
     """The baseline's between-run spread per judged cell, beside the limit the rule applies there."""
     table = Table(["metric", "cell", "baseline runs", "between-run CV", "within a run (SE)", "limit",
-                   "runs per side the limit needs", "detectable at these runs", "best spend of machine time"],
+                   "runs per side the limit needs", "detectable at these runs", "best spend of machine time",
+                   "the verdicts' spread"],
                   title="noise floor (the baseline against itself)")
     for n in noise:
         where = "" if n.machines < 2 else \
@@ -135,9 +136,11 @@ def noise_table(noise: list) -> Table:
         needs = "-" if n.cv_pct is None else (str(n.runs_needed) if n.runs_needed else "more than 200")
         detectable, within = n.detectable_pct, n.within_run_pct
         css: Style = "" if n.resolvable is None else ("" if n.resolvable else "warn")
+        why = n.disagreement()
+        verdicts = "-" if n.verdict_cv_pct is None else f"{n.verdict_cv_pct:.1f}%" + (f": {why}" if why else "")
         table.add([n.metric, n.cell_id, n.runs, cv, "-" if within is None else f"{within:.1f}%", f"{n.limit_pct:g}%",
                    needs, "-" if detectable is None else f"{detectable:.1f}%",
-                   "-" if n.allocation is None else n.allocation.describe()], css)
+                   "-" if n.allocation is None else n.allocation.describe(), verdicts], "" if why else css)
     return table
 
 

@@ -25,6 +25,7 @@ from ..util.errors import InputError
 from ..util.render import Block, Renderable, Style, Table
 from .comparisons import Comparison, compare_rule, describe, select_cells, settle
 from .evidence import all_disturbed, baseline_evidence, run_cells, undisturbed
+from .outliers import mark_outliers
 from .output import Caveat, read_output
 from .problems import run_problems
 from .recorded import ChosenBaseline, recorded_baseline
@@ -247,6 +248,8 @@ class Judged:
     left_out: list[RunRecord] = field(default_factory=list)
     #: whether the journal holds this verdict as its newest event (what the site and `journal ls` show)
     recorded: bool = True
+    #: the candidate's runs left out as disturbed outliers (verdicts.outliers), by id
+    outlier_runs: list[str] = field(default_factory=list)
 
     @property
     def record(self) -> RunRecord | None:
@@ -349,6 +352,8 @@ def judge(study: Study, journal: Journal, *, append: bool = True) -> Judgement:
     baseline_lost = [] if recorded else left_out_reasons(left_out.get(rules.baseline, []))
     baseline_records = recorded.records if recorded else runs[rules.baseline]
     cells_by_name = {name: _cells(records) for name, records in runs.items()}  # each read once
+    outliers = mark_outliers(cells_by_name, {name: [r.run_id for r in records] for name, records in runs.items()},
+                             rules)
     baseline_frames = _cells(baseline_records) if recorded else cells_by_name[rules.baseline]
     if recorded:
         # Recorded runs were not interleaved with these: rounds mean nothing across them, only the machine does.
@@ -371,6 +376,9 @@ def judge(study: Study, journal: Journal, *, append: bool = True) -> Judgement:
                              look=look, baseline_lost=baseline_lost, scale=_scale(entry, entries, rules),
                              baseline_disturbed=baseline_disturbed)
         verdict.reasons += left_out_reasons(left_out[entry.name])
+        mine = [o for o in outliers if o.name == entry.name]
+        verdict.reasons += [f"outlier kept: {o.text()}" for o in mine if not o.disturbed]
+        dropped = [o.run_id for o in mine if o.disturbed]
         if recorded and rules.baseline_from:
             verdict.reasons.append(recorded.describe(rules.baseline_from))
         verdict.evidence, verdict.caveats, said = read_output(
@@ -382,12 +390,14 @@ def judge(study: Study, journal: Journal, *, append: bool = True) -> Judgement:
                                  rules_hash=rules.hash, rules=rules.model_dump(mode="json"),
                                  run_ids=[r.run_id for r in records],
                                  baseline_run_id=baseline_records[-1].run_id if baseline_records else None,
-                                 baseline_run_ids=[r.run_id for r in baseline_records])
+                                 baseline_run_ids=[r.run_id for r in baseline_records],
+                                 **({"outlier_runs": dropped} if dropped else {}))
         latest = records[-1].latest_verdict
         unchanged = latest is not None and all(
             latest.get(k) == event.get(k) for k in ("outcome", "reasons", "method", "rules_hash", "run_ids",
                                                    "baseline_run_ids", "side_effects"))
         if append and not unchanged:
             records[-1].append_verdict(event)
-        out.append(Judged(entry, records, verdict, left_out[entry.name], recorded=append or unchanged))
+        out.append(Judged(entry, records, verdict, left_out[entry.name], recorded=append or unchanged,
+                          outlier_runs=dropped))
     return Judgement(out, rules.baseline_entry)

@@ -49,6 +49,24 @@ class NoiseFloor:
     #: True where no machine holds two runs (a parallel sweep's lanes, one run a boot): `cv_pct` is then the plain
     #: spread across machines, their differences in it, an upper bound on the noise within one
     across_machines: bool = False
+    #: the between-run spread the verdicts' model used at this cell (pooled over the study's candidates, rounds and
+    #: machines as blocks; the median over the candidates compared), and whether any of them was decided there
+    verdict_cv_pct: float | None = None
+    verdict_decided: bool = False
+
+    def disagreement(self) -> str | None:
+        """Why the floor and the verdict beside it part, where they do: the floor says these runs cannot resolve
+        the limit while a verdict decided the cell, or the baseline's runs alone spread far more than the model's
+        pooled figure (a run the floor still counts that the verdicts do not weigh alike)."""
+        if self.verdict_cv_pct is None or self.cv_pct is None:
+            return None
+        pooled = f"the verdicts' model puts the spread at {self.verdict_cv_pct:.1f}%, pooled over the study's runs"
+        if self.verdict_decided and self.resolvable is False:
+            return (f"decided all the same: {pooled} with rounds and machines as blocks; this floor is the "
+                    f"baseline's {self.runs} runs alone")
+        if self.cv_pct > 2 * self.verdict_cv_pct:
+            return f"{pooled}; the baseline's own runs spread more: see its runs' disturbance figures"
+        return None
 
     @property
     def resolvable(self) -> bool | None:
@@ -212,12 +230,15 @@ def _rms(errors: list[float]) -> float | None:
     return (sum(e * e for e in errors) / len(errors)) ** 0.5 if errors else None
 
 
-def noise_floor(study: Study, journal: Journal) -> list[NoiseFloor]:
-    """The study's noise floor, from the baseline's recorded runs under the study's plan."""
+def noise_floor(study: Study, journal: Journal, judged: list | None = None) -> list[NoiseFloor]:
+    """The study's noise floor, from the baseline's recorded runs under the study's plan; given the study's verdicts
+    (`judged`: verdicts.Judged each), without the runs they left out as disturbed outliers and beside the spread
+    they used."""
     baseline = next((e for e in study.expand() if e.name == study.verdict.baseline_entry), None)
     if baseline is None:
         return []
-    records = journal.find_all(baseline.candidate.id, study.plan.id)
+    dropped = {run for item in judged or [] for run in item.outlier_runs}
+    records = [r for r in journal.find_all(baseline.candidate.id, study.plan.id) if r.run_id not in dropped]
     completed = [r for r in records if r.status == "completed" and r.manifest is not None]
     cells = valid_cells(records)
     seconds = [t for t in (run_seconds(r.manifest.started_at, r.manifest.finished_at)
@@ -228,6 +249,21 @@ def noise_floor(study: Study, journal: Journal) -> list[NoiseFloor]:
     if any(row.within_run_pct is None and row.metric in REQUEST_ERRORS for row in rows):
         requests = [t for t in (r.table("requests") for r in completed) if t is not None]
         rows = noise_rows(cells, study.verdict, requests, seconds)
+    if judged is not None:
+        rows = beside_verdicts(rows, [c.to_dict() for item in judged if item.verdict and item.entry.name != baseline.name
+                                      for c in item.verdict.comparisons])
+    return rows
+
+
+def beside_verdicts(rows: list[NoiseFloor], comparisons: list[dict]) -> list[NoiseFloor]:
+    """The floor's rows with the spread the verdicts used at each cell (`comparisons`: the candidates'
+    comparisons as events hold them), so that a reader sees where the two agree and is told why where not."""
+    for row in rows:
+        mine = [c for c in comparisons if c.get("metric") == row.metric and c.get("cell_id") == row.cell_id]
+        spreads = [100.0 * c["log_se"] / math.sqrt(1 / c["runs"] + 1 / c["baseline_runs"]) for c in mine
+                   if c.get("log_se") is not None and c.get("runs") and c.get("baseline_runs")]
+        row.verdict_cv_pct = statistics.median(spreads) if spreads else None
+        row.verdict_decided = any(c.get("decision") in ("pass", "fail") for c in mine)
     return rows
 
 

@@ -173,3 +173,25 @@ def test_the_probe_runs_on_the_cpus_the_engine_is_held_to_and_the_client_is_free
         engine.kill()
         engine.wait()
     assert engine_cpu_probe_ms(engine.pid) is None and engine_cpu_probe_ms(None) is None
+
+
+def test_the_foreign_limit_is_half_the_cores_the_run_left_idle_within_its_bounds():
+    from servebook.measure.host import DEFAULT_MAX_FOREIGN_CORES, MIN_FOREIGN_CORES, ForeignLimit
+
+    # the 2-core machine, llama.cpp and the client using 1.7 cores: 0.3 idle, so 0.15 may be others'
+    assert abs(ForeignLimit.of(None, 1.7, 2).cores - 0.15) < 1e-9
+    # a 16-core GPU host, vLLM using 1.5: the fixed ceiling holds, as before
+    assert ForeignLimit.of(None, 1.5, 16).cores == DEFAULT_MAX_FOREIGN_CORES
+    # a run using every core still tolerates the host's own housekeeping
+    assert ForeignLimit.of(None, 2.3, 2).cores == MIN_FOREIGN_CORES
+    # unknown use or host: the default; the plan's own figure always wins
+    assert ForeignLimit.of(None, None, 2).cores == DEFAULT_MAX_FOREIGN_CORES
+    assert ForeignLimit.of(0.8, 1.7, 2).cores == 0.8 and "plan" in ForeignLimit.of(0.8, 1.7, 2).basis
+
+
+def test_own_cores_are_the_runs_cpu_over_the_wall_time():
+    from servebook.measure.host import own_cores
+
+    before, after = CpuSample(10.0, 100.0, 50.0), CpuSample(12.0, 104.0, 53.4)
+    assert abs(own_cores(before, after) - 1.7) < 1e-9
+    assert own_cores(before, CpuSample(10.0, 100.0, 50.0)) is None

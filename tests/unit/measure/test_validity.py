@@ -227,3 +227,23 @@ def test_a_candidate_whose_every_cell_its_seats_contended_is_undecided_with_the_
         judged = [(Manifest(status="completed", run_id=f"r{i}"), c) for i, c in enumerate(frames)]
         verdict = judge_runs(judged, baseline, RULES, is_baseline=False)
         assert verdict.outcome == "inconclusive" and advice in verdict.reasons[0]
+
+
+def test_the_demos_disturbed_baseline_run_is_flagged_against_what_it_needed():
+    """Replays the demo's baseline run 043905 (issue 55): its one-request cells ran at 142-154 tok/s, the clean
+    sibling's at 262-269, while other processes used 0.39-0.47 cores, under the fixed 0.5 that passed them. The
+    engine and client used about 1.7 of the machine's 2 cores, so the run could spare 0.3: the relative limit
+    (half of that) marks every one of those cells disturbed, and a quiet cell of the same run stays valid."""
+    from servebook.measure.host import ForeignLimit
+
+    records = [record(i) for i in range(4)]
+    limit = ForeignLimit.of(None, 1.7, 2)
+    for foreign in (0.39, 0.43, 0.47):
+        fixed = cell_faults(evidence(SPEC, records, OK, foreign_cpu_cores=foreign, foreign_cpu_limit=0.5))
+        assert fixed == [], "the fixed limit let it through"
+        faults = cell_faults(evidence(SPEC, records, OK, foreign_cpu_cores=foreign, foreign_cpu_limit=limit.cores,
+                                      foreign_limit_basis=limit.basis))
+        assert [f.code for f in faults] == ["host_busy"]
+        assert "0.30 of 2 cores this run left idle" in faults[0].text
+    quiet = cell_faults(evidence(SPEC, records, OK, foreign_cpu_cores=0.04, foreign_cpu_limit=limit.cores))
+    assert quiet == []

@@ -318,17 +318,21 @@ def noise_table_for(groups: dict[str, list[RunSummary]], rules: dict | None) -> 
     """The baseline's between-run spread at every judged cell, from the baseline runs the verdicts used."""
     from ...config.rules import VerdictRules
     from ...verdicts import baseline_evidence, noise_rows
-    from ...verdicts.noise import run_seconds
+    from ...verdicts.noise import beside_verdicts, run_seconds
     from ..views import noise_table
 
     if not rules or rules.get("baseline") not in groups:
         return None
     verdict_rules = VerdictRules.model_validate(rules)
-    runs = [s for s in groups[rules["baseline"]] if s.cells]
+    events = [s.verdicts[-1] for group in groups.values() for s in group[-1:] if s.verdicts]
+    dropped = {run for event in events for run in event.get("outlier_runs") or []}
+    runs = [s for s in groups[rules["baseline"]] if s.cells and s.run_id not in dropped]
     rows = noise_rows(baseline_evidence([s.blocked_cells() for s in runs]), verdict_rules,
                       run_seconds=[t for t in (run_seconds(s.started_at, s.finished_at) for s in runs)
                                    if t is not None])
-    return noise_table(rows) if rows else None
+    compared = [c for label, group in groups.items() if label != rules["baseline"]
+                for event in [s.verdicts[-1] for s in group[-1:] if s.verdicts] for c in event.get("comparisons") or []]
+    return noise_table(beside_verdicts(rows, compared)) if rows else None
 
 
 #: what the study page prints under its figures
