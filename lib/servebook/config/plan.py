@@ -200,7 +200,7 @@ class Plan(ShownAsYaml, _Strict):
                                           "preemptions) from /metrics this often while each cell runs; 0: off")
     max_foreign_cpu_cores: float | None = Field(
         None, gt=0, description="CPU other processes may use during a cell before it counts as disturbed "
-                                "(default: half the cores the run leaves idle, within 0.1 and 0.5 cores)")
+                                "(default: half the cores the run leaves idle, within 0.2 and 0.5 cores)")
     remeasure_disturbed: int = Field(
         1, ge=0, le=3, description="times a cell is measured again when its only faults are the host's (other "
                                    "processes' load, a client that stalled or fell behind): evidence lost, not a "

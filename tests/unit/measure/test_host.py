@@ -178,8 +178,8 @@ def test_the_probe_runs_on_the_cpus_the_engine_is_held_to_and_the_client_is_free
 def test_the_foreign_limit_is_half_the_cores_the_run_left_idle_within_its_bounds():
     from servebook.measure.host import DEFAULT_MAX_FOREIGN_CORES, MIN_FOREIGN_CORES, ForeignLimit
 
-    # the 2-core machine, llama.cpp and the client using 1.7 cores: 0.3 idle, so 0.15 may be others'
-    assert abs(ForeignLimit.of(None, 1.7, 2).cores - 0.15) < 1e-9
+    # the 2-core machine, llama.cpp and the client using 1.3 cores: 0.7 idle, so 0.35 may be others'
+    assert abs(ForeignLimit.of(None, 1.3, 2).cores - 0.35) < 1e-9
     # a 16-core GPU host, vLLM using 1.5: the fixed ceiling holds, as before
     assert ForeignLimit.of(None, 1.5, 16).cores == DEFAULT_MAX_FOREIGN_CORES
     # a run using every core still tolerates the host's own housekeeping
