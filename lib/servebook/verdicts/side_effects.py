@@ -179,7 +179,10 @@ def side_effects(runs: list[pd.DataFrame], baseline_runs: list[pd.DataFrame], ru
             if tail is not None:
                 effect.tail_samples, effect.tail_needed, effect.tail_p = tail.n, tail.needed, tail.p
             found.append(effect)
-    return sorted(found, key=lambda e: (not e.worse, e.tail is not None, -e.size))
+    # sizes rounded: a prefill cell's TTFT and E2E p50 are one figure apart by 1e-13, and the last bits differ between
+    # numpy builds; ties then read in the figures' own order, so every machine lists them alike
+    order = {figure.column: i for i, figure in enumerate(FIGURES)}
+    return sorted(found, key=lambda e: (not e.worse, e.tail is not None, -round(e.size, 9), order[e.column], e.cell_id))
 
 
 def _beyond_noise(figure: Figure, row: dict, values: list[tuple[Block, float]], baseline: list[tuple[Block, float]],
