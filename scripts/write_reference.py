@@ -1,5 +1,6 @@
-"""Write the reference generated from the code: the CLI reference (docs/reference/cli.md, from the typer app) and
-the JSON Schemas of a candidate, a plan and a study (lib/servebook/data/schemas/, from the pydantic models).
+"""Write the reference generated from the code: the CLI reference (docs/reference/cli.md, from the typer app), the
+metrics reference (docs/reference/metrics.md, from the metrics' definitions) and the JSON Schemas of a candidate, a
+plan and a study (lib/servebook/data/schemas/, from the pydantic models).
 
     .venv/bin/python scripts/write_reference.py           # write every file that changed
     .venv/bin/python scripts/write_reference.py --check   # write nothing; exit 1 naming the stale files

@@ -66,10 +66,25 @@ def test_the_script_checks_and_writes_every_generated_file(tmp_path, monkeypatch
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     assert script.main(["--check"]) == 0, f"stale generated files: run `{REGENERATE}`"
-    assert set(generated_files()) == {"docs/reference/cli.md", "lib/servebook/data/schemas/candidate.schema.json",
+    assert set(generated_files()) == {"docs/reference/cli.md", "docs/reference/metrics.md",
+                                      "lib/servebook/data/schemas/candidate.schema.json",
                                       "lib/servebook/data/schemas/plan.schema.json",
                                       "lib/servebook/data/schemas/study.schema.json"}
     monkeypatch.setattr(script, "REPO", tmp_path)
     assert script.main(["--check"]) == 1, "nothing written yet: every file is stale"
     assert script.main([]) == 0 and script.main(["--check"]) == 0
     assert (tmp_path / "docs" / "reference" / "cli.md").read_text() == cli_markdown()
+
+
+def test_the_metrics_reference_is_what_their_definitions_render_now():
+    from servebook.cli.reference import metrics_markdown
+    from servebook.config.figures import FIGURES
+    from servebook.config.metrics import METRICS
+
+    text = metrics_markdown()
+    assert (REFERENCE / "metrics.md").read_text(encoding="utf-8") == text, \
+        f"docs/reference/metrics.md is stale: run `{REGENERATE}`"
+    for name in METRICS:
+        assert f"| `{name}` |" in text, name
+    for figure in FIGURES:
+        assert f"| `{figure.column}` | {figure.words} |" in text, figure.column

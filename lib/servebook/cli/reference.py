@@ -85,10 +85,44 @@ def _anchor(heading: str) -> str:
     return "".join(c for c in heading.lower().replace(" ", "-") if c.isalnum() or c in "-_")
 
 
+METRICS_HEADER = """# Metrics reference
+
+The figures verdict rules judge and the figures a recommendation's side effects are read from, generated from their
+definitions (`config/metrics.py`, `config/figures.py`) by `python scripts/write_reference.py` (do not edit this page;
+a test fails when it is stale). How each is measured, and how it compares with the peers' figures:
+[metrics](../metrics.md).
+"""
+
+
+def metrics_markdown() -> str:
+    """The judged metrics (what a rule's `metric` may name) and the side-effect figures, one table each."""
+    from ..config.figures import FIGURES
+    from ..config.metrics import METRICS
+
+    lines = [METRICS_HEADER, "## Judged metrics", "",
+             "A verdict rule names one as `metric`; a guard too. It regresses by rising (lower is better) or by "
+             "falling; a rule narrows its cells by the selectors it allows.", "",
+             "| metric | measured by | reads as | unit | better | selectors | notes |", "|---|---|---|---|---|---|---|"]
+    for m in METRICS.values():
+        notes = [note for note in (m.where and f"where: {m.where}", m.no_selectors,
+                                   m.needs and f"needs plan.{m.kind}.{m.needs}",
+                                   m.scales and "scaling rules may judge it") if note]
+        lines.append(f"| `{m.name}` | {m.kind} | {m.words} | {m.unit or '-'} | {m.direction} | "
+                     f"{', '.join(m.selects) or '-'} | {'; '.join(notes) or '-'} |")
+    lines += ["", "## Side-effect figures", "",
+              "Every cell column below that changed beyond the noise against the baseline, where no rule judges it, is "
+              "listed beside a recommendation, worse ones first (`verdicts/side_effects.py`). Where two columns say "
+              "the same of one cell, the first listed is the one read.", "",
+              "| column | reads as | better |", "|---|---|---|"]
+    lines += [f"| `{f.column}` | {f.words} | {f.direction} |" for f in FIGURES]
+    return "\n".join(lines) + "\n"
+
+
 def generated_files() -> dict[str, str]:
-    """Every generated reference file, by its path in the repository: the CLI reference and the JSON Schemas."""
+    """Every generated reference file, by its path in the repository: the CLI and metrics references and the JSON
+    Schemas."""
     from ..config.schemas import FOLDER, schema_texts
 
-    files = {"docs/reference/cli.md": cli_markdown()}
+    files = {"docs/reference/cli.md": cli_markdown(), "docs/reference/metrics.md": metrics_markdown()}
     files.update({f"lib/servebook/data/{FOLDER}/{name}": text for name, text in schema_texts().items()})
     return files
