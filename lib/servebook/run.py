@@ -180,8 +180,12 @@ class RunContext:
 
     def identify(self) -> None:
         """Which model the engine serves and what it reports of itself, checked against the candidate."""
-        self.select_model()
-        self.record_server_info()
+        try:
+            self.select_model()
+            self.record_server_info()
+        except DiskFull as full:  # no room to record what the engine reports of itself: the run stopped at launch
+            full.at("launch")
+            raise
         self.check_pinned_version()
         # A launched server whose tokenizer servebook cannot know beforehand (a command template) is asked now;
         # an attached one was asked before anything was recorded.

@@ -51,6 +51,15 @@ def test_a_disk_that_fills_mid_run_seals_it_failed_naming_the_file_and_the_bytes
     assert not (record.dir / RESERVE).exists(), "the reserve went to the seal"
 
 
+def test_a_disk_that_fills_before_the_first_cell_fails_the_run_at_launch(tmp_path, monkeypatch):
+    fill_disk(monkeypatch, writes_of("self_report.json"))  # what the engine reports of itself, written once it is up
+    no_traceback(run(tmp_path), 1)
+    [record] = Journal(tmp_path / "journal").runs()
+    assert (record.status, record.manifest.failure.cause, record.manifest.failure.stage) == ("failed", "disk_full",
+                                                                                           "launch")
+    assert "self_report.json: the disk is full (" in record.manifest.failure.message
+
+
 def test_a_run_whose_launch_record_finds_the_disk_full_is_one_line_and_leaves_no_run(tmp_path, monkeypatch):
     fill_disk(monkeypatch, writes_of("launch.json"))
     output = no_traceback(run(tmp_path), 2)
