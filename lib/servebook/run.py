@@ -12,11 +12,10 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from .config.candidate import Candidate
 from .config.claims import Verification
-from .config.metrics import measured_by
 from .config.parameters import Seat
 from .config.plan import Plan
 from .config.secrets import Scrubber, redact_argv, redact_env
@@ -25,7 +24,7 @@ from .engines.http_client import TRANSPORT_ERRORS, engine_error
 from .engines.random_models import model_file_name
 from .engines.sizing import logged_memory_check
 from .journal import Journal, RunRecord, RunWriter, utc_now
-from .journal.manifest import EngineInfo, Environment, Failure, GateScore, Manifest, RunIdentity, Summary
+from .journal.manifest import EngineInfo, Environment, Failure, Manifest, RunIdentity, Summary
 from .launch.environment import fingerprint
 from .launch.preflight import ResolvedPaths, preflight
 from .launch.process import AttachedEngine, Engine, EngineProcess
@@ -40,11 +39,8 @@ from .launch.verify import (
     verify_attached,
     verify_claims,
 )
-from .measure.cells import CellSummary
 from .measure.drafter_watch import drafter_watch, inactive_drafter
 from .measure.endpoint import Endpoint
-from .measure.equivalence import compare_outputs
-from .measure.gates import gate_summary
 from .measure.host import pin_engine
 from .measure.log import MeasurementLog
 from .measure.loop import measure_plan
@@ -52,31 +48,8 @@ from .measure.openloop import plan_of_round
 from .measure.replicas import describe_losses
 from .measure.turns import NoTurns, Turns, turns_for
 from .util.aio import run_blocking
-from .util.errors import EngineFailed, InputError, RunInterrupted
+from .util.errors import DiskFull, EngineFailed, InputError, RunInterrupted
 from .util.progress import Reporter
-
-
-def _figures(cells: list[CellSummary], metric: Literal["aggregate_tok_s", "prefill_tok_s"]) -> dict[str, float | None]:
-    """Per cell of the kind that measures `metric`, its figure."""
-    return {c["cell_id"]: c[metric] for c in cells if c["kind"] == measured_by(metric)}
-
-
-def _summary(log: MeasurementLog) -> Summary:
-    cell_rows = log.cell_rows()
-    valid = [c for c in cell_rows if c["valid"]]
-    return Summary(
-        cells=len(cell_rows), valid_cells=len(valid),
-        invalid_cells={c["cell_id"]: c["invalid_reasons"] for c in cell_rows if not c["valid"]},
-        invalid_codes={c["cell_id"]: c["invalid_codes"].split(",") for c in cell_rows if not c["valid"]},
-        reconciled_cells=sum(1 for c in cell_rows if c["reconciliation"] == "ok"),
-        decode_aggregate_tok_s=_figures(valid, "aggregate_tok_s"),
-        prefill_tok_s=_figures(valid, "prefill_tok_s"),
-        gates={name: GateScore.model_validate(score) for name, score in gate_summary(log.gate_results).items()},
-        batch_invariance=compare_outputs(log.outputs, log.outputs, "solo", "concurrent") if log.outputs else None,
-        warmup_tok_s=[round(rate, 1) for rate in log.warmup.rates] if log.warmup else [],
-        warmup_steady=log.warmup.steady if log.warmup else None,
-        remeasured=log.remeasured,
-    )
 
 
 def _environment(candidate: Candidate, adapter: EngineAdapter, paths: ResolvedPaths, lane: str | None) -> Environment:
@@ -207,8 +180,12 @@ class RunContext:
 
     def identify(self) -> None:
         """Which model the engine serves and what it reports of itself, checked against the candidate."""
-        self.select_model()
-        self.record_server_info()
+        try:
+            self.select_model()
+            self.record_server_info()
+        except DiskFull as full:  # no room to record what the engine reports of itself: the run stopped at launch
+            full.at("launch")
+            raise
         self.check_pinned_version()
         # A launched server whose tokenizer servebook cannot know beforehand (a command template) is asked now;
         # an attached one was asked before anything was recorded.
@@ -331,20 +308,24 @@ class RunContext:
 
     def seal(self, failure: EngineFailed | None) -> RunRecord:
         """The run's manifest, last: failed, or completed with its summary (degraded, every cell kept, when one of
-        several replicas died while the others served)."""
-        self.write_raw()
+        several replicas died while the others served). A disk that fills on the way fails a run that had not
+        failed yet (disk_full), its tables as they were last written whole."""
         writer, log = self.writer, self.log
+        try:
+            self.write_raw()
+            if failure is None and log.gate_results:
+                writer.write_table("gates", [r.row() for r in log.gate_results])
+        except DiskFull as full:
+            failure = failure or full
         died = replica_record(self.engine)[1]
         if failure is not None:
             return self.seal_failed(failure)
-        if log.gate_results:
-            writer.write_table("gates", [r.row() for r in log.gate_results])
         lost = None
         if died is not None:
             lost = Failure(stage="measure", cause="replica_lost", message=f"{died}; {describe_losses(log.cell_rows())}")
             self.reporter.log(f"run {writer.run_id} DEGRADED: {lost.message}")
         writer.seal(Manifest(**self.sealed(), status="completed" if lost is None else "degraded", failure=lost,
-                             summary=_summary(log)))
+                             summary=Summary.model_validate(log.summary())))
         record = self.journal.run(writer.run_id)
         self.journal.index(write=True)
         return record
@@ -368,7 +349,8 @@ class RunContext:
         done = len(log.outcomes)
         message = (f"run {writer.run_id} interrupted after {done} cell{'s' if done != 1 else ''}; the engine was "
                    "stopped and the run sealed as interrupted, with its finished cells (verdicts leave it out)")
-        writer.seal(Manifest(**self.sealed(), status="interrupted", summary=_summary(log) if done else None,
+        summary = Summary.model_validate(log.summary()) if done else None
+        writer.seal(Manifest(**self.sealed(), status="interrupted", summary=summary,
                              failure=Failure(stage="measure" if done else "launch", cause="interrupted",
                                              message=message)))
         return RunInterrupted(message, writer.run_id)  # said once, by whoever shows the interrupt
@@ -383,7 +365,8 @@ def run_candidate(candidate: Candidate, plan: Plan, journal: Journal, *, reporte
     `run_id` lets a sweep choose the run's directory name before the notebook starts;
     `seat`: the run's place in a resident round, whose runs measure in turn (measure.turns);
     `lane`: the GPU group or node a parallel or Ray sweep placed the run on (recorded as environment.lane).
-    Bad input raises InputError before anything is recorded; an engine that fails yields a sealed `failed` run.
+    Bad input raises InputError before anything is recorded; an engine that fails, or a disk that fills, yields a
+    sealed `failed` run (DiskFull, before anything is recorded, when the disk cannot hold back what a seal needs).
     """
     run = RunContext.begin(candidate, plan, journal, reporter or Reporter(), extra_manifest=extra_manifest,
                            run_id=run_id, seat=seat, lane=lane)

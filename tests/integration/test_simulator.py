@@ -35,6 +35,11 @@ def test_clean_run_reconciles_for_every_flavor(engine, tmp_path):
     assert (cells["within_se_pct"] > 0).all(), "each cell records its figure's error from its own requests"
     assert record.manifest.environment.simulated is True
     assert record.manifest.candidate["launch"]["simulator"] is True
+    # the simulator reports its model as its engine does, and servebook's own check agrees (the llama.cpp flavour's
+    # was once contradicted by its own name: python's -m read as llama.cpp's)
+    claims = record.manifest.engine.verification.claims
+    assert claims["model"].status == "verified", claims["model"]
+    assert not [name for name, claim in claims.items() if claim.status == "contradicted"], claims
     # the baseline scrape of SGLang comes after readiness, so its counted warmup stays out of every cell
     scrapes = record.table("scrapes")
     assert not scrapes.empty

@@ -14,7 +14,8 @@ import typer.rich_utils
 from ..config import InputError
 from ..engines.llamacpp_build import EngineInstallError
 from ..journal import Journal
-from ..util.errors import EngineFailed, RunInterrupted, ServebookError
+from ..util.errors import DiskFull, EngineFailed, RunInterrupted, ServebookError
+from ..util.files import disk_full
 from ..util.terminal import make_console, markup_safe, output_width
 
 app = typer.Typer(help="Qualify LLM serving configurations; keep every run in a journal.",
@@ -143,12 +144,16 @@ def writable_folder(path: Path, flag: str = "--out") -> Path:
 
 @contextmanager
 def writing_into(path: Path, flag: str = "--out") -> Iterator[Path]:
-    """`path` checked writable first (writable_folder); an OSError under it while writing (the folder removed, the
-    disk full) is one line and exit 2 too. Errors elsewhere (reading the journal) are not this flag's."""
+    """`path` checked writable first (writable_folder); an OSError under it while writing (the folder removed) is one
+    line and exit 2 too, and so is a full disk, which a failed write() does not name: `path` is where it wrote.
+    Other errors elsewhere (reading the journal) are not this flag's."""
     writable_folder(path, flag)
     try:
         yield path
     except OSError as error:
+        full = disk_full(error, error.filename or path)
+        if full is not None:
+            raise full from error
         if not error.filename or not Path(str(error.filename)).resolve().is_relative_to(path.resolve()):
             raise
         raise InputError(f"{flag} {path}: cannot write there ({error.strerror or error}: {error.filename})") from None
@@ -163,7 +168,9 @@ def open_journal(path: Optional[str], *, create: bool = False) -> Journal:
 
 #: exit codes by error kind (any other ServebookError exits 1)
 EXIT_CODES: dict[type[ServebookError], tuple[int, str]] = {
-    InputError: (2, "error"), EngineInstallError: (3, "engine install failed"), EngineFailed: (4, "engine failed"),
+    # DiskFull before EngineFailed, its base: a run it fills is sealed failed, a command it stops exits 2
+    InputError: (2, "error"), DiskFull: (2, "error"), EngineInstallError: (3, "engine install failed"),
+    EngineFailed: (4, "engine failed"),
 }
 
 
@@ -187,10 +194,14 @@ def friendly(fn):
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except ServebookError as error:
+        except (ServebookError, OSError) as caught:
+            # a full disk is said the same wherever a command meets it: one line, naming the file where it can
+            error = caught if isinstance(caught, ServebookError) else disk_full(caught, None)
+            if error is None:
+                raise
             code, label = next((v for kind, v in EXIT_CODES.items() if isinstance(error, kind)), (1, "error"))
             err.print(f"[bold red]{label}:[/] {markup_safe(error)}", markup=True, highlight=False)
-            raise typer.Exit(code) from error
+            raise typer.Exit(code) from caught
         except KeyboardInterrupt as interrupt:
             said = str(interrupt) if isinstance(interrupt, RunInterrupted) else "the engine was stopped"
             err.print(f"[yellow]interrupted[/]: {markup_safe(said)}", markup=True, highlight=False)

@@ -8,6 +8,7 @@ disagree. Adding a knob to an engine is one field on its knob model and one entr
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
@@ -73,8 +74,26 @@ def owned(flags: Mapping[str, Flag], launch_flags: tuple[str, ...]) -> dict[str,
     return out
 
 
+#: the module that stands in for an engine (launch.simulator): `python -m SIMULATOR --flavor F -- <engine argv>`
+SIMULATOR = "servebook.engines.simulator"
+
+
+def simulated_argv(flavor: str, faults: list[str], argv: list[str]) -> list[str]:
+    """The command line that runs servebook's simulator in place of the engine `argv` starts."""
+    return [sys.executable, "-m", SIMULATOR, "--flavor", flavor, *[f"--fault={fault}" for fault in faults], "--", *argv]
+
+
+def engine_argv(argv: list[str]) -> list[str]:
+    """What the engine itself was given: `argv`, or where the simulator stands in for it, the part after its `--`
+    (python's own `-m` before it is no llama.cpp model flag)."""
+    if SIMULATOR in argv[:3] and "--" in argv:
+        return argv[argv.index("--") + 1:]
+    return argv
+
+
 def on_command_line(argv: list[str], flag: Flag) -> str | None:
     """What `argv` gave the engine for this setting ("-b 512 -ub 512"), or None when it gave nothing."""
+    argv = engine_argv(argv)
     passed = [f"{arg} {argv[i + 1]}" if i + 1 < len(argv) and not argv[i + 1].startswith("-") else arg
               for i, arg in enumerate(argv) if arg.split("=", 1)[0] in flag.spellings]
     return " ".join(passed) or None
@@ -82,4 +101,5 @@ def on_command_line(argv: list[str], flag: Flag) -> str | None:
 
 def flag_after(argv: list[str], spellings: tuple[str, ...]) -> str | None:
     """The value given after the first of `spellings` in `argv` (the model file after -m)."""
+    argv = engine_argv(argv)
     return next((argv[i + 1] for i, a in enumerate(argv[:-1]) if a in spellings), None)

@@ -15,6 +15,7 @@ import pandas as pd
 
 from ..config.slices import iso_instant
 from ..util.errors import InputError
+from ..util.files import is_disk_full
 from .index_store import INDEX_FILE, cache_path, keep, newest_kept
 from .record import RunRecord
 from .stamps import run_names, stamp_of, stamps
@@ -85,7 +86,11 @@ def refresh(root: Path, runs_dir: Path, read: Callable[[str], RunRecord], write:
         still = kept.frame[kept.frame["run_id"].isin(now.keys()) & ~kept.frame["run_id"].isin(fresh)]
         frame = _normalised(pd.concat([still, pd.DataFrame(rows, columns=_STORED)], ignore_index=True), _STORED)
     if write and runs_dir.is_dir() and (changed or not kept.from_index):
-        keep(frame, root / INDEX_FILE)
+        try:
+            keep(frame, root / INDEX_FILE)
+        except OSError as error:
+            if not is_disk_full(error):
+                raise  # a full disk keeps the index it had: it is derived, and the next read finds these runs again
     elif not write and changed:
         try:
             keep(frame, cache_path(root))

@@ -7,6 +7,8 @@ What lands is only what a run is: regular files of a run's own names (writer.is_
 source. A link is never followed (a run file linking elsewhere would copy that file into the journal and onto the
 site), and each run is read back from its copy as the journal reads runs before it lands: a run whose folder name
 is no run id, whose manifest is unreadable or whose tables are cut is refused with its reason, and the rest import.
+A run lands whole or not at all: its copy is made in a hidden `.import-<id>` folder, removed whatever stops it (a
+full disk included, which stops the import: the runs copied before it stay).
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config.names import is_safe_name
-from ..util.errors import InputError
+from ..util.errors import DiskFull, InputError
+from ..util.files import disk_full, naming_disk_full
 from .record import inspect_run, read_manifest
 from .store import Journal
 from .writer import EVENT_FOLDERS, MANIFEST, is_run_file
@@ -80,6 +83,10 @@ def import_runs(journal: Journal, source: Path) -> Imported:
                 with tarfile.open(source) as archive:
                     archive.extractall(folder, filter="data")
             except _ARCHIVE_ERRORS as error:
+                full = disk_full(error, folder)
+                if full is not None:  # no fault of the archive's: where it is unpacked has no room
+                    raise full.leaving(f"journal import unpacks {source.name} there first; set TMPDIR to a folder "
+                                       "with room") from None
                 raise InputError(f"journal import: {source} is not a whole, readable archive of a journal "
                                  f"({type(error).__name__}: {error}; a copy cut off in transfer reads so)") from None
             return _import_dir(journal, _journal_root(Path(folder), source), str(source))
@@ -118,6 +125,9 @@ def _import_dir(journal: Journal, root: Path, label: str) -> Imported:
             _import_run(journal, run, done)
         except Refused as why:
             done.refused.append(f"{ascii(entry.name)[1:-1]}: {why}")
+        except DiskFull as full:  # the runs copied stay, whole; nothing of this one does
+            raise full.leaving(f"journal import stopped at run {entry.name}, of which nothing was kept; "
+                               f"{len(done.copied)} runs copied before it") from None
     return done
 
 
@@ -135,7 +145,8 @@ def _import_run(journal: Journal, run: Path, done: Imported) -> None:
     partial = journal.runs_dir / f".import-{run.name}"
     shutil.rmtree(partial, ignore_errors=True)
     try:
-        left_out = _copy_run_files(run, partial)
+        with naming_disk_full(journal.runs_dir):
+            left_out = _copy_run_files(run, partial)
         _check_copy(partial)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)  # nothing of a refused run stays behind

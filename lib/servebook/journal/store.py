@@ -17,14 +17,14 @@ import pandas as pd
 
 from ..config.names import is_safe_name
 from ..config.secrets import Scrubber
-from ..util.errors import InputError
+from ..util.errors import DiskFull, InputError
 from ..util.files import atomic_write_bytes
 from ..util.paths import locate
 from ..util.render import Block, Renderable, Text
 from .index import INDEX_COLUMNS, refresh, select
 from .listing import listing_blocks
 from .record import Damage, RunRecord, inspect_run, read_manifest
-from .writer import MANIFEST, RunSealed, RunWriter, utc_now
+from .writer import MANIFEST, RESERVE_BYTES, RunSealed, RunWriter, utc_now
 
 __all__ = ["INDEX_COLUMNS", "Damage", "Journal", "RunRecord", "RunSealed", "RunWriter", "read_manifest", "utc_now"]
 
@@ -142,7 +142,14 @@ class Journal(Renderable):
         except FileExistsError:
             if any(directory.iterdir()):
                 raise InputError(f"run {run_id} already exists in {self.root}; run ids are never reused") from None
-        return RunWriter(directory, scrubber, on_write=self._push if self.mirror is not None else None)
+        writer = RunWriter(directory, scrubber, on_write=self._push if self.mirror is not None else None)
+        try:
+            writer.reserve()  # a disk too full to seal a run on starts none there
+        except DiskFull as full:
+            writer.abandon()
+            raise DiskFull(str(self.runs_dir), full.free, quota=full.quota, leaving=f"no run started (a run holds "
+                           f"{RESERVE_BYTES // 1024} KiB back to seal itself)") from full
+        return writer
 
     def add_notebook(self, run_id: str, data: bytes, scrubber: Scrubber | None = None) -> Path:
         """The executed notebook, added beside a run's files in one atomic, durable, scrubbed write."""

@@ -1,6 +1,11 @@
 """Writing one run: every byte scrubbed of secrets, every file atomic, the manifest last.
 
 The writer owns the run's file names: nothing outside the journal spells `cells.parquet` or `launch.json`.
+
+A full disk (or quota) is a DiskFull naming the file and the bytes left, whichever write meets it. So that a run
+whose disk fills can still be sealed `failed` with that cause, the writer holds a reserve from the start (a hidden
+file of allocated blocks, RESERVE_BYTES) and gives it back just before the manifest is written: the seal's few
+small writes fit in it. A run that cannot take the reserve is not started; a run killed before its seal keeps it.
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ from typing import Any
 import pandas as pd
 
 from ..config.secrets import Scrubber
-from ..util.files import atomic_write_bytes, fsync_dir, fsync_file, temp_beside
+from ..util.errors import DiskFull
+from ..util.files import atomic_write_bytes, fsync_dir, fsync_file, naming_disk_full, reserve_space, temp_beside
 from .manifest import Manifest, RunIdentity
 
 #: the files of a run, by what they hold (see design.md, the journal contract)
@@ -27,6 +33,10 @@ ENGINE_LOG = "engine.log"
 NOTEBOOK = "notebook.ipynb"
 SERVER_INFO = "server_info.json"
 VERDICTS = "verdicts"
+#: the blocks a run holds back for its seal (a failed run's manifest with its log tail is 5-30 KB; the rest is slack
+#: for the manifest's temporary file, a folder that grows a block, and a filesystem's larger blocks)
+RESERVE = ".seal-reserve"
+RESERVE_BYTES = 256 * 1024
 
 
 def table_file(name: str) -> str:
@@ -84,9 +94,18 @@ class RunWriter:
         """Where a file others write into the run goes (a compose file the engine's tools read)."""
         return self.dir / name
 
+    def reserve(self) -> None:
+        """Hold back the blocks the seal needs (DiskFull when the disk cannot spare them: start no run there)."""
+        reserve_space(self.dir / RESERVE, RESERVE_BYTES)
+
     def write_launch(self, record: dict[str, Any]) -> Path:
-        """launch.json: who the run is and what starts it, written when it starts (an unsealed run shows it)."""
-        return self.write_json(LAUNCH, record)
+        """launch.json: who the run is and what starts it, written when it starts (an unsealed run shows it). The
+        run's first record: a run that cannot write it is removed, not left without it."""
+        try:
+            return self.write_json(LAUNCH, record)
+        except DiskFull:
+            self.abandon()
+            raise
 
     def discard_table(self, name: str) -> None:
         """Drop a table written on the way (a failed run keeps its raw rows, not its cell figures)."""
@@ -126,16 +145,17 @@ class RunWriter:
             for column in frame.select_dtypes(include=[object, "string"]).columns:  # str columns too, pandas 3
                 frame[column] = frame[column].map(lambda v: self.scrubber.text(v) if isinstance(v, str) else v)
         path = self.dir / table_file(name)
-        fd, tmp = temp_beside(path)
-        os.close(fd)
-        try:
-            frame.to_parquet(tmp, index=False)
-            with open(tmp, "rb") as f:
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        with naming_disk_full(path):
+            fd, tmp = temp_beside(path)
+            os.close(fd)
+            try:
+                frame.to_parquet(tmp, index=False)
+                with open(tmp, "rb") as f:
+                    os.fsync(f.fileno())
+                os.replace(tmp, path)
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
         self.on_write(path)
         return path
 
@@ -143,16 +163,20 @@ class RunWriter:
         """Write manifest.json last: from this moment the run is sealed and never rewritten."""
         self._check_open()
         manifest = manifest.model_copy(update={"run_id": self.run_id, "sealed_at": utc_now()})
-        self._scrub_text_files()
-        self._complete_cells()
-        for path in self.dir.iterdir():  # every file written so far is durable before the manifest says so
-            if path.is_file() and not path.name.startswith("."):
-                fsync_file(path)
-                self.on_write(path)  # on a remote journal: every file is on the store before the manifest
-        fsync_dir(self.dir)
+        (self.dir / RESERVE).unlink(missing_ok=True)  # its blocks are the seal's, on a disk that has filled
         path = self.dir / MANIFEST
-        data = self.scrubber.json(json.loads(manifest.to_json()))
-        atomic_write_bytes(path, self.scrubber.bytes(_dumps(data)))
+        try:
+            self._scrub_text_files()
+            self._complete_cells()
+            for written in self.dir.iterdir():  # every file written so far is durable before the manifest says so
+                if written.is_file() and not written.name.startswith("."):
+                    fsync_file(written)
+                    self.on_write(written)  # on a remote journal: every file is on the store before the manifest
+            fsync_dir(self.dir)
+            data = self.scrubber.json(json.loads(manifest.to_json()))
+            atomic_write_bytes(path, self.scrubber.bytes(_dumps(data)))
+        except DiskFull as full:  # not even the reserve held it (another writer took the blocks it gave back)
+            raise full.leaving(f"run {self.run_id} is left unsealed (incomplete)") from full
         fsync_dir(self.dir.parent)
         self.on_write(path)
         return path
@@ -182,14 +206,15 @@ class RunWriter:
             return
         for name, values in found.items():
             cells = cells.append_column(name, pa.array(values, type=pa.float64()))
-        fd, tmp = temp_beside(path)
-        os.close(fd)
-        try:
-            pq.write_table(cells, tmp)
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        with naming_disk_full(path):
+            fd, tmp = temp_beside(path)
+            os.close(fd)
+            try:
+                pq.write_table(cells, tmp)
+                os.replace(tmp, path)
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
 
     def _scrub_text_files(self) -> None:
         """Files others wrote into the run (the engine's log, compose output) are scrubbed before sealing;

@@ -16,6 +16,7 @@ from pathlib import Path
 from ..config.candidate import Candidate
 from ..config.errors import InputError
 from ..engines import get_engine, known_engines
+from ..engines.flags import SIMULATOR
 from ..engines.model_specs import ModelFormat
 from ..util.progress import Reporter
 from .process import PortInUse, ensure_port_free
@@ -148,7 +149,7 @@ def other_engine_processes(proc: Path = Path("/proc")) -> list[tuple[int, str]]:
         if state == "Z" or not argv or not argv[0]:
             continue
         head = b" ".join(argv[:4])
-        if any(marker in head for marker in markers) and b"servebook.engines.simulator" not in head:
+        if any(marker in head for marker in markers) and SIMULATOR.encode() not in head:
             found.append((int(entry.name), b" ".join(argv).decode(errors="replace")[:160]))
     return found
 

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import os
 import threading
+from io import FileIO
 from pathlib import Path
 
 from ..config.secrets import Scrubber
+from ..util.errors import DiskFull
+from ..util.files import disk_full
 
 _READ_BYTES = 1 << 16
 #: how long a stopped engine's last output may take to reach the log (a grandchild may hold the pipe open)
@@ -27,6 +30,8 @@ class ScrubbedLog(threading.Thread):
         self.fd, self.path, self.scrubber = fd, path, scrubber
         # a secret split between two reads must be whole before it is scrubbed: this many of the last bytes wait
         self.hold = max(len(v.encode()) for v in scrubber.values) - 1 if scrubber.values else 0
+        #: the full disk the log stopped at (its output since then dropped), if it did
+        self.lost_to: DiskFull | None = None
 
     def run(self) -> None:
         pending = b""
@@ -38,12 +43,24 @@ class ScrubbedLog(threading.Thread):
                     # keeps its last bytes back, since a secret may begin there and end in the next read.
                     cut = len(pending) if pending.endswith(b"\n") else max(0, len(pending) - self.hold)
                     if cut:
-                        log.write(pending[:cut])
+                        self._write(log, pending[:cut])
                         pending = pending[cut:]
                 if pending:
-                    log.write(self.scrubber.bytes(pending))
+                    self._write(log, self.scrubber.bytes(pending))
         finally:
             os.close(self.fd)
+
+    def _write(self, log: FileIO, data: bytes) -> None:
+        """Output the disk has no room for is dropped, and the pipe still read: an engine whose output is not read
+        blocks on its next line, and a run's own next write meets the full disk and fails the run, saying why."""
+        if self.lost_to is not None:
+            return
+        try:
+            log.write(data)
+        except OSError as error:
+            self.lost_to = disk_full(error, self.path)
+            if self.lost_to is None:
+                raise
 
     def drain(self, timeout_s: float = DRAIN_S) -> None:
         """Wait for the engine's last output to be in the log (its tail names a failure's cause)."""

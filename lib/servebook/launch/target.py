@@ -5,13 +5,13 @@ sent, read from the environment."""
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..config.candidate import Candidate
 from ..config.errors import InputError
 from ..engines import EngineAdapter
+from ..engines.flags import simulated_argv
 from .preflight import ResolvedPaths
 from .process import free_port
 from .replicas import ReplicaPlan, plan_replicas
@@ -87,7 +87,4 @@ def local_argv(candidate: Candidate, adapter: EngineAdapter, paths: ResolvedPath
                         binary=binary, backend=paths.backend)
     if api_key and adapter.api_key_flag:
         argv += [adapter.api_key_flag, api_key]  # launch.json and the manifest get the redacted argv
-    if launch.simulator:
-        argv = [sys.executable, "-m", "servebook.engines.simulator", "--flavor", candidate.engine,
-                *[f"--fault={fault}" for fault in launch.sim_faults], "--", *argv]
-    return argv
+    return simulated_argv(candidate.engine, launch.sim_faults, argv) if launch.simulator else argv

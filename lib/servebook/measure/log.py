@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
+from ..config.metrics import measured_by
 from ..engines.counters import Scrape
 from .cells import CellSpec, CellSummary
 from .client import RequestRecord
-from .gates import GateResult
+from .equivalence import compare_outputs
+from .gates import GateResult, gate_summary
 from .warmup import WarmupTrace
+
+
+def _figures(cells: list[CellSummary], metric: Literal["aggregate_tok_s", "prefill_tok_s"]) -> dict[str, float | None]:
+    """Per cell of the kind that measures `metric`, its figure."""
+    return {c["cell_id"]: c[metric] for c in cells if c["kind"] == measured_by(metric)}
 
 
 @dataclass
@@ -76,3 +83,22 @@ class MeasurementLog:
 
     def cell_rows(self) -> list[CellSummary]:
         return [o.summary for o in self.outcomes] + self.derived
+
+    def summary(self) -> dict[str, Any]:
+        """What the run's manifest sums up of this measurement (the fields of journal.manifest.Summary)."""
+        cell_rows = self.cell_rows()
+        valid = [c for c in cell_rows if c["valid"]]
+        return {
+            "cells": len(cell_rows), "valid_cells": len(valid),
+            "invalid_cells": {c["cell_id"]: c["invalid_reasons"] for c in cell_rows if not c["valid"]},
+            "invalid_codes": {c["cell_id"]: c["invalid_codes"].split(",") for c in cell_rows if not c["valid"]},
+            "reconciled_cells": sum(1 for c in cell_rows if c["reconciliation"] == "ok"),
+            "decode_aggregate_tok_s": _figures(valid, "aggregate_tok_s"),
+            "prefill_tok_s": _figures(valid, "prefill_tok_s"),
+            "gates": gate_summary(self.gate_results),
+            "batch_invariance": compare_outputs(self.outputs, self.outputs, "solo", "concurrent") if self.outputs
+            else None,
+            "warmup_tok_s": [round(rate, 1) for rate in self.warmup.rates] if self.warmup else [],
+            "warmup_steady": self.warmup.steady if self.warmup else None,
+            "remeasured": self.remeasured,
+        }

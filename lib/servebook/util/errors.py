@@ -6,6 +6,8 @@ prose for the reader. The CLI and the notebooks catch `ServebookError` once and 
 
 from __future__ import annotations
 
+import errno
+import os
 from typing import Literal, get_args
 
 #: Why a run has no numbers. One closed list: adapters classify into it, the manifest stores it.
@@ -14,7 +16,10 @@ FailureCause = Literal["bad_flag", "out_of_memory", "model_load", "model_not_ser
                        # not a failure of the engine: the user stopped the run (it is sealed `interrupted`)
                        "interrupted",
                        # one replica of several died (launch.replicas): the run is sealed `degraded`, its cells kept
-                       "replica_lost"]
+                       "replica_lost",
+                       # not the engine's either: the run's disk filled (or its quota), so its tables stop where they
+                       # were last written whole
+                       "disk_full"]
 FAILURE_CAUSES: tuple[str, ...] = get_args(FailureCause)
 
 #: The stage a failed run stopped in.
@@ -49,6 +54,26 @@ class EngineFailed(ServebookError):
         if self.stage is None:
             self.stage = stage
         return self
+
+
+class DiskFull(EngineFailed, OSError):
+    """A write found its disk full (ENOSPC) or its quota used up (EDQUOT): the path it wrote and the bytes left there.
+    A run it happens in is sealed `failed` with this cause; a command says it in one line (exit 2). Still an OSError,
+    so what handles a failed write handles this one too."""
+
+    def __init__(self, path: str, free: int | None, *, quota: bool = False, leaving: str = ""):
+        what = "the disk quota is used up" if quota else "the disk is full"
+        super().__init__("disk_full", f"{path}: {what}" + (f" ({free:,} bytes free)" if free is not None else "")
+                         + (f"; {leaving}" if leaving else ""))
+        self.errno = errno.EDQUOT if quota else errno.ENOSPC  # an OSError like the one it stands for
+        self.strerror, self.filename, self.free, self.quota = os.strerror(self.errno), path, free, quota
+
+    def __str__(self) -> str:  # not OSError's "[Errno 28] ...": the path, what is full and the bytes left
+        return self.message
+
+    def leaving(self, what: str) -> "DiskFull":
+        """The same full disk, saying what it left behind ("run X is left incomplete")."""
+        return DiskFull(self.filename, self.free, quota=self.quota, leaving=what)
 
 
 class GateFailed(ServebookError):

@@ -1,10 +1,17 @@
-"""Files that are either whole or absent: atomic writes with fsync, and reading a log's tail."""
+"""Files that are either whole or absent: atomic writes with fsync, and reading a log's tail; a full disk said as
+one error naming the path and the bytes left."""
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+from .errors import DiskFull
 
 
 def _process_umask() -> int:
@@ -46,6 +53,67 @@ def fsync_file(path: Path) -> None:
         os.fsync(f.fileno())
 
 
+#: a full disk, and a user's quota used up: the same to whoever writes
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def free_bytes(path: Path | str) -> int | None:
+    """The bytes this user may still write on the filesystem holding `path` (its nearest folder that exists)."""
+    folder = Path(path)
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        return shutil.disk_usage(folder).free
+    except OSError:
+        return None
+
+
+def is_disk_full(error: BaseException) -> bool:
+    """Whether `error` is a write that found its disk full or its quota used up."""
+    return isinstance(error, OSError) and error.errno in _FULL
+
+
+def disk_full(error: BaseException, path: Path | str | None) -> DiskFull | None:
+    """`error` as a DiskFull naming `path` (else the file the error names); None when it is no full disk or quota.
+    A failed write() names no file (pyarrow's neither): the caller says what it was writing."""
+    if isinstance(error, DiskFull):
+        return error
+    if not isinstance(error, OSError) or not is_disk_full(error):
+        return None
+    where = path if path is not None else error.filename
+    return DiskFull(str(where or "a write"), free_bytes(where) if where else None, quota=error.errno == errno.EDQUOT)
+
+
+@contextmanager
+def naming_disk_full(path: Path | str) -> Iterator[None]:
+    """A full disk or quota met inside raised as DiskFull naming `path`; other errors as they are."""
+    try:
+        yield
+    except OSError as error:
+        full = disk_full(error, path)
+        if full is None or full is error:
+            raise
+        raise full from error
+
+
+def reserve_space(path: Path, size: int) -> None:
+    """A hidden file of `size` bytes whose blocks are allocated now: deleting it later gives them back, so a last
+    small write (a run's manifest) still fits once the disk has filled. DiskFull if the disk cannot spare them."""
+    try:
+        with naming_disk_full(path), open(path, "wb") as f:
+            try:
+                os.posix_fallocate(f.fileno(), 0, size)
+            except (OSError, AttributeError) as error:  # AttributeError: a system without it (macOS)
+                if getattr(error, "errno", None) in _FULL:
+                    raise
+                f.write(bytes(size))  # a filesystem without fallocate: zeros allocate the blocks as well
+                f.flush()
+                os.fsync(f.fileno())
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+
+
 def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True, make_parent: bool = True) -> None:
     """Write to a temporary file beside `path`, then rename it over `path`: readers never see half a file.
 
@@ -53,20 +121,21 @@ def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True, make_pa
     needs that; a rebuildable site page does not).
     """
     path = Path(path)
-    if make_parent:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = temp_beside(path)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            if durable:
-                f.flush()
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with naming_disk_full(path):
+        if make_parent:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = temp_beside(path)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                if durable:
+                    f.flush()
+                    os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
     if durable:
         fsync_dir(path.parent)
 

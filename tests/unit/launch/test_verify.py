@@ -1,6 +1,7 @@
 """Attach mode checks claims against the engine's self-report (recorded shapes of llama.cpp and SGLang)."""
 
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -84,3 +85,24 @@ def test_a_launched_engine_s_unreported_setting_shows_the_flag_servebook_passed(
     assert shown["knobs.chunk_size"] == Claim(status="on_command_line", value="-b 256 -ub 256", source="command_line")
     assert claim_text(shown["knobs.chunk_size"]) == "set on the command line: -b 256 -ub 256 (the server does not report it)"
     assert shown["knobs.max_running_requests"].status == "verified"  # what the server reports stays verified
+
+
+def test_the_simulator_standing_in_for_llamacpp_is_given_the_model_the_candidate_names():
+    """The simulator runs as `python -m servebook.engines.simulator ... -- llama-server -m MODEL`: python's own -m
+    is not the model (read as one, the simulator's model was reported contradicted by its own name)."""
+    from servebook.launch.target import local_argv
+    from servebook.launch.verify import launched_claims
+    from tests.helpers.candidates import simulated
+
+    candidate, adapter = simulated("llamacpp"), get_engine("llamacpp")
+    paths = SimpleNamespace(model_path="tiny:target", draft_path=None, backend=None, engine_binary=None)
+    argv = local_argv(candidate, adapter, paths, None, 8080)
+    assert argv[1:3] == ["-m", "servebook.engines.simulator"]
+    assert adapter.model_file(argv) == "tiny:target"
+    # what the simulator reports in llama.cpp's /props shape: the -m it was given
+    props = {"total_slots": 4, "model_path": "tiny:target", "model_alias": "tiny:target"}
+    found, wrong = verify_claims(candidate, SelfReport(["tiny:target"], adapter.reported_settings({"/props": props})),
+                                 adapter.model_file(argv))
+    assert wrong == [] and found["model"] == Claim(status="verified", value="tiny:target", source="self_report")
+    shown = launched_claims(found, adapter, argv)
+    assert shown["knobs.max_running_requests"].status == "verified"
