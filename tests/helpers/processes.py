@@ -98,3 +98,65 @@ def command_line(pid: int) -> str:
 def senders_of(pid: int) -> set[int]:
     """The sending processes (measure.senders) below `pid`: multiprocessing's spawned children."""
     return {p for p in alive(descendants(pid)) if "spawn_main" in command_line(p)}
+
+
+class Freezer:
+    """A process group stopped (SIGSTOP) for `seconds` and let go on (SIGCONT), as a hung router or replica: on a
+    thread, once `ready()` says the moment has come (polled every 50 ms, `within_s` at most). `find()` names the
+    process whose group is stopped (None: not started yet). The group is always continued, also when the test
+    fails, so that the run can stop it; one that never came to it gives up when the `with` block ends."""
+
+    def __init__(self, find, ready, seconds: float, within_s: float = 120.0):
+        import threading
+
+        self.find, self.ready, self.seconds, self.within_s = find, ready, seconds, within_s
+        self.stopped_pgid: int | None = None
+        self.error: BaseException | None = None
+        self._over = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="freezer", daemon=True)
+
+    def __enter__(self) -> "Freezer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._over.set()
+        self._thread.join(self.seconds + 1.0)
+
+    def _run(self) -> None:
+        import os
+        import signal
+        import time
+
+        deadline = time.monotonic() + self.within_s
+        try:
+            while time.monotonic() < deadline and not self._over.is_set():
+                pid = self.find()
+                if pid is not None and self.ready():
+                    pgid = os.getpgid(pid)
+                    assert pgid != os.getpgrp(), "the frozen process must lead a group of its own"
+                    os.killpg(pgid, signal.SIGSTOP)
+                    self.stopped_pgid = pgid
+                    try:
+                        time.sleep(self.seconds)
+                    finally:
+                        os.killpg(pgid, signal.SIGCONT)
+                    return
+                time.sleep(0.05)
+        except BaseException as error:  # noqa: BLE001 - reported by the test, not lost on the thread
+            self.error = error
+
+
+def metric(base_url: str, name: str) -> float:
+    """A sample's value from a server's /metrics (0 where it does not answer or has no such sample)."""
+    try:
+        text = httpx.get(f"{base_url}/metrics", timeout=1).text
+    except httpx.HTTPError:
+        return 0.0
+    return next((float(line.split()[-1]) for line in text.splitlines() if line.startswith(name)), 0.0)
+
+
+def router_below(pid: int) -> int | None:
+    """The router process (launch.replicas) started below `pid`: `python -m sglang_router.launch_router` until it
+    names itself `sglang::router`."""
+    return next((p for p in sorted(alive(descendants(pid))) if "router" in command_line(p)), None)

@@ -127,3 +127,40 @@ def test_a_load_sent_from_two_processes_keeps_one_schedule(tmp_path):
     # above as valid, allows 5% beyond 50 ms
     assert lag_ms.median() < 10 and lag_ms.quantile(0.9) < 25
     assert (requests["t_send"] >= requests["t_due"] - 1e-3).all()  # none left before it was due
+
+
+def _probe_into_a_crash(tmp_path, **load):
+    """A capacity probe of over 100 requests at 4/s into the simulator, which crashes once it has streamed 40
+    measured tokens: in the probe's second request."""
+    plan = Plan.model_validate({
+        "decode": None, "prefill": None, "warmup_requests": 0, "max_foreign_cpu_cores": TOLERANT_CORES,
+        "load": {"warmup_s": 0.5, "prompt_tokens": 64, "output_tokens": 32, **load},
+        "slo": {"ttft_s": 1.0, "attainment": 0.9},
+        "capacity": {"low_rps": 4, "max_probes": 2, "probe_s": 30, "min_requests": 100, "narrowing_requests": 100}})
+    record = run_candidate(simulated("vllm", "crash_mid_stream"), plan, Journal(tmp_path), reporter=QUIET)
+    assert record.status == "failed" and record.manifest.failure.cause == "crash", record.manifest.failure
+    return plan, record
+
+
+def test_a_probe_into_an_engine_that_died_stops_sending_and_fails_the_run_with_the_death(tmp_path):
+    """Issue 56: an engine that crashed 1 s into a capacity probe of 124 requests at 4/s was told dead only once the
+    probe's whole schedule had been sent into it (34.9 s). A failed request has the engine's liveness checked, and a
+    dead engine stops the schedule: the run fails with the crash, most of the probe unsent."""
+    from servebook.measure.openloop import probe_window
+
+    plan, record = _probe_into_a_crash(tmp_path)
+    window = probe_window(plan.load, 4, 30, 100)
+    scheduled = len(schedule(plan.load.model_copy(update={"duration_s": window}), 4))
+    sent = record.table("requests")
+    assert scheduled > 100 and 0 < len(sent) < scheduled / 2, (len(sent), scheduled)
+    assert sent["error"].notna().any(), "the requests the death failed are kept"
+
+
+def test_senders_into_an_engine_that_died_are_stopped(tmp_path):
+    """The same probe sent from two processes: their parent hears nothing of their requests, so it checks the
+    engine while they send, and stops them once it is dead; their shares come back failed, saying so."""
+    from servebook.measure.senders import ENGINE_DIED
+
+    _, record = _probe_into_a_crash(tmp_path, client_processes=2)
+    sent = record.table("requests")
+    assert (sent["error"] == ENGINE_DIED).any(), sent["error"].value_counts()

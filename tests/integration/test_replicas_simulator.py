@@ -8,6 +8,7 @@ import pytest
 
 from servebook.config import Plan
 from servebook.journal import Journal
+from servebook.measure.validity import only_disturbed
 from servebook.run import run_candidate
 from tests.helpers.candidates import QUIET, make_candidate
 from tests.helpers.processes import servers_on_port
@@ -69,3 +70,72 @@ def test_a_killed_replica_seals_a_degraded_run_the_journal_lists_and_a_verdict_c
     assert list(journal.select(status="degraded")["run_id"]) == [record.run_id], "listed and filterable as such"
     verdict = judge_runs([(record.manifest, cells)], [], VerdictRules(), is_baseline=True)
     assert verdict.outcome == "failed" and verdict.reasons[0].startswith("replica_lost: replica 0")
+
+
+def _consecutive_free_ports(n: int) -> int:
+    """The first of `n` consecutive ports free now (replicas take consecutive ports from launch.port)."""
+    import socket
+
+    from servebook.launch.process import free_port
+
+    for _ in range(50):
+        first = free_port()
+        sockets = [socket.socket() for _ in range(1, n)]
+        try:
+            for k, sock in enumerate(sockets, start=1):
+                sock.bind(("127.0.0.1", first + k))
+            return first
+        except OSError:
+            continue
+        finally:
+            for sock in sockets:
+                sock.close()
+    raise AssertionError("no consecutive free ports")
+
+
+#: a cell long enough that a freeze a few requests in ends inside it: 4 streams of 40 requests each
+STALL_PLAN = Plan.model_validate({"decode": {"concurrency": [4], "categories": ["prose"], "output_tokens": 32,
+                                             "rounds": 40, "realism_probes": 0}, "prefill": None,
+                                  "warmup_requests": 0, "max_foreign_cpu_cores": 4, "remeasure_disturbed": 0})
+
+
+def _stalled_cell(tmp_path, *, router: bool, freeze_router: bool):
+    """The stall plan's cell, measured while the router (or replica 0) is stopped for 7 s once replica 0 has
+    finished 10 requests of the cell."""
+    import os
+
+    from tests.helpers.processes import Freezer, metric, router_below
+
+    port = _consecutive_free_ports(2)
+    launch = {"simulator": True, "ready_timeout_s": 10, "replicas": 2, "port": port}
+    if router:
+        launch["router"] = {"kind": "sglang-router", "policy": "round_robin"}
+    candidate = make_candidate("llamacpp", name="sim-frozen", knobs={"max_running_requests": 4}, launch=launch)
+    replica0 = f"http://127.0.0.1:{port}"
+    find = (lambda: router_below(os.getpid())) if freeze_router else \
+        (lambda: next(iter(servers_on_port(port)), None))
+    ready = lambda: metric(replica0, "llamacpp:tokens_predicted_total") >= 10 * 32 \
+        and metric(replica0, "llamacpp:requests_processing") >= 1
+    with Freezer(find, ready, seconds=7.0) as freezer:
+        record = run_candidate(candidate, STALL_PLAN, Journal(tmp_path), reporter=QUIET)
+    assert freezer.error is None and freezer.stopped_pgid is not None, "the freeze happened mid-cell"
+    assert record.status == "completed", record.manifest.failure
+    [cell] = record.table("cells").to_dict("records")
+    return cell
+
+
+def test_a_router_stopped_mid_cell_makes_the_cell_invalid_as_stalled(tmp_path):
+    """Issue 56: a router stopped (SIGSTOP) mid-cell and let go on was waited out, and the cell, its throughput a
+    fraction of the same shape's, was sealed valid. Every stream fell silent at once: the cell stalled."""
+    cell = _stalled_cell(tmp_path, router=True, freeze_router=True)
+    assert not cell["valid"] and "stalled" in cell["invalid_codes"].split(","), cell["invalid_reasons"]
+    assert "no stream received anything for" in cell["invalid_reasons"]
+    assert not only_disturbed(cell["invalid_codes"].split(",")), "the deployment's fault, not the host's"
+
+
+def test_a_replica_stopped_mid_cell_is_named_as_the_one_that_stalled(tmp_path):
+    """Without a router servebook spreads the requests itself and records each one's replica: the stopped
+    replica's streams fell silent while the other's went on, and the reason names it."""
+    cell = _stalled_cell(tmp_path, router=False, freeze_router=False)
+    assert not cell["valid"] and "stalled" in cell["invalid_codes"].split(","), cell["invalid_reasons"]
+    assert "no stream of replica 0 received anything for" in cell["invalid_reasons"]

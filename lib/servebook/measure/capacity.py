@@ -157,12 +157,13 @@ def capacity_of(probes: list[Probe], target: float, precision_pct: float = 5.0) 
 def capacity_row(probes: list[Probe], rows: list[dict[str, Any]], target: float, precision_pct: float) -> dict[str, Any]:
     """The run's capacity as a row of cells.parquet (kind `capacity`), so that verdicts judge it like any cell:
     valid when its probes are (disturbed probes only limit the search), reconciled when they all are."""
-    from .validity import DISTURBANCES
+    from .validity import DISTURBANCES, only_disturbed
 
-    faults = sorted({code for row in rows for code in str(row.get("invalid_codes") or "").split(",")
-                     if code and code not in DISTURBANCES})
-    reasons = "; ".join(str(row.get("invalid_reasons")) for row in rows
-                        if set(str(row.get("invalid_codes") or "").split(",")) & set(faults))
+    codes = [[code for code in str(row.get("invalid_codes") or "").split(",") if code] for row in rows]
+    faults = sorted({code for found in codes if not only_disturbed(found) for code in found
+                     if code not in DISTURBANCES})
+    reasons = "; ".join(str(row.get("invalid_reasons")) for row, found in zip(rows, codes, strict=True)
+                        if set(found) & set(faults) and not only_disturbed(found))
     status = "ok" if all(row.get("reconciliation") == "ok" for row in rows) else \
         next(str(row.get("reconciliation")) for row in rows if row.get("reconciliation") != "ok")
     return {"cell_id": "capacity", "kind": "capacity", "category": "prose", "concurrency": 0,

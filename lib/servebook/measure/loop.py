@@ -97,6 +97,7 @@ class Measurement:
             self.model_name = listed[0]["id"] if listed else "default"
         self.workloads = Workloads(self.endpoint, self.plan, self.tag, self.http, self.openai, self.model_name)
         self.workloads.handover = self._handover
+        self.workloads.alive_check = self.alive_check
         self.gauge_http = gauge_client(self.endpoint.auth)
         return self
 

@@ -23,7 +23,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
 
-from ..util.errors import ServebookError
+from ..util.errors import EngineFailed, ServebookError
 from .client import PREPARE_AHEAD_S, RequestRecord, StreamRequest, measuring_clients, stream_request
 from .routing import Route
 
@@ -104,19 +104,70 @@ async def _send(connection: Connection, share: list[Send], process: int) -> list
     return [item.record for item in share]
 
 
-async def send_on_schedule(client: Any, sends: list[Send], process: int | None = None,
-                           on_done: Callable[[], None] | None = None) -> None:
-    """Each request through `client` at its `t_due`: started PREPARE_AHEAD_S early, so that the SDK's work on it is
-    done by then, and held by the send hook until it is due."""
+class EngineWatch:
+    """Stops an open-loop schedule once its engine is gone. A failed request has the engine's liveness checked
+    (`alive_check`, which raises EngineFailed for a dead engine, on a thread: it may wait a moment for a dying one to
+    be reaped), one check at a time; a check that finds it dead stops every request not yet sent. A schedule sent on
+    into a dead engine has each request refused at its due time, and the death was told when the schedule was over:
+    34.9 s after a crash 1 s into a capacity probe of 124 requests at 4 requests/s."""
 
-    async def one(item: Send) -> None:
-        await asyncio.sleep(max(0.0, (item.record.t_due or 0.0) - PREPARE_AHEAD_S - time.monotonic()))
+    def __init__(self, alive_check: Callable[[], None]):
+        self._alive_check = alive_check
+        self.stopped = asyncio.Event()
+        self._checking: asyncio.Task | None = None
+
+    def failed(self) -> None:
+        if not self.stopped.is_set() and (self._checking is None or self._checking.done()):
+            self._checking = asyncio.ensure_future(self._check())
+
+    async def _check(self) -> None:
+        try:
+            await asyncio.to_thread(self._alive_check)
+        except EngineFailed:  # raised again where the cell's failed requests are read (Measurement.run_cell)
+            self.stopped.set()
+
+    async def waited(self, seconds: float) -> bool:
+        """Wait `seconds`, or less if the schedule is stopped meanwhile; whether it goes on."""
+        if seconds > 0 and not self.stopped.is_set():
+            try:
+                await asyncio.wait_for(self.stopped.wait(), seconds)
+            except TimeoutError:
+                pass
+        return not self.stopped.is_set()
+
+    def close(self) -> None:
+        if self._checking is not None:
+            self._checking.cancel()
+
+
+async def send_on_schedule(client: Any, sends: list[Send], process: int | None = None,
+                           on_done: Callable[[], None] | None = None,
+                           watch: EngineWatch | None = None) -> list[RequestRecord]:
+    """Each request through `client` at its `t_due`: started PREPARE_AHEAD_S early, so that the SDK's work on it is
+    done by then, and held by the send hook until it is due. Returns the records of the requests sent: all of them,
+    unless `watch` found the engine dead and stopped the rest."""
+    sent: set[int] = set()
+
+    async def one(i: int, item: Send) -> None:
+        delay = max(0.0, (item.record.t_due or 0.0) - PREPARE_AHEAD_S - time.monotonic())
+        if watch is None:
+            await asyncio.sleep(delay)
+        elif not await watch.waited(delay):
+            return
+        sent.add(i)
         item.record.client_process = process
         await stream_request(client, item.record, item.request)
+        if item.record.error and watch is not None:
+            watch.failed()
         if on_done is not None:
             on_done()
 
-    await asyncio.gather(*(one(item) for item in sends))
+    try:
+        await asyncio.gather(*(one(i, item) for i, item in enumerate(sends)))
+    finally:
+        if watch is not None:
+            watch.close()
+    return [item.record for i, item in enumerate(sends) if i in sent]
 
 
 #: how long the sending processes may take to start and import (seconds on a busy 2-core host)
@@ -152,11 +203,29 @@ def _sender_started(lifeline: Any) -> None:
     threading.Thread(target=watch, name="servebook-lifeline", daemon=True).start()
 
 
-def _lost(share: list[Send]) -> list[RequestRecord]:
+#: how often the senders' parent checks the engine while they send (its check itself waits up to 2 s for a dying
+#: engine to be reaped): the parent hears nothing of their requests, so it cannot wait for a failed one
+WATCH_S = 1.0
+#: why a share's records did not come back: its sender died, or the engine did and the senders were stopped
+SENDER_DIED = "the sending process died before it returned this request's record (BrokenProcessPool)"
+ENGINE_DIED = "the engine died while this request's share was sent; its senders were stopped"
+
+
+async def _until_dead(alive_check: Callable[[], None]) -> None:
+    """Returns once `alive_check` finds the engine dead (it raises EngineFailed then)."""
+    while True:
+        try:
+            await asyncio.to_thread(alive_check)
+        except EngineFailed:
+            return
+        await asyncio.sleep(WATCH_S)
+
+
+def _lost(share: list[Send], why: str = SENDER_DIED) -> list[RequestRecord]:
     """The records of a share whose sending process died before it returned them: what was sent is not known."""
     for item in share:
         record = item.record
-        record.error = "the sending process died before it returned this request's record (BrokenProcessPool)"
+        record.error = why
         record.t_send = record.t_due or 0.0  # unknown: on schedule, so that no lag or order is made up
     return [item.record for item in share]
 
@@ -200,23 +269,41 @@ class Senders:
         assert self._pool is not None
         return self._pool
 
-    async def _settled(self, futures: list[Future], timeout_s: float) -> None:
-        """Until every future is done, `timeout_s` at most; on any interrupt, or past the bound, the senders are
-        stopped, which fails the futures still running. The wait runs on a thread of its own and is never
-        cancelled into the futures: a pending future cancelled there would fail the pool's own thread later."""
+    async def _settled(self, futures: list[Future], timeout_s: float,
+                       alive_check: Callable[[], None] | None = None) -> bool:
+        """Until every future is done, `timeout_s` at most; on any interrupt, past the bound, or once `alive_check`
+        finds the engine dead, the senders are stopped, which fails the futures still running. The wait runs on a
+        thread of its own and is never cancelled into the futures: a pending future cancelled there would fail the
+        pool's own thread later. Whether the engine died."""
+        waiting = asyncio.ensure_future(asyncio.to_thread(wait, futures, timeout_s))
+        watching = asyncio.ensure_future(_until_dead(alive_check)) if alive_check is not None else None
+        died = False
         try:
-            _, running = await asyncio.to_thread(wait, futures, timeout_s)
+            if watching is not None:
+                await asyncio.wait({waiting, watching}, return_when=asyncio.FIRST_COMPLETED)
+                if watching.done() and not waiting.done():
+                    watching.result()  # an error of the check's own is raised, not lost
+                    died = True
+                    self.close()
+            _, running = await waiting
         except BaseException:
             self.close()
             raise
+        finally:
+            if watching is not None:
+                watching.cancel()
         if running:
             self.close()
+        return died
 
     async def send(self, connection: Connection, sends: list[Send], processes: int, lead_s: float = 0.25,
-                   on_done: Callable[[], None] | None = None) -> list[RequestRecord]:
+                   on_done: Callable[[], None] | None = None,
+                   alive_check: Callable[[], None] | None = None) -> list[RequestRecord]:
         """Send `sends` (their `t_due` counted from the schedule's start) from `processes` processes, dealt
         round-robin; the schedule starts `lead_s` after the processes are ready. A share whose sender died comes
-        back as failed requests (the cell is then invalid, requests_failed), and the next send starts new senders."""
+        back as failed requests (the cell is then invalid, requests_failed), and the next send starts new senders.
+        `alive_check` is run every WATCH_S while they send: an engine it finds dead stops the senders at once, and
+        their shares come back failed as well."""
         pool = await self._started(processes)
         start = time.monotonic() + lead_s
         for item in sends:
@@ -224,11 +311,12 @@ class Senders:
         shares = [sends[k::processes] for k in range(processes)]
         futures = [pool.submit(_send_share, connection, share, k) for k, share in enumerate(shares)]
         last_due = max((item.record.t_due or start for item in sends), default=start)
-        await self._settled(futures, last_due - time.monotonic() + connection.timeout_s + SHARE_SLACK_S)
+        died = await self._settled(futures, last_due - time.monotonic() + connection.timeout_s + SHARE_SLACK_S,
+                                   alive_check)
         records: list[RequestRecord] = []
         for share, future in zip(shares, futures, strict=True):
             if future.cancelled() or isinstance(future.exception(), BrokenProcessPool):
-                found = _lost(share)
+                found = _lost(share, ENGINE_DIED if died else SENDER_DIED)
                 self.close()  # a broken pool takes no more work
             else:
                 found = future.result()  # an error of servebook's own in the sender is raised here

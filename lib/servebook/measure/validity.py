@@ -13,6 +13,7 @@ from typing import Literal, get_args
 
 from .client import RequestRecord
 from .reconcile import Reconciliation, server_cached_tokens
+from .stalls import longest_stall, stall_limit
 
 InvalidCode = Literal[
     "requests_failed",      # some requests of the cell errored
@@ -29,6 +30,7 @@ InvalidCode = Literal[
     "client_stall",         # tokens reached the client in a burst after a stall, faster than the engine made them
     "ttft_below_engine",    # a first token earlier than the engine's own prompt time allows
     "client_lag",           # an open-loop client sent requests late: its pace, not the engine's
+    "stalled",              # nothing reached any stream for seconds while requests were mid-stream (measure.stalls)
     "context_overflow",     # more than 1% of an agents cell's turns did not fit the engine's context
     "tool_call_unparsed",   # more than 1% of the tool calls an agents cell asked the engine for did not parse
     "outlier_run",          # set by the verdict, never at measurement: the whole run sat apart from its siblings
@@ -41,6 +43,12 @@ INVALID_CODES: tuple[str, ...] = get_args(InvalidCode)
 #: to reject.
 DISTURBANCES: frozenset[str] = frozenset({"host_busy", "seats_contend", "gpu_busy", "client_stall",
                                           "ttft_below_engine", "client_lag", "outlier_run"})
+#: A stall (`stalled`) is the deployment's: a router, a replica or an engine that stopped serving, so it counts
+#: against the candidate. Only evidence that something else held the machine or the client in the same cell (other
+#: processes' CPU or GPU, the client behind its own schedule) makes it the host's: then it is measured again like any
+#: disturbance. A burst after it (client_stall) is no such evidence: a router that resumes sends what the replicas
+#: made meanwhile in a burst.
+_STALL_EXCUSES: frozenset[str] = frozenset({"host_busy", "seats_contend", "gpu_busy", "client_lag"})
 
 #: How each code reads; the only place the wording lives (a test rewords them all and checks verdicts hold).
 MESSAGES: dict[str, str] = {
@@ -58,6 +66,8 @@ MESSAGES: dict[str, str] = {
                      "(limit {limit:g}): held to the same CPUs, they took them from it",
     "gpu_busy": "gpu busy: other processes ({pids}) on the engine's GPU during the cell",
     "client_stall": "client stalled: {count} of {total} requests read tokens faster than {bound} ({worst})",
+    "stalled": "no stream{of_replica} received anything for {gap:.1f} s from {at:.1f} s into the cell while {streams} "
+               "requests were mid-stream (limit {limit:.1f} s, {basis}): the deployment stopped serving",
     "client_lag": "the client sent {count} of {total} requests more than {limit:g} ms after they were due (worst "
                   "{worst:.0f} ms): it fell behind its schedule, so the load was not the one asked for",
     "context_overflow": "{count} of {total} turns did not fit the engine's context of {context} tokens per request "
@@ -149,7 +159,7 @@ class CellEvidence:
 def cell_faults(evidence: CellEvidence) -> list[InvalidReason]:
     """Every fault of a cell, in a fixed order; an empty list means the cell is valid."""
     return [*_request_faults(evidence), *_session_faults(evidence), *_cache_faults(evidence),
-            *_engine_faults(evidence), *_plausibility_faults(evidence)]
+            *_engine_faults(evidence), *_stall_faults(evidence), *_plausibility_faults(evidence)]
 
 
 #: the share of an agents cell's turns that may overflow the context, or of its asked tool calls that may not parse
@@ -243,6 +253,17 @@ def _engine_faults(e: CellEvidence) -> list[InvalidReason]:
     return out
 
 
+def _stall_faults(e: CellEvidence) -> list[InvalidReason]:
+    """The cell's longest silence while requests were mid-stream, beyond what its own pace allows (measure.stalls)."""
+    stall = longest_stall(e.records)
+    limit = stall_limit(e.records)
+    if stall is None or stall.gap_s <= limit.seconds:
+        return []
+    of_replica = "" if stall.replica is None else f" of replica {stall.replica}"
+    return [InvalidReason.of("stalled", of_replica=of_replica, gap=stall.gap_s, at=stall.at_s, streams=stall.streams,
+                             limit=limit.seconds, basis=limit.basis)]
+
+
 def _plausibility_faults(e: CellEvidence) -> list[InvalidReason]:
     """Figures no engine could have produced: a request read faster than the engine made its tokens (the client
     stalled, then read a burst), or a first token before the engine's own prompt time was over."""
@@ -333,5 +354,8 @@ def codes_of(codes: object, texts: object) -> list[str]:
 
 
 def only_disturbed(codes: Sequence[str]) -> bool:
-    """A cell whose only faults are other processes' load: evidence lost, not a fault of the candidate."""
+    """A cell whose only faults are other processes' load: evidence lost, not a fault of the candidate (a stall
+    beside such load is the host's too, see _STALL_EXCUSES)."""
+    if "stalled" in codes and _STALL_EXCUSES & set(codes):
+        codes = [code for code in codes if code != "stalled"]
     return bool(codes) and all(code in DISTURBANCES for code in codes)

@@ -45,6 +45,8 @@ class Workloads:
         #: a sliced cell's pause between its slices: hand the round's turn on and wait for it (measure.turns);
         #: measured alone, the next slice follows at once
         self.handover: Callable[[int], Awaitable[None]] = _no_handover
+        #: raises EngineFailed once the engine is dead (the run's check); an open-loop schedule stops on it
+        self.alive_check: Callable[[], None] = lambda: None
         #: what was sent for each request whose text is kept (decode cells), until the cell's realism reads it
         self.sent: dict[str, StreamRequest] = {}
 

@@ -9,7 +9,7 @@ from ...config.plan import Plan
 from ..client import RequestRecord
 from ..latency import of_records
 from ..openloop import load_figures, load_for, read_trace, schedule
-from ..senders import Connection, Send, processes_for, send_on_schedule
+from ..senders import Connection, EngineWatch, Send, processes_for, send_on_schedule
 from ..validity import CellChecks
 from .base import CellSpec, KindBase, OnDone, Window
 from .registry import register
@@ -53,13 +53,14 @@ class Load(KindBase):
         if processes > 1:
             connection = Connection(endpoint.base_url, endpoint.api_key, dict(endpoint.auth),
                                     workloads.plan.request_timeout_s, endpoint.route)
-            records = await workloads.senders.send(connection, sends, processes, on_done=on_done)
+            records = await workloads.senders.send(connection, sends, processes, on_done=on_done,
+                                                   alive_check=workloads.alive_check)
         else:
             start = time.monotonic() + 0.05
             for item in sends:
                 item.record.t_due = start + (item.record.t_due or 0.0)
-            await send_on_schedule(workloads.openai, sends, on_done=on_done)
-            records = [item.record for item in sends]
+            records = await send_on_schedule(workloads.openai, sends, on_done=on_done,
+                                             watch=EngineWatch(workloads.alive_check))
         return sorted(records, key=lambda r: r.t_due or 0.0)
 
     def window(self, spec: CellSpec, records: list[RequestRecord], plan: Plan) -> Window | None:

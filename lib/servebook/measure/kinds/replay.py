@@ -11,7 +11,7 @@ from ...config.plan import Plan
 from ...config.traces import TraceRow, ideal_cached, read_rows, replayed
 from ..client import RequestRecord
 from ..replay import make_blocks, replay_figures, run_salt
-from ..senders import Send, send_on_schedule
+from ..senders import EngineWatch, Send, send_on_schedule
 from ..validity import CellChecks
 from .base import CellSpec, KindBase, OnDone, Window
 from .registry import register
@@ -65,8 +65,8 @@ class Replay(KindBase):
         start = time.monotonic() + 0.05  # after building the prompts
         for item, row in zip(sends, rows, strict=True):
             item.record.t_due = start + row.arrival_s
-        await send_on_schedule(workloads.openai, sends, on_done=on_done)
-        return sorted((item.record for item in sends), key=lambda r: r.t_due or 0.0)
+        sent = await send_on_schedule(workloads.openai, sends, on_done=on_done, watch=EngineWatch(workloads.alive_check))
+        return sorted(sent, key=lambda r: r.t_due or 0.0)
 
     def window(self, spec: CellSpec, records: list[RequestRecord], plan: Plan) -> Window | None:
         """Every request of the cell is measured; the window's own figures are the hit rates, ideal and measured."""
