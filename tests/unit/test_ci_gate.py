@@ -106,8 +106,12 @@ def test_markdown_json_and_junit_carry_the_deciding_cell_and_the_gate(study, jud
     result = gate(judged, parse_fail_on("rejected,failed"))
     markdown = verdicts_markdown(study, judged, result, site_url="https://perf.example.org/")
     assert "gate failed (exit 10): rejected: slower; failed: broken" in markdown
-    assert "| [slower](https://perf.example.org/runs/run-slower.html) | **rejected** | 1 | aggregate decode, prose at 4 requests: -9.5% [-12.0, -7.1] (limit -5%) |" \
-        in markdown
+    # the answer's ranking is the one table of verdicts: the candidate linked, the outcome the gate fails on bold
+    assert "| 2 | [slower](https://perf.example.org/runs/run-slower.html) | **rejected** | 1 | -5.8% | aggregate " \
+        "decode, prose at 4 requests: -9.5% [-12.0, -7.1], beyond its limit |" in markdown
+    assert "| 3 | [broken](https://perf.example.org/runs/run-broken.html) | **failed** | 1 | - | bad_flag: error: " \
+        "invalid argument |" in markdown and "| 4 | never | missing | 0 | - | never run |" in markdown
+    assert "#### Verdicts" not in markdown
     assert "](https://perf.example.org/studies/gate-study.html)" in markdown
     data = json.loads(json.dumps(verdicts_json(study, judged, result), default=str))
     by_name = {c["name"]: c for c in data["candidates"]}

@@ -56,7 +56,9 @@ def test_a_clearly_failing_cell_among_passing_ones_is_named():
     verdict = judge_runs([(DONE, c) for c in mine], baseline, rules, is_baseline=False)
     assert verdict.outcome == "rejected"
     assert verdict.reasons[0].startswith("aggregate decode, prose at 4 requests: -3")
-    assert "[" in verdict.reasons[0] and "(limit -7%; beyond it, Holm over 3 cells)" in verdict.reasons[0]
+    # Holm's rule is the verdict's method, said once, not with every cell
+    assert "[" in verdict.reasons[0] and verdict.reasons[0].endswith("(limit -7%)")
+    assert verdict.comparisons[0].holm_cells == 3 and "Holm" in (verdict.method or "")
     assert not any("code at 4" in r for r in verdict.reasons if not r.startswith(("within", "better beyond")))
     assert any(r.startswith("better beyond the noise: aggregate decode, code at 4") for r in verdict.reasons)
     typed = verdict.to_event()["comparisons"][0]
@@ -101,7 +103,8 @@ def test_disturbed_cells_leave_the_statistics_and_are_named():
                                                max_regression_pct=7)])
     verdict = judge_runs(runs, baseline, rules, is_baseline=False)
     assert verdict.outcome != "rejected"
-    assert any(r.startswith("left out: run r3 decode-prose-c4 (gpu busy") for r in verdict.reasons)
+    assert [(c.run_id, c.cell_id, c.codes) for c in verdict.left_out_cells] == [("r3", "decode-prose-c4", ("gpu_busy",))]
+    assert "1 cell of 1 run left out: GPU busy 1" in verdict.lines()
     assert verdict.comparisons[0].runs == 3
 
 

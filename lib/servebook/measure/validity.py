@@ -7,6 +7,8 @@ pure function of what the cell measured.
 
 from __future__ import annotations
 
+import re
+import string
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
@@ -49,6 +51,12 @@ DISTURBANCES: frozenset[str] = frozenset({"host_busy", "seats_contend", "gpu_bus
 #: disturbance. A burst after it (client_stall) is no such evidence: a router that resumes sends what the replicas
 #: made meanwhile in a burst.
 _STALL_EXCUSES: frozenset[str] = frozenset({"host_busy", "seats_contend", "gpu_busy", "client_lag"})
+
+#: Each disturbance in a few words, for a count of the cells it left out ("host busy 4, client stalled 2").
+DISTURBANCE_WORDS: dict[str, str] = {
+    "host_busy": "host busy", "seats_contend": "other engines on its CPUs", "gpu_busy": "GPU busy",
+    "client_stall": "client stalled", "ttft_below_engine": "first token before the engine's prompt time",
+    "client_lag": "client behind its schedule", "outlier_run": "outlier run", "unclassified": "unclassified"}
 
 #: How each code reads; the only place the wording lives (a test rewords them all and checks verdicts hold).
 MESSAGES: dict[str, str] = {
@@ -346,11 +354,22 @@ def codes_of(codes: object, texts: object) -> list[str]:
         return [c for c in codes.split(",") if c]
     if not isinstance(texts, str) or not texts.strip():
         return []
-    out: list[str] = []
-    for part in (p.strip() for p in texts.split("; ") if p.strip()):
-        found: str | None = next((code for prefix, code in _LEGACY_PREFIXES if part.startswith(prefix)), None)
-        out.append(found or next((code for phrase, code in _LEGACY_PHRASES if phrase in part), "unclassified"))
-    return out
+    return [_code_of(part) for part in (p.strip() for p in texts.split("; ") if p.strip())]
+
+
+def _code_of(text: str) -> str:
+    """One fault's code from its words: the prefixes and phrases of journals written before codes, else the message
+    whose wording it has (a verdict event written before its left-out cells were typed quotes them whole)."""
+    found = next((code for prefix, code in _LEGACY_PREFIXES if text.startswith(prefix)), None)
+    found = found or next((code for phrase, code in _LEGACY_PHRASES if phrase in text), None)
+    return found or next((code for code, message in MESSAGES.items() if _worded(message).fullmatch(text)),
+                         "unclassified")
+
+
+def _worded(message: str) -> re.Pattern[str]:
+    """A message as a pattern: its words as they are, each value it names any text."""
+    return re.compile("".join(re.escape(words) + (".*?" if name is not None else "")
+                              for words, name, _, _ in string.Formatter().parse(message)), re.DOTALL)
 
 
 def only_disturbed(codes: Sequence[str]) -> bool:

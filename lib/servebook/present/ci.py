@@ -10,11 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from ..config.study import Study
-from ..verdicts import Comparison, GateResult, Judged, deciding, gate_outcome
+from ..verdicts import GateResult, Judged, deciding, gate_outcome
 from ..verdicts.comparisons import UNDECIDED
-from ..verdicts.judge import left_out_reasons
+from ..verdicts.labels import counts_text, outcome_counts, outcome_label
+from ..verdicts.left_out import left_out_reasons
 from ..verdicts.output import evidence_words
-from ..verdicts.ranking import counts_text, outcome_counts, outcome_label, study_answer
+from ..verdicts.ranking import study_answer
 from .report import answer_markdown
 from .site.pages import page_slug
 
@@ -61,6 +62,9 @@ def verdicts_json(study: Study, judged: list[Judged], result: GateResult) -> dic
             "caveats": [] if verdict is None else [asdict(c) for c in verdict.caveats],
             # changes beyond the noise where no rule looks, worse first (verdicts.side_effects); only where some are
             **({"side_effects": [e.to_dict() for e in verdict.side_effects]} if verdict and verdict.side_effects else {}),
+            # cells left out as disturbed, each with its run and codes (verdicts.left_out); only where some were
+            **({"left_out_cells": [c.to_dict() for c in verdict.left_out_cells]}
+               if verdict and verdict.left_out_cells else {}),
         })
     return {"study": study.name, "plan_id": study.plan.id, "rules_hash": study.verdict.hash,
             "baseline": study.verdict.baseline, "counts": counts(study, judged),
@@ -69,37 +73,17 @@ def verdicts_json(study: Study, judged: list[Judged], result: GateResult) -> dic
             "candidates": candidates}
 
 
-def _cell_text(cell: Comparison | None) -> str:
-    return "-" if cell is None else cell.text().replace("|", "/")
-
-
 def verdicts_markdown(study: Study, judged: list[Judged], result: GateResult, site_url: str | None = None) -> str:
-    """One line per candidate with the cell that decided it and its interval; links to the site when its URL is
-    known. Fits a pull-request comment."""
+    """The study's answer with one row per candidate (the cell that decided it with its interval, the best gain, the
+    worst side effect, the cells left out); candidates link to the site when its URL is known, and an outcome the
+    gate fails on is bold. Fits a pull-request comment."""
     # the same tally as `servebook report` and the site: candidates only, the baseline named apart
     tally = f"{counts_text(counts(study, judged))} (baseline: {study.verdict.baseline})"
-    shown_as = labels(study, judged)
     base = site_url.rstrip("/") if site_url else None
     title = f"[{study.name}]({base}/studies/{page_slug(study.name)}.html)" if base else study.name
-    # The answer first, in the very words of `servebook report` and the study page.
-    lines = [f"### servebook: study {title}: {tally}", ""] + ([result.describe(), ""] if result.fail_on else []) + [
-        answer_markdown(study_answer(study, judged)), "#### Verdicts", "",
-        "| candidate | verdict | runs | deciding cell (change [interval at the verdict's levels], limit) |",
-        "|---|---|---|---|"]
-    for item in judged:
-        outcome = gate_outcome(item)
-        shown = f"**{outcome}**" if outcome in result.fail_on else shown_as[item.entry.name]
-        name = item.entry.name
-        if base and item.record is not None:
-            name = f"[{name}]({base}/runs/{item.record.run_id}.html)"
-        cell = deciding(item.verdict) if item.verdict else None
-        why = _cell_text(cell)
-        if cell is None and item.verdict is not None and item.verdict.reasons:
-            why = item.verdict.reasons[0].replace("|", "/")
-        elif item.verdict is None and item.left_out:
-            why = left_out_reasons(item.left_out)[0].replace("|", "/")
-        lines.append(f"| {name} | {shown} | {len(item.records)} | {why} |")
-    return "\n".join(lines) + "\n"
+    # The answer first, in the very words of `servebook report` and the study page; its ranking is the verdicts.
+    lines = [f"### servebook: study {title}: {tally}", ""] + ([result.describe(), ""] if result.fail_on else [])
+    return "\n".join(lines + [answer_markdown(study_answer(study, judged), site_url=base, bold=result.fail_on)])
 
 
 def verdicts_junit(study: Study, judged: list[Judged], result: GateResult) -> str:

@@ -10,6 +10,7 @@ import pandas as pd
 
 from ..journal.store import RunRecord
 from ..util.render import Block, Renderable, Table, Text
+from ..verdicts.left_out import LeftOut
 from .figures import as_figure, cells_frame, forest_spec, run_figures
 from .tables import VERDICT_MODEL, estimate_tables, side_by_side
 from .views import noise_table
@@ -90,7 +91,8 @@ class RunComparison(Renderable):
         newest = {label: run for label, run in zip(self.labels, self.runs, strict=True)}
         for label, run in newest.items():
             verdict = run.latest_verdict or {}
-            reasons = verdict.get("reasons") or failure_reasons(run)
+            left_out = LeftOut.of(verdict.get("left_out_cells")).text()
+            reasons = (verdict.get("reasons") or failure_reasons(run)) + ([left_out] if left_out else [])
             outcome = verdict.get("outcome", "-")
             table.add([label, run.run_id, run.status, outcome, "; ".join(reasons)],
                       "accepted" if outcome == "accepted" else "invalid" if outcome == "failed" else "")

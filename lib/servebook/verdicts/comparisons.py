@@ -105,21 +105,37 @@ class Comparison:
             return False
         return self.change_low_pct > self.limit_pct if self.lower_is_better else self.change_high_pct < -self.limit_pct
 
-    def text(self) -> str:
-        """'aggregate decode, prose at 4 requests: -34.0% [-41.2, -27.1] (limit -7%)', the interval at the levels the
-        verdict used and, where cells were tested together, the rule that set them."""
-        sign = "+" if self.metric in LOWER_IS_BETTER else "-"
+    @property
+    def rule_words(self) -> str:
+        """'aggregate decode' ('guard ITL p99' for a guard's): the rule the cell was judged by."""
+        return f"{'guard ' if self.guard else ''}{METRIC_WORDS[self.metric]}"
+
+    @property
+    def name(self) -> str:
+        """'aggregate decode, prose at 4 requests': the cell as every output names it."""
+        return f"{self.rule_words}, {self.where}"
+
+    def figure(self) -> str:
+        """'-34.0% [-41.2, -27.1]': the change with the interval at the levels the verdict used (the study's method
+        says which, once)."""
         bounds = self.shown_bounds
         if self.decision == "host":
-            figure = "depends on the machine: " + "; ".join(m.text() for m in self.machines)
-        elif self.change_pct is None:
-            figure = "no figure on one side"
-        else:
-            interval = (f" [{bounds[0]:+.1f}, {bounds[1]:+.1f}]" if bounds is not None
-                        else f" ({self.runs} vs {self.baseline_runs} runs: no interval)")
-            figure = f"{self.change_pct:+.1f}%{interval}" + (", better" if self.better else "")
-        words = ("guard " if self.guard else "") + METRIC_WORDS[self.metric]
-        text = f"{words}, {self.where}: {figure} (limit {sign}{self.limit_pct:g}%{self._rule()})"
+            return "depends on the machine: " + "; ".join(m.text() for m in self.machines)
+        if self.change_pct is None:
+            return "no figure on one side"
+        interval = (f" [{bounds[0]:+.1f}, {bounds[1]:+.1f}]" if bounds is not None
+                    else f" ({self.runs} vs {self.baseline_runs} runs: no interval)")
+        return f"{self.change_pct:+.1f}%{interval}"
+
+    def limit(self) -> str:
+        """The rule's limit in the direction a regression goes: '-7%' for a rate, '+10%' for a time."""
+        return f"{'+' if self.metric in LOWER_IS_BETTER else '-'}{self.limit_pct:g}%"
+
+    def text(self) -> str:
+        """'aggregate decode, prose at 4 requests: -34.0% [-41.2, -27.1] (limit -7%)'. How the cells tested together
+        set the interval's levels (Holm) is the verdict's method, said once beside it, not with every cell."""
+        better = ", better" if self.better and self.change_pct is not None and self.decision != "host" else ""
+        text = f"{self.name}: {self.figure()}{better} (limit {self.limit()}{self._rule()})"
         tail = self.tail
         return text if tail is None else f"{text}; insufficient tail: {self.cell_id} rests on {tail.reason()}"
 
@@ -136,17 +152,10 @@ class Comparison:
         return {k: v for k, v in data.items() if (k not in _TAIL_FIELDS or v is not None) and (k != "guard" or v)}
 
     def _rule(self) -> str:
-        """The multiplicity rule behind the shown interval, in words, where more than one cell was tested."""
+        """Where a verdict recorded before Holm's levels were kept straddles a limit its own bound lies beyond."""
         if self.holm_cells is None and self.beyond_alone and self.decision == "straddle":
             return "; beyond it at this cell alone, not with the cells tested together (Holm)"  # an older record
-        if not self.holm_cells or self.holm_cells < 2:
-            return ""
-        if self.decision == "fail":
-            return f"; beyond it, Holm over {self.holm_cells} cells"
-        if self.holm_level is None:
-            return ""
-        side = "lower" if self.lower_is_better else "upper"
-        return f"; {side} bound at {100 * self.holm_level:.2g}%, Holm over {self.holm_cells} cells"
+        return ""
 
 
 def select_cells(cells: pd.DataFrame, rule: ComparisonRule) -> pd.DataFrame:

@@ -25,7 +25,8 @@ from ..util.errors import InputError
 from ..util.render import Block, Renderable, Style, Table
 from .comparisons import Comparison, compare_rule, describe, select_cells, settle
 from .evidence import all_disturbed, baseline_evidence, run_cells, undisturbed
-from .outliers import mark_outliers
+from .left_out import LeftOut, LeftOutCell, disturbed_cells, left_out_reasons
+from .outliers import mark_outliers, outliers_of
 from .output import Caveat, read_output
 from .problems import run_problems
 from .recorded import ChosenBaseline, recorded_baseline
@@ -53,6 +54,8 @@ class Verdict:
     evidence: dict | None = None
     #: changes beyond the noise in figures no rule judges, worse first (verdicts.side_effects)
     side_effects: list[SideEffect] = field(default_factory=list)
+    #: cells left out of the statistics as disturbed, said as one count (verdicts.left_out)
+    left_out_cells: list[LeftOutCell] = field(default_factory=list)
 
     @property
     def undecided(self) -> bool:
@@ -65,15 +68,18 @@ class Verdict:
         return any(c.decision == "single" for c in self.comparisons)
 
     def lines(self) -> list[str]:
-        """The reasons and, last, the method: everything a reader is told about the verdict."""
-        return self.reasons + ([f"method: {self.method}"] if self.method else [])
+        """The reasons, the cells left out as one count and, last, the method: everything a reader is told."""
+        left_out = LeftOut.of(self.left_out_cells).text()
+        return self.reasons + ([left_out] if left_out else []) + ([f"method: {self.method}"] if self.method else [])
 
     def to_event(self, **context) -> dict:
         return {"outcome": self.outcome, "reasons": self.reasons, "method": self.method,
                 "comparisons": [c.to_dict() for c in self.comparisons],
                 **({"caveats": [asdict(c) for c in self.caveats]} if self.caveats else {}),
                 **({"evidence": self.evidence} if self.evidence else {}),
-                **({"side_effects": [e.to_dict() for e in self.side_effects]} if self.side_effects else {}), **context}
+                **({"side_effects": [e.to_dict() for e in self.side_effects]} if self.side_effects else {}),
+                **({"left_out_cells": [c.to_dict() for c in self.left_out_cells]} if self.left_out_cells else {}),
+                **context}
 
 
 def judge_runs(runs: list[tuple[Manifest | None, pd.DataFrame | None]], baseline_runs: list[pd.DataFrame],
@@ -87,7 +93,7 @@ def judge_runs(runs: list[tuple[Manifest | None, pd.DataFrame | None]], baseline
     candidate undecided, not rejected: running the baseline again decides it);
     `baseline_disturbed`: the baseline's cells left out as disturbed (`undisturbed`), for the same reason.
 
-    Cells disturbed by other processes on the host are left out of the statistics, and said so."""
+    Cells disturbed by other processes on the host are left out of the statistics, and said so (`left_out_cells`)."""
     if not runs or all(manifest is None for manifest, _ in runs):
         return Verdict("failed", ["incomplete: the run was never sealed"])
     failed = [m for m, _ in runs if m is not None and m.status != "completed"]
@@ -98,30 +104,29 @@ def judge_runs(runs: list[tuple[Manifest | None, pd.DataFrame | None]], baseline
     recorded = [(m, cells) for m, cells in completed if cells is not None and not cells.empty]
     if len(recorded) < len(completed):
         return Verdict("rejected", reasons + ["no cells were recorded"])
-    notes: list[str] = []
+    notes: list[LeftOutCell] = []
     kept: list[tuple[Manifest, pd.DataFrame]] = []
     lost: list[pd.DataFrame] = []
     for manifest, cells in recorded:
         cells, disturbed = undisturbed(cells)
-        notes += [f"left out: run {manifest.run_id} {row.cell_id} ({row.invalid_reasons})"
-                  for row in disturbed.itertuples()]
+        notes += disturbed_cells(manifest.run_id or "", disturbed)
         kept.append((manifest, cells))
         lost.append(disturbed)
         reasons += run_problems(manifest, cells, rules, several=len(completed) > 1)
     if not reasons and all(cells.empty for _, cells in kept):
-        return Verdict("inconclusive", [all_disturbed(lost)] + notes)
+        return Verdict("inconclusive", [all_disturbed(lost)], left_out_cells=notes)
     if is_baseline:
         outcome: Outcome = "rejected" if reasons else "accepted"
-        return Verdict(outcome, (reasons or ["baseline of the study"]) + notes)
+        return Verdict(outcome, reasons or ["baseline of the study"], left_out_cells=notes)
     if not baseline_runs and baseline_lost and not reasons:
         return Verdict("inconclusive", ["no valid baseline run to compare against: run the baseline again"]
-                       + baseline_lost + notes)
+                       + baseline_lost, left_out_cells=notes)
     if not baseline_runs:
-        return Verdict("rejected", reasons + ["no valid baseline run to compare against"] + (baseline_lost or [])
-                       + notes)
+        return Verdict("rejected", reasons + ["no valid baseline run to compare against"] + (baseline_lost or []),
+                       left_out_cells=notes)
     verdict = _compare(kept, baseline_runs, rules, reasons, peers=peers, alpha=alpha, look=look, scale=scale,
                        disturbed={"candidate": lost, "baseline": baseline_disturbed or []})
-    verdict.reasons += notes
+    verdict.left_out_cells = notes
     verdict.side_effects = side_effects([cells for _, cells in kept], baseline_runs, rules, peers, alpha)
     return verdict
 
@@ -282,18 +287,6 @@ class Judgement(list, Renderable):
             table.add([item.entry.name, len(item.records), shown, "\n".join(said)], VERDICT_STYLE.get(outcome, ""))
         return [table]
 
-def left_out_reasons(records: list[RunRecord]) -> list[str]:
-    """One line per damaged or archived run left out of a verdict, naming the run and why."""
-    return [f"left out: run {r.run_id} {_why_left_out(r)}" for r in records]
-
-
-def _why_left_out(record: RunRecord) -> str:
-    if record.damage:
-        return record.damage.text
-    archived = record.annotations.archived
-    return f"archived: {archived}" if archived else record.status
-
-
 def _look(study: Study, records: list[RunRecord]) -> tuple[float, str]:
     """The error this verdict may spend. A fixed design (no verdict.max_runs) spends ALPHA once; a sequential
     one (runs added until decided, up to max_runs) spends a share of it at each look, so that looking after
@@ -376,9 +369,8 @@ def judge(study: Study, journal: Journal, *, append: bool = True) -> Judgement:
                              look=look, baseline_lost=baseline_lost, scale=_scale(entry, entries, rules),
                              baseline_disturbed=baseline_disturbed)
         verdict.reasons += left_out_reasons(left_out[entry.name])
-        mine = [o for o in outliers if o.name == entry.name]
-        verdict.reasons += [f"outlier kept: {o.text()}" for o in mine if not o.disturbed]
-        dropped = [o.run_id for o in mine if o.disturbed]
+        kept, dropped = outliers_of(outliers, entry.name)
+        verdict.reasons += kept
         if recorded and rules.baseline_from:
             verdict.reasons.append(recorded.describe(rules.baseline_from))
         verdict.evidence, verdict.caveats, said = read_output(
@@ -392,12 +384,17 @@ def judge(study: Study, journal: Journal, *, append: bool = True) -> Judgement:
                                  baseline_run_id=baseline_records[-1].run_id if baseline_records else None,
                                  baseline_run_ids=[r.run_id for r in baseline_records],
                                  **({"outlier_runs": dropped} if dropped else {}))
-        latest = records[-1].latest_verdict
-        unchanged = latest is not None and all(
-            latest.get(k) == event.get(k) for k in ("outcome", "reasons", "method", "rules_hash", "run_ids",
-                                                   "baseline_run_ids", "side_effects"))
-        if append and not unchanged:
-            records[-1].append_verdict(event)
-        out.append(Judged(entry, records, verdict, left_out[entry.name], recorded=append or unchanged,
+        out.append(Judged(entry, records, verdict, left_out[entry.name], recorded=_recorded(records, event, append),
                           outlier_runs=dropped))
     return Judgement(out, rules.baseline_entry)
+
+
+def _recorded(records: list[RunRecord], event: dict, append: bool) -> bool:
+    """Appends the event to the newest run where the verdict changed (`append`); whether the journal then holds it."""
+    latest = records[-1].latest_verdict
+    unchanged = latest is not None and all(
+        latest.get(k) == event.get(k) for k in ("outcome", "reasons", "method", "rules_hash", "run_ids",
+                                               "baseline_run_ids", "side_effects", "left_out_cells"))
+    if append and not unchanged:
+        records[-1].append_verdict(event)
+    return append or unchanged

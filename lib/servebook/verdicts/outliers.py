@@ -195,3 +195,9 @@ def mark_outliers(cells_by_name: dict[str, list[pd.DataFrame | None]], run_ids: 
         if outlier.disturbed and cells is not None:
             cells_by_name[outlier.name][outlier.position] = leave_out(cells, outlier)
     return found
+
+
+def outliers_of(found: list[OutlierRun], name: str) -> tuple[list[str], list[str]]:
+    """A candidate's outliers: the reasons naming those kept, and the ids of those left out."""
+    mine = [o for o in found if o.name == name]
+    return [f"outlier kept: {o.text()}" for o in mine if not o.disturbed], [o.run_id for o in mine if o.disturbed]

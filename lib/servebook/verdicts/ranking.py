@@ -8,19 +8,18 @@ site and notebooks, so they cannot disagree.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 
 from ..config.metrics import LOWER_IS_BETTER
 from ..config.study import Study
 from .comparisons import UNDECIDED, Comparison
 from .gate import deciding
-from .judge import Judged, Verdict, left_out_reasons
-from .output import Caveat
+from .judge import Judged, Verdict
+from .labels import OUTCOME_ORDER, counts_text, outcome_counts, outcome_label
+from .left_out import LeftOut, LeftOutCell, left_out_reasons
+from .output import Caveat, evidence_words
 from .side_effects import SideEffect, line
 
-#: how outcomes rank: a candidate the rules accept first, one more runs may still decide next
-OUTCOME_ORDER = {"accepted": 0, "inconclusive": 1, "rejected": 2, "failed": 3, "missing": 4}
 #: cells named per candidate at most, beyond the gains (the rest are in the verdict's reasons)
 SHOWN_CELLS = 3
 _FIELDS = {f.name for f in fields(Comparison)}
@@ -53,6 +52,8 @@ class Entrant:
     evidence: dict | None = None
     #: changes beyond the noise in figures no rule judges, worse first (verdicts.side_effects)
     side_effects: list[SideEffect] = field(default_factory=list)
+    #: cells its verdict left out as disturbed (verdicts.left_out)
+    left_out_cells: list[LeftOutCell] = field(default_factory=list)
 
     @property
     def gains_only_on_unrealistic_output(self) -> bool:
@@ -95,10 +96,67 @@ class Standing:
 
     def gains_text(self) -> str:
         """The gains beyond the noise, each said with what its output was where a caveat names its cell."""
-        caveated = {c.cell_id: c.codes for c in self.entrant.caveats}
-        said = [c.text() + (" (measured where " + " and ".join(OUTPUT_WORDS[code] for code in caveated[c.cell_id])
-                            + ")" if c.cell_id in caveated else "") for c in self.gains]
+        said = [c.text() + self._measured_where(c) for c in self.gains]
         return ("better beyond the noise: " + "; ".join(said)) if said else ""
+
+    def _measured_where(self, c: Comparison) -> str:
+        """' (measured where the output loops)' where a caveat names the gain's cell, else ''."""
+        caveated = {cav.cell_id: cav.codes for cav in self.entrant.caveats}
+        if c.cell_id not in caveated:
+            return ""
+        return " (measured where " + " and ".join(OUTPUT_WORDS[code] for code in caveated[c.cell_id]) + ")"
+
+    @property
+    def deciding(self) -> Comparison | None:
+        """The cell that decided the verdict (the first of the decisive ones); None for the baseline."""
+        return None if self.entrant.is_baseline or not self.decisive else self.decisive[0]
+
+    def deciding_text(self) -> str:
+        """The deciding cell in one clause, its limit left to the study's limits said once: 'aggregate decode, prose
+        at 16 requests: -4.3% [-10.8, +5.8], undecided, about 37 runs per side would likely decide it'; where no
+        cell decided it, its first reason ('-' for a sound baseline)."""
+        cell = self.deciding
+        if cell is not None:
+            return f"{cell.name}: {cell.figure()}, {decision_words(cell, self.entrant.outcome)}"
+        if self.entrant.outcome == "missing":
+            return "never run"
+        if self.entrant.is_baseline and self.entrant.outcome == "accepted":
+            return "-"
+        return self.entrant.reasons[0] if self.entrant.reasons else "-"
+
+    @property
+    def best_gain(self) -> Comparison | None:
+        """The gain beyond the noise that is largest in its rule's better direction, on the log scale."""
+        return max(self.gains, key=_gain, default=None)
+
+    def best_gain_text(self) -> str:
+        """'aggregate decode, prose at 1 request: +103.6% [+68.9, +171.3]' ('-' where none)."""
+        c = self.best_gain
+        return "-" if c is None else f"{c.name}: {c.figure()}{self._measured_where(c)}"
+
+    def worst_side_effect_text(self) -> str:
+        """The worst of its side effects (they come worse first), '-' where none is worse."""
+        worst = next((e for e in self.entrant.side_effects if e.worse), None)
+        return "-" if worst is None else worst.text()
+
+    @property
+    def left_out(self) -> LeftOut:
+        return LeftOut.of(self.entrant.left_out_cells)
+
+    def line(self) -> str:
+        """Everything a reader needs of the candidate in one line, the fields of its ranking row said in words:
+        '2. ngram: inconclusive, 6 runs, mean change -2.8%; deciding cell: ...; worst side effect: ...'."""
+        head = [self.outcome] + ([f"{len(self.entrant.run_ids)} run{'s' if len(self.entrant.run_ids) != 1 else ''}"]
+                                 if self.entrant.run_ids else [])
+        if self.mean_change_pct is not None and not self.entrant.is_baseline:
+            head.append(f"mean change {_pct(self.mean_change_pct)}")
+        named = "deciding cell" if self.deciding is not None else "why"
+        parts = [(f"{named}: ", self.deciding_text()), ("best gain: ", self.best_gain_text()),
+                 ("worst side effect: ", self.worst_side_effect_text()), ("", self.left_out.text() or "-"),
+                 ("drafter and output: ", evidence_words(self.entrant.evidence)), ("note: ", self.entrant.note or "-")]
+        said = [label + text for label, text in parts if text != "-"]
+        rank = "-" if self.rank is None else f"{self.rank}."
+        return f"{rank} {self.name}: " + "; ".join([", ".join(head), *said])
 
     def side_effects_text(self) -> str:
         """The worse side effects, worst first, in one clause ('' where none is worse)."""
@@ -187,6 +245,17 @@ class Answer:
                   if s.gains and all(s is not n for n in named)]
         return lines
 
+    def limits(self) -> str:
+        """The rules' limits, said once for the study rather than with every cell: 'limits: aggregate decode -7%
+        (3 cells), cold prefill -10% (1 cell)' ('' where no cell was compared)."""
+        cells: dict[tuple[str, str], set[str]] = {}
+        for s in self.standings:
+            for c in s.entrant.comparisons:
+                cells.setdefault((c.rule_words, c.limit()), set()).add(c.cell_id)
+        said = [f"{words} {limit} ({len(ids)} cell{'s' if len(ids) != 1 else ''})"
+                for (words, limit), ids in cells.items()]
+        return ("limits: " + ", ".join(said)) if said else ""
+
     def side_effects(self) -> list[str]:
         """One line per ranked candidate with a change beyond the noise where no rule looks, in rank order."""
         return [s.side_effects_line() for s in self.standings if not s.entrant.is_baseline and s.entrant.side_effects]
@@ -200,28 +269,6 @@ def _passed_over_words(s: Standing) -> str:
               "that does not (real weights, a copy or edit category, unforced lengths) before choosing it")
 
 
-def outcome_label(outcome: str, is_baseline: bool) -> str:
-    """An outcome as every output labels it (JSON, Markdown, JUnit, CSV, the site, `report`): the baseline's own
-    acceptance reads "baseline", as it is the reference every candidate is compared with, not a candidate the rules
-    accepted; every other outcome as it is ("missing": never run)."""
-    return "baseline" if is_baseline and outcome == "accepted" else outcome
-
-
-def outcome_counts(outcomes: Iterable[tuple[str, bool]]) -> dict[str, int]:
-    """How many candidates have each outcome, in ranking order, from (outcome, is the baseline) pairs: the baseline
-    is counted apart (not at all), so that "2 accepted" counts two candidates the rules accepted in every output."""
-    counts: dict[str, int] = {}
-    for outcome, is_baseline in outcomes:
-        if not is_baseline:
-            counts[outcome] = counts.get(outcome, 0) + 1
-    return {o: counts[o] for o in sorted(counts, key=lambda o: (OUTCOME_ORDER.get(o, len(OUTCOME_ORDER)), o))}
-
-
-def counts_text(counts: dict[str, int]) -> str:
-    """'1 accepted, 2 inconclusive, 3 rejected', or 'none'."""
-    return ", ".join(f"{n} {outcome}" for outcome, n in counts.items()) or "none"
-
-
 def _tally(standings: list[Standing]) -> str:
     return counts_text(outcome_counts((s.entrant.outcome, s.entrant.is_baseline) for s in standings))
 
@@ -233,15 +280,31 @@ def _pct(value: float | None) -> str:
 def _cell_words(c: Comparison, outcome: str) -> str:
     text = c.text()
     if c.decision in UNDECIDED and outcome != "accepted":
+        return f"{text} {decision_words(c, outcome)}"
+    if outcome == "accepted":
+        return f"nearest its limit: {text}"
+    return text
+
+
+def decision_words(c: Comparison, outcome: str) -> str:
+    """What the cell's decision means for the verdict, from its typed decision."""
+    if c.decision in UNDECIDED and outcome != "accepted":
         said = {"single": "one run per side, undecided", "missing": "not compared",
                 "host": "(a finding about the hosts, not undecided)",
                 "insufficient": "undecided, more requests per cell would decide it"}.get(c.decision, "undecided")
         runs = f", about {c.repeats_to_decide} runs per side would likely decide it" \
             if c.repeats_to_decide and c.repeats_to_decide <= 50 else ""
-        return f"{text} {said}{runs}"
-    if outcome == "accepted":
-        return f"nearest its limit: {text}"
-    return text
+        return f"{said}{runs}"
+    if c.decision == "fail":
+        return "beyond its limit"
+    return "nearest its limit" if outcome == "accepted" else "within its limit"
+
+
+def _gain(c: Comparison) -> float:
+    """A gain's size in its rule's better direction, on the log scale the model compares on."""
+    if c.change_pct is None or c.change_pct <= -100:
+        return -math.inf
+    return math.log1p(c.change_pct / 100.0) * (-1 if c.lower_is_better else 1)
 
 
 def mean_change(comparisons: list[Comparison]) -> float | None:
@@ -318,7 +381,8 @@ def study_answer(study: Study, judged: list[Judged]) -> Answer:
             list(verdict.reasons) if verdict else left_out_reasons(item.left_out),
             [r.run_id for r in item.records], item.entry.name == rules.baseline_entry, item.entry.note,
             verdict.method if verdict else None, list(verdict.caveats) if verdict else [],
-            verdict.evidence if verdict else None, list(verdict.side_effects) if verdict else []))
+            verdict.evidence if verdict else None, list(verdict.side_effects) if verdict else [],
+            list(verdict.left_out_cells) if verdict else []))
     if rules.baseline_entry is None and rules.baseline_from is not None:  # a baseline of recorded runs
         entrants.insert(0, Entrant(rules.baseline_from.candidate, "accepted", [], ["recorded runs of the journal"],
                                    is_baseline=True))

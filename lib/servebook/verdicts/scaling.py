@@ -38,16 +38,15 @@ class ScalingComparison(Comparison):
         multiple = self.multiple(self.change_pct)
         return None if multiple is None else multiple / self.ideal
 
-    def text(self) -> str:
-        """'scaling 2 vs 1 replicas, capacity under the objectives, per run: x1.93 [1.80, 2.07], efficiency 96%
-        [90, 103] (rule: at least 90% of x2, so x1.80)'."""
-        head = (f"scaling {self.replicas} vs {self.baseline_replicas} replicas, {METRIC_WORDS[self.metric]}, "
-                f"{self.where}")
-        rule = (f"(rule: at least {100 * self.min_efficiency:.0f}% of x{self.ideal:g}, so "
-                f"x{self.min_efficiency * self.ideal:.2f})")
+    @property
+    def rule_words(self) -> str:
+        return f"scaling {self.replicas} vs {self.baseline_replicas} replicas, {METRIC_WORDS[self.metric]}"
+
+    def figure(self) -> str:
+        """'x1.93 [1.80, 2.07], efficiency 96% [90, 103]'."""
         multiple = self.multiple(self.change_pct)
         if multiple is None:
-            return f"{head}: no figure on one side {rule}"
+            return "no figure on one side"
         bounds = self.shown_bounds
         if bounds is None:
             interval = f" ({self.runs} vs {self.baseline_runs} runs: no interval)"
@@ -56,8 +55,16 @@ class ScalingComparison(Comparison):
             low, high = self.multiple(bounds[0]) or 0.0, self.multiple(bounds[1]) or 0.0
             interval = f" [{low:.2f}, {high:.2f}]"
             efficiency = f" [{100 * low / self.ideal:.0f}, {100 * high / self.ideal:.0f}]"
-        return (f"{head}: x{multiple:.2f}{interval}, efficiency {100 * multiple / self.ideal:.0f}%{efficiency} "
-                f"{rule}")
+        return f"x{multiple:.2f}{interval}, efficiency {100 * multiple / self.ideal:.0f}%{efficiency}"
+
+    def limit(self) -> str:
+        """'at least 90% of x2, so x1.80'."""
+        return f"at least {100 * self.min_efficiency:.0f}% of x{self.ideal:g}, so x{self.min_efficiency * self.ideal:.2f}"
+
+    def text(self) -> str:
+        """'scaling 2 vs 1 replicas, capacity under the objectives, per run: x1.93 [1.80, 2.07], efficiency 96%
+        [90, 103] (rule: at least 90% of x2, so x1.80)'."""
+        return f"{self.name}: {self.figure()} (rule: {self.limit()})"
 
 
 def as_comparison_rule(rule: ScalingRule, replicas: int, baseline_replicas: int) -> ComparisonRule:

@@ -7,8 +7,11 @@ the JSON gained the tally (`counts`) and each candidate's `label` (the baseline'
 p90 rules, read from 1-2 requests per cell, became `insufficient` (measure.tails), which leaves them out of Holm's
 family (13 cells to 9, so the other cells' levels and bounds moved); no outcome changed; and again when (issue 55)
 each candidate gained its `side_effects` (verdicts.side_effects), added to the recorded files with every other
-field as it was; and reordered (2026-12-07) where two side effects tie (a prefill cell's TTFT and E2E p50, equal to
-1e-13, whose last bits differed between numpy builds: ties now read in the figures' order), every value as it was.
+field as it was; and again when (issue 55, words once) a cell's words left Holm's rule to the verdict's method
+("(limit -7%; beyond it, Holm over 4 cells)" became "(limit -7%)") and the cells left out as disturbed became a typed
+`left_out_cells` instead of a reason each, both applied to the recorded files with every other field as it was;
+and reordered (2026-12-07) where two side effects tie (a prefill cell's TTFT and E2E p50, equal to 1e-13, whose
+last bits differed between numpy builds: ties now read in the figures' order), every value as it was.
 
 `kinds-sim-journal` is a fresh study on the simulator (two candidates, two launches each) whose plan measures every
 cell kind and whose rules judge every metric; its engine logs, chunks, scrapes, telemetry and notebooks are left

@@ -164,3 +164,20 @@ def test_a_long_engine_log_is_published_as_its_start_and_end_and_the_journal_kee
     assert f"{len(lines) - 2 * each:,} lines of the engine's log are left out" in published[each]
     assert len((run.dir / "engine.log").read_text().splitlines()) == len(lines)
     assert downloads.log_excerpt(b"short\nlog\n") == b"short\nlog\n"
+
+
+def test_cells_left_out_in_a_legacy_verdict_are_one_count_with_their_runs_linked(tmp_path):
+    """Issue 55, item 5: a verdict recorded before its left-out cells were typed named each in a reason of its own
+    (the capacity page listed 16); the study and run pages fold them into one count, the study page linking each run."""
+    journal = Journal(tmp_path / "journal")
+    busy = "host busy: other processes used 0.45 CPU cores during the cell (limit 0.4)"
+    lines = [f"left out: run {run} decode-prose-c{n} ({busy})" for run in ("r-1", "r-2") for n in (1, 2, 4)]
+    record = write_synthetic_run(journal, index=1, label="baseline", verdict="accepted", requests=50,
+                                 reasons=["baseline of the study", *lines])
+    build_site(journal, tmp_path / "site")
+    folded = "6 cells of 2 runs left out: host busy 6"
+    study = (tmp_path / "site" / "studies" / "synthetic.html").read_text()
+    run = (tmp_path / "site" / "runs" / f"{record.run_id}.html").read_text()
+    for page in (study, run):
+        assert "left out: run" not in page and page.count(folded) == 1
+    assert '(runs <a href="../runs/r-1.html">r-1</a>, <a href="../runs/r-2.html">r-2</a>)' in study

@@ -6,8 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from ...util.render import Table
+from ...verdicts.labels import outcome_label
+from ...verdicts.left_out import left_out_cell_from
 from ...verdicts.output import caveat_from
-from ...verdicts.ranking import Answer, Entrant, answer, comparison_from, outcome_label
+from ...verdicts.ranking import Answer, Entrant, answer, comparison_from
 from ...verdicts.side_effects import side_effect_from
 from ..report import SIDE_EFFECTS, ranking_row, ranking_table
 from .summary import RunSummary
@@ -31,7 +33,8 @@ def study_answer_of(name: str, chosen: list[RunSummary], rules: dict | None) -> 
             list(event.get("reasons") or []), list(event.get("run_ids") or [s.run_id]),
             s.label == rules.get("baseline"), event.get("note"), event.get("method"),
             [caveat_from(c) for c in event.get("caveats") or []], event.get("evidence"),
-            [side_effect_from(e) for e in event.get("side_effects") or []]))
+            [side_effect_from(e) for e in event.get("side_effects") or []],
+            [left_out_cell_from(c) for c in event.get("left_out_cells") or []]))
     question = next((_event(s).get("question") for s in chosen if _event(s).get("question")), None)
     return answer(name, question, str(rules.get("baseline")), entrants)
 

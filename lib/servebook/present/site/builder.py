@@ -28,11 +28,11 @@ from ...util.render import to_html
 from ..comparison import diff_table
 from ..figures import forest_spec
 from ..tables import memory_table, verification_table
-from .answer import answer_context, covering_verdicts, every_run, shown_verdict, study_answer_of
+from .answer import answer_context, covering_verdicts, study_answer_of
 from .downloads import Converter, listing
 from .environment import TEMPLATES, environment
 from .files import write_page
-from .identities import history_pages, stale_verdicts
+from .identities import history_pages
 from .notebook_html import render_notebook
 from .pages import (
     LOG_LINES,
@@ -49,7 +49,6 @@ from .pages import (
     page_slug,
     run_fingerprint,
     sections,
-    status_reason,
     study_charts,
     study_figures,
     summarize_run,
@@ -58,6 +57,7 @@ from .planning import memory_overview, planning_table
 from .study_downloads import STUDY_DOWNLOADS, study_files
 from .summary import RunSummary, key_variable
 from .summary_cache import SummaryCache
+from .verdict_rows import verdict_rows
 
 _HERE = Path(__file__).parent
 INDEX_PAGE = 100  # runs per page of the index
@@ -81,11 +81,13 @@ class SiteBuilder:
     @cached_property
     def template_version(self) -> str:
         # The renderer's own code is an input of every page too: templates, assets and every module that draws
-        # (present/, the rendering blocks, the statistics the pages show, the figures and tail rule of their cells).
+        # (present/, the rendering blocks, the statistics the pages show, the figures and tail rule of their cells,
+        # how verdict events read back and a fault's words as its code).
         package = _HERE.parents[1]
         code = sorted(package.joinpath("present").rglob("*.py")) + sorted(package.joinpath("verdicts").rglob("*.py")) \
-            + [package / "util" / "render.py"] + sorted(package.joinpath("estimates").rglob("*.py")) \
-            + [package / "measure" / name for name in ("latency.py", "tails.py")]
+            + [package / "util" / "render.py", package / "journal" / "events.py"] \
+            + sorted(package.joinpath("estimates").rglob("*.py")) \
+            + [package / "measure" / name for name in ("latency.py", "tails.py", "validity.py")]
         sources = [p for folder in (TEMPLATES, ASSETS) for p in sorted(folder.iterdir())] + code
         parts = [(str(p.relative_to(package)) if p.is_relative_to(package) else p.name, p.read_bytes()) for p in sources]
         return hashlib.sha256(repr(parts).encode() + __version__.encode()).hexdigest()[:16]
@@ -245,19 +247,14 @@ class SiteBuilder:
         def render() -> str:
             rules_source = next((s for s in chosen if s.rules), None)
             rules = rules_source.rules if rules_source else None
-            stale = stale_verdicts(runs, (rules or {}).get("baseline"))
+            found = study_answer_of(name, chosen, rules)
             study = {
                 "name": name,
                 "search": page_slug(name) if name in self.searched else None,
-                "answer": answer_context(study_answer_of(name, chosen, rules)),
+                "answer": answer_context(found),
                 "rules": rules,
                 "rules_hash": rules_source.rules_hash if rules_source else None,
-                "candidates": [{"label": label, "run_id": group[-1].run_id,
-                                "history": self.histories.get((group[-1].plan_id or "", label), (None,))[0],
-                                "runs": len(group), "every_run": every_run(runs, label, group), "stale": stale.get(label),
-                                "status": group[-1].status, "verdict": shown_verdict(group[-1], rules),
-                                "reasons": group[-1].reasons or status_reason(group[-1]), "method": group[-1].method}
-                               for label, group in groups.items()],
+                "candidates": verdict_rows(groups, runs, rules, found.method if found else None, self.histories),
                 "diff": diff_table({s.label: s.candidate for s in chosen}),
                 **study_figures(shown),
                 "noise": noise_table_for(groups, rules),

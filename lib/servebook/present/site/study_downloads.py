@@ -9,7 +9,8 @@ import io
 import json
 from typing import Any
 
-from ...verdicts.ranking import outcome_counts, outcome_label
+from ...verdicts.labels import outcome_counts, outcome_label
+from ...verdicts.left_out import LeftOut
 from .summary import RunSummary
 
 #: the comparison fields the CSV carries, in order (the typed fields of verdicts.Comparison): the interval the
@@ -32,6 +33,9 @@ def _verdict(s: RunSummary, baseline: str | None) -> dict[str, Any]:
             # as every output labels it (verdicts.ranking.outcome_label): the baseline's acceptance is "baseline"
             "label": outcome_label(outcome, s.label == baseline),
             "reasons": list(event.get("reasons") or s.reasons or []),
+            # the cells left out as disturbed, typed, and as the one line every output says (verdicts.left_out)
+            "left_out_cells": list(event.get("left_out_cells") or []),
+            "left_out": LeftOut.of(event.get("left_out_cells")).text() or None,
             "method": event.get("method"),
             "comparisons": [c for c in event.get("comparisons") or [] if "decision" in c]}
 
@@ -71,7 +75,8 @@ def study_junit(name: str, chosen: list[RunSummary]) -> str:
     for verdict in _verdicts(chosen):
         case = TestCase("verdict", classname=f"{name}.{verdict['candidate']}")
         case.system_out = ("baseline: " if verdict["label"] == "baseline" else "") + "\n".join(
-            verdict["reasons"] + ([f"method: {verdict['method']}"] if verdict["method"] else []))
+            verdict["reasons"] + ([verdict["left_out"]] if verdict["left_out"] else [])
+            + ([f"method: {verdict['method']}"] if verdict["method"] else []))
         if verdict["outcome"] in ("rejected", "failed"):
             case.result = [Failure(f"{verdict['candidate']}: {verdict['outcome']}", type_=verdict["outcome"])]
         elif verdict["outcome"] not in ("accepted", "completed"):
