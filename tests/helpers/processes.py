@@ -98,3 +98,17 @@ def command_line(pid: int) -> str:
 def senders_of(pid: int) -> set[int]:
     """The sending processes (measure.senders) below `pid`: multiprocessing's spawned children."""
     return {p for p in alive(descendants(pid)) if "spawn_main" in command_line(p)}
+
+
+def started_until(argv: list[str], ready, *, cwd, env, terminal, within_s: float = 180.0):
+    """`argv` started in a session of its own, as a terminal starts a command (so a Ctrl-C is a signal to its group),
+    with its output into `terminal`; returned once `ready()` holds, or it ended, or `within_s` passed."""
+    import subprocess
+    import time
+
+    process = subprocess.Popen(argv, cwd=cwd, env=env, stdout=terminal, stderr=subprocess.STDOUT,
+                               start_new_session=True)
+    deadline = time.monotonic() + within_s
+    while not ready() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return process

@@ -14,7 +14,9 @@ FailureCause = Literal["bad_flag", "out_of_memory", "model_load", "model_not_ser
                        # not a failure of the engine: the user stopped the run (it is sealed `interrupted`)
                        "interrupted",
                        # one replica of several died (launch.replicas): the run is sealed `degraded`, its cells kept
-                       "replica_lost"]
+                       "replica_lost",
+                       # the notebook kernel running the run died (a sweep's): the sweep seals the run `failed`
+                       "kernel_died"]
 FAILURE_CAUSES: tuple[str, ...] = get_args(FailureCause)
 
 #: The stage a failed run stopped in.
