@@ -46,7 +46,7 @@ from .measure.log import MeasurementLog
 from .measure.loop import measure_plan
 from .measure.openloop import plan_of_round
 from .measure.replicas import describe_losses
-from .measure.turns import NoTurns, Turns, turns_for
+from .measure.turns import NoTurns, RoundStopped, Turns, turns_for
 from .util.aio import run_blocking
 from .util.errors import DiskFull, EngineFailed, InputError, RunInterrupted
 from .util.progress import Reporter
@@ -378,6 +378,6 @@ def run_candidate(candidate: Candidate, plan: Plan, journal: Journal, *, reporte
         if not run.log.outcomes:  # bad input found once the engine answered: nothing was measured, nothing is kept
             run.writer.abandon()
         raise
-    except KeyboardInterrupt:  # the engine is stopped already (execute's finally)
+    except (KeyboardInterrupt, RoundStopped):  # the engine is stopped already (execute's finally)
         raise run.seal_interrupted() from None
     return run.seal(None)

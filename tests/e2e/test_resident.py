@@ -4,14 +4,17 @@ round is what the verdict blocks on."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from servebook.journal import Journal
 from servebook.verdicts.evidence import run_cells
+from tests.helpers.processes import command_line, descendants, left_running, started_until
 
 pytestmark = pytest.mark.simulator
 
@@ -108,3 +111,95 @@ verdict:
         assert all("seats_contend" in codes.split(",") for codes in cells["invalid_codes"])
     verdict_line = next(line for line in result.stdout.splitlines() if line.startswith("running-2"))
     assert "rejected" not in verdict_line and "accepted" not in verdict_line, verdict_line
+
+
+# Four decode cells of at least 2 s each per seat, measured in turn: a round takes some 20 s once its engines serve.
+SLOW_ROUND = """
+name: resident-stopped
+base:
+  engine: vllm
+  model: {path: "random:1b"}
+  knobs: {max_running_requests: 8, context_length: 4096}
+  launch: {simulator: true, ready_timeout_s: 60}
+variants:
+  - name: seqs-2
+    set: {knobs.max_running_requests: 2}
+repeats: REPEATS
+plan:
+  decode: {concurrency: [1, 2, 4, 8], categories: [prose], output_tokens: 16, rounds: 1, min_cell_s: CELL_S}
+  prefill: null
+  warmup_requests: 1
+verdict:
+  rules:
+    - {metric: aggregate_tok_s, concurrency: [4], max_regression_pct: 5}
+"""
+PLANNED_CELLS = 4
+
+
+def _sweep_until_a_cell(tmp_path: Path, study: str, terminal, trees: list[set[int]]) -> tuple[subprocess.Popen, Path]:
+    """A resident sweep started as from a terminal, once one of its seats measured a cell."""
+    (tmp_path / "study.yaml").write_text(study)
+    journal = tmp_path / "journal"
+    process = started_until([sys.executable, "-m", "servebook.cli", "sweep", str(tmp_path / "study.yaml"), "--journal",
+                             str(journal), "--resident"], lambda: any(journal.glob("runs/*/cells.parquet")),
+                            cwd=REPO, env=ENV, terminal=terminal)
+    trees.append({process.pid})
+    assert list(journal.glob("runs/*/cells.parquet")), "no seat measured a cell"
+    trees[-1] |= descendants(process.pid)  # the seats' kernels, their engines and senders
+    return process, journal
+
+
+@pytest.mark.timeout(300)
+def test_ctrl_c_in_a_round_stops_every_seat_and_seals_its_run_interrupted(tmp_path, trees):
+    """Ctrl-C reaches the sweep only (each seat's kernel is a session of its own): the sweep interrupts every seat,
+    so each stops its engine and seals its run `interrupted` where it stood, instead of measuring its plan out and
+    sealing it `completed` (issue 56, item 5)."""
+    with tempfile.TemporaryFile("w+") as terminal:
+        process, journal = _sweep_until_a_cell(tmp_path, SLOW_ROUND.replace("REPEATS", "1").replace("CELL_S", "2"),
+                                               terminal, trees)
+        os.killpg(process.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the foreground group
+        try:
+            process.wait(60)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("the sweep still runs 60 s after Ctrl-C") from None
+        assert left_running(trees[-1], 10) == set(), "an engine, kernel or sender outlived the sweep"
+        terminal.seek(0)
+        output = terminal.read()
+    assert process.returncode == 130, output
+    assert "Traceback" not in output, output
+    records = Journal(str(journal)).runs()
+    assert sorted(r.manifest.study_entry for r in records) == ["baseline", "seqs-2"]
+    for record in records:
+        assert record.status == "interrupted", output
+        assert record.manifest.failure.cause == "interrupted"
+        cells = record.table("cells")
+        assert (0 if cells is None else len(cells)) < PLANNED_CELLS, f"{record.run_id} measured its plan out"
+        # the sweep says what became of each run of the round
+        assert f"run {record.run_id} sealed interrupted" in output, output
+
+
+@pytest.mark.timeout(600)
+def test_a_seat_whose_kernel_dies_is_that_runs_failure_and_the_rounds_go_on(tmp_path, trees):
+    """A seat's kernel killed mid-round: its run is sealed `failed` (kernel_died), the other seat's run and the next
+    round complete, and the sweep ends as a sweep with a failed run does, without a traceback."""
+    with tempfile.TemporaryFile("w+") as terminal:
+        process, journal = _sweep_until_a_cell(tmp_path, SLOW_ROUND.replace("REPEATS", "2").replace("CELL_S", "0.5"),
+                                               terminal, trees)
+        kernels = [pid for pid in descendants(process.pid) if "ipykernel" in command_line(pid)]
+        assert len(kernels) == 2, kernels
+        os.kill(kernels[0], signal.SIGKILL)
+        try:
+            process.wait(400)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("the sweep did not end") from None
+        assert left_running(trees[-1], 10) == set(), "an engine, kernel or sender outlived the sweep"
+        terminal.seek(0)
+        output = terminal.read()
+    assert process.returncode == 0, output
+    assert "Traceback" not in output and "DeadKernelError" not in output, output
+    records = Journal(str(journal)).runs()
+    statuses = sorted(r.status for r in records)
+    assert statuses == ["completed", "completed", "completed", "failed"], output
+    [failed] = [r for r in records if r.status == "failed"]
+    assert failed.manifest.failure.cause == "kernel_died" and "signal 9" in failed.manifest.failure.message
+    assert failed.manifest.candidate_id is not None and failed.manifest.resident is not None

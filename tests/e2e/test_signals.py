@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from servebook.journal import Journal
-from tests.helpers.processes import descendants, left_running, senders_of
+from tests.helpers.processes import descendants, left_running, senders_of, started_until
 
 pytestmark = pytest.mark.simulator
 REPO = Path(__file__).resolve().parents[2]
@@ -126,3 +126,34 @@ plan:{PLAN.replace('DURATION', '2').replace('decode: null', DECODE)}""")
     subprocess.run([sys.executable, "-m", "servebook.cli", "search", study, "--journal", journal], cwd=REPO, env=ENV,
                    check=True, capture_output=True, timeout=200)
     assert statuses(journal).count("completed") == 6
+
+
+@pytest.mark.timeout(180)
+def test_ctrl_c_of_a_sweep_mid_cell_says_which_run_it_sealed_and_prints_no_traceback(tmp_path, trees):
+    """The sweep's kernel is asked to shut down only once the interrupted cell has ended (its run stopped its engine
+    and was sealed). Asked at once, the kernel closed its sockets under that cell, whose reply then failed as a
+    zmq.error.ZMQError traceback on the terminal, a sweep's and a search's alike (issue 56, item 5)."""
+    study, journal = tmp_path / "study.yaml", tmp_path / "journal"
+    study.write_text(f"""name: stopped-mid-cell
+base:{BASE}plan:
+  decode: {{concurrency: [1, 2, 4], categories: [prose], output_tokens: 16, rounds: 1, min_cell_s: 3}}
+  warmup_requests: 1
+""")
+    with tempfile.TemporaryFile("w+") as terminal:
+        process = started_until([sys.executable, "-m", "servebook.cli", "sweep", str(study), "--journal", str(journal)],
+                                lambda: any(journal.glob("runs/*/cells.parquet")), cwd=REPO, env=ENV,
+                                terminal=terminal)
+        trees.append({process.pid} | descendants(process.pid))
+        os.killpg(process.pid, signal.SIGINT)
+        try:
+            process.wait(60)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("the sweep still runs 60 s after Ctrl-C") from None
+        assert left_running(trees[-1], 10) == set(), "left running after Ctrl-C"
+        terminal.seek(0)
+        output = terminal.read()
+    assert process.returncode == 130, output
+    assert "Traceback" not in output and "ZMQError" not in output, output
+    [record] = Journal(journal).runs()
+    assert record.status == "interrupted", output
+    assert f"run {record.run_id} sealed interrupted" in output, output

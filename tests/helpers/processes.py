@@ -160,3 +160,15 @@ def router_below(pid: int) -> int | None:
     """The router process (launch.replicas) started below `pid`: `python -m sglang_router.launch_router` until it
     names itself `sglang::router`."""
     return next((p for p in sorted(alive(descendants(pid))) if "router" in command_line(p)), None)
+def started_until(argv: list[str], ready, *, cwd, env, terminal, within_s: float = 180.0):
+    """`argv` started in a session of its own, as a terminal starts a command (so a Ctrl-C is a signal to its group),
+    with its output into `terminal`; returned once `ready()` holds, or it ended, or `within_s` passed."""
+    import subprocess
+    import time
+
+    process = subprocess.Popen(argv, cwd=cwd, env=env, stdout=terminal, stderr=subprocess.STDOUT,
+                               start_new_session=True)
+    deadline = time.monotonic() + within_s
+    while not ready() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return process

@@ -203,7 +203,8 @@ def friendly(fn):
             err.print(f"[bold red]{label}:[/] {markup_safe(error)}", markup=True, highlight=False)
             raise typer.Exit(code) from caught
         except KeyboardInterrupt as interrupt:
-            said = str(interrupt) if isinstance(interrupt, RunInterrupted) else "the engine was stopped"
+            # what became of the run that was going, where one was (RunInterrupted); no claim where none is known
+            said = str(interrupt) if isinstance(interrupt, RunInterrupted) else "stopped by Ctrl-C"
             err.print(f"[yellow]interrupted[/]: {markup_safe(said)}", markup=True, highlight=False)
             raise typer.Exit(130) from interrupt
 

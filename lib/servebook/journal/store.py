@@ -23,6 +23,7 @@ from ..util.paths import locate
 from ..util.render import Block, Renderable, Text
 from .index import INDEX_COLUMNS, refresh, select
 from .listing import listing_blocks
+from .manifest import EngineInfo, Failure, Manifest, RunIdentity
 from .record import Damage, RunRecord, inspect_run, read_manifest
 from .writer import MANIFEST, RESERVE_BYTES, RunSealed, RunWriter, utc_now
 
@@ -150,6 +151,27 @@ class Journal(Renderable):
             raise DiskFull(str(self.runs_dir), full.free, quota=full.quota, leaving=f"no run started (a run holds "
                            f"{RESERVE_BYTES // 1024} KiB back to seal itself)") from full
         return writer
+
+    def release_run(self, run_id: str) -> bool:
+        """A reserved run that never started (its directory still empty) given back; False where it holds anything."""
+        try:
+            (self.runs_dir / run_id).rmdir()
+        except OSError:
+            return False
+        return True
+
+    def seal_abandoned(self, run_id: str, failure: Failure, scrubber: Scrubber | None = None) -> RunRecord:
+        """Seal `failed` a started run whose writer is gone without sealing it (the kernel running it died): who it
+        is and how it was launched come from its launch record, why it ended from `failure`. As for any failed run,
+        its raw rows stay and the cell figures written on the way do not."""
+        launch = self.run(run_id).identity
+        writer = RunWriter(self.runs_dir / run_id, scrubber, on_write=self._push if self.mirror is not None else None)
+        writer.discard_table("cells")
+        started = {name: getattr(launch, name) for name in RunIdentity.model_fields}
+        engine = EngineInfo(argv=(launch.model_extra or {}).get("argv") or [],
+                            base_url=(launch.model_extra or {}).get("base_url"))
+        writer.seal(Manifest(**started, status="failed", engine=engine, finished_at=utc_now(), failure=failure))
+        return self.run(run_id)
 
     def add_notebook(self, run_id: str, data: bytes, scrubber: Scrubber | None = None) -> Path:
         """The executed notebook, added beside a run's files in one atomic, durable, scrubbed write."""

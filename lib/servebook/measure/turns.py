@@ -34,6 +34,12 @@ class TurnTimeout(RuntimeError):
     """A seat waited longer than its bound for a turn (a seat ahead of it hung without dying)."""
 
 
+class RoundStopped(Exception):
+    """The sweep stopped the round (Ctrl-C): the seat stops as an interrupted run does. The sweep also interrupts
+    each seat's kernel; this reaches a seat that was not in a cell then, at its next turn or before its launch.
+    Not a KeyboardInterrupt: it is raised inside a coroutine, which asyncio would re-raise out of its loop."""
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -52,6 +58,14 @@ class _RoundState:
         directory.mkdir(parents=True, exist_ok=True)
         self._state = directory / f"{seat.round_id}.turns.json"
         self._lock = directory / f"{seat.round_id}.turns.lock"
+        self._stop = directory / f"{seat.round_id}.turns.stop"
+
+    def stop(self) -> None:
+        self._stop.touch()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stop.exists()
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -82,6 +96,12 @@ def release(seat: Seat) -> None:
     _RoundState(seat).set(seat.seat, state="gone")
 
 
+def stop_round(seat: Seat) -> None:
+    """Stop the round `seat` sits in, from outside its runs (the sweep, on Ctrl-C): every seat stops at its next
+    wait, and a seat not launched yet does not launch."""
+    _RoundState(seat).stop()
+
+
 class Turns:
     """This run's seat in its round: `arrive` once its engine serves, `step` around each measured step, `finish`
     when its plan is measured (it then waits for the others, so no engine stops while another measures), `leave` in
@@ -95,6 +115,8 @@ class Turns:
         self.clock = clock
         self.steps_done = 0
         self._round = _RoundState(seat)
+        if self._round.stopped:  # before anything is recorded: the round was stopped before this seat began
+            raise RoundStopped(f"round {seat.round_id} was stopped before seat {seat.seat + 1} began")
         #: where this round's rotation starts: every seat derives the same from the round's id
         self._start = int(hashlib.sha256(seat.round_id.encode()).hexdigest(), 16) % seat.seats
         self._round.set(seat.seat, pid=os.getpid(), state="starting", steps=0)
@@ -137,7 +159,12 @@ class Turns:
 
     async def _wait_for(self, ready: Callable[[dict[str, dict[str, Any]]], bool], what: str) -> None:
         deadline = self.clock() + self.wait_s
-        while not ready(self._read()):
+        while True:
+            if self._round.stopped:  # first: a stopped round takes no further step, even one that is its turn
+                raise RoundStopped(f"round {self.seat.round_id} stopped while seat {self.seat.seat + 1} waited for "
+                                   f"{what}")
+            if ready(self._read()):
+                return
             if self.clock() > deadline:
                 raise TurnTimeout(f"round {self.seat.round_id}: seat {self.seat.seat} waited {self.wait_s:.0f} s "
                                   f"for {what}")

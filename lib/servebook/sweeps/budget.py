@@ -23,7 +23,7 @@ from ..journal import Journal
 from ..util.progress import Reporter
 from .pending import SweepResult
 from .placement import Lane
-from .runner import Runner
+from .runner import Interruptible, Runner
 
 #: the least a launch, its warm-up requests and sealing take with nothing measured (the simulator's engine is up in
 #: about a second; a real model loads for longer): the part of a plan's floor no field of the plan states
@@ -135,6 +135,10 @@ class TimeBudget:
         if left <= 0 or left < seconds * self.margin:
             raise OutOfTime(f"time budget: {max(left, 0):.0f} s left, and {what} is expected to take {seconds:.0f} s "
                             f"({source}); {names} and what follows wait for the next sweep", self.results)
+
+    def interrupt(self) -> None:
+        if isinstance(self.runner, Interruptible):
+            self.runner.interrupt()
 
     def round_took(self, seconds: float) -> None:
         self._longest_round = max(self._longest_round, seconds)

@@ -16,14 +16,17 @@ from collections.abc import Callable
 from ..config.parameters import Seat
 from ..config.study import Study, StudyEntry
 from ..journal import Journal, utc_now
-from ..measure.turns import release
+from ..measure.turns import release, stop_round
+from ..util.errors import RunInterrupted
 from ..util.progress import Reporter
 from .budget import TimeBudget
 from .pending import SweepResult
 from .placement import Lane
-from .runner import Runner
+from .runner import Interruptible, Runner, what_became
 
 Placed = tuple[int, StudyEntry, "Lane | None"]
+#: how long the seats of a round stopped by Ctrl-C may take to stop their engines and seal their runs
+STOP_S = 30.0
 #: one run of a round, given its seat: the sweep's skip check and the runner
 RunSeated = Callable[[int, StudyEntry, "Lane | None", "Seat | None"], SweepResult]
 
@@ -75,7 +78,7 @@ def run_round(study: Study, journal: Journal, items: list[Placed], one: RunSeate
               advance: Callable[[], None] = lambda: None) -> list[SweepResult]:
     """One resident round: every run started at once in its own thread (a kernel each), seated in one round (its
     state in the journal's .sweeps folder). A seat is released when its run returns, however it ended, so no other
-    seat waits for it."""
+    seat waits for it. Ctrl-C stops every seat's run (RunInterrupted, saying what became of each)."""
     if len(items) == 1:
         return [one(*items[0], None)]
     budget = runner if isinstance(runner, TimeBudget) else None
@@ -92,8 +95,40 @@ def run_round(study: Study, journal: Journal, items: list[Placed], one: RunSeate
             release(seats[index])
             advance()
 
-    with concurrent.futures.ThreadPoolExecutor(len(items), thread_name_prefix="servebook-seat") as executor:
-        results = list(executor.map(seated, range(len(items))))
+    executor = concurrent.futures.ThreadPoolExecutor(len(items), thread_name_prefix="servebook-seat")
+    futures = [executor.submit(seated, index) for index in range(len(items))]
+    stopped = False
+    try:
+        results = [future.result() for future in futures]
+    except KeyboardInterrupt:
+        stopped = True
+        raise _stopped(seats[0], runner, journal, futures, [entry.name for _, entry, _ in items]) from None
+    finally:
+        executor.shutdown(wait=not stopped)  # a seat that raised: the others end their runs, as they always did
     if budget is not None:
         budget.round_took(time.monotonic() - started)
     return results
+
+
+def _stopped(seat: Seat, runner: Runner, journal: Journal, futures: list[concurrent.futures.Future[SweepResult]],
+             names: list[str]) -> RunInterrupted:
+    """Ctrl-C in a round. It reaches the sweep's thread only: the seats' kernels are processes of their own, out of
+    the terminal's reach. So the round is marked stopped (no seat takes another step, or launches), every kernel
+    in a cell is interrupted (its run stops its engine and is sealed `interrupted`), and the seats are waited for,
+    STOP_S at most; what became of each run is said."""
+    stop_round(seat)
+    if isinstance(runner, Interruptible):
+        runner.interrupt()
+    try:
+        concurrent.futures.wait(futures, timeout=STOP_S)
+    except KeyboardInterrupt:  # a second Ctrl-C: what has not stopped yet is stopped with the sweep's kernels
+        pass
+    said = []
+    for future, name in zip(futures, names, strict=True):
+        if not future.done():
+            said.append(f"{name}: still stopping; its kernel and engine are stopped with the sweep")
+        elif (error := future.exception()) is not None:
+            said.append(f"{name}: {type(error).__name__}: {error}")
+        else:
+            said.append(what_became(journal, name, future.result().run_id))
+    return RunInterrupted("resident round stopped: " + "; ".join(said))

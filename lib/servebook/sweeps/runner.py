@@ -6,17 +6,21 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from ..config.parameters import Seat
 from ..config.secrets import Scrubber
 from ..config.study import Study, StudyEntry
-from ..journal import Journal
+from ..journal import Failure, Journal, RunRecord
+from ..util.errors import RunInterrupted
 from ..util.progress import Reporter
 from ..util.resources import shipped_file
 from .gpus import gpus_needed
+from .kernels import KEPT_KERNEL_ENGINE, KernelDied, exit_code, register_kept_kernel_engine, settle_left_tasks, shutdown
 from .parameters import check_declared, qualify_parameters
 from .pending import SweepResult
 from .placement import Lane
@@ -37,6 +41,16 @@ class Runner(Protocol):
 
     def close(self) -> None:
         """Release what the runner holds (kernels, connections)."""
+        ...
+
+
+@runtime_checkable
+class Interruptible(Protocol):
+    """A runner whose runs can be interrupted from another thread (a resident round's seats, on Ctrl-C)."""
+
+    def interrupt(self) -> None:
+        """Interrupt every run going now, as Ctrl-C interrupts one: each stops its engine and is sealed
+        `interrupted`, and its `run` call returns."""
         ...
 
 
@@ -77,6 +91,8 @@ class PapermillRunner:
     renew_after: int = 25
     _local: threading.local = field(default_factory=threading.local, init=False, repr=False)
     _all: list[Any] = field(default_factory=list, init=False, repr=False)
+    #: the kernels running a notebook's cells now (a kernel still starting is not one: a signal would end it)
+    _busy: list[Any] = field(default_factory=list, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _checked: bool = field(default=False, init=False, repr=False)
 
@@ -106,7 +122,7 @@ class PapermillRunner:
         km = getattr(self._local, "km", None)
         self._local.km = None
         if km is not None:
-            _shutdown(km)
+            shutdown(km)
             with self._lock:
                 if km in self._all:
                     self._all.remove(km)
@@ -115,7 +131,30 @@ class PapermillRunner:
         with self._lock:
             kernels, self._all = list(self._all), []
         for km in kernels:
-            _shutdown(km)
+            shutdown(km)
+
+    def interrupt(self) -> None:
+        """Kernel > Interrupt for every kernel running cells now, from another thread (the sweep's, on Ctrl-C in a
+        resident round): each run in one stops its engine and is sealed `interrupted`, and its notebook returns."""
+        from jupyter_core.utils import run_sync
+
+        with self._lock:
+            kernels = list(self._busy)
+        for km in kernels:
+            try:
+                run_sync(km.interrupt_kernel)()
+            except Exception:  # noqa: BLE001 - a kernel that ended meanwhile needs no interrupt
+                pass
+
+    @contextmanager
+    def _running_cells(self, km: Any) -> Iterator[None]:
+        with self._lock:
+            self._busy.append(km)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._busy.remove(km)
 
     def run(self, study: Study, entry: StudyEntry, journal: Journal, reporter: Reporter,
             lane: Lane | None = None, seat: Seat | None = None) -> SweepResult:
@@ -133,15 +172,26 @@ class PapermillRunner:
         parameters = qualify_parameters(study, entry, journal.url or str(journal.root.resolve()), run_id, gpus,
                                         lane.label if lane is not None else None, seat)
         reporter.log(f"candidate {entry.name} ({entry.candidate.id}) -> run {run_id}")
-        message = self._execute(output, parameters, _ProgressStream(reporter, f"  [{entry.name}] "))
-        if not message and not ran_a_cell(output):
-            # Seen once in a Ray worker under load: papermill returned with no cell run and no error. Nothing was
-            # measured, so one more try on a fresh kernel is safe.
-            self._discard()
+        died: KernelDied | None = None
+        try:
             message = self._execute(output, parameters, _ProgressStream(reporter, f"  [{entry.name}] "))
             if not message and not ran_a_cell(output):
-                message = "the notebook's kernel ran no cell (twice)"
+                # Seen once in a Ray worker under load: papermill returned with no cell run and no error. Nothing was
+                # measured, so one more try on a fresh kernel is safe.
+                self._discard()
+                message = self._execute(output, parameters, _ProgressStream(reporter, f"  [{entry.name}] "))
+                if not message and not ran_a_cell(output):
+                    message = "the notebook's kernel ran no cell (twice)"
+        except KernelDied as error:
+            died, message = error, str(error)
+        except KeyboardInterrupt:  # the kernel was stopped (_execute): the run is as its kernel left it
+            output.unlink(missing_ok=True)
+            journal.release_run(run_id)
+            raise RunInterrupted(f"{what_became(journal, entry.name, run_id)}; nothing after it was started",
+                                 run_id) from None
         record = journal.run(run_id) if journal.has_run(run_id) else None
+        if record is not None and record.status == "incomplete":
+            record = self._unsealed(journal, entry, run_id, died)
         if output.is_file():
             if record is not None:
                 journal.add_notebook(run_id, output.read_bytes(),
@@ -154,14 +204,32 @@ class PapermillRunner:
         return SweepResult(entry.name, entry.candidate.id, record.run_id if record else None, status,
                            time.monotonic() - started, message)
 
+    @staticmethod
+    def _unsealed(journal: Journal, entry: StudyEntry, run_id: str, died: KernelDied | None) -> RunRecord | None:
+        """A run its notebook left unsealed: a reservation never started is given back; a run whose kernel died
+        is sealed `failed` with that cause (the engine died with the kernel), so the sweep records it and goes on.
+        Any other stays `incomplete`, as the kernel left it."""
+        if journal.release_run(run_id):
+            return None
+        if died is None:
+            return journal.run(run_id)
+        record = journal.run(run_id)
+        failure = Failure(stage="measure" if record.table_path("requests").is_file() else "launch",
+                          cause="kernel_died", message=str(died), exit_code=died.exit_code,
+                          log_tail=record.log_tail() or None)
+        return journal.seal_abandoned(run_id, failure, Scrubber.from_environment(entry.candidate.launch.api_key_env))
+
     def _execute(self, output: Path, parameters: dict[str, Any], progress: _ProgressStream) -> str:
-        """Run the notebook; the failing cell's error as one line ("" when it ran through)."""
+        """Run the notebook; the failing cell's error as one line ("" when it ran through). KernelDied when the
+        kernel died under it."""
         import papermill
+        from nbclient.exceptions import DeadKernelError
 
         km = self._manager()
-        kept = {"km": km, "engine_name": _KEPT_KERNEL_ENGINE} if km is not None else {}
+        kept = {"km": km, "engine_name": KEPT_KERNEL_ENGINE, "running_cells": self._running_cells} \
+            if km is not None else {}
         if km is not None:
-            _register_kept_kernel_engine()
+            register_kept_kernel_engine()
         try:
             papermill.execute_notebook(
                 str(self.notebook), str(output), parameters=parameters, kernel_name=self.kernel_name,
@@ -172,8 +240,13 @@ class PapermillRunner:
             )
         except papermill.PapermillExecutionError as error:
             return f"notebook failed in cell {error.exec_count}: {error.ename}: {error.evalue}"[:600]
+        except DeadKernelError:
+            settle_left_tasks()
+            code = exit_code(km)
+            self._discard()
+            raise KernelDied(code) from None
         except BaseException:
-            _settle_left_tasks()
+            settle_left_tasks()
             self._discard()  # a timeout or an interrupt may leave the kernel busy: the next candidate gets a new one
             raise
         finally:
@@ -181,26 +254,18 @@ class PapermillRunner:
         return ""
 
 
-def _settle_left_tasks() -> None:
-    """An interrupt stops nbclient's event loop in the middle of a cell and leaves the cell's tasks (the reply, the
-    outputs, the kernel's liveness) pending on it. The kernel's shutdown runs on that loop next and wakes them into
-    errors (DeadKernelError, a client already closed) that asyncio prints as "Task exception was never retrieved"
-    tracebacks after servebook's own one-line message. They are cancelled and their outcomes taken here."""
-    import asyncio
-
-    from jupyter_core.utils import ensure_event_loop
-
-    loop = ensure_event_loop()  # the loop jupyter_core's run_sync ran nbclient on, in this thread
-    if loop.is_running():
-        return
-    left = [task for task in asyncio.all_tasks(loop) if not task.done()]
-    for task in left:
-        task.cancel()
-    if left:
-        loop.run_until_complete(asyncio.wait(left, timeout=5))
-    for task in left:
-        if task.done() and not task.cancelled():
-            task.exception()  # taken: nothing is printed when the task is collected
+def what_became(journal: Journal, name: str, run_id: str | None) -> str:
+    """What became of a run that was going when the sweep was interrupted, as one clause."""
+    record = journal.run(run_id) if run_id and journal.has_run(run_id) else None
+    if record is None:
+        return f"{name}: not started"
+    if record.status == "interrupted":
+        cells = record.manifest.summary.cells if record.manifest and record.manifest.summary else 0
+        return f"{name}: run {run_id} sealed interrupted after {cells} cell{'s' if cells != 1 else ''}, its engine " \
+               "stopped"
+    if record.status == "incomplete":
+        return f"{name}: run {run_id} left incomplete, its kernel and engine stopped"
+    return f"{name}: run {run_id} sealed {record.status} before the interrupt"
 
 
 def ran_a_cell(output: Path) -> bool:
@@ -211,61 +276,6 @@ def ran_a_cell(output: Path) -> bool:
         return False
     notebook = nbformat.read(output, as_version=4)
     return any(cell.get("execution_count") for cell in notebook.cells if cell.cell_type == "code")
-
-
-_KEPT_KERNEL_ENGINE = "servebook-kept-kernel"
-
-
-def _register_kept_kernel_engine() -> None:
-    """A papermill engine that runs a notebook on a kernel it is handed and leaves that kernel running, but
-    closes the client it opened: papermill's own keeps a kept kernel's client sockets open, a dozen file
-    descriptors per candidate."""
-    import logging
-
-    from papermill.clientwrap import PapermillNotebookClient
-    from papermill.engines import NBClientEngine, papermill_engines
-
-    if _KEPT_KERNEL_ENGINE in papermill_engines._engines:
-        return
-
-    class KeptKernelClient(PapermillNotebookClient):
-        def execute(self, **kwargs: Any) -> Any:
-            try:
-                return super().execute(**kwargs)
-            finally:
-                client: Any = getattr(self, "kc", None)
-                if client is not None:
-                    client.stop_channels()
-                    self.kc = None
-
-    class KeptKernelEngine(NBClientEngine):
-        @classmethod
-        def execute_managed_notebook(cls, nb_man: Any, kernel_name: str, log_output: bool = False,
-                                     stdout_file: Any = None, stderr_file: Any = None, start_timeout: int = 60,
-                                     execution_timeout: int | None = None, **kwargs: Any) -> Any:
-            for unused in ("input_path", "timeout", "startup_timeout"):
-                kwargs.pop(unused, None)
-            return KeptKernelClient(nb_man, timeout=execution_timeout, startup_timeout=start_timeout,
-                                    kernel_name=kernel_name, log=logging.getLogger("papermill"),
-                                    log_output=log_output, stdout_file=stdout_file, stderr_file=stderr_file,
-                                    **kwargs).execute()
-
-    papermill_engines.register(_KEPT_KERNEL_ENGINE, KeptKernelEngine)
-
-
-def _shutdown(km: Any) -> None:
-    """Ask the kernel to stop, as papermill does with its own: a cell still running (a run stopping its engine
-    after Ctrl-C) gets the kernel's grace period to finish; a kernel that does not stop is killed."""
-    from jupyter_core.utils import run_sync
-
-    process = getattr(getattr(km, "provisioner", None), "process", None)
-    try:
-        if km.has_kernel:
-            run_sync(km.shutdown_kernel)(now=False)
-    except BaseException:  # noqa: BLE001 - a kernel that is already gone needs no shutdown
-        pass
-    if process is not None and process.poll() is None:
-        process.kill()
 
 
 @dataclass

@@ -19,7 +19,9 @@ FailureCause = Literal["bad_flag", "out_of_memory", "model_load", "model_not_ser
                        "replica_lost",
                        # not the engine's either: the run's disk filled (or its quota), so its tables stop where they
                        # were last written whole
-                       "disk_full"]
+                       "disk_full",
+                       # the notebook kernel running the run died (a sweep's): the sweep seals the run `failed`
+                       "kernel_died"]
 FAILURE_CAUSES: tuple[str, ...] = get_args(FailureCause)
 
 #: The stage a failed run stopped in.

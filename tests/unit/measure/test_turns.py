@@ -13,7 +13,7 @@ import time
 import pytest
 
 from servebook.config.parameters import Seat
-from servebook.measure.turns import Turns, TurnTimeout, release
+from servebook.measure.turns import RoundStopped, Turns, TurnTimeout, release, stop_round
 
 
 def _seats(tmp_path, n: int) -> list[Seat]:
@@ -164,3 +164,22 @@ def test_a_seat_that_never_comes_is_a_bounded_wait(tmp_path):
     with pytest.raises(TurnTimeout, match="waited"):
         asyncio.run(first_step())
     assert os.path.exists(tmp_path / "round-test.turns.json")
+
+
+def test_a_stopped_round_takes_no_further_step_and_seats_no_one_else(tmp_path):
+    """The sweep stops a round on Ctrl-C: a seat waiting for its turn (or whose turn it is) stops there, and a seat
+    not begun yet does not begin (nothing of its run is recorded)."""
+    seats = _seats(tmp_path, 2)
+    waiting = Turns(seats[0], wait_s=20)
+    waiting.arrive()
+    stop_round(seats[0])
+
+    async def next_step() -> None:
+        async with waiting.step():
+            raise AssertionError("a stopped round took a step")
+
+    with pytest.raises(RoundStopped, match="stopped while seat 1 waited"):
+        asyncio.run(next_step())
+    assert waiting.steps_done == 0
+    with pytest.raises(RoundStopped, match="before seat 2 began"):
+        Turns(seats[1])
