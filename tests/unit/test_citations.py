@@ -1,6 +1,6 @@
 """Every document and repository file the library's code cites is in the repository (issue 31, item 7): a
 reader sent to `engines.md` or `scripts/record-engine-contracts.sh` finds it. A bare `NAME.md` is a page of
-docs/ (or the top level); a path that starts with a top-level folder is read from the repository root, with
+docs/ (or the top level; `../NAME.md`, as a page generated into docs/reference links one); a path that starts with a top-level folder is read from the repository root, with
 `<placeholder>` parts and globs matching any name."""
 
 import re
@@ -19,6 +19,8 @@ def missing_citations(text: str, root: Path = REPO) -> list[str]:
     """The citations in `text` that name nothing in the repository at `root`."""
     missing = []
     for doc in _DOC.findall(text):
+        # a page the library writes under docs/reference links its siblings in docs/ as ../NAME.md
+        doc = doc.removeprefix("../")
         if not any((root / folder / doc).is_file() for folder in ("", "docs")):
             missing.append(doc)
     for path in _PATH.findall(text):
