@@ -21,8 +21,17 @@ FLOOR_LEGEND = (f"a change within the noise floor, the change two runs of the re
                 f"runs has no floor, and nothing is greyed.")
 
 
-def compared_metrics() -> list[str]:
-    return list(dict.fromkeys(figure.metric for figure in compared_figures()))
+def compared_by_kind() -> dict[str, list]:
+    """kind -> its compared figures (present.kinds.ComparedFigure), in order."""
+    out: dict[str, list] = {}
+    for figure in compared_figures():
+        out.setdefault(figure.kind, []).append(figure)
+    return out
+
+
+def compared_metrics() -> dict[str, list[str]]:
+    """kind -> the metrics its runs are compared by."""
+    return {kind: [f.metric for f in figures] for kind, figures in compared_by_kind().items()}
 
 
 def reference_floors(journal: Journal, record: RunRecord) -> dict[tuple[str, str], DeltaFloor]:
@@ -48,12 +57,11 @@ def page_figures() -> list[dict[str, Any]]:
             for f in compared_figures()]
 
 
-def run_figures(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def run_figures(cells: list[dict[str, Any]], by_kind: dict[str, list] | None = None) -> list[dict[str, Any]]:
     """One run's cells as the compare page reads them: each cell with a compared figure, its figures as
-    [value, text] (the text as every table formats it, a thin tail marked)."""
-    by_kind: dict[str, list] = {}
-    for figure in compared_figures():
-        by_kind.setdefault(figure.kind, []).append(figure)
+    [value, text] (the text as every table formats it, a thin tail marked). `by_kind`: compared_by_kind(), read
+    once for many runs."""
+    by_kind = compared_by_kind() if by_kind is None else by_kind
     out = []
     for cell in cells:
         figures = {}

@@ -326,18 +326,21 @@ def change_pct(reference: float | None, figure: float | None) -> float | None:
     return 100.0 * (figure / reference - 1.0)
 
 
-def delta_floors(runs: list[tuple[str, list[dict]]], metrics: list[str]) -> dict[tuple[str, str], DeltaFloor]:
+def delta_floors(runs: list[tuple[str, list[dict]]],
+                 metrics: dict[str, list[str]]) -> dict[tuple[str, str], DeltaFloor]:
     """(cell id, metric) -> its floor, from each completed run of the reference's configuration given as (its machine,
-    its cells as records). Valid cells only; a cell of fewer than two runs has none."""
+    its cells as records), for the `metrics` of each cell kind. Valid cells only; a cell of fewer than two runs has
+    none."""
     figures: dict[tuple[str, str], list[tuple[Block, float]]] = {}
     for position, (machine, cells) in enumerate(runs):
+        block = (machine, str(position))
         for cell in cells:
             if not cell.get("valid"):
                 continue
-            for metric in metrics:
+            for metric in metrics.get(cell.get("kind") or "", ()):
                 value = cell.get(metric)
                 if isinstance(value, (int, float)) and math.isfinite(value):
-                    figures.setdefault((cell["cell_id"], metric), []).append(((machine, str(position)), float(value)))
+                    figures.setdefault((cell["cell_id"], metric), []).append((block, float(value)))
     out = {}
     for (cell_id, metric), blocked in figures.items():
         cv = within_machines_cv(blocked) if len(blocked) > 1 else None

@@ -10,7 +10,7 @@ import hashlib
 import json
 from typing import Any
 
-from ..deltas import FLOOR_LEGEND, compared_metrics, floor_figures, page_figures, run_figures
+from ..deltas import FLOOR_LEGEND, compared_by_kind, compared_metrics, floor_figures, page_figures, run_figures
 from .summary import RunSummary
 
 FLOORS = "floors"
@@ -31,9 +31,9 @@ def script(table: str, key: str, data: Any) -> str:
             f"[{json.dumps(table)}][{json.dumps(key)}] = {text};\n")
 
 
-def run_script(s: RunSummary) -> str:
+def run_script(s: RunSummary, by_kind: dict[str, list]) -> str:
     return script("runs", s.run_id, {"label": s.label, "status": s.status, "floor": configuration(s),
-                                     "cells": run_figures(s.cells)})
+                                     "cells": run_figures(s.cells, by_kind)})
 
 
 def floor_script(key: str, runs: list[RunSummary]) -> str:
@@ -50,8 +50,9 @@ def floor_script(key: str, runs: list[RunSummary]) -> str:
 def compare_pages(builder: Any, summaries: list[RunSummary], links: Any) -> None:
     """Every run's script, every configuration's floor, and the page (`builder`: the SiteBuilder writing them)."""
     groups: dict[str, list[RunSummary]] = {}
+    by_kind = compared_by_kind()
     for s in summaries:
-        builder._page(f"runs/{s.run_id}/compare.js", [s.fingerprint], lambda s=s: run_script(s))
+        builder._page(f"runs/{s.run_id}/compare.js", [s.fingerprint], lambda s=s: run_script(s, by_kind))
         key = configuration(s)
         if key is not None:
             groups.setdefault(key, []).append(s)
