@@ -4,6 +4,7 @@ change; `journal show A B C` and the compare notebook grey the same changes by t
 The page itself, three runs picked in Chromium, is tests/e2e/test_site_browser.py's."""
 
 import math
+import re
 import statistics
 
 import pytest
@@ -15,7 +16,7 @@ from servebook.present.comparison import RunComparison
 from servebook.present.kinds import compared_figures
 from servebook.present.site.pages import summarize_run
 from servebook.present.tables import fmt, tail_marked
-from servebook.util.render import to_plain
+from servebook.util.render import to_html, to_plain
 from servebook.verdicts.noise import FLOOR_Z
 from tests.helpers.journals import compare_journal
 from tests.helpers.journals import read_compare_script as read_script
@@ -92,3 +93,4 @@ def test_runs_side_by_side_grey_each_change_within_the_first_runs_floor(tmp_path
     assert any(greyed.values()) and not all(greyed.values()), greyed  # both cases, or the test tells nothing
     shown = to_plain(comparison.blocks())
     assert "Changes from base, the first run given." in shown and "noise floor" in shown
+    assert re.search(r'color:#6b7280">~[-+]\d', to_html(comparison.blocks()))  # the notebook greys it too
