@@ -99,7 +99,7 @@ def compare(*, study_path: str | None = None, run_ids: list[str] | str | None = 
     study_path, run_ids = given.study_path, given.run_ids
     j = Journal(given.journal).require()
     if run_ids:
-        return RunComparison([j.run(r) for r in run_ids])
+        return RunComparison.against_first(j, [j.run(r) for r in run_ids])
     if study_path:
         study = load_study(study_path)
         judged = judge(study, j, append=False)

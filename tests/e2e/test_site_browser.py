@@ -11,6 +11,7 @@ from servebook.present import build_site
 from servebook.run import run_candidate
 from servebook.util.progress import Reporter
 from tests.helpers.candidates import SMALL_PLAN, tiny_candidate
+from tests.helpers.journals import compare_journal, read_compare_script
 
 pytestmark = pytest.mark.browser
 
@@ -103,11 +104,71 @@ def test_index_sorts_and_filters_and_compare_shows_deltas(site, browser):
     real = [r.run_id for r in Journal(site.parent / "journal").runs()
             if r.status == "completed" and not r.manifest.synthetic]
     assert len(real) == 2
-    completed = real
-    page, problems, _ = visit(browser, (site / "compare.html").as_uri() + f"#a={completed[0]}&b={completed[1]}")
-    body = page.locator("#delta tbody tr")
-    assert body.count() > 0
+    page, problems, _ = visit(browser, (site / "compare.html").as_uri() + f"#runs={real[0]},{real[1]}")
+    page.wait_for_selector("#delta tbody tr")
     assert "%" in page.inner_text("#delta")
+    assert problems == []
+    page.close()
+
+
+#: each row of compare.html's table: its cells' text, class and tooltip
+READ_DELTAS = """() => Array.from(document.querySelectorAll('#delta tbody tr')).map(tr => [tr.dataset.cell,
+    tr.dataset.metric, ...Array.from(tr.cells).slice(1).map(td => ({text: td.textContent, cls: td.className,
+    title: td.title}))])"""
+
+
+def test_compare_picks_three_runs_and_greys_the_changes_within_the_noise_floor(browser, tmp_path):
+    """Issue 55, item 8: three runs picked from the list, the first the reference: a change within the noise floor
+    of the reference's configuration is grey with its floor in the tooltip, one beyond it is not; the count of
+    shared cells is that of the cells listed, and a cell a picked run lacks is counted with that run."""
+    runs = compare_journal(tmp_path / "journal")
+    site = tmp_path / "site"
+    build_site(Journal(tmp_path / "journal"), site)
+    picks = [runs["base"][0], runs["near"][0], runs["far"][0]]
+    page, problems, _ = visit(browser, (site / "compare.html").as_uri())
+    for run in picks:
+        page.check(f"#pick-list input[value='{run.run_id}']")
+    page.wait_for_function("() => document.querySelectorAll('#delta thead th').length === 4 && "
+                           "document.querySelector('#delta tbody tr')")
+    rows = page.evaluate(READ_DELTAS)
+    data = {r.run_id: read_compare_script(site / "runs" / r.run_id / "compare.js")[1] for r in picks}
+    floor = read_compare_script(site / "floors" / f"{data[picks[0].run_id]['floor']}.js")[1]["cells"]
+
+    def decode(run, cell: str) -> list:  # [value, text] of a run's aggregate decode figure at a cell
+        return next(c for c in data[run.run_id]["cells"] if c["cell"] == cell)["figures"]["aggregate_tok_s"]
+
+    seen = set()
+    for cell, metric, reference, *others in rows:
+        if metric != "aggregate_tok_s":
+            continue
+        bound = floor[cell]["aggregate_tok_s"]
+        base = decode(picks[0], cell)
+        assert reference["text"] == base[1] and reference["title"] == bound["text"]
+        for run, shown in zip(picks[1:], others, strict=True):
+            value = decode(run, cell)
+            within = bound["low"] <= value[0] / base[0] <= bound["high"]
+            assert ("within-floor" in shown["cls"]) == within, (cell, shown, bound)
+            assert shown["title"] == bound["text"] and "noise floor" in shown["title"]
+            assert shown["text"].startswith(value[1] + " ") and shown["text"].endswith("%")
+            seen.add((run.candidate_label, within))
+    # near (the same speed) is within the floor somewhere and beyond it elsewhere; far (half as fast again) never
+    assert seen == {("near", True), ("near", False), ("far", False)}
+    listed = {row[0] for row in rows}
+    assert page.inner_text("#delta-note").startswith(f"{len(listed)} cells measured by all 3 runs listed")
+    assert "3 completed runs of base" in page.inner_text("#floor-note")
+    assert page.evaluate("location.hash") == "#runs=" + ",".join(r.run_id for r in picks)
+
+    page.select_option("#reference", picks[2].run_id)  # far as the reference: its configuration has one run
+    page.wait_for_function(f"() => document.querySelector('#delta thead th:nth-child(2)').textContent"
+                           f".indexOf({picks[2].run_id!r}) !== -1")
+    assert page.locator("#delta td.within-floor").count() == 0
+    assert "No noise floor" in page.inner_text("#floor-note")
+    refused = runs["refused"][0].run_id  # a failed run: no cell at all
+    page.check(f"#pick-list input[value='{refused}']")
+    page.wait_for_function("() => document.querySelectorAll('#unshared li').length > 0")
+    assert page.locator("#delta tbody tr").count() == 0
+    assert page.inner_text("#unshared").startswith(f"{len(listed)} cells are not in every picked run")
+    assert all(item.endswith(f"not in {refused}") for item in page.locator("#unshared li").all_inner_texts())
     assert problems == []
     page.close()
 

@@ -78,7 +78,7 @@ def journal_show(run_ids: list[str] = typer.Argument(..., help="one run id, or s
     if len(records) > 1:
         from ..present.comparison import RunComparison
 
-        out.print(RunComparison(records))
+        out.print(RunComparison.against_first(opened, records))
         for record in records:
             out.print(f"{record.run_id}: {record.dir}", highlight=False)
         return

@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..journal.store import RunRecord
+from ..journal.store import Journal, RunRecord
 from ..util.render import Block, Renderable, Table, Text
 from ..verdicts.left_out import LeftOut
 from .figures import as_figure, cells_frame, forest_spec, run_figures
@@ -68,6 +68,16 @@ class RunComparison(Renderable):
     runs: list[RunRecord]
     comparisons: list[dict] = field(default_factory=list)
     noise: list = field(default_factory=list)  # of verdicts.NoiseFloor
+    #: (cell id, metric) -> verdicts.DeltaFloor of the first run's configuration: given, runs of distinct candidates
+    #: show each one's change from the first, greyed within the noise floor
+    floors: dict | None = None
+
+    @classmethod
+    def against_first(cls, journal: Journal, runs: list[RunRecord]) -> "RunComparison":
+        """The runs side by side, each one's change from the first run given (the reference)."""
+        from .deltas import reference_floors
+
+        return cls(runs, floors=reference_floors(journal, runs[0]) if len(runs) > 1 else None)
 
     @property
     def repeated(self) -> bool:
@@ -111,13 +121,19 @@ class RunComparison(Renderable):
     def tables(self) -> list[Table]:
         diff = Table.from_frame(self.config_diff(), title="Knobs that differ", index="knob")
         figures = (estimate_tables(self.cells().assign(candidate=lambda f: f["label"])) if self.repeated
-                   else side_by_side(self.cells(), self.labels))
+                   else side_by_side(self.cells(), self.labels, self.floors))
         noise = [noise_table(self.noise)] if self.noise else []
         return [self.verdicts(), *noise, diff] + figures
 
     def blocks(self) -> list[Block]:
         # figures over runs sit beside verdicts here: say once how the verdict compares, as the study page does
         model = [Text(VERDICT_MODEL, "dim")] if self.repeated and self.comparisons else []
+        if self.floors is not None and not self.repeated:
+            from .deltas import FLOOR_LEGEND
+
+            floors = "" if self.floors else " (its configuration has no noise floor here: nothing is greyed)"
+            model.append(Text(f"Changes from {self.labels[0]}, the first run given{floors}. Dim, marked ~: "
+                              f"{FLOOR_LEGEND}", "dim"))
         return [Text(f"{len(self.runs)} runs compared", "heading"), *self.tables(), *model]
 
     def figures(self) -> list:

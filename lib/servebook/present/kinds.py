@@ -334,6 +334,22 @@ def summarised() -> list[tuple[str, PresentKind]]:
     return sorted(PRESENT.items(), key=lambda item: item[1].summary_rank)
 
 
+@dataclass(frozen=True)
+class ComparedFigure:
+    """One figure runs are compared by, side by side (a kind's `compared`)."""
+
+    kind: str
+    title: str
+    metric: str
+    format: str
+    scale: float
+
+
+def compared_figures() -> list[ComparedFigure]:
+    """Every kind's compared figures, in the order the kinds' estimates are shown."""
+    return [ComparedFigure(kind, *figure) for kind, entry in summarised() for figure in entry.compared]
+
+
 def open_loop_kinds() -> set[str]:
     return {name for name, entry in PRESENT.items() if entry.open_loop}
 

@@ -9,7 +9,7 @@ import pandas as pd
 from ..config.claims import Verification
 from ..measure.tails import Tail, insufficient_tail, percentile_of
 from ..util.frames import frame_records
-from ..util.render import Table
+from ..util.render import Style, Table
 from .claims import claim_text
 from .kinds import (
     DECODE_DEFINITIONS,
@@ -21,13 +21,14 @@ from .kinds import (
     Column,
     RunTable,
     Section,
+    compared_figures,
     summarised,
 )
 
 __all__ = ["DECODE_DEFINITIONS", "ESTIMATE_WORDS", "GAP_NOTE", "PREFILL_DEFINITIONS", "REUSE_DEFINITIONS",
            "WAVE_DEFINITIONS", "cell_check", "estimate_cell", "estimate_tables", "estimate_text", "fit_table", "fmt",
            "kind_tables", "memory_table", "number", "records", "run_tables", "section_definitions", "side_by_side",
-           "tail_marked", "thinnest", "verification_table", "VERDICT_MODEL"]
+           "tail_marked", "thinnest", "change_cell", "verification_table", "VERDICT_MODEL"]
 
 def number(value: Any) -> float | None:
     """A float, or None for missing values (None, NaN, pandas NA, text)."""
@@ -148,14 +149,15 @@ def kind_tables(cells, label: str | None = None) -> list[Table]:
             for table in run_tables(rows, entry.table, kind, label)]
 
 
-def side_by_side(cells: pd.DataFrame, labels: list[str]) -> list[Table]:
-    """One table per metric: a row per cell, a column per candidate (cells carry a `label` column)."""
+def side_by_side(cells: pd.DataFrame, labels: list[str], floors: dict | None = None) -> list[Table]:
+    """One table per metric: a row per cell, a column per candidate (cells carry a `label` column). Given `floors`
+    ((cell id, metric) -> verdicts.DeltaFloor of the first label's configuration), each later run's change from
+    the first stands beside its figure, dim and marked ~ where it lies within the noise floor."""
     tables: list[Table] = []
     if cells.empty:
         return tables
-    compared = [(title, metric, kind, spec, scale) for kind, entry in summarised()
-                for title, metric, spec, scale in entry.compared]
-    for title, metric, kind, spec, scale in compared:
+    for figure in compared_figures():
+        metric, kind, spec, scale = figure.metric, figure.kind, figure.format, figure.scale
         subset = cells[cells["kind"] == kind]
         if subset.empty or metric not in subset or subset[metric].isna().all():
             continue  # runs recorded before the figure existed (or a plan that does not measure it) have none
@@ -165,13 +167,37 @@ def side_by_side(cells: pd.DataFrame, labels: list[str]) -> list[Table]:
         counted = percentile_of(metric)
         counts = subset.pivot_table(index="cell_id", columns="label", values=counted[1], aggfunc="first", sort=False) \
             if counted and counted[1] in subset and subset[counted[1]].notna().any() else None
-        table = Table(["cell"] + columns, title=title)
+        against = floors is not None and bool(columns) and columns[0] == labels[0]  # the reference has it
+        heads = [h for i, label in enumerate(columns) for h in ([label, f"{label}: change"] if against and i else [label])]
+        table = Table(["cell"] + heads, title=figure.title)
         for cell_id, row in pivot[columns].iterrows():
-            table.add([cell_id] + [tail_marked(fmt(v, spec, scale), {metric: v, **(
-                _count(counts, counted[1], cell_id, label) if counted else {})}, metric)
-                for label, v in zip(columns, row.values, strict=True)])
+            values: list = [cell_id]
+            styles: list[Style] = [""]
+            for i, (label, v) in enumerate(zip(columns, row.values, strict=True)):
+                values.append(tail_marked(fmt(v, spec, scale), {metric: v, **(
+                    _count(counts, counted[1], cell_id, label) if counted else {})}, metric))
+                styles.append("")
+                if against and i:
+                    text, style = change_cell(row.values[0], v, (floors or {}).get((cell_id, metric)))
+                    values.append(text)
+                    styles.append(style)
+            table.add(values, styles=styles if any(styles) else None)
         tables.append(table)
     return tables
+
+
+def change_cell(reference: Any, figure: Any, floor: Any = None) -> tuple[str, Style]:
+    """A run's change from the reference's figure, '+5.2%'; '~+1.1%' and dim where it lies within the noise floor
+    (a verdicts.DeltaFloor), which the site's compare page greys too."""
+    from ..verdicts.noise import change_pct
+
+    x, y = number(reference), number(figure)
+    pct = change_pct(x, y)
+    if pct is None or x is None or y is None:
+        return "-", ""
+    if floor is not None and floor.within(x, y):
+        return f"~{pct:+.1f}%", "dim"
+    return f"{pct:+.1f}%", ""
 
 
 #: how tables over runs name their estimate (estimates.Spread), in their titles

@@ -33,6 +33,11 @@ _HTML_ROW_BACKGROUND = {"accepted": "#ecfdf3", "invalid": "#fef3f2"}
 class Row:
     values: list[Any]
     css: Style = ""
+    #: a style per value, where one cell of the row reads apart from the others (a change within the noise, dim)
+    styles: list[Style] | None = None
+
+    def style_of(self, i: int) -> Style:
+        return self.styles[i] if self.styles and i < len(self.styles) else ""
 
 
 @dataclass
@@ -43,8 +48,8 @@ class Table:
     rows: list[Row] = field(default_factory=list)
     title: str = ""
 
-    def add(self, values: list[Any], css: Style = "") -> None:
-        self.rows.append(Row(list(values), css))
+    def add(self, values: list[Any], css: Style = "", styles: list[Style] | None = None) -> None:
+        self.rows.append(Row(list(values), css, styles))
 
     @classmethod
     def from_frame(cls, frame, title: str = "", index: str | None = None) -> "Table":
@@ -67,8 +72,9 @@ class Text:
 Block = Union[Table, Text]
 
 
-#: a figure as the tables format one: a number, maybe signed, grouped, with a unit or an interval after it
-_NUMERIC = re.compile(r"^[-+−]?[\d.,]+(e[-+]?\d+)?%?( ?(tok/s|ms|s|GiB|MiB|KiB|B|x|requests/s|runs?))?"
+#: a figure as the tables format one: a number, maybe signed (~ before a change within the noise), grouped, with a
+#: unit or an interval after it
+_NUMERIC = re.compile(r"^~?[-+−]?[\d.,]+(e[-+]?\d+)?%?( ?(tok/s|ms|s|GiB|MiB|KiB|B|x|requests/s|runs?))?"
                       r"( \[[-+−]?[\d.,]+%?, [-+−]?[\d.,]+%?\])?$")
 
 
@@ -131,7 +137,8 @@ def _rich_table(block: Table, whole_headers: bool) -> Any:
         else:
             table.add_column(RichText(terminal_safe(head)), overflow="fold")
     for row in block.rows:
-        table.add_row(*[RichText(terminal_safe(str(v))) for v in row.values],
+        table.add_row(*[RichText(terminal_safe(str(v)), style=STYLES[row.style_of(i)][0])
+                        for i, v in enumerate(row.values)],
                       style=STYLES.get(row.css, ("", ""))[0] or None)
     return table
 
@@ -182,11 +189,16 @@ def to_html(blocks: list[Block]) -> str:
             background = _HTML_ROW_BACKGROUND.get(row.css)
             style = f' style="background:{background}"' if background else ""
             # explicit alignment: JupyterLab right-aligns every table cell, words included
-            cells = "".join(f'<td style="text-align:{"right" if numeric_text(v) else "left"}">{html.escape(str(v))}</td>'
-                            for v in row.values)
+            cells = "".join(f'<td style="text-align:{"right" if numeric_text(v) else "left"}{_color(row.style_of(i))}">'
+                            f"{html.escape(str(v))}</td>" for i, v in enumerate(row.values))
             body.append(f"<tr{style}>{cells}</tr>")
         out.append(f"<table class=\"data\"><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
     return "\n".join(out)
+
+
+def _color(style: Style) -> str:
+    color = _HTML_COLORS.get(style)
+    return f";color:{color}" if color else ""
 
 
 def to_text(blocks: list[Block], width: int = 100) -> str:

@@ -1,5 +1,6 @@
 """The noise floor: the baseline's own between-run spread per judged cell, the part of it within a run, the runs
-its limit needs, and what the runs spent can detect."""
+its limit needs, and what the runs spent can detect; and the floor of one run's change from a reference run, which
+runs compared side by side grey their changes within (DeltaFloor)."""
 
 from __future__ import annotations
 
@@ -276,3 +277,74 @@ def run_seconds(started_at: str | None, finished_at: str | None) -> float | None
     except ValueError:
         return None
     return span if span > 0 else None
+
+
+#: how far two runs of one configuration part from launch-to-launch noise alone, 95% of the time, in units of its
+#: between-run CV: a difference of two runs has sqrt(2) times one run's spread (on the log scale)
+FLOOR_Z = statistics.NormalDist().inv_cdf(0.975) * math.sqrt(2)
+
+
+@dataclass(frozen=True)
+class DeltaFloor:
+    """The noise floor of one run's change from a reference run at one cell and figure: the change two runs of the
+    reference's own configuration show 95% of the time, from its between-run CV there (pooled within machines, as
+    the study's noise floor is). A change within it is no evidence of a difference; the compare notebook, `journal
+    show A B C` and the site's compare page grey it (the page's script reads `low` and `high` as written here)."""
+
+    cell_id: str
+    metric: str
+    cv_pct: float
+    runs: int
+    machines: int = 1
+
+    @property
+    def high(self) -> float:
+        """The largest ratio of a run's figure to the reference's that lies within the floor."""
+        return math.exp(FLOOR_Z * self.cv_pct / 100.0)
+
+    @property
+    def low(self) -> float:
+        return 1.0 / self.high
+
+    def within(self, reference: float, figure: float) -> bool | None:
+        """Whether `figure` differs from `reference` by no more than the noise; None where a ratio says nothing."""
+        if not reference > 0 or not figure >= 0:
+            return None
+        return self.low <= figure / reference <= self.high
+
+    def words(self) -> str:
+        where = f" on {self.machines} machines, pooled within each" if self.machines > 1 else ""
+        return (f"noise floor {100 * (self.low - 1):+.1f}% to {100 * (self.high - 1):+.1f}%: "
+                f"{FLOOR_Z:.2f} x the between-run CV of {self.cv_pct:.1f}% over {self.runs} runs of the reference's "
+                f"configuration{where}")
+
+
+def change_pct(reference: float | None, figure: float | None) -> float | None:
+    """A figure's change from the reference's, in percent of the reference's."""
+    if reference is None or figure is None or not reference:
+        return None
+    return 100.0 * (figure / reference - 1.0)
+
+
+def delta_floors(runs: list[tuple[str, list[dict]]],
+                 metrics: dict[str, list[str]]) -> dict[tuple[str, str], DeltaFloor]:
+    """(cell id, metric) -> its floor, from each completed run of the reference's configuration given as (its machine,
+    its cells as records), for the `metrics` of each cell kind. Valid cells only; a cell of fewer than two runs has
+    none."""
+    figures: dict[tuple[str, str], list[tuple[Block, float]]] = {}
+    for position, (machine, cells) in enumerate(runs):
+        block = (machine, str(position))
+        for cell in cells:
+            if not cell.get("valid"):
+                continue
+            for metric in metrics.get(cell.get("kind") or "", ()):
+                value = cell.get(metric)
+                if isinstance(value, (int, float)) and math.isfinite(value):
+                    figures.setdefault((cell["cell_id"], metric), []).append((block, float(value)))
+    out = {}
+    for (cell_id, metric), blocked in figures.items():
+        cv = within_machines_cv(blocked) if len(blocked) > 1 else None
+        if cv is not None:
+            out[(cell_id, metric)] = DeltaFloor(cell_id, metric, cv, len(blocked),
+                                                len({machine_of(b) for b, _ in blocked}))
+    return out

@@ -1,11 +1,7 @@
 """Numbers a reader can trust (issue 55): intervals that cannot contradict the verdict (a figure over runs on the
 log scale, a range of two runs, the same estimate in tables, charts and verdicts), one capacity figure per candidate,
-a stalled request dropped from its probe rather than the probe, and compare.html's count of the cells it lists."""
-
-import json
-import shutil
-import subprocess
-from pathlib import Path
+and a stalled request dropped from its probe rather than the probe (compare.html's count of the cells it lists is
+checked in Chromium: tests/e2e/test_site_browser.py)."""
 
 import pandas as pd
 import pytest
@@ -21,8 +17,6 @@ from servebook.present.load_tables import capacity_estimates, load_table
 from servebook.present.site.pages import cell_records, summarize_run
 from servebook.present.site.planning import planning_table
 from servebook.present.tables import estimate_tables
-
-ASSETS = Path(__file__).resolve().parents[3] / "lib" / "servebook" / "present" / "site" / "assets"
 
 
 def test_a_figure_over_runs_is_a_geometric_mean_on_the_log_scale_and_two_runs_show_their_range():
@@ -99,38 +93,6 @@ def test_a_stalled_request_is_dropped_from_its_probe_not_the_probe():
     table = load_table([thrown, kept])
     held = {r.values[0]: r.values[table.columns.index("Held")] for r in table.rows}
     assert held == {"capacity-2rps": "not counted", "capacity-8rps": "yes (1 stalled request dropped)"}
-
-
-NODE = shutil.which("node")
-DOM = """
-function element(id) {
-  return {id: id, children: [], value: "", rows: [], listeners: {},
-          appendChild: function (c) { this.children.push(c); if (!this.value) this.value = c.value; },
-          addEventListener: function (name, f) { this.listeners[name] = f; },
-          insertRow: function () { var row = {cells: [], insertCell: function () { var c = {}; this.cells.push(c);
-            return c; }}; this.rows.push(row); return row; },
-          get firstChild() { return this.rows.length ? this.rows[0] : null; },
-          removeChild: function () { this.rows.shift(); }};
-}
-var nodes = {"run-a": element("run-a"), "run-b": element("run-b"), "delta-note": element("delta-note"),
-             "tbody": element("tbody")};
-global.document = {getElementById: function (id) { return nodes[id]; },
-                   querySelector: function () { return nodes.tbody; },
-                   createElement: function () { return {}; }};
-global.window = {SERVEBOOK_RUNS: DATA, location: {hash: ""}};
-"""
-
-
-@pytest.mark.skipif(NODE is None, reason="no node to run the page's script")
-def test_compare_counts_the_shared_cells_it_lists():
-    cells = [{"cell_id": f"decode-prose-c{c}", "valid": True, "aggregate_tok_s": 100.0 + c} for c in (1, 2, 4, 8)]
-    capacity = {"cell_id": "capacity", "valid": True, "capacity_rps": 20.0}  # shared, but none of the figures
-    data = {"runs": {run: {"label": run, "status": "completed", "cells": cells + [capacity]} for run in ("a", "b")}}
-    script = DOM.replace("DATA", json.dumps(data)) + (ASSETS / "compare.js").read_text() + \
-        "\nconsole.log(JSON.stringify({rows: nodes.tbody.rows.length, note: nodes['delta-note'].textContent}));"
-    found = json.loads(subprocess.run([NODE, "-e", script], capture_output=True, text=True, check=True).stdout)
-    assert found["rows"] == 4
-    assert found["note"].startswith("4 shared cells listed. 1 more shared cell has none of these figures")
 
 
 def test_the_planning_arithmetic_stands_beside_the_measured_replicas(tmp_path):

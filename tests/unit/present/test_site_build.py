@@ -91,7 +91,8 @@ def test_journal_strings_are_escaped(tmp_path):
         text = page.read_text()
         assert "<script>window.__pwned" not in text, page
         assert "<img src=x" not in text, page
-    data = (tmp_path / "site" / "assets" / "runs-data.js").read_text()
+    evil = next(r for r in journal.runs() if "x<script>" in r.candidate_label)
+    data = (tmp_path / "site" / "runs" / evil.run_id / "compare.js").read_text()  # compare.html's data of the run
     assert "<script>" not in data and "\\u003cscript>" in data
 
 
@@ -105,7 +106,7 @@ def test_incremental_build_rewrites_only_what_changed(journal, tmp_path):
     third = build_site(journal, out)
     written = set(third.written)
     assert f"runs/{new.run_id}.html" in written and "index.html" in written
-    assert "studies/synthetic.html" in written and "assets/runs-data.js" in written
+    assert "studies/synthetic.html" in written and f"runs/{new.run_id}/compare.js" in written
     old_pages = {f"runs/{r.run_id}.html" for r in journal.runs() if r.run_id != new.run_id}
     assert not (written & old_pages), "pages of unchanged runs must not be rewritten"
 

@@ -29,6 +29,7 @@ from ..comparison import diff_table
 from ..figures import forest_spec
 from ..tables import memory_table, verification_table
 from .answer import answer_context, covering_verdicts, study_answer_of
+from .compare import compare_pages
 from .downloads import Converter, listing
 from .environment import TEMPLATES, environment
 from .files import write_page
@@ -355,17 +356,7 @@ class SiteBuilder:
                                         page_size=INDEX_PAGE, counts=sorted(counts.items())))
 
     def _compare_page(self, summaries: list[RunSummary], links: Any) -> None:
-        if self._unchanged("compare:inputs", summaries, links, ["assets/runs-data.js", "compare.html"]):
-            return
-        keep = ("cell_id", "kind", "concurrency", "target_prompt_tokens", "aggregate_tok_s", "per_request_tok_s",
-                "ttft_s", "prefill_tok_s", "valid")
-        data = {"runs": {s.run_id: {"label": s.label, "status": s.status,
-                                       "cells": [{k: c.get(k) for k in keep} for c in s.cells]}
-                         for s in summaries}}
-        # A script, not JSON to fetch: browsers refuse fetch() from file:// pages.
-        self._page("assets/runs-data.js", None,
-                   lambda: "window.SERVEBOOK_RUNS = " + json.dumps(data).replace("<", "\\u003c") + ";\n")
-        self._page("compare.html", [links], lambda: self._render("compare.html.j2", "", title="compare two runs"))
+        compare_pages(self, summaries, links)
 
     def _remove_stale(self, run_ids: set[str]) -> None:
         for page in list(self.state["pages"]):
