@@ -6,7 +6,8 @@ The full benchmarks (`make bench`) take minutes; this keeps the same targets at 
   the 1,000-run build is extrapolated; one run added and nothing changed at 300 runs give the 1,000-run addition;
 - the listing and the index (benchmarks/journal_ls.py): 2,000 runs, the listing scaled to 10,000 (its cost is per
   run); a warm index against reading every manifest once, a ratio in one run, on copies of the recorded runs of
-  data/sample-journal (what a journal holds) and on synthetic runs (small manifests: the scan is cheapest there);
+  the sample journal `sample-journal` (what a journal holds) and on synthetic runs (small manifests: the scan is
+  cheapest there);
 - the harness per candidate (benchmarks/sweep_overhead.py) on the simulated engine, the first candidate (which
   starts the kernel) left out;
 - the client's send lag at a fixed rate (benchmarks/client_ceiling.py) against the plan's lag limit.
@@ -37,11 +38,11 @@ from site_build import timed_builds
 from site_build import write_journal as write_site
 from sweep_overhead import TARGET_S, harness_overheads, overhead_study
 
-from servebook.journal import Journal
+from servebook.journal import Journal, samples
 from servebook.journal.stamps import SETTLED_NS
 from servebook.present import build_site
 
-SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample-journal"
+SAMPLE = samples.sample_journal("sample-journal")
 ROWS = 2000  # request rows per synthetic run, as benchmarks/site_build.py writes them: the site still copies each
 # run's tables as CSV downloads, whose cost is per row (at 200 rows the guard read half the full benchmark's build)
 # requests/s offered for the send lag: the busy-machine ceiling of one process (docs/findings/2026-12-01-client-ceiling.md)

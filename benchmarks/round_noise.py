@@ -13,7 +13,8 @@ read through the rules a comparison follows by default: every decode and cold-pr
 
     .venv/bin/python benchmarks/round_noise.py data/studies/h200-vllm-1b-resident.yaml --journal /tmp/sb-journal
     .venv/bin/python benchmarks/round_noise.py data/studies/h200-llamacpp-1b-noise-sliced.yaml \
-        --journal data/sample-journal-noise-h100 --set knobs.context_length=270336   # as the sweep was run
+        --journal sample-journals/sample-journal-noise-h100 --set knobs.context_length=270336   # as the sweep was
+        # run; `servebook journal samples` extracts the sample journals into sample-journals/
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from servebook.config import load_study
-from servebook.journal import Journal
+from servebook.journal import Journal, samples
 from servebook.present import build_site
 from servebook.verdicts import judge
 
@@ -35,7 +35,7 @@ def main() -> None:
         raise SystemExit("Chromium is missing: `make browser` installs Debian's chromium package")
     root = Path(tempfile.mkdtemp(prefix="servebook-paint-"))
     journal = Journal(root / "journal")
-    shutil.copytree(REPO / "data" / "sample-journal-vllm", journal.root)
+    shutil.copytree(samples.sample_journal("sample-journal-vllm"), journal.root)
     judge(load_study(REPO / "data" / "studies" / "h200-vllm-1b.yaml"), journal)
     build_site(journal, root / "site")
     page_path = root / "site" / "studies" / "h200-vllm-1b.html"

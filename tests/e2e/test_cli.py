@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from servebook.journal import Journal
+from servebook.journal import Journal, samples
 from tests.helpers.cli import SERVEBOOK, cli_env, servebook
 from tests.helpers.processes import servers_on_port
 
@@ -133,7 +133,7 @@ def test_journal_show_prints_the_peers_percentiles_of_an_old_journal(tmp_path):
     import numpy as np
     import pandas as pd
 
-    shutil.copytree(REPO / "data" / "sample-journal", tmp_path / "journal")
+    shutil.copytree(samples.sample_journal("sample-journal"), tmp_path / "journal")
     before = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in (tmp_path / "journal").rglob("*") if p.is_file()}
     run = sorted((tmp_path / "journal" / "runs").iterdir())[0]
     shown = servebook("journal", "show", run.name[-12:], "--journal", tmp_path / "journal").stdout

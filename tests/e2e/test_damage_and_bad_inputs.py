@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from servebook.journal import samples
 from tests.helpers.cli import cli_env
 from tests.helpers.cli import servebook as run_cli
 
 REPO = Path(__file__).resolve().parents[2]
-SAMPLE = REPO / "data" / "sample-journal"
+SAMPLE = samples.sample_journal("sample-journal")
 STUDY = REPO / "data" / "studies" / "h200-1b-llamacpp.yaml"
 ENV = cli_env(columns=200)
 SIMULATED = """

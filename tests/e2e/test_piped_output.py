@@ -17,7 +17,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from servebook.journal import Journal
+from servebook.journal import Journal, samples
 from tests.helpers.cli import cli_env
 from tests.helpers.cli import servebook as run_cli
 
@@ -29,7 +29,7 @@ servebook = partial(run_cli, env=ENV, no_traceback=True, stdin=subprocess.DEVNUL
 @pytest.fixture(scope="module")
 def journal(tmp_path_factory) -> Path:
     copy = tmp_path_factory.mktemp("piped") / "journal"
-    shutil.copytree(REPO / "data" / "sample-journal", copy)
+    shutil.copytree(samples.sample_journal("sample-journal"), copy)
     return copy
 
 

@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from servebook.cli import app
+from servebook.journal import samples
 
 REPO = Path(__file__).resolve().parents[2]
 STUDIES = REPO / "data" / "studies"
@@ -47,8 +48,8 @@ def journals(tmp_path, monkeypatch):
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)  # a job's summary is outside the journal, not tested
     monkeypatch.setenv("COLUMNS", "200")
     monkeypatch.chdir(tmp_path)  # a command that wrote ./journal or ./site would write here, and be seen
-    roots = {"h200": read_only_copy(REPO / "data" / "sample-journal", tmp_path / "h200"),
-             "vllm": read_only_copy(REPO / "data" / "sample-journal-vllm", tmp_path / "vllm")}
+    roots = {"h200": read_only_copy(samples.sample_journal("sample-journal"), tmp_path / "h200"),
+             "vllm": read_only_copy(samples.sample_journal("sample-journal-vllm"), tmp_path / "vllm")}
     yield roots
     for root in roots.values():
         writable_again(root)

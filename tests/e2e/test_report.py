@@ -4,6 +4,8 @@ and the same decision text as the CI Markdown of `judge`."""
 import json
 import shutil
 
+from servebook.journal import samples
+
 from .test_cli import REPO, servebook
 
 STUDY = REPO / "data" / "studies" / "h200-vllm-1b.yaml"
@@ -15,7 +17,7 @@ def verdict_files(journal):
 
 def test_report_opens_with_the_answer_and_the_ci_markdown_carries_the_same_decision(tmp_path):
     journal = tmp_path / "journal"
-    shutil.copytree(REPO / "data" / "sample-journal-vllm", journal)
+    shutil.copytree(samples.sample_journal("sample-journal-vllm"), journal)
     before = verdict_files(journal)
     text = servebook("report", STUDY, "--journal", journal).stdout
     assert verdict_files(journal) == before  # a report judges without recording

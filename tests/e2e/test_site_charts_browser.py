@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from servebook.journal import Journal
+from servebook.journal import Journal, samples
 from servebook.journal.synthetic import write_synthetic_run
 from servebook.present import build_site
 
 pytestmark = pytest.mark.browser
 
-SAMPLE = Path(__file__).parents[2] / "data" / "sample-journal"
+SAMPLE = samples.sample_journal("sample-journal")
 WIDTHS = (1400, 390)
 LONG = [f"candidate-{i}-with-a-rather-long-descriptive-name" for i in range(8)]
 

@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 from servebook.config import load_study
-from servebook.journal import Journal
+from servebook.journal import Journal, samples
 from servebook.present import build_site
 from servebook.verdicts import judge
 
@@ -21,7 +21,7 @@ FIRST_SCREEN = 800  # px: what a reader sees before scrolling
 def study_page(tmp_path_factory):
     root = tmp_path_factory.mktemp("answer-site")
     journal = Journal(root / "journal")
-    shutil.copytree(REPO / "data" / "sample-journal-vllm", journal.root)
+    shutil.copytree(samples.sample_journal("sample-journal-vllm"), journal.root)
     judge(load_study(REPO / "data" / "studies" / "h200-vllm-1b.yaml"), journal)  # events with the question and notes
     build_site(journal, root / "site")
     return root / "site" / "studies" / "h200-vllm-1b.html"

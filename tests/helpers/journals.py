@@ -1,4 +1,5 @@
-"""Journals the tests build: a sealed run with the tables asked for, and copies of the committed sample journals."""
+"""Journals the tests build: a sealed run with the tables asked for, and copies of the sample journals (kept in
+data/sample-journals.tar.xz, extracted once into servebook's cache: servebook.journal.samples)."""
 
 import json
 import re
@@ -8,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from servebook.journal import Journal, Manifest
+from servebook.journal.samples import sample_journal as shared_sample
 from servebook.journal.writer import RunWriter
 
 REPO = Path(__file__).resolve().parents[2]
@@ -27,9 +29,9 @@ def sealed_run(journal: Journal, candidate_id: str = "abcdef123456", status: str
 
 
 def sample_journal(tmp_path: Path, name: str = "sample-journal") -> Path:
-    """A copy of a committed journal under `tmp_path` (a test must never touch the repository's): its root."""
+    """A copy of a sample journal under `tmp_path` (a test must never touch the shared one): its root."""
     target = tmp_path / "journal"
-    shutil.copytree(REPO / "data" / name, target)
+    shutil.copytree(shared_sample(name), target)
     return target
 
 

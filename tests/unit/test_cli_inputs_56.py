@@ -9,14 +9,14 @@ from typer.testing import CliRunner
 
 from servebook.cli import app
 from servebook.config import InputError, load_study
-from servebook.journal import Journal
+from servebook.journal import Journal, samples
 from servebook.sweeps import search
 from servebook.sweeps.runner import ModelledRunner
 from servebook.util.paths import project_root
 from servebook.util.progress import Reporter
 
 ROOT = project_root()
-SAMPLE = ROOT / "data" / "sample-journal"
+SAMPLE = samples.sample_journal("sample-journal")
 SAMPLE_STUDY = ROOT / "data" / "studies" / "h200-1b-llamacpp.yaml"
 SEARCH = ROOT / "data" / "studies" / "search-sim.yaml"
 

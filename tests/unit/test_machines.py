@@ -9,7 +9,7 @@ import pytest
 
 from servebook.config import ComparisonRule, VerdictRules, load_study
 from servebook.estimates import fit_contrasts
-from servebook.journal import Journal, Manifest
+from servebook.journal import Journal, Manifest, samples
 from servebook.util.paths import project_root
 from servebook.verdicts import judge_runs
 from servebook.verdicts.comparisons import compare_rule, settle
@@ -98,7 +98,7 @@ def _three_h200s() -> dict[str, list[pd.DataFrame]]:
     2026-12-03 06:49) and C (the whole sliced study, 09:54), each journal's runs blocked by machine and round."""
     frames: dict[str, list[pd.DataFrame]] = {}
     for name in ("sample-journal-vllm-resident", "sample-journal-vllm-sliced", "sample-journal-vllm-h200b"):
-        records = [r for r in Journal(ROOT / "data" / name).runs()
+        records = [r for r in Journal(samples.sample_journal(name)).runs()
                    if r.status == "completed" and "noise" not in (r.manifest.study or "")]
         for record, cells in zip(records, run_cells(records), strict=True):
             frames.setdefault(record.manifest.candidate["name"], []).extend(baseline_evidence([cells]))

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from servebook.config import ComparisonRule, VerdictRules, load_study
-from servebook.journal import Journal, Manifest
+from servebook.journal import Journal, Manifest, samples
 from servebook.present.report import study_report
 from servebook.verdicts import judge_runs
 from servebook.verdicts.ranking import Entrant, answer
@@ -107,7 +107,7 @@ def test_a_guard_rejects_but_never_gains_and_leaves_the_rules_hash_of_studies_wi
 
 
 def test_the_committed_journal_names_ngrams_worse_latency_percentile(tmp_path):
-    shutil.copytree(ROOT / "data" / "sample-journal-vllm", tmp_path / "journal")
+    shutil.copytree(samples.sample_journal("sample-journal-vllm"), tmp_path / "journal")
     report = study_report(ROOT / "data" / "studies" / "h200-vllm-1b.yaml", Journal(tmp_path / "journal"))
     [ngram] = [line for line in report.answer.side_effects() if line.startswith("ngram ")]
     assert ngram.startswith("ngram (rejected): worse beyond the noise: TPOT p50, reuse: x")

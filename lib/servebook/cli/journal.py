@@ -222,7 +222,7 @@ def journal_archive(run_id: str = typer.Argument(..., help="run id (a unique pre
 @journal_app.command("import")
 @friendly
 def journal_import(source: Path = typer.Argument(..., help="another journal: its directory, or an archive of one "
-                                                             "(.tar.xz as scripts/gpu-host.sh pack writes)"),
+                                                             "(.tar.xz as tools/gpu-host/gpu-host.sh pack writes)"),
                    journal: Optional[str] = JournalOption):
     """Copy another journal's sealed runs into this one (a second machine's runs of the same study): each run whole
     and unchanged, runs already here left alone. Judge the study afterwards: machines are blocks, and a cell that
@@ -235,3 +235,23 @@ def journal_import(source: Path = typer.Argument(..., help="another journal: its
     out.print(done.text(), highlight=False)
     if done.conflicts or done.refused:
         raise typer.Exit(1)
+
+
+@journal_app.command("samples")
+@friendly
+def journal_samples(names: Optional[list[str]] = typer.Argument(None, help="only these sample journals (default: "
+                                                                         "every one)"),
+                    out_dir: Path = typer.Option(Path("sample-journals"), "--out",
+                                                 help="extract them here, one folder each (git ignores the default "
+                                                      "in the project root)")):
+    """The GPU sessions' sample journals (docs/findings/ cites each by name) extracted from the checkout's
+    data/sample-journals.tar.xz into OUT, and each one's runs and studies. A folder already in OUT is left as it is.
+    Read them there (`servebook journal ls --journal sample-journals/sample-journal-vllm`, `servebook site`), or
+    re-pack the archive from OUT after adding one (`make sample-journals`)."""
+    from ..journal.samples import copy_samples, describe
+
+    for name, copied in copy_samples(out_dir, names or None):
+        sample = describe(out_dir / name)
+        state = "" if copied else "  (already there: left as it was)"
+        out.print(f"{name:<30} {sample.runs:>3} runs  {', '.join(sample.studies) or '-'}{state}", highlight=False)
+    out.print(f"in {out_dir}", highlight=False)

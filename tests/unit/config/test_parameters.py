@@ -7,6 +7,7 @@ import servebook as sb
 from servebook.config.errors import InputError
 from servebook.config.loading import validate
 from servebook.config.parameters import QualifyParameters
+from servebook.journal import samples
 
 
 def given(**parameters) -> QualifyParameters:
@@ -73,7 +74,7 @@ def test_compare_reads_run_ids_given_as_text(tmp_path):
     import shutil
 
     journal = tmp_path / "journal"
-    shutil.copytree("data/sample-journal", journal)
+    shutil.copytree(samples.sample_journal("sample-journal"), journal)
     first, second = sb.Journal(str(journal)).run_ids()[:2]
     comparison = sb.compare(run_ids=f"{first},{second[-12:]}", journal=str(journal))
     assert [r.run_id for r in comparison.runs] == [first, second]

@@ -18,6 +18,7 @@ from servebook.engines.flags import Flag, on_command_line
 from servebook.engines.llamacpp import FLAGS, LlamaCppAdapter, LlamaCppKnobs
 from servebook.engines.sglang import SGLangKnobs
 from servebook.engines.vllm import VLLMKnobs
+from servebook.journal import samples
 from servebook.launch.verify import NOT_VERIFIED, launched_claims
 from servebook.present.claims import claim_text
 
@@ -81,7 +82,7 @@ def test_every_shipped_candidate_and_study_entry_keeps_its_id(source):
 
 
 def test_every_recorded_run_keeps_its_candidates_id():
-    manifests = sorted(ROOT.glob("data/sample-journal*/runs/*/manifest.json")) + \
+    manifests = sorted(samples.samples_root().glob("sample-journal*/runs/*/manifest.json")) + \
         sorted(ROOT.glob("tests/fixtures/*/runs/*/manifest.json"))
     assert len(manifests) > 50
     for path in manifests:

@@ -1,4 +1,4 @@
-"""vLLM 0.26.0 as it answered on an H200 (tests/fixtures/vllm-0.26.0, recorded 2026-12-02 by scripts/gpu-host.sh):
+"""vLLM 0.26.0 as it answered on an H200 (tests/fixtures/vllm-0.26.0, recorded 2026-12-02 by tools/gpu-host/gpu-host.sh):
 the settings it reports back, and the failures it was provoked into, each classified from its own log."""
 
 import json
@@ -10,6 +10,7 @@ import pytest
 from servebook.config import load_study
 from servebook.engines import get_engine
 from servebook.engines.random_models import model_file_name
+from servebook.journal import samples
 from servebook.launch.verify import SelfReport, verify_claims
 from servebook.util.paths import repo_data_dir
 from tests.helpers.recorded_logs import failure_from_log
@@ -86,7 +87,7 @@ def test_the_live_server_exports_what_the_contract_recorded_from_the_installed_p
     from servebook.journal import Journal
 
     contract = recorded_contracts()[("vllm", "0.26.0")]
-    shutil.copytree(repo_data_dir() / "sample-journal-vllm", tmp_path / "journal")
+    shutil.copytree(samples.sample_journal("sample-journal-vllm"), tmp_path / "journal")
     seen: dict[str, set] = {}
     for record in Journal(tmp_path / "journal").runs():
         scrapes = record.table("scrapes")

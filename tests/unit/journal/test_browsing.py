@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 from servebook.cli import app
 from servebook.config import Plan
 from servebook.config.slices import JournalSlice
-from servebook.journal import Journal
+from servebook.journal import Journal, samples
 from servebook.journal.browse import browse
 from servebook.journal.synthetic import write_synthetic_run
 from servebook.present.site.identities import history_pages, stale_verdicts
@@ -158,9 +158,8 @@ def test_site_history_pages_are_per_study_and_a_verdict_older_than_the_journal_i
 
 
 def test_journal_show_sets_several_runs_side_by_side():
-    from pathlib import Path
 
-    journal = Path(__file__).resolve().parents[3] / "data" / "sample-journal-vllm-sliced"
+    journal = samples.sample_journal("sample-journal-vllm-sliced")
     runs = ["20261203T070134Z-8afc0ca4", "20261203T070134Z-53f11049", "20261203T070134Z-8c57ab0c.1"]
     shown = CliRunner().invoke(app, ["journal", "show", *runs, "--journal", str(journal)], env={"COLUMNS": "160"})
     assert shown.exit_code == 0, shown.output

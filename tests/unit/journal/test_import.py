@@ -6,7 +6,7 @@ import tarfile
 from typer.testing import CliRunner
 
 from servebook.cli import app
-from servebook.journal import Journal
+from servebook.journal import Journal, samples
 from servebook.journal.merge import import_runs
 from servebook.util.paths import project_root
 
@@ -15,13 +15,13 @@ ROOT = project_root()
 
 def test_a_second_machines_journal_is_imported_whole_once_from_a_folder_or_its_archive(tmp_path):
     first, second = tmp_path / "first", tmp_path / "second"
-    shutil.copytree(ROOT / "data" / "sample-journal-vllm-resident", first)
-    shutil.copytree(ROOT / "data" / "sample-journal-vllm-h200b", second)
+    shutil.copytree(samples.sample_journal("sample-journal-vllm-resident"), first)
+    shutil.copytree(samples.sample_journal("sample-journal-vllm-h200b"), second)
     before = {r.run_id for r in Journal(first).runs()}
     (second / "runs" / "20991231T000000Z-cut-off").mkdir()  # a run the machine's end cut off: never sealed
     archive = tmp_path / "journal.tar.xz"
     with tarfile.open(archive, "w:xz") as tar:
-        tar.add(second, arcname="sb-journal")  # as scripts/gpu-host.sh pack writes it
+        tar.add(second, arcname="sb-journal")  # as tools/gpu-host/gpu-host.sh pack writes it
 
     done = import_runs(Journal(first), archive)
     assert len(done.copied) == 19 and done.unsealed == ["20991231T000000Z-cut-off"] and not done.conflicts
@@ -40,7 +40,7 @@ def test_a_second_machines_journal_is_imported_whole_once_from_a_folder_or_its_a
 
 def test_a_run_id_with_another_manifest_is_a_conflict_and_keeps_this_journals_run(tmp_path):
     first, second = tmp_path / "first", tmp_path / "second"
-    shutil.copytree(ROOT / "data" / "sample-journal-vllm-replicas", first)
+    shutil.copytree(samples.sample_journal("sample-journal-vllm-replicas"), first)
     shutil.copytree(first, second)
     run_id = sorted(p.name for p in (second / "runs").iterdir())[0]
     manifest = second / "runs" / run_id / "manifest.json"
@@ -58,7 +58,7 @@ def test_a_run_id_with_another_manifest_is_a_conflict_and_keeps_this_journals_ru
 def _source(tmp_path):
     """A second journal to import (the replicas sample) and its run ids."""
     second = tmp_path / "second"
-    shutil.copytree(ROOT / "data" / "sample-journal-vllm-replicas", second)
+    shutil.copytree(samples.sample_journal("sample-journal-vllm-replicas"), second)
     return second, sorted(p.name for p in (second / "runs").iterdir() if (p / "manifest.json").is_file())
 
 

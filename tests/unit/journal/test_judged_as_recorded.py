@@ -26,15 +26,16 @@ import pytest
 from typer.testing import CliRunner
 
 from servebook.cli import app
+from servebook.journal import samples
 
 ROOT = Path(__file__).parents[3]
 RECORDED = Path(__file__).parent / "recorded_judgements"
 STUDIES = ROOT / "data" / "studies"
-CASES = [(ROOT / "data" / "sample-journal", STUDIES / "h200-1b-llamacpp.yaml"),
-         (ROOT / "data" / "sample-journal", STUDIES / "h200-1b-capacity.yaml"),
-         (ROOT / "data" / "sample-journal", STUDIES / "h200-1b-search.yaml"),
-         (ROOT / "data" / "sample-journal-vllm", STUDIES / "h200-vllm-1b.yaml"),
-         (ROOT / "data" / "sample-journal-vllm-resident", STUDIES / "h200-vllm-1b-resident-pilot.yaml"),
+CASES = [(samples.sample_journal("sample-journal"), STUDIES / "h200-1b-llamacpp.yaml"),
+         (samples.sample_journal("sample-journal"), STUDIES / "h200-1b-capacity.yaml"),
+         (samples.sample_journal("sample-journal"), STUDIES / "h200-1b-search.yaml"),
+         (samples.sample_journal("sample-journal-vllm"), STUDIES / "h200-vllm-1b.yaml"),
+         (samples.sample_journal("sample-journal-vllm-resident"), STUDIES / "h200-vllm-1b-resident-pilot.yaml"),
          (RECORDED / "kinds-sim-journal", RECORDED / "kinds-sim.yaml")]
 
 

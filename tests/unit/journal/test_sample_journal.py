@@ -6,7 +6,7 @@ from pathlib import Path
 import pandas as pd
 
 from servebook.config import load_study
-from servebook.journal import Journal
+from servebook.journal import Journal, samples
 from servebook.sweeps.search import SearchResult
 from servebook.verdicts import judge, noise_floor
 from servebook.verdicts.ranking import study_answer
@@ -31,7 +31,7 @@ def one_machines_rounds(tmp_path: Path, name: str, *, runs: int, rounds: int):
 
 
 def test_the_h200_study_reads_and_judges_as_published():
-    journal = Journal(ROOT / "data" / "sample-journal")
+    journal = Journal(samples.sample_journal("sample-journal"))
     runs = [r for r in journal.runs() if r.manifest.study == "h200-1b-llamacpp"]
     assert len(runs) == 29 and {r.status for r in runs} == {"completed"}
     environment = runs[0].manifest.environment
@@ -49,7 +49,7 @@ def test_the_h200_study_reads_and_judges_as_published():
 
 
 def test_the_h200_capacity_and_search_read_as_published():
-    journal = Journal(ROOT / "data" / "sample-journal")
+    journal = Journal(samples.sample_journal("sample-journal"))
     runs = [r for r in journal.runs() if r.manifest.study == "h200-1b-capacity"]
     names = [r.manifest.candidate["name"] for r in runs]
     # one launch each on a first H200, then three interleaved rounds each on a second
@@ -241,7 +241,7 @@ def test_the_8b_study_on_a_second_machine_an_h100_flips_nothing_and_decides_ever
 
     # Both machines: every candidate decided, none flipped (kv-fp8 accepted on each; chunk-2048, inconclusive on the
     # H200's two launches, accepted), and the noise floor is the spread within each machine, not between them.
-    shutil.copytree(ROOT / "data" / "sample-journal-vllm-8b" / "runs", tmp_path / "journal" / "runs", dirs_exist_ok=True)
+    shutil.copytree(samples.sample_journal("sample-journal-vllm-8b") / "runs", tmp_path / "journal" / "runs", dirs_exist_ok=True)
     both = Journal(tmp_path / "journal")
     study = load_study(ROOT / "data/studies/h200-vllm-8b-sliced.yaml")
     judged = {item.entry.name: item.verdict for item in judge(study, both, append=False)}

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from servebook.config import InputError
-from servebook.journal import Journal, Manifest, RunSealed
+from servebook.journal import Journal, Manifest, RunSealed, samples
 from tests.helpers.journals import sealed_run as journal_run
 
 
@@ -152,7 +152,7 @@ def test_a_misspelled_filter_names_the_close_value_instead_of_listing_nothing(tm
 
     from servebook.util.errors import InputError
 
-    shutil.copytree("data/sample-journal", tmp_path / "j")
+    shutil.copytree(samples.sample_journal("sample-journal"), tmp_path / "j")
     journal = Journal(tmp_path / "j")
     study = str(journal.index()["study"].dropna().iloc[0])
     assert len(journal.select(study=study)) > 0

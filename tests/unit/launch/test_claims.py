@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from servebook.config.claims import Claim, Verification
+from servebook.journal import samples
 from servebook.present.claims import claim_text
 from servebook.present.tables import verification_table
 
@@ -46,7 +47,7 @@ def test_the_table_marks_what_nothing_confirms_from_the_status():
 
 def test_every_recorded_claim_loads_typed_and_reads_as_it_was_recorded():
     seen = 0
-    for path in sorted(ROOT.glob("data/sample-journal*/runs/*/manifest.json")):
+    for path in sorted(samples.samples_root().glob("sample-journal*/runs/*/manifest.json")):
         recorded = ((json.loads(path.read_text()).get("engine") or {}).get("verification") or {}).get("claims") or {}
         loaded = Verification.model_validate({"claims": recorded}).claims
         for name, text in recorded.items():

@@ -1,18 +1,17 @@
 """Latency percentiles and capacity as a reader sees them: the run report, the site's pages and compare."""
 
 import shutil
-from pathlib import Path
 
 import pytest
 
-from servebook.journal import Journal
+from servebook.journal import Journal, samples
 from servebook.journal.synthetic import write_capacity_run
 from servebook.present import build_site, report
 from servebook.present.load_tables import capacity_cells, capacity_estimates, capacity_text, latency_table
 from servebook.present.site.pages import sections, summarize_run
 from servebook.util.render import to_text
 
-SAMPLE = Path(__file__).resolve().parents[3] / "data" / "sample-journal"
+SAMPLE = samples.sample_journal("sample-journal")
 
 
 @pytest.fixture

@@ -4,14 +4,13 @@ a field the model does not know is an error, not a page that quietly shows nothi
 import pytest
 from pydantic import ValidationError
 
-from servebook.journal import Journal
+from servebook.journal import Journal, samples
 from servebook.present.site.pages import status_reason, summarize_run
 from servebook.present.site.summary import RunSummary
-from tests.helpers.journals import REPO
 
 
 def test_every_sample_run_summarises_and_reads_back_from_the_cache_as_it_was():
-    runs = Journal(REPO / "data" / "sample-journal-vllm").runs()
+    runs = Journal(samples.sample_journal("sample-journal-vllm")).runs()
     for record in runs:
         summary = summarize_run(record)
         assert RunSummary.model_validate_json(summary.model_dump_json(fallback=str)) == summary

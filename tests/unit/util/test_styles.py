@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 from typing import get_args
 
+from servebook.journal import samples
 from servebook.sweeps.search import SearchResult
 from servebook.util.render import STYLES, Style, Table, Text
 
@@ -16,7 +17,7 @@ def test_every_style_name_has_a_terminal_and_a_site_form():
 
 
 def test_the_recorded_search_draws_only_known_styles():
-    [path] = ROOT.glob("data/sample-journal/searches/h200-1b-search/*.json")
+    [path] = samples.sample_journal("sample-journal").glob("searches/h200-1b-search/*.json")
     blocks = SearchResult.from_json(json.loads(path.read_text())).blocks()
     used = [b.style for b in blocks if isinstance(b, Text)] + [
         r.css for b in blocks if isinstance(b, Table) for r in b.rows]
