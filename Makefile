@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.servebook-installed
 JOURNAL ?= journal
 
-.PHONY: setup engine browser demo site lab check test unit guard bench clean
+.PHONY: setup engine browser demo site lab check test unit guard bench sample-journals clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -53,7 +53,7 @@ lab: engine
 check: setup
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/mypy
-	$(BIN)/ruff check lib tests benchmarks scripts
+	$(BIN)/ruff check lib tests benchmarks scripts tools
 
 test: engine browser check
 	$(BIN)/python -m pytest -q tests
@@ -73,6 +73,13 @@ bench: engine browser
 	$(BIN)/python benchmarks/journal_ls.py
 	$(BIN)/python benchmarks/site_build.py --runs 1000
 	$(BIN)/python benchmarks/site_paint.py
+
+# The sample journals live in one archive, data/sample-journals.tar.xz. To add one: `servebook journal samples`
+# (extracts them into ./sample-journals), put the new journal's folder beside them, then `make sample-journals`
+# (SAMPLES=DIR re-packs from another folder). Packing is deterministic: an unchanged set gives the same bytes.
+SAMPLES ?= sample-journals
+sample-journals: setup
+	$(BIN)/python scripts/pack_sample_journals.py $(SAMPLES)
 
 clean:
 	rm -rf $(VENV) site .pytest_cache

@@ -1,6 +1,8 @@
-"""scripts/gpu-host.sh start/wait: a sweep detached from the call that started it, followed by later calls (a lent
+"""tools/gpu-host/gpu-host.sh start/wait: a sweep detached from the call that started it, followed by later calls (a lent
 machine's command limit is 10 minutes; the 8B study's two resident rounds took 12)."""
 
+import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -10,7 +12,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def gpu_host(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", str(REPO / "scripts/gpu-host.sh"), *args], env=env, capture_output=True, text=True,
+    return subprocess.run(["bash", str(REPO / "tools/gpu-host/gpu-host.sh"), *args], env=env, capture_output=True, text=True,
                           timeout=120)
 
 
@@ -35,6 +37,7 @@ def test_a_detached_sweep_outlives_its_call_and_wait_reports_it_running_then_its
                        if line.startswith("from "))[5:])
     assert ran_in != REPO and (ran_in / "lib/servebook/__init__.py").is_file()
     assert (ran_in / "data/studies").is_dir() and not list(ran_in.glob("data/sample-journal*"))
+    assert (ran_in / "tools/gpu-host/gpu-host.sh").is_file()
 
 
 def test_a_real_dry_run_sweep_through_start_and_wait(tmp_path):
@@ -71,3 +74,68 @@ def test_a_detached_sweep_of_two_studies_sweeps_each_in_turn(tmp_path):
     swept = [line.split("/")[-1] for line in (tmp_path / "study.log").read_text().splitlines() if line.startswith("sweep")]
     assert swept == ["tiny-demo.yaml", "quick-compare.yaml"]
     assert ended.returncode == 10  # the worse of the two statuses
+
+
+def carried_parts(tmp_path: Path, count: int = 3) -> list[Path]:
+    """A bundle's parts as calls carry them: each call's folder holds parts.json and one part."""
+    import hashlib
+
+    blob = os.urandom(count * 1000)
+    whole = tmp_path / "bundle.tar"
+    whole.write_bytes(blob)
+    spec = importlib.util.spec_from_file_location("gpu_bundle_e2e", REPO / "tools/gpu-host/gpu_bundle.py")
+    gb = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = gb
+    spec.loader.exec_module(gb)
+    parts = gb.split_file(whole, tmp_path / "parts", 1000)
+    manifest = {"archive": {"name": "bundle.tar", "size": len(blob), "sha256": hashlib.sha256(blob).hexdigest(),
+                            "compression": "none"}, "parts": parts, "engines": [], "created": "now"}
+    calls = []
+    for part in parts:
+        call = tmp_path / f"call-{part['name']}"
+        call.mkdir()
+        (call / "parts.json").write_text(json.dumps(manifest))
+        (call / part["name"]).write_bytes((tmp_path / "parts" / part["name"]).read_bytes())
+        calls.append(call)
+    return calls
+
+
+def test_receive_says_waiting_apart_from_failure_so_receive_and_setup_runs_setup_after_the_last_part(tmp_path):
+    calls = carried_parts(tmp_path)
+    env = {**os.environ, "PYTHON": sys.executable, "PARTS": str(tmp_path / "received")}
+    script = str(REPO / "tools/gpu-host/gpu-host.sh")
+    # the pattern the README gives: `receive DIR && setup` in every call (here `echo SETUP` stands in for setup)
+    chain = ["bash", "-c", f'bash {script} receive "$1" && echo SETUP', "chain"]
+    damaged = bytearray((calls[1] / "part-001").read_bytes())
+    damaged[0] ^= 1
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "parts.json").write_bytes((calls[1] / "parts.json").read_bytes())
+    (tmp_path / "bad" / "part-001").write_bytes(bytes(damaged))
+    results = [subprocess.run([*chain, str(call)], env=env, capture_output=True, text=True, timeout=60)
+               for call in (calls[0], tmp_path / "bad", calls[1], calls[2])]
+    assert [r.returncode for r in results] == [3, 2, 3, 0], [r.stdout + r.stderr for r in results]
+    assert ["SETUP" in r.stdout for r in results] == [False, False, False, True]
+    assert "waiting for 2 of 3 parts" in results[0].stdout and "carry it again" in results[1].stdout
+    again = subprocess.run([*chain, str(tmp_path / "empty")], env=env, capture_output=True, text=True, timeout=60)
+    assert again.returncode == 0 and "SETUP" in again.stdout  # a call after the last finds every part still there
+    fresh = {**env, "PARTS": str(tmp_path / "other")}
+    nothing = subprocess.run([*chain, str(tmp_path / "empty")], env=fresh, capture_output=True, text=True, timeout=60)
+    assert nothing.returncode == 2 and "no parts.json" in nothing.stderr
+
+
+def test_help_gives_the_steps_and_what_receives_exit_statuses_mean():
+    shown = gpu_host("help", env=dict(os.environ))
+    assert shown.returncode == 0 and "receive DIR" in shown.stdout and "3: parts still to come" in shown.stdout
+    assert not shown.stdout.startswith("#!") and "set -euo" not in shown.stdout
+
+
+def test_a_budgeted_study_call_hands_its_budget_to_the_sweep(tmp_path):
+    # BUDGET=540: a call's sweep starts no resident round the time left cannot hold, and the next call resumes
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\necho \"$@\"\n")
+    fake.chmod(0o755)
+    env = {**os.environ, "PYTHON": str(fake), "BUDGET": "540", "STUDY": "data/studies/h200-vllm-8b-sliced.yaml"}
+    swept = gpu_host("study", "--resident", "--seats", "6", env=env)
+    assert swept.returncode == 0
+    assert swept.stdout.split() == ["-m", "servebook.cli", "sweep", "data/studies/h200-vllm-8b-sliced.yaml", "--journal",
+                                    "/tmp/sb-journal", "--time-budget", "540", "--resident", "--seats", "6"]

@@ -1,7 +1,8 @@
-"""The docs a newcomer walks are checked (issue 53, item 6): every relative link in README.md, CHANGELOG.md and
-docs/ resolves to a file of the repository, and a `#anchor` to a heading of that file as GitHub slugs it; the
-README stays within two screens and holds no dated measurement (those live in docs/findings/); every `servebook`
-command the front pages name is one the CLI has; every finding says when, where and how it was measured.
+"""The docs a newcomer walks are checked (issue 53, item 6): every relative link in README.md, CHANGELOG.md, docs/
+and tools/*/README.md resolves to a file of the repository, and a `#anchor` to a heading of that file as GitHub
+slugs it; the README stays within two screens and holds no dated measurement (those live in docs/findings/); every
+`servebook` command the front pages name is one the CLI has; every finding says when, where and how it was
+measured.
 
 Pure and fast: the checks read Markdown and the typer app, nothing else. Each check is a function of a folder, so
 the tests below also show it failing on a tree with a broken link, anchor or command."""
@@ -64,7 +65,9 @@ def anchors(path: Path) -> set[str]:
 
 
 def doc_pages(root: Path) -> list[Path]:
-    pages = [root / "README.md", root / "CHANGELOG.md", *sorted((root / "docs").rglob("*.md"))]
+    """README.md, CHANGELOG.md, docs/ and each tool's README (tools/gpu-host/README.md: the GPU host path's how)."""
+    pages = [root / "README.md", root / "CHANGELOG.md", *sorted((root / "docs").rglob("*.md")),
+             *sorted((root / "tools").glob("*/README.md"))]
     return [p for p in pages if p.is_file()]
 
 
@@ -126,7 +129,8 @@ def test_every_command_the_front_pages_name_is_a_command_of_the_cli():
     """README.md, getting started and the guide: the pages a newcomer types from. Findings record what was run on
     their day, so they are left as they were."""
     commands = cli_commands()
-    pages = [REPO / "README.md", REPO / "docs" / "getting-started.md", *sorted((REPO / "docs" / "guide").glob("*.md"))]
+    pages = [REPO / "README.md", REPO / "docs" / "getting-started.md", *sorted((REPO / "docs" / "guide").glob("*.md")),
+             *sorted((REPO / "tools").glob("*/README.md"))]
     unknown = {p.relative_to(REPO).as_posix(): u for p in pages if (u := unknown_commands(p.read_text(), commands))}
     assert not unknown, f"commands the CLI does not have: {unknown}"
 

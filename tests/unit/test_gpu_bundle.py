@@ -1,4 +1,4 @@
-"""scripts/gpu_bundle.py's pure parts: parts and their checks, the host profile, the drop rules and the closure walk;
+"""tools/gpu-host/gpu_bundle.py's pure parts: parts and their checks, the host profile, the drop rules and the closure walk;
 and one install of a tiny synthetic bundle (pip --target, no network), twice."""
 
 import hashlib
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "scripts" / "gpu_bundle.py"
+SCRIPT = ROOT / "tools" / "gpu-host" / "gpu_bundle.py"
 
 
 @pytest.fixture(scope="module")
@@ -282,7 +282,7 @@ def test_install_with_a_part_missing_installs_nothing(gb, tmp_path, capsys):
     (parts / "part-001").unlink()
     assert gb.main(["install", "--parts", str(parts), "--target", str(tmp_path / "site")]) == 2
     assert "part-001: missing" in capsys.readouterr().out and not (tmp_path / "site").exists()
-    assert gb.main(["check", "--parts", str(parts)]) == 2
+    assert gb.main(["check", "--parts", str(parts)]) == gb.WAITING  # missing is waiting, not failure
     assert "missing: part-001" in capsys.readouterr().out
 
 
@@ -290,14 +290,30 @@ def test_collect_gathers_parts_that_arrive_one_per_call(gb, tmp_path, capsys):
     parts = tiny_bundle(gb, tmp_path, "none")
     names = sorted(p.name for p in parts.glob("part-*"))
     into = tmp_path / "gathered"
+    codes = []
     for name in names:  # each call carries parts.json and one part
         carried = tmp_path / f"carry-{name}"
         carried.mkdir()
         for f in ("parts.json", name):
             (carried / f).write_bytes((parts / f).read_bytes())
-        code = gb.main(["collect", "--from", str(carried), "--into", str(into)])
-    assert code == 0 and "missing: none" in capsys.readouterr().out
+        codes.append(gb.main(["collect", "--from", str(carried), "--into", str(into)]))
+    # waiting (3) on every part but the last, apart from failure (2): `receive && setup` sets up after the last
+    assert codes == [3] * (len(names) - 1) + [0] and len(names) > 2
+    assert "missing: none" in capsys.readouterr().out
     assert gb.main(["install", "--parts", str(into), "--target", str(tmp_path / "site"), "--no-import-check"]) == 0
+
+
+def test_a_damaged_part_fails_collect_apart_from_waiting(gb, tmp_path, capsys):
+    parts = tiny_bundle(gb, tmp_path, "none")
+    (parts / "part-002").unlink()
+    damaged = bytearray((parts / "part-001").read_bytes())
+    damaged[3] ^= 1
+    (parts / "part-001").write_bytes(bytes(damaged))
+    assert gb.main(["collect", "--from", str(parts), "--into", str(tmp_path / "gathered")]) == gb.FAILED
+    out = capsys.readouterr().out
+    assert "part-001 in" in out and "damaged" in out and "carry it again" in out
+    assert gb.main(["collect", "--from", str(tmp_path / "empty"), "--into", str(tmp_path / "none")]) == gb.FAILED
+    assert "no parts.json" in capsys.readouterr().err
 
 
 def test_a_stored_copy_of_a_wheel_keeps_every_member(gb, tmp_path):
@@ -347,6 +363,51 @@ def test_parts_fit_one_call_beside_the_working_tree(gb, tmp_path):
     assert 19.5 <= gb.tracked_tree_mib(tmp_path) < 19.51
     assert gb.default_part_mib(tmp_path) == 41.0
     assert gb.default_part_mib(tmp_path / "not-a-checkout") == 30.0
+
+
+def tree(gb, tracked_mib: float, untracked_mib: float = 0.0):
+    largest = [("data/big.bin", int(untracked_mib * gb.MiB), True)] if untracked_mib else []
+    return gb.Tree(int(tracked_mib * gb.MiB), int(untracked_mib * gb.MiB), (100, 1 if untracked_mib else 0),
+                   largest + [("lib/servebook", int(tracked_mib * gb.MiB), False)])
+
+
+def test_parts_under_20_mib_are_said_with_why_and_what_to_do(gb):
+    # the tree of issue 53: 56 MiB with the sample journals as folders, so parts of 4 MiB and 64 calls, unsaid
+    small = tree(gb, 18.4, 37.6)
+    lines, warnings = gb.sizing(small, gb.fitting_part_mib(small))
+    assert gb.fitting_part_mib(small) == 4.0 and "64 calls" in warnings[0]
+    assert "the working tree that travels with every call is 56.0 MiB" in warnings[0]
+    assert "data/big.bin (37.6 MiB)" in warnings[0] and "git-ignore" in warnings[0]
+    fresh = tree(gb, 18.4)
+    lines, warnings = gb.sizing(fresh, gb.fitting_part_mib(fresh))
+    assert gb.fitting_part_mib(fresh) == 42.0 and not warnings
+    assert "18.4 MiB" in lines[0] and "parts of 42 MiB (a bundle of 253 MiB: 7 calls)" in lines[1]
+
+
+def test_a_part_too_large_for_the_call_is_said_and_a_smaller_one_asked_for_is_not_blamed_on_the_tree(gb):
+    fresh = tree(gb, 18.4)
+    _, warnings = gb.sizing(fresh, 50)
+    assert warnings == ["parts of 50 MiB do not fit one call beside a working tree of 18.4 MiB (at most 42 MiB): "
+                        "the carrier refuses them; leave --part-mib out"]
+    lines, warnings = gb.sizing(fresh, 10)
+    assert not warnings and "42 MiB would fit" in lines[-1]
+
+
+def test_size_prints_the_part_size_build_would_use(gb, capsys):
+    assert gb.main(["size", "--quiet"]) == 0
+    assert float(capsys.readouterr().out) == gb.default_part_mib(ROOT)
+    assert gb.main(["size", "--part-mib", "63"]) == 2
+    assert "do not fit one call" in capsys.readouterr().err
+
+
+def test_a_fresh_clone_makes_parts_of_at_least_20_mib(gb):
+    """Issue 53's acceptance: the README's bundle command, from a fresh clone, makes parts of 20 MiB or more. A fresh
+    clone is the tracked tree alone (this checkout's untracked files left out)."""
+    checkout = gb.carried_tree(ROOT)
+    fresh = gb.Tree(checkout.tracked, 0, (checkout.files[0], 0), [])
+    part = gb.fitting_part_mib(fresh)
+    assert part >= gb.SMALL_PART_MIB, f"the tracked tree is {fresh.mib:.1f} MiB: parts of {part:g} MiB; " + \
+        ", ".join(f"{name} {size / gb.MiB:.1f} MiB" for name, size, untracked in checkout.largest if not untracked)
 
 
 def test_an_extra_adds_its_group_to_the_roots_and_an_unknown_one_is_named(gb):

@@ -105,3 +105,38 @@ def test_a_round_is_expected_to_take_the_longest_recorded_round_of_as_many_seats
     assert started == []
     assert len(said) == 1 and "a resident round is expected to take 39 s (the longest recorded round of 3 seats)" \
         in said[0]
+
+
+def test_a_budget_that_holds_one_resident_round_runs_one_and_the_next_sweep_resumes(tmp_path, monkeypatch):
+    """`BUDGET=540 gpu-host.sh study --resident` one round per call (issue 53: the 8B study's header ran two rounds of
+    six engines, 12 minutes, in one call of 10): the first round is admitted on the plan's floor, the second is not
+    once the first took longer than what is left, and the next sweep (the next call) runs it from the journal."""
+    import functools
+    import threading
+    import types
+
+    from servebook.sweeps import orchestrate, resident
+
+    now, lock = [0.0], threading.Lock()
+    monkeypatch.setattr(orchestrate, "TimeBudget", functools.partial(TimeBudget, clock=lambda: now[0]))
+    monkeypatch.setattr(resident, "time", types.SimpleNamespace(monotonic=lambda: now[0]))
+
+    class MinuteRunner(CountingRunner):  # every run takes 100 s of the fake clock; a round of 3 measures in turn
+        def run(self, study, entry, journal, reporter, lane=None, seat=None):
+            with lock:
+                now[0] += 100
+            return super().run(study, entry, journal, reporter, lane, seat)
+
+    study = study_at(tmp_path, STUDY.replace("plan:", "repeats: 2\nplan:"))
+    journal = Journal(tmp_path / "journal")
+    calls = []
+    for _ in range(2):
+        runner, said = MinuteRunner(), []
+        reporter = Reporter(quiet=True)
+        reporter.log = said.append  # type: ignore[method-assign]
+        sweep_module.sweep(study, journal, reporter=reporter, runner=runner, time_budget_s=540, resident=True)
+        calls.append((sorted(runner.started), [line for line in said if line.startswith("time budget")]))
+    (first, stopped), (second, _) = calls
+    assert first == second == ["baseline", "clear-loss", "near-limit"]
+    assert len(stopped) == 1 and "a resident round is expected to take 300 s (the longest round of this sweep)" \
+        in stopped[0]

@@ -12,7 +12,7 @@ the checkpoint carries Gemma's turn format, which the model was not tuned for: s
 The tokenizer is checked before anything is written: a probe text must give the ids the GGUF's own tokenizer gives
 it (RealModel.tokenizer_probe). transformers 5.17 (the lent GPU image's) converts Gemma 3's without its BOS and in
 word fragments, and vLLM then answers "Ye 1 1 1 ..." to every prompt; where the conversion is wrong, a tokenizer
-written and checked on another machine (`write_real_tokenizer`, carried by scripts/split_model.sh) is used instead.
+written and checked on another machine (`write_real_tokenizer`, carried by tools/gpu-host/split_model.sh) is used instead.
 
 Needs the `hf` extra (transformers, torch, accelerate); written once into servebook's cache.
 """
@@ -82,7 +82,7 @@ def _checked_tokenizer(reference: str, gguf: Path) -> Any:
     raise InputError(
         f"{reference}: transformers {transformers.__version__} converts the tokenizer of {gguf.name} wrongly (the "
         f"probe text gives {wrong}), and no right one was carried to {carried}; write one where transformers "
-        "converts it right (5.25 does) with scripts/split_model.sh, which carries it beside the model's parts")
+        "converts it right (5.25 does) with tools/gpu-host/split_model.sh, which carries it beside the model's parts")
 
 
 def write_real_tokenizer(reference: str, out: Path) -> Path:

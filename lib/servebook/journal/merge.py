@@ -76,7 +76,7 @@ class Imported:
 
 def import_runs(journal: Journal, source: Path) -> Imported:
     """Copy every sealed run of the journal at `source` (a directory, or a .tar/.tar.xz/.tar.gz archive of one, as
-    `scripts/gpu-host.sh pack` writes) into `journal`."""
+    `tools/gpu-host/gpu-host.sh pack` writes) into `journal`."""
     if source.is_file():
         with tempfile.TemporaryDirectory(prefix="servebook-import-") as folder:
             try:

@@ -1,5 +1,5 @@
 """SGLang 0.5.17 as it answered on a lent H100 (tests/fixtures/sglang-0.5.17, recorded 2026-12-05 by
-scripts/gpu-host.sh: `failures`, and one resident round of data/studies/h200-sglang-1b-sliced.yaml): the settings it
+tools/gpu-host/gpu-host.sh: `failures`, and one resident round of data/studies/h200-sglang-1b-sliced.yaml): the settings it
 reports back, its counters against the client's counts and the recorded contract, its drafter's evidence, and the
 failures it was provoked into, each classified from its own log."""
 

@@ -256,7 +256,7 @@ def test_the_within_run_error_of_a_reasoning_figure_reads_its_own_columns_and_no
 
 
 def recorded_vllm_stream(thinking: str) -> list[dict]:
-    """A chat stream recorded live from vLLM 0.26.0 on an H200 (`scripts/gpu-host.sh reasoning`: the random 1B
+    """A chat stream recorded live from vLLM 0.26.0 on an H200 (`tools/gpu-host/gpu-host.sh reasoning`: the random 1B
     checkpoint as a thinking model under `--reasoning-parser deepseek_r1`, 12 tokens forced, continuous usage)."""
     from pathlib import Path
     path = Path(__file__).parents[2] / "fixtures" / "vllm-0.26.0" / f"reasoning-stream-thinking-{thinking}.sse"

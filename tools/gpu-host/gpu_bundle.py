@@ -4,16 +4,21 @@
     build    (where PyPI is reachable)  resolve the engine's and servebook's closure for the host's Python and
              platform, drop what the host has and what is never carried, download the rest (cached), write
              bundle.json and requirements.txt, pack one archive and split it into parts of --part-mib MiB:
-                 python3 scripts/gpu_bundle.py build --engine vllm==0.26.0 --host data/gpu-hosts/lent-h200.txt
+                 python3 tools/gpu-host/gpu_bundle.py build --engine vllm==0.26.0 --host data/gpu-hosts/lent-h200.txt
     collect  (on the host, once per call)  copy the parts that arrived into one folder, checked, and say what
-             is still missing:  python3 scripts/gpu_bundle.py collect --from .bundle/parts --into /tmp/sb-parts
+             is still missing:  python3 tools/gpu-host/gpu_bundle.py collect --from .bundle/parts --into /tmp/sb-parts
     install  (on the host; standard library and pip only)  check every part, join, check the whole, unpack and
              `pip install --no-index --no-deps --target`; a second call with the same bundle does nothing:
-                 python3 scripts/gpu_bundle.py install --parts /tmp/sb-parts --target /tmp/sb-site
+                 python3 tools/gpu-host/gpu_bundle.py install --parts /tmp/sb-parts --target /tmp/sb-site
     check    (anywhere)  what is in a parts folder and which parts are missing or damaged.
+    size     (anywhere)  the part size `build` would use and why: the working tree that travels beside each part.
 
 Each device call carries `.bundle/parts/parts.json` and one `.bundle/parts/part-NNN` (git-ignored) and runs
-`collect`; the call after the last part runs `install`. A part and the working tree must fit in 64 MiB.
+`collect`; the call after the last part runs `install`. A part, parts.json and the working tree must fit in 64 MiB:
+`build` makes the parts as large as fit beside the tree as `git ls-files` lists it (tracked files, and untracked
+ones that are not ignored: the carrier copies both), and says so, with a warning where they come out under 20 MiB.
+`check` and `collect` exit 0 when every part is there, 3 while parts are still to come, 2 on a damaged part.
+tools/gpu-host/README.md is the walk-through.
 
 The host profile (data/gpu-hosts/*.txt) lists the host's packages, `name==version` where the version is known
 and a bare `name` otherwise; `# python: X`, `# glibc: X` and `# machine: X` lines give the interpreter and
@@ -52,33 +57,115 @@ import time
 import zipfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 #: what one call to the lent GPU host carries, the working tree included
 CARRY_MIB = 64
-#: room kept for parts.json, the compile cache, files added before the call and the per-file overhead of the
-#: transfer (a tree of 39.1 MiB beside a 24 MiB part was refused)
+#: room kept for the compile cache, files added before the call and the per-file overhead of the transfer (a tree
+#: of 39.1 MiB beside a 24 MiB part was refused)
 CARRY_MARGIN_MIB = 3.0
+#: parts.json, which travels with every part: a few KiB for a bundle of tens of parts
+PARTS_JSON_MIB = 0.05
+#: parts under this make a bundle a long string of calls (vLLM 0.26.0's 253 MiB: 13 calls at 20 MiB): said aloud
+SMALL_PART_MIB = 20
+#: what vLLM 0.26.0's bundle weighed as built (xz-stored), to say how many calls a part size makes
+VLLM_BUNDLE_MIB = 253
+
+
+@dataclasses.dataclass
+class Tree:
+    """What a call carries besides the bundle: git's tracked files and the untracked ones it does not ignore (the
+    carrier copies both), in bytes; `largest`: (folder two levels deep, or file), bytes, untracked), largest first."""
+
+    tracked: int
+    untracked: int
+    files: tuple[int, int]
+    largest: list[tuple[str, int, bool]]
+
+    @property
+    def mib(self) -> float:
+        return (self.tracked + self.untracked) / MiB
+
+
+def carried_tree(root: Path) -> Tree | None:
+    """The working tree that travels with every call from the checkout at `root` (None: not a git checkout)."""
+    def listed(*which: str) -> list[str]:
+        out = subprocess.run(["git", "-C", str(root), "ls-files", "-z", *which], capture_output=True, check=True)
+        return [name.decode() for name in out.stdout.split(b"\0") if name]
+
+    try:
+        names = {False: listed("--cached"), True: listed("--others", "--exclude-standard")}
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    totals = {False: 0, True: 0}
+    counts = {False: 0, True: 0}
+    groups: dict[tuple[str, bool], int] = {}
+    for untracked, found in names.items():
+        for name in found:
+            path = root / name
+            if not path.is_file() or path.is_symlink():  # deleted since, or a link (which travels as one)
+                continue
+            size = path.stat().st_size
+            totals[untracked] += size
+            counts[untracked] += 1
+            key = ("/".join(name.split("/")[:2]), untracked)
+            groups[key] = groups.get(key, 0) + size
+    largest = sorted(((name, size, untracked) for (name, untracked), size in groups.items()), key=lambda g: -g[1])
+    return Tree(totals[False], totals[True], (counts[False], counts[True]), largest[:5])
 
 
 def tracked_tree_mib(root: Path) -> float | None:
     """The size of the files a call carries besides the parts (git's tracked and untracked-not-ignored files)."""
-    try:
-        listed = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                                capture_output=True, check=True).stdout.split(b"\0")
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    total = 0
-    for name in filter(None, listed):
-        path = root / name.decode()
-        if path.is_file() and not path.is_symlink():
-            total += path.stat().st_size
-    return total / MiB
+    tree = carried_tree(root)
+    return None if tree is None else tree.mib
+
+
+def fitting_part_mib(tree: Tree | None) -> float:
+    """The largest part, in whole MiB, that fits one call beside `tree` and parts.json (30 MiB for an unknown tree)."""
+    if tree is None:
+        return 30.0
+    return max(4.0, float(int(CARRY_MIB - tree.mib - PARTS_JSON_MIB - CARRY_MARGIN_MIB)))
 
 
 def default_part_mib(root: Path) -> float:
     """The largest part that fits one call beside the working tree (30 MiB when the tree's size is unknown)."""
-    tree = tracked_tree_mib(root)
-    return 30.0 if tree is None else max(4.0, float(int(CARRY_MIB - tree - CARRY_MARGIN_MIB)))
+    return fitting_part_mib(carried_tree(root))
+
+
+def sizing(tree: Tree | None, part_mib: float, bundle_mib: float = VLLM_BUNDLE_MIB) -> tuple[list[str], list[str]]:
+    """(what a call carries, warnings) for parts of `part_mib` beside `tree`: why the parts are their size, and what
+    to do where they come out small or do not fit."""
+    calls = -(-bundle_mib // part_mib)
+    if tree is None:
+        return ([f"parts of {part_mib:g} MiB (not a git checkout: the working tree's size is unknown); a bundle of "
+                 f"{bundle_mib:g} MiB takes {calls:.0f} calls"], [])
+    lines = [f"the working tree that travels with every call: {tree.mib:.1f} MiB (git ls-files: {tree.files[0]} "
+             f"tracked files {tree.tracked / MiB:.1f} MiB; {tree.files[1]} untracked, not ignored, "
+             f"{tree.untracked / MiB:.1f} MiB)",
+             f"a call carries {CARRY_MIB} MiB: beside the tree, parts.json and {CARRY_MARGIN_MIB:g} MiB kept for the "
+             f"transfer, parts of {part_mib:g} MiB (a bundle of {bundle_mib:g} MiB: {calls:.0f} calls)",
+             "largest in the tree: " + ", ".join(f"{name} {size / MiB:.1f} MiB{' (untracked)' if untracked else ''}"
+                                                 for name, size, untracked in tree.largest)]
+    warnings = []
+    room = CARRY_MIB - tree.mib - PARTS_JSON_MIB - CARRY_MARGIN_MIB
+    if part_mib < fitting_part_mib(tree):
+        lines.append(f"parts of {part_mib:g} MiB as asked (--part-mib); {fitting_part_mib(tree):g} MiB would fit")
+        return lines, warnings
+    if part_mib > room:
+        warnings.append(f"parts of {part_mib:g} MiB do not fit one call beside a working tree of {tree.mib:.1f} MiB "
+                        f"(at most {max(int(room), 0)} MiB): the carrier refuses them; leave --part-mib out")
+    if part_mib < SMALL_PART_MIB:
+        untracked = [f"{name} ({size / MiB:.1f} MiB)" for name, size, u in tree.largest if u]
+        warnings.append(
+            f"parts of {part_mib:g} MiB are small (under {SMALL_PART_MIB} MiB): the working tree that travels with "
+            f"every call is {tree.mib:.1f} MiB of the call's {CARRY_MIB}, so a bundle of {bundle_mib:g} MiB takes "
+            f"{calls:.0f} calls. To make room: "
+            + (f"move the untracked files out of the checkout or git-ignore them ({', '.join(untracked)}); "
+               if untracked else "")
+            + "keep large files out of the tracked tree (the sample journals travel as one archive of 12 MiB, "
+              "data/sample-journals.tar.xz), or build from a fresh clone; then build again without --part-mib")
+    return lines, warnings
+
+
 DEFAULT_CACHE = Path(os.environ.get("SERVEBOOK_CACHE", Path.home() / ".cache" / "servebook"))
 ARCHIVE_STEM = "servebook-bundle"
 PARTS_JSON = "parts.json"
@@ -104,6 +191,13 @@ EXCLUDE: list[tuple[str, str]] = [
 ]
 
 COMPRESSIONS = {"xz": ".tar.xz", "none": ".tar", "xz-stored": ".tar.xz"}
+
+
+#: exit statuses of check and collect (gpu-host.sh receive): every part is here (0), a part is damaged or the parts
+#: cannot be read (2), or what is here is sound and parts are still to come (3: not a failure, carry the next)
+FAILED, WAITING = 2, 3
+EXIT_STATUSES = ("exit status: 0 every part is here and sound (install may follow); 3 parts are still missing, those\n"
+                 "here are sound (waiting, not a failure: carry the next); 2 a part is damaged, or no parts.json")
 
 
 class BundleError(RuntimeError):
@@ -1128,7 +1222,12 @@ def check(args) -> int:
     missing = [r["name"] for r in rows if r["state"] == "missing"]
     damaged = [r["name"] for r in rows if r["state"] not in ("ok", "missing")]
     log(f"missing: {', '.join(missing) or 'none'}; damaged: {', '.join(damaged) or 'none'}")
-    return 0 if not missing and not damaged else 2
+    if damaged:
+        return FAILED
+    if missing:
+        log(f"waiting for {len(missing)} of {len(rows)} parts: carry the next (exit {WAITING})")
+        return WAITING
+    return 0
 
 
 def collect(args) -> int:
@@ -1139,14 +1238,17 @@ def collect(args) -> int:
     if where.parent != into:
         shutil.copy2(where, into / PARTS_JSON)
     have = {r["name"]: r["state"] for r in part_status([into], manifest)}
+    damaged = []
     for row in part_status([src], manifest):
         if row["state"] == "ok" and have[row["name"]] != "ok":
             shutil.copy2(row["path"], into / row["name"])
             log(f"copied {row['name']} ({mib(row['size'])})")
-        elif row["state"] not in ("ok", "missing"):
+        elif row["state"] not in ("ok", "missing") and have[row["name"]] != "ok":
             log(f"{row['name']} in {src} is damaged ({row['state']}): carry it again")
+            damaged.append(row["name"])
     args.parts, args.quick = [str(into)], False
-    return check(args)
+    status = check(args)
+    return FAILED if damaged else status  # a part that arrived damaged fails the call, whatever else is missing
 
 
 # ---------------------------------------------------------------------------------------------------- cli
@@ -1161,13 +1263,14 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--host", required=True, help="the host profile, e.g. data/gpu-hosts/lent-h200.txt")
     b.add_argument("--out", default=".bundle", help="output folder (parts/ in it is what to carry)")
     b.add_argument("--part-mib", type=float, default=None,
-                   help="largest part, MiB (default: what fits a 64 MiB call beside this checkout's working tree)")
+                   help="largest part, MiB (default: what fits a 64 MiB call beside this checkout's working tree;\n"
+                        "`size` says how large that is, and why)")
     b.add_argument("--compress", choices=sorted(COMPRESSIONS), default="xz-stored",
                    help="xz-stored (default): the wheels re-zipped without deflate, then tar | xz -6 -T0;\n"
-                        "  the vllm==0.26.0 bundle: 253 MiB, 9 parts of 30 MiB, 4.5 min to pack on 2 cores,\n"
+                        "  the vllm==0.26.0 bundle: 253 MiB, 4.5 min to pack on 2 cores,\n"
                         "  6 s to unpack on 2 (11 s with Python's lzma)\n"
-                        "xz: the wheels as they are, through xz: 365 MiB, 3.7%% smaller than none, 13 parts\n"
-                        "none: plain tar, 379 MiB, 13 parts, packed in a second")
+                        "xz: the wheels as they are, through xz: 365 MiB, 3.7%% smaller than none\n"
+                        "none: plain tar, 379 MiB, packed in a second")
     b.add_argument("--xz-preset", type=int, default=6)
     b.add_argument("--extra", action="append", default=[],
                    help="one of servebook's optional groups to carry too, e.g. router (repeat)")
@@ -1189,21 +1292,49 @@ def parser() -> argparse.ArgumentParser:
                    help="everything but the install: pip --dry-run for the bundle's Python and platform")
     i.add_argument("--no-import-check", action="store_true", help="skip importing servebook and the engines")
     i.add_argument("--keep-work", action="store_true")
-    c = sub.add_parser("check", help="which parts are there, missing or damaged")
+    c = sub.add_parser("check", help="which parts are there, missing or damaged", epilog=EXIT_STATUSES,
+                       formatter_class=argparse.RawTextHelpFormatter)
     c.add_argument("--parts", action="append", required=True)
     c.add_argument("--quick", action="store_true", help="sizes only, no sha256")
-    g = sub.add_parser("collect", help="copy the parts that arrived into one folder and check it")
+    g = sub.add_parser("collect", help="copy the parts that arrived into one folder and check it",
+                       epilog=EXIT_STATUSES, formatter_class=argparse.RawTextHelpFormatter)
     g.add_argument("--from", dest="source", required=True)
     g.add_argument("--into", required=True)
+    z = sub.add_parser("size", help="the part size build would use, and why (what travels beside each part)")
+    z.add_argument("--part-mib", type=float, default=None, help="check this part size instead")
+    z.add_argument("--bundle-mib", type=float, default=VLLM_BUNDLE_MIB,
+                   help="a bundle's size, to say how many calls it takes (default: vllm==0.26.0's, %(default)s)")
+    z.add_argument("--quiet", action="store_true", help="print the part size in MiB alone")
     return p
+
+
+def size(args) -> int:
+    """What a call carries beside each part, and the part size `build` would use (nothing is resolved or built)."""
+    tree = carried_tree(REPO)
+    part_mib = args.part_mib if args.part_mib is not None else fitting_part_mib(tree)
+    if args.quiet:
+        print(f"{part_mib:g}")
+        return 0
+    lines, warnings = sizing(tree, part_mib, args.bundle_mib)
+    for line in lines:
+        log(line)
+    for line in warnings:
+        print(f"warning: {line}", file=sys.stderr, flush=True)
+    return 2 if tree is not None and part_mib > CARRY_MIB - tree.mib - PARTS_JSON_MIB - CARRY_MARGIN_MIB else 0
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    if args.cmd == "build" and args.part_mib is None:
-        args.part_mib = default_part_mib(Path(__file__).resolve().parents[1])
+    if args.cmd == "build":
+        tree = carried_tree(REPO)
+        if args.part_mib is None:
+            args.part_mib = fitting_part_mib(tree)
+        lines, warnings = sizing(tree, args.part_mib)
+        log("[0/8] " + lines[0] + "".join(f"\n      {line}" for line in lines[1:]))
+        for line in warnings:  # before minutes of resolving and downloading: a user may stop here
+            print(f"warning: {line}", file=sys.stderr, flush=True)
     try:
-        return {"build": build, "install": install, "check": check, "collect": collect}[args.cmd](args)
+        return {"build": build, "install": install, "check": check, "collect": collect, "size": size}[args.cmd](args)
     except BundleError as e:
         print(f"gpu_bundle {args.cmd}: {e}", file=sys.stderr)
         return 2

@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # A real model's GGUF in parts small enough to carry one per call to a GPU host with no network, with the
-# SHA256SUMS that `scripts/gpu-host.sh receive-model` checks them against there.
+# SHA256SUMS that `tools/gpu-host/gpu-host.sh receive-model` checks them against there.
 #
-#   scripts/split_model.sh real:gemma3-270m .realparts 56     # parts of 56 MiB into .realparts (git-ignored)
+#   tools/gpu-host/split_model.sh real:gemma3-270m .realparts [MIB]   # into .realparts (git-ignored)
 #
-# Each device call then carries `.realparts/SHA256SUMS` and one part (the last with NAME-tokenizer.tar.xz, 3.5 MiB);
-# the part and the working tree must fit in
-# 64 MiB (move the sample journals aside for the calls: data/sample-journal* are 52 MiB of the tree).
+# Each device call then carries `.realparts/SHA256SUMS` and one part (the last with NAME-tokenizer.tar.xz, 3.5 MiB).
+# A part, what travels with it and the working tree must fit in 64 MiB: MIB defaults to the bundle's part size
+# (`gpu_bundle.py size`) less 4 MiB for the tokenizer.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 model=${1:?a real model, as real:NAME}
 out=${2:-.realparts}
-mib=${3:-56}
+mib=${3:-$(( $(python3 tools/gpu-host/gpu_bundle.py size --quiet | cut -d. -f1) - 4 ))}
 file=$(${PYTHON:-.venv/bin/python} -c "import sys; from servebook.engines.real_models import ensure_real_model
 print(ensure_real_model(sys.argv[1]))" "$model")
 rm -rf "$out" && mkdir -p "$out"

@@ -1,35 +1,39 @@
 #!/usr/bin/env bash
 # The GPU host's half of a study on a machine with no network: take the bundle's parts as they arrive, install
 # the engine and servebook's dependencies from them, write the random-weight models, and sweep a study.
-# The other half, on a machine with the package registries, is `python3 scripts/gpu_bundle.py build`
-# (docs/guide/gpu-hosts.md). Every step is idempotent, so calls can be repeated and resumed.
+# The other half, on a machine with the package registries, is `python3 tools/gpu-host/gpu_bundle.py build`
+# (tools/gpu-host/README.md walks through both). Every step is idempotent, so calls can be repeated and resumed.
 #
-#   scripts/gpu-host.sh receive DIR          # copy the parts carried in DIR into $PARTS (one call per part)
-#   scripts/gpu-host.sh receive-model DIR    # a real model's GGUF carried in parts (scripts/split_model.sh): copied
-#                                            # in as they arrive, joined into servebook's cache with the last one;
-#                                            # exit 3 while parts are missing (not a failure: carry the next one)
-#   scripts/gpu-host.sh setup                # verify, join and install the bundle; prepare the engines that the
-#                                            # studies of $STUDY launch: their models, llama.cpp's CUDA build
-#   scripts/gpu-host.sh engines              # those engines, one a line
-#   scripts/gpu-host.sh study [SWEEP ARGS]   # sweep $STUDY into $JOURNAL (default: --until-decided --max-repeats 6),
-#                                            # each of its studies in turn where it names several
-#   scripts/gpu-host.sh start [SWEEP ARGS]   # the same sweep detached from this call (setsid), its log in $STUDY_LOG:
-#                                            # a study longer than one call's limit (10 minutes on the lent H200s);
-#                                            # it runs from a copy of the code, which later calls cannot rewrite
-#   scripts/gpu-host.sh wait [SECONDS]       # until the detached sweep ends (its exit status) or SECONDS pass (540;
-#                                            # exit 3: still running); its progress either way. Call it again at once:
-#                                            # a lent machine goes back when no call comes within 30 s of the last
-#   scripts/gpu-host.sh probe                # the study's baseline, one launch, a short plan ($PLAN): does it serve?
-#   scripts/gpu-host.sh failures             # each failing launch of data/studies/h200-ENGINE-failures.yaml (the
-#                                            # study's engine; FAILURES another), and an engine killed in the middle
-#                                            # of a cell of the study's baseline
-#   scripts/gpu-host.sh placement [ARGS]     # benchmarks/gpu_placement.py on the baseline's flags (LAUNCHES)
-#   scripts/gpu-host.sh reasoning OUT_DIR [record|run]  # the 1B checkpoint as a thinking model under vLLM's
-#                                            # deepseek_r1 parser: its raw streams (thinking on and off) recorded
-#                                            # into OUT_DIR, then one servebook run of it with knobs.reasoning and the
-#                                            # quick plan (docs/reasoning.md); both by default
-#   scripts/gpu-host.sh pack OUT_DIR         # the journal as an archive in OUT_DIR (in 15 MiB parts when larger)
-#   scripts/gpu-host.sh all [SWEEP ARGS]     # setup, then study
+# bash tools/gpu-host/gpu-host.sh STEP, from the checkout's root (the script finds it from anywhere):
+#
+#   receive DIR          copy the parts carried in DIR into $PARTS, each checked (one call per part). Exit 0: every
+#                        part is here (run setup); 3: parts still to come, those here sound (not a failure: carry the
+#                        next); 2: a damaged part (carry it again) or no parts.json. So `receive DIR && setup` in
+#                        every call sets up once the last part is in, and its status says which of the three it was
+#   receive-model DIR    a real model's GGUF carried in parts (tools/gpu-host/split_model.sh): copied in as they
+#                        arrive, joined into servebook's cache with the last one; the same exit statuses
+#   setup                verify, join and install the bundle; prepare the engines that the studies of $STUDY launch:
+#                        their models, llama.cpp's CUDA build
+#   engines              those engines, one a line
+#   study [SWEEP ARGS]   sweep $STUDY into $JOURNAL (default: --until-decided --max-repeats 6), each of its studies in
+#                        turn where it names several. BUDGET=540: start no run or resident round that the 540 s left
+#                        cannot hold, so one call ends between rounds; the next `study` call resumes from the journal
+#   start [SWEEP ARGS]   the same sweep detached from this call (setsid), its log in $STUDY_LOG: a study longer than
+#                        one call's limit (10 minutes on the lent machines); it runs from a copy of the code, which
+#                        later calls cannot rewrite
+#   wait [SECONDS]       until the detached sweep ends (its exit status) or SECONDS pass (540; exit 3: still running);
+#                        its progress either way. Call it again at once: a lent machine goes back when no call comes
+#                        within 30 s of the last
+#   probe                the study's baseline, one launch, a short plan ($PLAN): does it serve?
+#   failures             each failing launch of data/studies/h200-ENGINE-failures.yaml (the study's engine; FAILURES
+#                        another), and an engine killed in the middle of a cell of the study's baseline
+#   placement [ARGS]     benchmarks/gpu_placement.py on the baseline's flags (LAUNCHES)
+#   reasoning OUT_DIR [record|run]  the 1B checkpoint as a thinking model under vLLM's deepseek_r1 parser: its raw
+#                        streams (thinking on and off) recorded into OUT_DIR, then one servebook run of it with
+#                        knobs.reasoning and the quick plan (docs/reasoning.md); both by default
+#   pack OUT_DIR         the journal as an archive in OUT_DIR (in 15 MiB parts when larger)
+#   all [SWEEP ARGS]     setup, then study
+#   help                 this text
 #
 # A bundle built with `--engine llamacpp==0.3.36` carries llama.cpp's sdist: setup builds llama-server with CUDA
 # and writes GGUF models where a study launches llama.cpp (STUDY=data/studies/h200-1b-llamacpp.yaml), and Hugging
@@ -40,10 +44,10 @@
 #
 # Environment: STUDY (data/studies/h200-vllm-1b.yaml; several, separated by spaces, are swept in turn), JOURNAL
 # (/tmp/sb-journal), PARTS (/tmp/sb-parts), SITE_DIR (/tmp/sb-site: where the wheels are installed), MODELS (1b:
-# `servebook models random --params`; real:NAME: a real model received with receive-model), BUDGET (seconds the sweep may start runs in; unset: no limit), PYTHON
-# (python3), STUDY_LOG (/tmp/sb-study.log).
+# `servebook models random --params`; real:NAME: a real model received with receive-model), BUDGET (seconds the
+# sweep may start runs in; unset: no limit), PYTHON (python3), STUDY_LOG (/tmp/sb-study.log).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 STUDY=${STUDY:-data/studies/h200-vllm-1b.yaml}
 JOURNAL=${JOURNAL:-/tmp/sb-journal}
 PARTS=${PARTS:-/tmp/sb-parts}
@@ -88,11 +92,15 @@ print("\n".join(sorted({e.candidate.engine for f in sys.argv[1:] for e in load_s
 step=${1:-all}
 [ $# -gt 0 ] && shift
 case "$step" in
+  help|-h|--help)
+    # the header above, without its comment marks
+    sed -n '2,/^set -euo/p' tools/gpu-host/gpu-host.sh | sed -e '$d' -e 's/^# \{0,1\}//'
+    ;;
   receive)
-    "$PYTHON" scripts/gpu_bundle.py collect --from "${1:?receive DIR}" --into "$PARTS"
+    "$PYTHON" tools/gpu-host/gpu_bundle.py collect --from "${1:?receive DIR}" --into "$PARTS"
     ;;
   receive-model)
-    # The parts and their SHA256SUMS (scripts/split_model.sh) are kept beside the cache until every one is there;
+    # The parts and their SHA256SUMS (tools/gpu-host/split_model.sh) are kept beside the cache until every one is there;
     # servebook checks the joined file against the model's pinned upstream digest before it serves it.
     from=${1:?receive-model DIR}
     held="$SERVEBOOK_CACHE/models/real/.parts"
@@ -114,7 +122,7 @@ case "$step" in
     done
     ;;
   setup)
-    "$PYTHON" scripts/gpu_bundle.py install --parts "$PARTS" --target "$SITE_DIR"
+    "$PYTHON" tools/gpu-host/gpu_bundle.py install --parts "$PARTS" --target "$SITE_DIR"
     # the compile cache the last lent machine left (data/gpu-caches: small, committed so a fresh clone has it)
     CACHE_ARCHIVE=${CACHE_ARCHIVE:-$(ls data/gpu-caches/vllm-*.tar.xz 2>/dev/null | tail -1 || true)}
     if [ -n "${CACHE_ARCHIVE:-}" ] && [ -f "$CACHE_ARCHIVE" ]; then
@@ -175,22 +183,22 @@ PY
     # at the start of every call, and a notebook that imported servebook while the next call (`wait`) rewrote it
     # failed ("cannot import name 'llamacpp' from partially initialized module 'servebook.engines'", 2026-12-06).
     tree=$(mktemp -d "${TMPDIR:-/tmp}/sb-tree.XXXXXX")
-    tar -cf - --exclude='data/sample-journal*' --exclude=__pycache__ pyproject.toml lib notebooks scripts data \
-      | tar -C "$tree" -xf -
+    tar -cf - --exclude=data/sample-journals.tar.xz --exclude=__pycache__ pyproject.toml lib notebooks scripts tools \
+      data | tar -C "$tree" -xf -
     JOURNAL=$(realpath -m "$JOURNAL") STUDY_LOG=$(realpath -m "$STUDY_LOG")
     read -ra studies <<< "$STUDY"
     STUDY=$(for study in "${studies[@]}"; do if [ -f "$study" ]; then realpath "$study"; else echo "$study"; fi; done | xargs)
     export STUDY JOURNAL PARTS SITE_DIR MODELS PYTHON STUDY_LOG
     rm -f "$STUDY_LOG.rc"
-    setsid nohup bash -c 'bash "$0/scripts/gpu-host.sh" study "$@"; echo $? > "$STUDY_LOG.rc"' "$tree" "$@" \
+    setsid nohup bash -c 'bash "$0/tools/gpu-host/gpu-host.sh" study "$@"; echo $? > "$STUDY_LOG.rc"' "$tree" "$@" \
       > "$STUDY_LOG" 2>&1 < /dev/null &
     echo $! > "$STUDY_LOG.pid"
-    echo "sweep of $STUDY started (pid $!) from $tree, log $STUDY_LOG: 'scripts/gpu-host.sh wait' follows it"
+    echo "sweep of $STUDY started (pid $!) from $tree, log $STUDY_LOG: 'tools/gpu-host/gpu-host.sh wait' follows it"
     ;;
   wait)
     secs=${1:-540}
     pid=$(cat "$STUDY_LOG.pid" 2>/dev/null || true)
-    [ -n "$pid" ] || { echo "no detached sweep was started here (scripts/gpu-host.sh start)" >&2; exit 2; }
+    [ -n "$pid" ] || { echo "no detached sweep was started here (tools/gpu-host/gpu-host.sh start)" >&2; exit 2; }
     # by the second: `wait 1` means one second, and a sweep that ends returns at once
     for _ in $(seq 1 "$secs"); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
     # what the sweep said last: which runs started, finished, and the verdicts between rounds
@@ -301,7 +309,8 @@ PY
     "$0" study "$@"
     ;;
   *)
-    echo "unknown step $step: receive, setup, study, start, wait, probe, failures, placement, reasoning, pack or all" >&2
+    echo "unknown step $step: receive, receive-model, setup, engines, study, start, wait, probe, failures, placement," \
+      "reasoning, pack, all or help" >&2
     exit 2
     ;;
 esac
