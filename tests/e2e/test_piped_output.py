@@ -79,7 +79,7 @@ def test_the_verdicts_and_noise_table_hold_120_columns(journal):
     judged = servebook("judge", "data/studies/h200-1b-llamacpp.yaml", "--journal", journal).stdout
     assert widest(judged) == 120
     noise = judged[judged.index("noise floor"):].splitlines()
-    rows = [line for line in noise if "decode-prose-c" in line or "prefill-8192" in line]
+    rows = [line for line in noise if line.startswith("│") and ("decode-prose-c" in line or "prefill-8192" in line)]
     assert len(rows) == 4 and all("…" not in line for line in noise)
     plain = servebook("judge", "data/studies/h200-1b-llamacpp.yaml", "--format", "plain", "--journal", journal)
     assert sum(line.startswith(("aggregate_tok_s", "prefill_tok_s")) for line in plain.stdout.splitlines()) == 4

@@ -84,7 +84,7 @@ def test_the_noise_floor_says_why_where_it_parts_from_the_verdict():
     """The demo's page said the baseline's between-run CV at one request was 38.7%, that 112 runs a side were needed,
     beside an accepted +103.6% from 3 runs: the floor is now shown with the spread the verdicts used and a line
     where the two part."""
-    from servebook.present.views import noise_table
+    from servebook.present.views import noise_blocks
     from servebook.verdicts.noise import NoiseFloor, beside_verdicts
 
     floor = NoiseFloor("aggregate_tok_s", "decode-prose-c1", runs=2, cv_pct=38.7, limit_pct=7, runs_needed=112)
@@ -96,8 +96,9 @@ def test_the_noise_floor_says_why_where_it_parts_from_the_verdict():
     assert abs(rows[0].verdict_cv_pct - 5.0) < 1e-9 and rows[0].verdict_decided
     assert rows[0].disagreement().startswith("decided all the same: the verdicts' model puts the spread at 5.0%")
     assert rows[1].disagreement() is None, "where they agree nothing is added"
-    table = noise_table(rows)
-    assert "decided all the same" in str(table.rows[0]) and "decided" not in str(table.rows[1])
+    table, *notes = noise_blocks(rows)
+    assert table.rows[0].values[-1] == "5.0% (1)" and table.rows[1].values[-1] == "5.0%"
+    assert [n.text for n in notes] == [f"(1) aggregate_tok_s, decode-prose-c1: {rows[0].disagreement()}"]
     wide = {**compared[0], "decision": "straddle", "log_se": 0.3 * (1 / 3 + 1 / 2) ** 0.5}
     undecided = beside_verdicts([NoiseFloor("aggregate_tok_s", "decode-prose-c1", 2, 38.7, 7, 112)], [wide])
     assert undecided[0].disagreement() is None, "an undecided verdict agrees with a floor that cannot resolve it"

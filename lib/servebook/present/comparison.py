@@ -13,7 +13,7 @@ from ..util.render import Block, Renderable, Table, Text
 from ..verdicts.left_out import LeftOut
 from .figures import as_figure, cells_frame, forest_spec, run_figures
 from .tables import VERDICT_MODEL, estimate_tables, side_by_side
-from .views import noise_table
+from .views import noise_blocks
 
 
 def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
@@ -118,11 +118,11 @@ class RunComparison(Renderable):
     def config_diff(self) -> pd.DataFrame:
         return config_diff({label: run.identity.candidate for label, run in zip(self.labels, self.runs, strict=True)})
 
-    def tables(self) -> list[Table]:
+    def tables(self) -> list[Block]:
         diff = Table.from_frame(self.config_diff(), title="Knobs that differ", index="knob")
         figures = (estimate_tables(self.cells().assign(candidate=lambda f: f["label"])) if self.repeated
                    else side_by_side(self.cells(), self.labels, self.floors))
-        noise = [noise_table(self.noise)] if self.noise else []
+        noise = noise_blocks(self.noise)
         return [self.verdicts(), *noise, diff] + figures
 
     def blocks(self) -> list[Block]:

@@ -118,17 +118,27 @@ class VerdictsView(Renderable):
 
     def blocks(self) -> list[Block]:
         blocks: list[Block] = Judgement(self.judged, getattr(self.judged, "baseline", None)).blocks()
-        if self.noise:
-            blocks.append(noise_table(self.noise))
-        return blocks
+        return blocks + noise_blocks(self.noise)
+
+
+def noise_notes(noise: list) -> list[str]:
+    """Why the floor and the verdicts part, one line per cell where they do, numbered as the table marks them."""
+    parted = [n for n in noise if n.disagreement()]
+    return [f"({i}) {n.metric}, {n.cell_id}: {n.disagreement()}" for i, n in enumerate(parted, 1)]
+
+
+def noise_blocks(noise: list) -> list[Block]:
+    """The noise floor's table and, under it, why it parts from the verdicts where it does (nothing: no floor)."""
+    return [noise_table(noise), *(Text(line) for line in noise_notes(noise))] if noise else []
 
 
 def noise_table(noise: list) -> Table:
     """The baseline's between-run spread per judged cell, beside the limit the rule applies there."""
-    table = Table(["metric", "cell", "baseline runs", "between-run CV", "within a run (SE)", "limit",
+    table = Table(["metric", "cell", "baseline runs", "CV between runs", "within a run (SE)", "limit",
                    "runs per side the limit needs", "detectable at these runs", "best spend of machine time",
-                   "the verdicts' spread"],
+                   "the verdicts' CV"],
                   title="noise floor (the baseline against itself)")
+    parted = 0
     for n in noise:
         where = "" if n.machines < 2 else \
             f" (across {n.machines} machines: an upper bound)" if n.across_machines else f" (within {n.machines} machines)"
@@ -137,7 +147,9 @@ def noise_table(noise: list) -> Table:
         detectable, within = n.detectable_pct, n.within_run_pct
         css: Style = "" if n.resolvable is None else ("" if n.resolvable else "warn")
         why = n.disagreement()
-        verdicts = "-" if n.verdict_cv_pct is None else f"{n.verdict_cv_pct:.1f}%" + (f": {why}" if why else "")
+        if why:
+            parted += 1
+        verdicts = "-" if n.verdict_cv_pct is None else f"{n.verdict_cv_pct:.1f}%" + (f" ({parted})" if why else "")
         table.add([n.metric, n.cell_id, n.runs, cv, "-" if within is None else f"{within:.1f}%", f"{n.limit_pct:g}%",
                    needs, "-" if detectable is None else f"{detectable:.1f}%",
                    "-" if n.allocation is None else n.allocation.describe(), verdicts], "" if why else css)

@@ -258,7 +258,7 @@ class SiteBuilder:
                 "candidates": verdict_rows(groups, runs, rules, found.method if found else None, self.histories),
                 "diff": diff_table({s.label: s.candidate for s in chosen}),
                 **study_figures(shown),
-                "noise": noise_table_for(groups, rules),
+                **dict(zip(("noise", "noise_notes"), noise_table_for(groups, rules), strict=True)),
                 "planning": planning_table(groups),
                 "memory": memory_overview(chosen),
                 "definitions": STUDY_DEFINITIONS,

@@ -314,15 +314,16 @@ def comparisons_of(chosen: list[RunSummary]) -> list[dict]:
     return out
 
 
-def noise_table_for(groups: dict[str, list[RunSummary]], rules: dict | None) -> Table | None:
-    """The baseline's between-run spread at every judged cell, from the baseline runs the verdicts used."""
+def noise_table_for(groups: dict[str, list[RunSummary]], rules: dict | None) -> tuple[Table | None, list[str]]:
+    """The baseline's between-run spread at every judged cell, from the baseline runs the verdicts used, and why it
+    parts from the verdicts where it does."""
     from ...config.rules import VerdictRules
     from ...verdicts import baseline_evidence, noise_rows
     from ...verdicts.noise import beside_verdicts, run_seconds
-    from ..views import noise_table
+    from ..views import noise_notes, noise_table
 
     if not rules or rules.get("baseline") not in groups:
-        return None
+        return None, []
     verdict_rules = VerdictRules.model_validate(rules)
     events = [s.verdicts[-1] for group in groups.values() for s in group[-1:] if s.verdicts]
     dropped = {run for event in events for run in event.get("outlier_runs") or []}
@@ -332,7 +333,8 @@ def noise_table_for(groups: dict[str, list[RunSummary]], rules: dict | None) -> 
                                    if t is not None])
     compared = [c for label, group in groups.items() if label != rules["baseline"]
                 for event in [s.verdicts[-1] for s in group[-1:] if s.verdicts] for c in event.get("comparisons") or []]
-    return noise_table(beside_verdicts(rows, compared)) if rows else None
+    rows = beside_verdicts(rows, compared)
+    return (noise_table(rows), noise_notes(rows)) if rows else (None, [])
 
 
 #: what the study page prints under its figures
