@@ -162,8 +162,9 @@ def test_a_run_next_to_a_busy_engine_has_disturbed_cells_left_out_of_the_verdict
     verdict = judge_run(record.manifest, cells, None, VerdictRules(), is_baseline=True)
     disturbed = cells[~cells["valid"] & cells["invalid_codes"].map(lambda codes: only_disturbed(codes.split(",")))]
     assert (~cells["valid"]).sum() == len(disturbed), cells["invalid_codes"].tolist()
-    left_out = [r for r in verdict.reasons if r.startswith("left out:")]
-    assert len(left_out) == len(disturbed) > 0 and any("host busy" in r for r in left_out)
+    left_out = verdict.left_out_cells  # one count in the reasons, each cell typed (verdicts.left_out)
+    assert len(left_out) == len(disturbed) > 0 and any("host_busy" in cell.codes for cell in left_out)
+    assert sorted(cell.cell_id for cell in left_out) == sorted(disturbed["cell_id"])
     assert verdict.outcome == ("inconclusive" if len(disturbed) == len(cells) else "accepted")
     telemetry = record.table("telemetry")
     assert set(telemetry["phase"]) == {"before", "after"} and telemetry["host_busy_cpu_s"].notna().all()

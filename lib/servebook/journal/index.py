@@ -57,8 +57,7 @@ def index_row(record: RunRecord) -> dict[str, Any]:
     }
 
 
-def refresh(root: Path, runs_dir: Path, read: Callable[[str], RunRecord], write: bool = True,
-            stamped: bool = False) -> pd.DataFrame:
+def refresh(root: Path, runs_dir: Path, read: Callable[[str], RunRecord], write: bool = True) -> pd.DataFrame:
     """The index of the runs under `runs_dir`, newest last, reading only runs new or changed since the rows kept
     were written (`read` gives a run by id; journal/stamps.py says what a change is). A command that writes runs
     stores it in the journal (`write`); a read keeps what it had to read in servebook's cache (index_store.py)."""
@@ -96,7 +95,7 @@ def refresh(root: Path, runs_dir: Path, read: Callable[[str], RunRecord], write:
             keep(frame, cache_path(root))
         except OSError:
             pass  # nowhere to keep it: the next read reads these runs again
-    return frame[_STORED if stamped else INDEX_COLUMNS]
+    return frame[INDEX_COLUMNS]
 
 
 #: from how many runs to read a cold index in several processes (below it, starting them costs more than it saves)

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from ..util.errors import InputError
 from ..util.files import atomic_write_bytes
-from ..util.paths import cache_root, repo_data_dir
+from ..util.paths import cache_root, sample_journals_archive
 
 #: the archive's name in the checkout's data/ folder
 ARCHIVE = "sample-journals.tar.xz"
@@ -44,7 +44,7 @@ XZ_PRESET = 6
 def archive_path() -> Path:
     """The checkout's archive of sample journals (an installed wheel has none: InputError)."""
     try:
-        return repo_data_dir() / ARCHIVE
+        return sample_journals_archive(ARCHIVE)
     except FileNotFoundError as error:
         raise InputError(f"the sample journals: {error}") from None
 

@@ -54,6 +54,12 @@ def stamps(runs_dir: Path, known: Mapping[str, str]) -> dict[str, str]:
     return found
 
 
+def sealed(stamp: str) -> bool:
+    """Whether a stamp is a sealed run's: its names hold the manifest ("" for a run still writing)."""
+    parts = stamp.split("|")
+    return len(parts) == 3 and MANIFEST in parts[1].split(",")
+
+
 def run_names(runs_dir: Path) -> list[str]:
     """The run directories' names, as `stamps` and Journal.run_ids take them."""
     try:

@@ -255,12 +255,11 @@ class Journal(Renderable):
         found = self.find_all(candidate_id, plan_id, statuses)
         return found[-1] if found else None
 
-    def index(self, write: bool = False, stamped: bool = False) -> pd.DataFrame:
+    def index(self, write: bool = False) -> pd.DataFrame:
         """One row per run (incomplete runs included), newest last (see journal/index.py). Only a command that
         wrote runs stores it (`write`): a read leaves the journal as it found it, a read-only copy included, and keeps
-        the rows it had to read in servebook's cache (journal/index_store.py). `stamped`: with each run's stamp,
-        which changes whenever its row may (journal/stamps.py; "" for a run still writing)."""
-        return refresh(self.root, self.runs_dir, self.run, write, stamped)
+        the rows it had to read in servebook's cache (journal/index_store.py)."""
+        return refresh(self.root, self.runs_dir, self.run, write)
 
     def select(self, *, study: str | None = None, status: str | None = None, since: str | None = None,
                limit: int | None = None, frame: pd.DataFrame | None = None,

@@ -36,6 +36,12 @@ def repo_data_dir() -> Path:
     return root / "data"
 
 
+def sample_journals_archive(name: str) -> Path:
+    """The checkout's archive of sample journals (data/NAME; journal/samples.py reads it): recorded evidence the docs
+    cite, not shipped in the wheel (FileNotFoundError where servebook is installed)."""
+    return repo_data_dir() / name
+
+
 def locate(path: str | Path, what: str = "file") -> Path:
     """The one rule for a user's relative path, in the CLI, the notebooks and the library alike: from the current
     directory where it exists there, else from the project root where it exists there (said aloud: JupyterLab starts
