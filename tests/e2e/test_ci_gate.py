@@ -84,7 +84,8 @@ def test_the_example_gate_passes_an_unchanged_release_and_fails_a_slower_one(s3,
     cells = {case.get("name") for case in failing}
     assert "verdict" in cells and cells & {"aggregate_tok_s prose at 1 request", "aggregate_tok_s prose at 4 requests"}
     summary = (out / "summary.md").read_text()
-    assert "**rejected**" in summary and "aggregate decode, prose at" in summary and "(limit -4%" in summary
+    # the limits said once for the study, the deciding cell's words beside its interval (issue 55, words once)
+    assert "**rejected**" in summary and "aggregate decode, prose at" in summary and "limits: aggregate decode -4%" in summary
     assert "[-" in summary  # the deciding cell's interval
 
     history = subprocess.run([sys.executable, "-m", "servebook.cli", "history", "baseline", "--format", "json"],
