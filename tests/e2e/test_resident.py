@@ -14,7 +14,7 @@ import pytest
 
 from servebook.journal import Journal
 from servebook.verdicts.evidence import run_cells
-from tests.helpers.processes import command_line, descendants, left_running, started_until
+from tests.helpers.processes import command_line, descendants, ended_with_nothing_left, started_until
 
 pytestmark = pytest.mark.simulator
 
@@ -158,13 +158,8 @@ def test_ctrl_c_in_a_round_stops_every_seat_and_seals_its_run_interrupted(tmp_pa
         process, journal = _sweep_until_a_cell(tmp_path, SLOW_ROUND.replace("REPEATS", "1").replace("CELL_S", "2"),
                                                terminal, trees)
         os.killpg(process.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the foreground group
-        try:
-            process.wait(60)
-        except subprocess.TimeoutExpired:
-            raise AssertionError("the sweep still runs 60 s after Ctrl-C") from None
-        assert left_running(trees[-1], 10) == set(), "an engine, kernel or sender outlived the sweep"
-        terminal.seek(0)
-        output = terminal.read()
+        output = ended_with_nothing_left(process, 60, trees[-1], terminal, "the sweep still runs 60 s after Ctrl-C",
+                                         "an engine, kernel or sender outlived the sweep")
     assert process.returncode == 130, output
     assert "Traceback" not in output, output
     records = Journal(str(journal)).runs()
@@ -188,13 +183,8 @@ def test_a_seat_whose_kernel_dies_is_that_runs_failure_and_the_rounds_go_on(tmp_
         kernels = [pid for pid in descendants(process.pid) if "ipykernel" in command_line(pid)]
         assert len(kernels) == 2, kernels
         os.kill(kernels[0], signal.SIGKILL)
-        try:
-            process.wait(400)
-        except subprocess.TimeoutExpired:
-            raise AssertionError("the sweep did not end") from None
-        assert left_running(trees[-1], 10) == set(), "an engine, kernel or sender outlived the sweep"
-        terminal.seek(0)
-        output = terminal.read()
+        output = ended_with_nothing_left(process, 400, trees[-1], terminal, "the sweep did not end",
+                                         "an engine, kernel or sender outlived the sweep")
     assert process.returncode == 0, output
     assert "Traceback" not in output and "DeadKernelError" not in output, output
     records = Journal(str(journal)).runs()

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from servebook.journal import Journal
-from tests.helpers.processes import descendants, left_running, senders_of, started_until
+from tests.helpers.processes import descendants, ended_with_nothing_left, left_running, senders_of, started_until
 
 pytestmark = pytest.mark.simulator
 REPO = Path(__file__).resolve().parents[2]
@@ -145,13 +145,8 @@ base:{BASE}plan:
                                 terminal=terminal)
         trees.append({process.pid} | descendants(process.pid))
         os.killpg(process.pid, signal.SIGINT)
-        try:
-            process.wait(60)
-        except subprocess.TimeoutExpired:
-            raise AssertionError("the sweep still runs 60 s after Ctrl-C") from None
-        assert left_running(trees[-1], 10) == set(), "left running after Ctrl-C"
-        terminal.seek(0)
-        output = terminal.read()
+        output = ended_with_nothing_left(process, 60, trees[-1], terminal, "the sweep still runs 60 s after Ctrl-C",
+                                         "left running after Ctrl-C")
     assert process.returncode == 130, output
     assert "Traceback" not in output and "ZMQError" not in output, output
     [record] = Journal(journal).runs()

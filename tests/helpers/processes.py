@@ -172,3 +172,17 @@ def started_until(argv: list[str], ready, *, cwd, env, terminal, within_s: float
     while not ready() and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.1)
     return process
+
+
+def ended_with_nothing_left(process, within_s: float, tree: set[int], terminal, late: str, left: str) -> str:
+    """Wait up to `within_s` for `process` (AssertionError `late` if it still runs), check nothing of `tree` outlived
+    it (AssertionError `left`), and return what it wrote to `terminal` (a file it printed to)."""
+    import subprocess
+
+    try:
+        process.wait(within_s)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(late) from None
+    assert left_running(tree, 10) == set(), left
+    terminal.seek(0)
+    return terminal.read()
