@@ -54,8 +54,32 @@ def cuda_architectures(nvidia_smi_csv: str) -> str:
     return ";".join(caps)
 
 
-def cmake_flags(backend: str, architectures: str | None = None) -> list[str]:
-    flags = list(CMAKE_FLAGS)
+#: llama.cpp 0c1e570 (the 0.3.36 sdist) built natively on a CPU with AVX-512 crashes (SIGSEGV) right after its
+#: threadpool starts, loading Gemma 3 270M Q4_K_M: the AVX-512 kernels of its runtime weight repacking. The AVX2
+#: build on the same CPU, or `--no-repack`, serves it (found on the 2-core CI machines, avx512f/fp16/bf16).
+#: Built without repacking there, and measured on that CPU: prompt 566 tokens/s, decode 43/s, against the AVX2
+#: build's 399 and 42 with repacking.
+REPACK_CRASH_CPU_FLAG = "avx512f"
+
+
+def host_cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> frozenset[str]:
+    """The CPU's feature flags as Linux lists them (empty where there is no /proc/cpuinfo)."""
+    try:
+        text = cpuinfo.read_text()
+    except OSError:
+        return frozenset()
+    line = next((line for line in text.splitlines() if line.startswith("flags")), "")
+    return frozenset(line.partition(":")[2].split())
+
+
+def workaround_flags(cpu_flags: frozenset[str]) -> list[str]:
+    """The flags a native CPU build needs on this CPU to steer clear of a known crash (see REPACK_CRASH_CPU_FLAG)."""
+    return ["-DGGML_CPU_REPACK=OFF"] if REPACK_CRASH_CPU_FLAG in cpu_flags else []
+
+
+def cmake_flags(backend: str, architectures: str | None = None,
+                cpu_flags: frozenset[str] | None = None) -> list[str]:
+    flags = list(CMAKE_FLAGS) + workaround_flags(host_cpu_flags() if cpu_flags is None else cpu_flags)
     if backend == "cuda":
         flags += ["-DGGML_CUDA=ON", f"-DCMAKE_CUDA_ARCHITECTURES={architectures}"]
     return flags
@@ -114,6 +138,14 @@ class LlamaCppInstall:
     def is_complete(self) -> bool:
         return (self.root / "install.json").is_file() and self.server.is_file()
 
+    def lacks_workarounds(self, cpu_flags: frozenset[str] | None = None) -> list[str]:
+        """The crash workarounds this CPU needs that the build was made without (a cache from before them)."""
+        needed = workaround_flags(host_cpu_flags() if cpu_flags is None else cpu_flags)
+        return [flag for flag in needed if flag not in (self.info.get("cmake_flags") or [])]
+
+    def is_usable(self) -> bool:
+        return self.is_complete() and not self.lacks_workarounds()
+
 
 def llamacpp_install_dir(version: str = LLAMACPP_PYTHON_VERSION, backend: str = "cpu") -> Path:
     return cache_root() / "llamacpp" / (version if backend == "cpu" else f"{version}-{backend}")
@@ -131,11 +163,12 @@ def find_llamacpp(version: str = LLAMACPP_PYTHON_VERSION, backend: str | None = 
     if backend is None:
         cuda = LlamaCppInstall(llamacpp_install_dir(version, "cuda"))
         cpu = LlamaCppInstall(llamacpp_install_dir(version, "cpu"))
-        if cuda.is_complete() and (not cpu.is_complete() or _gpu_visible()):
+        if cuda.is_usable() and (not cpu.is_usable() or _gpu_visible()):
             return cuda
         backend = "cpu"
     install = LlamaCppInstall(llamacpp_install_dir(version, backend))
-    return install if install.is_complete() else None
+    # a cached build without a workaround this CPU needs is rebuilt by install_llamacpp, not served
+    return install if install.is_usable() else None
 
 
 def _require_build_tools() -> dict[str, str]:
@@ -185,7 +218,8 @@ def install_llamacpp(
     """Build llama-server from the pinned sdist (or `source`: a llama.cpp tree or .tar.gz of one, which
     SERVEBOOK_LLAMACPP_SOURCE also gives) into the cache; return the cached install.
 
-    Idempotent: a complete install is returned untouched unless `force`.
+    Idempotent: a complete install is returned untouched unless `force`, or unless it was built without a crash
+    workaround this CPU needs (`LlamaCppInstall.lacks_workarounds`).
     """
     if backend not in BACKENDS:
         raise EngineInstallError(f"backend {backend!r}: choose one of {', '.join(BACKENDS)}")
@@ -194,11 +228,14 @@ def install_llamacpp(
     root = llamacpp_install_dir(version, backend)
     root.parent.mkdir(parents=True, exist_ok=True)
     install = LlamaCppInstall(root)
-    if install.is_complete() and not force:
+    if install.is_usable() and not force:
         return install
+    if install.is_complete() and not force:
+        reporter.log(f"rebuilding llama-server in {root}: built without {', '.join(install.lacks_workarounds())}, "
+                     "which this CPU needs (see llamacpp_build.REPACK_CRASH_CPU_FLAG)")
     with FileLock(str(root.parent / f".{version}.lock")):
         # Another process may have finished the build while we waited for the lock.
-        if install.is_complete() and not force:
+        if install.is_usable() and not force:
             return install
         tools = _require_build_tools()
         flags = cmake_flags(backend, _gpu_architectures() if backend == "cuda" else None)

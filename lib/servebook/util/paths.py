@@ -37,7 +37,8 @@ def repo_data_dir() -> Path:
 
 
 def sample_journals_archive(name: str) -> Path:
-    """The checkout's archive of sample journals (data/NAME; journal/samples.py reads it): recorded evidence the docs
+    """The checkout's archive of sample journals (`name` under data/, e.g.
+    data/sample-journals.tar.xz; journal/samples.py reads it): recorded evidence the docs
     cite, not shipped in the wheel (FileNotFoundError where servebook is installed)."""
     return repo_data_dir() / name
 
