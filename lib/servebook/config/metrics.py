@@ -1,14 +1,16 @@
 """The judged metrics: one row each, read by verdict rules, verdicts, search objectives, browsing and the site.
 
 A metric is a column of cells.parquet measured by one cell kind (measure/kinds/); its row says in which direction
-it regresses, how it reads in a reason, and which selectors a rule may narrow its cells by. Adding a judged metric
-is a name in `Metric` and its row here.
+it regresses and which selectors a rule may narrow its cells by. How it reads in a reason and its unit are its
+column's (config.columns). Adding a judged metric is a name in `Metric` and its row here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
+
+from .columns import column
 
 Metric = Literal["aggregate_tok_s", "steady_tok_s", "per_request_tok_s", "ttft_s", "ttft_p90_s", "prefill_tok_s",
                  "capacity_rps", "next_turn_ttft_s", "replay_ttft_p90_s", "measured_hit_rate", "answer_ttft_s",
@@ -19,12 +21,10 @@ Selector = Literal["concurrency", "category", "prompt_tokens"]
 
 @dataclass(frozen=True)
 class JudgedMetric:
-    """One judged figure: the cell kind that measures it, its words and unit, its direction and its column."""
+    """One judged figure: its column, the cell kind whose cells it is judged in, and its direction."""
 
     name: str
     kind: str
-    words: str
-    unit: str
     direction: Literal["lower", "higher"]
     #: the selectors a rule may narrow this metric's cells by (none: every cell of the kind is judged)
     selects: tuple[Selector, ...] = ("concurrency", "category")
@@ -43,48 +43,57 @@ class JudgedMetric:
         return self.name
 
     @property
+    def words(self) -> str:
+        """How it reads in a reason: its column's phrase."""
+        return column(self.name).words
+
+    @property
+    def unit(self) -> str:
+        return column(self.name).unit
+
+    @property
     def lower_is_better(self) -> bool:
         return self.direction == "lower"
 
 
 METRICS: dict[str, JudgedMetric] = {m.name: m for m in (
-    JudgedMetric("aggregate_tok_s", "decode", "aggregate decode", "tok/s", "higher", scales=True),
-    JudgedMetric("steady_tok_s", "decode", "steady-state decode", "tok/s", "higher", scales=True),
-    JudgedMetric("per_request_tok_s", "decode", "per-request decode", "tok/s", "higher"),
-    JudgedMetric("ttft_s", "decode", "TTFT", "s", "lower"),
-    JudgedMetric("ttft_p90_s", "decode", "TTFT p90", "s", "lower"),
-    JudgedMetric("prefill_tok_s", "prefill", "cold prefill", "tok/s", "higher", selects=("prompt_tokens",)),
-    JudgedMetric("capacity_rps", "capacity", "capacity under the objectives", "requests/s", "higher", selects=(),
+    JudgedMetric("aggregate_tok_s", "decode", "higher", scales=True),
+    JudgedMetric("steady_tok_s", "decode", "higher", scales=True),
+    JudgedMetric("per_request_tok_s", "decode", "higher"),
+    JudgedMetric("ttft_s", "decode", "lower"),
+    JudgedMetric("ttft_p90_s", "decode", "lower"),
+    JudgedMetric("prefill_tok_s", "prefill", "higher", selects=("prompt_tokens",)),
+    JudgedMetric("capacity_rps", "capacity", "higher", selects=(),
                  where="per run", no_selectors="a run has one capacity (plan.capacity)", scales=True),
     # the median TTFT of a reuse cell's later turns, whose earlier turns the engine may have cached: what a prefix
     # cache (or its absence) costs an agent's next turn
-    JudgedMetric("next_turn_ttft_s", "reuse", "next-turn TTFT", "s", "lower", selects=(), where="prompt reuse",
+    JudgedMetric("next_turn_ttft_s", "reuse", "lower", selects=(), where="prompt reuse",
                  no_selectors="they judge every reuse cell (plan.reuse)"),
     # a trace replayed at its own arrivals (plan.replay): how long its requests waited for a first token, and how
     # much of its prompts the engine's prefix cache served (the trace's ideal is beside it in the cell)
-    JudgedMetric("replay_ttft_p90_s", "replay", "replay TTFT p90", "s", "lower", selects=(), where="trace replay",
+    JudgedMetric("replay_ttft_p90_s", "replay", "lower", selects=(), where="trace replay",
                  no_selectors="a run replays one trace (plan.replay)"),
-    JudgedMetric("measured_hit_rate", "replay", "replay prefix hit rate", "", "higher", selects=(),
+    JudgedMetric("measured_hit_rate", "replay", "higher", selects=(),
                  where="trace replay", no_selectors="a run replays one trace (plan.replay)"),
     # a reasoning model's (measure/reasoning.py): the median wait for the first answer token, thinking included (the
     # TTFT where nothing reasons, so a candidate that thinks less is judged against one that thinks more), and each
     # phase's median per-request decode rate; chat decode cells only (a completion of a token prompt has no answer)
-    JudgedMetric("answer_ttft_s", "decode", "time to the first answer token", "s", "lower"),
-    JudgedMetric("reasoning_tok_s", "decode", "reasoning decode", "tok/s", "higher"),
-    JudgedMetric("answer_tok_s", "decode", "answer decode", "tok/s", "higher"),
+    JudgedMetric("answer_ttft_s", "decode", "lower"),
+    JudgedMetric("reasoning_tok_s", "decode", "higher"),
+    JudgedMetric("answer_tok_s", "decode", "higher"),
     # the 99th percentile of a decode cell's chunk gaps (measure.itl): the stalls a user reading the stream feels
-    JudgedMetric("itl_p99_s", "decode", "ITL p99", "s", "lower"),
+    JudgedMetric("itl_p99_s", "decode", "lower"),
     # interference probes beside each prefill (measure.probes): the decode stall a prefill chunk causes, and how
     # long a short request waits behind it
-    JudgedMetric("probe_itl_p99_s", "prefill", "ITL p99 of decodes beside the prefill", "s", "lower",
+    JudgedMetric("probe_itl_p99_s", "prefill", "lower",
                  selects=("prompt_tokens",), needs="probes"),
-    JudgedMetric("probe_ttft_p95_s", "prefill", "TTFT p95 of short requests beside the prefill", "s", "lower",
+    JudgedMetric("probe_ttft_p95_s", "prefill", "lower",
                  selects=("prompt_tokens",), needs="probes"),
     # agent sessions (plan.agents): per session the p95 of its turns' TTFTs, the median over sessions; and turns per
     # second of a session's duration, think times included (the pace a user's agent keeps)
-    JudgedMetric("session_p95_turn_ttft_s", "agents", "session p95 turn TTFT", "s", "lower", selects=(),
+    JudgedMetric("session_p95_turn_ttft_s", "agents", "lower", selects=(),
                  where="agent sessions", no_selectors="they judge every agents cell (plan.agents)"),
-    JudgedMetric("session_turns_per_s", "agents", "turns per second of a session", "turns/s", "higher", selects=(),
+    JudgedMetric("session_turns_per_s", "agents", "higher", selects=(),
                  where="agent sessions", no_selectors="they judge every agents cell (plan.agents)"),
 )}
 
