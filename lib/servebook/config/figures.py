@@ -2,8 +2,9 @@
 every cell that carries them, so that a recommendation is read with what it costs where no rule looks.
 
 Each figure is a column of cells.parquet, with the words a reader knows it by (its column's, config.columns) and
-the direction in which it gets worse. The judged metrics (config.metrics) come first, in their own words, so that where two columns say the same
-thing of one cell (a decode cell's `ttft_s` and `ttft_p50_ms` are both its TTFT p50) the judged one is the one read.
+the direction in which it gets worse. The judged metrics (config.metrics) come first, in their own words, so that
+where two columns say the same thing of one cell (a decode cell's `ttft_s` and `ttft_p50_ms` are both its TTFT
+p50) the judged one is the one read.
 """
 
 from __future__ import annotations

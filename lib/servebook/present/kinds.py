@@ -4,11 +4,16 @@ site section and definitions, its estimate table over runs, its side-by-side fig
 Entries are data: the one table builder (tables.py) and the chart builder (figures.py) read them, in the order of
 this registry (estimates and side-by-side figures in `summary_rank` order). Open-loop load and capacity are drawn
 by load_tables.py and frontier.py, which read their own columns; their entries only mark them open-loop.
+
+A column's title, format and definition are its catalogue entry's (config.columns): a table names a column in its own
+words only where its kind reads it so (a prefill cell's TTFT is its "First token").
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from ..config.columns import column
 
 #: how a column's figures read: a number format (with `scale` and `suffix`), "int" (a count, "-" where missing),
 #: "text" (a word as recorded), or "check" (the cell's validity and reconciliation)
@@ -99,9 +104,26 @@ class PresentKind:
 CHECK = Column("Check", "", "check")
 
 
-def _ms(title: str, column: str, shown_with: str | None = None) -> Column:
-    """A column of seconds, shown in whole milliseconds."""
-    return Column(title, column, ".0f", 1000.0, " ms", shown_with)
+def shown(name: str, title: str | None = None, shown_with: str | None = None) -> Column:
+    """A cells.parquet column in a run table, as its catalogue entry shows it; `title`: the kind's own words for it."""
+    entry = column(name)
+    return Column(title or entry.title, name, entry.format, entry.scale, entry.suffix, shown_with)
+
+
+def estimated(name: str, title: str | None = None, fmt: str | None = None, shown_with: str | None = None) -> Column:
+    """A cells.parquet column in an estimate table: its unit in the heading ("TTFT ms"), the figures bare."""
+    entry = column(name)
+    if entry.format.endswith("%"):  # a share: in percent, the sign in the heading
+        number, scale, unit = entry.format[:-1] + "f", 100.0, " %"
+    else:
+        number, scale, unit = entry.format, entry.scale, entry.suffix
+    return Column((title or entry.title) + unit, name, fmt or number, scale, "", shown_with)
+
+
+def defined(name: str) -> str:
+    """A column's definition as a table's notes give it: its title, then what it is."""
+    entry = column(name)
+    return f"{entry.title}: {entry.definition}"
 
 
 #: the cells.parquet column that says a cell's streams reasoned (measure/reasoning.py): its figures show where it is set
@@ -119,11 +141,9 @@ REASONING_DEFINITIONS = (
 )
 #: a drafter's own evidence, from the engine's counts: shown where some cell has them (a run with a drafter)
 DRAFT_COLUMNS = (
-    Column("Drafted tokens", "draft_tokens", "int", shown_with="draft_tokens"),
-    Column("Accepted tokens", "draft_accepted_tokens", "int", shown_with="draft_tokens"),
-    Column("Accepted", "draft_acceptance", ".0f", 100.0, " %", shown_with="draft_tokens"),
-    Column("Tokens/step", "tokens_per_step", ".2f", shown_with="draft_tokens"),
-    Column("Acceptance", "draft_source", "text", shown_with="draft_source"),
+    *(shown(name, shown_with="draft_tokens") for name in
+      ("draft_tokens", "draft_accepted_tokens", "draft_acceptance", "tokens_per_step")),
+    shown("draft_source", shown_with="draft_source"),
 )
 DRAFT_DEFINITION = ("draft_tokens", "Drafted tokens: the tokens the engine's drafter proposed during the cell, from its "
                     "own counts; Accepted tokens: those the target model kept; Accepted: their share; Tokens/step: "
@@ -132,11 +152,8 @@ DRAFT_DEFINITION = ("draft_tokens", "Drafted tokens: the tokens the engine's dra
                     "never repeats its prompt) costs its overhead and gains nothing. Acceptance 'synthetic': "
                     "llama.cpp was told how often to accept (drafter.synthetic_*), so the rate is set, not earned.")
 #: what the output of a decode cell was like (measure.realism): shown where it was measured
-REALISM_COLUMNS = (
-    Column("N-gram share", "ngram_share", ".0f", 100.0, " %", shown_with="ngram_share"),
-    Column("Loop share", "loop_share", ".0f", 100.0, " %", shown_with="ngram_share"),
-    Column("Forced tail", "forced_tail_share", ".0f", 100.0, " %", shown_with="ngram_share"),
-)
+REALISM_COLUMNS = tuple(shown(name, shown_with="ngram_share")
+                        for name in ("ngram_share", "loop_share", "forced_tail_share"))
 REALISM_DEFINITION = (
     "ngram_share", "Output realism (docs/metrics.md): N-gram share: of the generated tokens, those an n-gram lookup "
                    "over the prompt and the output so far predicts (2 to 4 tokens, as the engine tokenizes the text): "
@@ -144,18 +161,11 @@ REALISM_DEFINITION = (
                    "output repeating itself. Forced tail: the share of the forced length past where the model, asked "
                    "again greedily without a forced length, stopped on its own. A loop or forced tail of 50% or more "
                    "marks a drafter's gain in that cell (verdict code gain_on_unrealistic_output).")
-REASONING_COLUMNS = (
-    _ms("Answer TTFT", "answer_ttft_s", REASONED), Column("Reasoning tokens", "reasoning_tokens", "int",
-                                                          shown_with=REASONED),
-    Column("Answer tokens", "answer_tokens", "int", shown_with=REASONED),
-    Column("Reasoning tok/s", "reasoning_tok_s", shown_with=REASONED),
-    Column("Answer tok/s", "answer_tok_s", shown_with=REASONED))
+REASONING_COLUMNS = tuple(shown(name, shown_with=REASONED) for name in
+                          ("answer_ttft_s", "reasoning_tokens", "answer_tokens", "reasoning_tok_s", "answer_tok_s"))
 
 DECODE_DEFINITIONS = [
-    "Aggregate tok/s: sum of completion tokens over the cell / (first send to last finish).",
-    "Per request tok/s: median over requests of (completion_tokens - 1) / (t_last - t_first); prompt reading "
-    "excluded.",
-    "TTFT: median time from send to the first content-bearing chunk.",
+    *(defined(name) for name in ("aggregate_tok_s", "per_request_tok_s", "ttft_s")),
     "Output length is forced (ignore_eos + max_tokens) and checked per request; a wrong length makes the cell "
     "invalid.",
     "Reconciliation: the engine's prompt, cached and generated token counters over the cell must equal the client's "
@@ -209,23 +219,19 @@ PRESENT: dict[str, PresentKind] = {
     "decode": PresentKind(
         summary_rank=10,
         table=RunTable("Decode, {category} prompts", (
-            Column("Concurrency", "concurrency", "int"), Column("Aggregate tok/s", "aggregate_tok_s"),
-            Column("Per request tok/s", "per_request_tok_s"), _ms("TTFT", "ttft_s"), _ms("ITL p99", "itl_p99_s"),
+            *map(shown, ("concurrency", "aggregate_tok_s", "per_request_tok_s", "ttft_s", "itl_p99_s")),
             *DRAFT_COLUMNS, *REALISM_COLUMNS, *REASONING_COLUMNS, CHECK), sort=("concurrency",),
             by_category=True),
         section=Section("Decode", DECODE_DEFINITIONS + [GAP_NOTE],
                         when_present=(DRAFT_DEFINITION, REALISM_DEFINITION, *REASONING_DEFINITIONS)),
         estimates=EstimateTable("Decode, {category} prompts", "concurrency", "Concurrency", (
-            Column("Aggregate tok/s", "aggregate_tok_s", ".1f"), Column("Steady-state tok/s", "steady_tok_s", ".1f"),
-            Column("Per request tok/s", "per_request_tok_s", ".1f"), Column("TTFT ms", "ttft_s", ".0f", 1000.0),
-            Column("ITL p99 ms", "itl_p99_s", ".1f", 1000.0),
-            Column("Accepted %", "draft_acceptance", ".0f", 100.0, shown_with="draft_tokens"),
-            Column("Tokens/step", "tokens_per_step", ".2f", shown_with="draft_tokens"),
-            Column("Loop %", "loop_share", ".0f", 100.0, shown_with="ngram_share"),
-            Column("Forced tail %", "forced_tail_share", ".0f", 100.0, shown_with="ngram_share"),
-            Column("Answer TTFT ms", "answer_ttft_s", ".0f", 1000.0, shown_with=REASONED),
-            Column("Reasoning tok/s", "reasoning_tok_s", ".1f", shown_with=REASONED),
-            Column("Answer tok/s", "answer_tok_s", ".1f", shown_with=REASONED)),
+            *map(estimated, ("aggregate_tok_s", "steady_tok_s", "per_request_tok_s", "ttft_s")),
+            # a mean over runs of a few milliseconds: a tenth of one tells candidates apart
+            estimated("itl_p99_s", fmt=".1f"),
+            *(estimated(name, shown_with="draft_tokens") for name in ("draft_acceptance", "tokens_per_step")),
+            estimated("loop_share", "Loop", shown_with="ngram_share"),
+            estimated("forced_tail_share", shown_with="ngram_share"),
+            *(estimated(name, shown_with=REASONED) for name in ("answer_ttft_s", "reasoning_tok_s", "answer_tok_s"))),
             by_category=True),
         compared=(("Aggregate decode tok/s", "aggregate_tok_s", ".1f", 1.0),
                   ("Per-request decode tok/s (median)", "per_request_tok_s", ".0f", 1.0),
@@ -242,14 +248,12 @@ PRESENT: dict[str, PresentKind] = {
     "prefill": PresentKind(
         summary_rank=20,
         table=RunTable("Cold prefill", (
-            Column("Prompt tokens", "target_prompt_tokens", "int"), Column("Prefill tok/s", "prefill_tok_s", ".0f"),
-            _ms("First token", "ttft_s"), _ms("Engine's first token", "engine_ttft_s"),
-            _ms("Engine's prompt time", "engine_prompt_s"), CHECK), sort=("target_prompt_tokens",)),
+            shown("target_prompt_tokens"), shown("prefill_tok_s"), shown("ttft_s", "First token"),
+            shown("engine_ttft_s"), shown("engine_prompt_s"), CHECK), sort=("target_prompt_tokens",)),
         section=Section("Cold prefill", PREFILL_DEFINITIONS),
         estimates=EstimateTable("Cold prefill", "target_prompt_tokens", "Prompt tokens", (
-            Column("Prefill tok/s", "prefill_tok_s", ".0f"), Column("First token ms", "ttft_s", ".0f", 1000.0),
-            Column("Probe TTFT p95 ms", "probe_ttft_p95_s", ".0f", 1000.0),
-            Column("Probe ITL p99 ms", "probe_itl_p99_s", ".0f", 1000.0))),
+            estimated("prefill_tok_s"), estimated("ttft_s", "First token"), estimated("probe_ttft_p95_s"),
+            estimated("probe_itl_p99_s"))),
         compared=(("Cold prefill tok/s", "prefill_tok_s", ".0f", 1.0),
                   ("Decodes beside the prefill: ITL p99 ms", "probe_itl_p99_s", ".0f", 1000.0)),
         charts=(LineChart("target_prompt_tokens", "prefill_tok_s", "Cold prefill rate vs prompt size",
@@ -258,27 +262,22 @@ PRESENT: dict[str, PresentKind] = {
     "reuse": PresentKind(
         summary_rank=40,
         table=RunTable("Prompt reuse across turns", (
-            Column("Requests", "requests", "int"), _ms("First-turn TTFT", "first_turn_ttft_s"),
-            _ms("Next-turn TTFT", "next_turn_ttft_s"),
-            Column("Cached share (next turns)", "cached_share", ".0%"), CHECK), sort=("cell_id",)),
+            *map(shown, ("requests", "first_turn_ttft_s", "next_turn_ttft_s", "cached_share")), CHECK),
+            sort=("cell_id",)),
         section=Section("Prompt reuse across turns", REUSE_DEFINITIONS),
         estimates=EstimateTable("Prompt reuse across turns", "requests", "Requests", (
-            Column("First-turn TTFT ms", "first_turn_ttft_s", ".0f", 1000.0),
-            Column("Next-turn TTFT ms", "next_turn_ttft_s", ".0f", 1000.0))),
+            estimated("first_turn_ttft_s"), estimated("next_turn_ttft_s"))),
         compared=(("Reuse: next-turn TTFT ms", "next_turn_ttft_s", ".0f", 1000.0),
                   ("Reuse: cached share of next turns", "cached_share", ".0%", 1.0)),
         turn_chart=True),
     "wave": PresentKind(
         summary_rank=30,
         table=RunTable("Waves beyond the slot count (queue wait shows in TTFT)", (
-            Column("Requests at once", "concurrency", "int"), Column("Slots", "slots", "int"),
-            Column("Queued", "queued", "int"), Column("Aggregate tok/s", "aggregate_tok_s"),
-            _ms("TTFT p50", "ttft_s"), _ms("TTFT p90", "ttft_p90_s"),
-            _ms("Engine's queue (mean)", "engine_queue_s"), CHECK), sort=("concurrency",)),
+            shown("concurrency", "Requests at once"), *map(shown, ("slots", "queued", "aggregate_tok_s")),
+            shown("ttft_s", "TTFT p50"), shown("ttft_p90_s"), shown("engine_queue_s"), CHECK), sort=("concurrency",)),
         section=Section("Waves beyond the slot count", WAVE_DEFINITIONS),
         estimates=EstimateTable("Waves beyond the slot count", "concurrency", "Requests at once", (
-            Column("Aggregate tok/s", "aggregate_tok_s", ".1f"), Column("TTFT p50 ms", "ttft_s", ".0f", 1000.0),
-            Column("TTFT p90 ms", "ttft_p90_s", ".0f", 1000.0))),
+            estimated("aggregate_tok_s"), estimated("ttft_s", "TTFT p50"), estimated("ttft_p90_s"))),
         compared=(("Waves: TTFT p90 ms (queue wait)", "ttft_p90_s", ".0f", 1000.0),
                   ("Waves: aggregate tok/s", "aggregate_tok_s", ".1f", 1.0)),
         charts=(LineChart("concurrency", "ttft_p90_s", "Queue wait in waves: TTFT p90 vs requests sent at once",
@@ -286,27 +285,20 @@ PRESENT: dict[str, PresentKind] = {
     "replay": PresentKind(
         summary_rank=45,
         table=RunTable("Trace replay", (
-            Column("Requests", "requests", "int"), Column("Ideal hit rate", "ideal_hit_rate", ".0%"),
-            Column("Measured hit rate", "measured_hit_rate", ".0%"), _ms("TTFT p50", "ttft_s"),
-            _ms("TTFT p90", "ttft_p90_s"), CHECK), sort=("cell_id",)),
+            *map(shown, ("requests", "ideal_hit_rate", "measured_hit_rate")), shown("ttft_s", "TTFT p50"),
+            shown("ttft_p90_s"), CHECK), sort=("cell_id",)),
         section=Section("Trace replay", REPLAY_DEFINITIONS),
         compared=(("Replay: measured prefix hit rate", "measured_hit_rate", ".0%", 1.0),
                   ("Replay: TTFT p90 ms", "ttft_p90_s", ".0f", 1000.0))),
     "agents": PresentKind(
         summary_rank=47,
         table=RunTable("Agent sessions", (
-            Column("Sessions", "sessions", "int"), Column("Sub-agents", "subagents", "int"),
-            Column("Turns", "turns", "int"), _ms("Session p95 turn TTFT", "session_p95_turn_ttft_s"),
-            Column("Turns/s per session", "session_turns_per_s", ".2f"),
-            Column("Ideal hit rate", "ideal_hit_rate", ".0%"), Column("Measured hit rate", "measured_hit_rate", ".0%"),
-            Column("Overflowed", "overflow_share", ".1%"),
-            Column("Send lag p99", "send_lag_p99_ms", ".0f", suffix=" ms"), CHECK),
+            *map(shown, ("sessions", "subagents", "turns", "session_p95_turn_ttft_s", "session_turns_per_s",
+                         "ideal_hit_rate", "measured_hit_rate", "overflow_share", "send_lag_p99_ms")), CHECK),
             sort=("cell_id",)),
         section=Section("Agent sessions", AGENTS_DEFINITIONS),
-        estimates=EstimateTable("Agent sessions", "sessions", "Sessions", (
-            Column("Session p95 turn TTFT ms", "session_p95_turn_ttft_s", ".0f", 1000.0),
-            Column("Turns/s per session", "session_turns_per_s", ".2f"),
-            Column("Measured hit rate %", "measured_hit_rate", ".0f", 100.0))),
+        estimates=EstimateTable("Agent sessions", "sessions", "Sessions", tuple(
+            map(estimated, ("session_p95_turn_ttft_s", "session_turns_per_s", "measured_hit_rate")))),
         compared=(("Agents: session p95 turn TTFT ms", "session_p95_turn_ttft_s", ".0f", 1000.0),
                   ("Agents: turns/s per session", "session_turns_per_s", ".2f", 1.0),
                   ("Agents: measured prefix hit rate", "measured_hit_rate", ".0%", 1.0)),
