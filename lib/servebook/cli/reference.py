@@ -87,10 +87,10 @@ def _anchor(heading: str) -> str:
 
 METRICS_HEADER = """# Metrics reference
 
-The figures verdict rules judge and the figures a recommendation's side effects are read from, generated from their
-definitions (`config/metrics.py`, `config/figures.py`) by `python scripts/write_reference.py` (do not edit this page;
-a test fails when it is stale). How each is measured, and how it compares with the peers' figures:
-[metrics](../metrics.md).
+The figures verdict rules judge, the figures a recommendation's side effects are read from, and every column of
+cells.parquet, generated from their definitions (`config/metrics.py`, `config/figures.py`, `config/columns/`) by
+`python scripts/write_reference.py` (do not edit this page; a test fails when it is stale). How each is measured, and
+how it compares with the peers' figures: [metrics](../metrics.md).
 """
 
 
@@ -115,7 +115,21 @@ def metrics_markdown() -> str:
               "the same of one cell, the first listed is the one read.", "",
               "| column | reads as | better |", "|---|---|---|"]
     lines += [f"| `{f.column}` | {f.words} | {f.direction} |" for f in FIGURES]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + ["", *_columns_markdown()]) + "\n"
+
+
+def _columns_markdown() -> list[str]:
+    """Every column of cells.parquet as the catalogue declares it (config.columns), one row each."""
+    from ..config.columns import CATALOGUE, OBSERVERS
+
+    lines = ["## Columns of cells.parquet", "",
+             "One row per measured cell; a column a cell's kind does not measure is empty there. Written by: a cell "
+             "kind (`measure/kinds/`) or one of these observers: "
+             + "; ".join(f"{name}, {what}" for name, what in OBSERVERS.items()) + ".", "",
+             "| column | type | unit | title | definition | written by |", "|---|---|---|---|---|---|"]
+    lines += [f"| `{c.name}` | {c.dtype} | {c.unit or '-'} | {c.title} | {c.definition.replace('|', '/')} | "
+              f"{', '.join(c.written_by)} |" for c in CATALOGUE]
+    return lines
 
 
 def generated_files() -> dict[str, str]:
