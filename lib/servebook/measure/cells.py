@@ -27,7 +27,9 @@ __all__ = ["CellSpec", "CellSummary", "cell_figures", "drafter_figures", "eviden
 
 
 class CellSummary(TypedDict, total=False):
-    """One row of cells.parquet. Every cell has the first group; kind-specific figures are absent elsewhere."""
+    """One row of cells.parquet. Every cell has the first group; kind-specific figures are absent elsewhere. Each
+    column's type, unit, title and definition are its entry in config.columns (tests/unit/config/test_columns.py
+    fails on a field without one)."""
 
     cell_id: str
     kind: str
