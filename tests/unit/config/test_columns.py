@@ -15,21 +15,37 @@ from servebook.config.columns import CATALOGUE, COLUMNS, OBSERVERS, column
 from servebook.config.figures import FIGURES
 from servebook.config.metrics import METRICS
 from servebook.measure.capacity import capacity_of
-from servebook.measure.cells import CellSummary
-from servebook.measure.kinds import kinds
+from servebook.measure.cells import CellSummary, summarize_cell
+from servebook.measure.kinds import CellSpec, kinds
+from servebook.measure.reconcile import Reconciliation
 from servebook.measure.replay import replay_figures
 from servebook.measure.session_figures import agents_figures
 from servebook.present.kinds import PRESENT
+from tests.helpers.records import request_record
 
 REPO = Path(__file__).resolve().parents[3]
 _DTYPES = {int: "int", float: "float", str: "str", bool: "bool"}
 
 
+def summarised_rows() -> dict[str, set[str]]:
+    """The columns of a cell of each registered kind that sends (its own figures among every cell's), summarised
+    from two requests: a kind registered later is read the same way."""
+    rows = {}
+    for kind in kinds():
+        if not kind.derived:
+            spec = CellSpec(f"{kind.name}-1", kind.name, "prose", 2, 2, 4, 64)
+            sent = [request_record(i, cell_id=spec.cell_id, concurrency=2, tokens=4, t_send=0.1 * i,
+                                   t_first=0.5 + 0.1 * i, t_last=1.0 + 0.1 * i) for i in range(2)]
+            rows[kind.name] = set(summarize_cell(spec, sent, Reconciliation("ok")))
+    return rows
+
+
 def written_columns() -> set[str]:
-    """Every column a cell writes: the row every kind fills (CellSummary), and the figures of the kinds whose rows
-    carry columns of their own (agent sessions, trace replay, the capacity row), read from their figure functions."""
+    """Every column a cell writes: the row every kind fills (CellSummary), each kind's summarised row, and the
+    figures of the kinds whose rows carry columns of their own from their measured window or their probes (trace
+    replay, the capacity row), read from their figure functions."""
     own = {*agents_figures([]), *replay_figures([], [], SimpleNamespace(block_tokens=512)), *capacity_of([], 0.9)}
-    return set(CellSummary.__annotations__) | own
+    return set(CellSummary.__annotations__).union(own, *summarised_rows().values())
 
 
 def unlisted(columns: set[str]) -> list[str]:
@@ -41,6 +57,13 @@ def test_every_written_column_has_an_entry_and_every_entry_is_written():
     written = written_columns()
     assert not unlisted(written), f"columns without an entry in config/columns/: {unlisted(written)}"
     assert not sorted(set(COLUMNS) - written), f"entries no cell writes: {sorted(set(COLUMNS) - written)}"
+
+
+def test_every_kind_writes_catalogued_columns():
+    rows = summarised_rows()
+    assert {"decode", "agents", "wave"} <= set(rows) and "sessions" in rows["agents"]
+    for kind, columns in rows.items():
+        assert not unlisted(columns), f"{kind} cells write columns without an entry: {unlisted(columns)}"
 
 
 def test_a_new_column_without_an_entry_is_named():
