@@ -54,12 +54,13 @@ def cuda_architectures(nvidia_smi_csv: str) -> str:
     return ";".join(caps)
 
 
-#: llama.cpp 0c1e570 (the 0.3.36 sdist) built natively on a CPU with AVX-512 crashes (SIGSEGV) right after its
-#: threadpool starts, loading Gemma 3 270M Q4_K_M: the AVX-512 kernels of its runtime weight repacking. The AVX2
-#: build on the same CPU, or `--no-repack`, serves it (found on the 2-core CI machines, avx512f/fp16/bf16).
-#: Built without repacking there, and measured on that CPU: prompt 566 tokens/s, decode 43/s, against the AVX2
-#: build's 399 and 42 with repacking.
-REPACK_CRASH_CPU_FLAG = "avx512f"
+#: llama.cpp 0c1e570 (the 0.3.36 sdist) built natively on a CPU with AMX (Sapphire Rapids and later) uses AMX
+#: tiles for quantized weights, and crashed (SIGSEGV, right after its threadpool starts) loading Gemma 3 270M Q4_K_M
+#: on the 2-core CI machines, whose CPU reports amx_int8 under a hypervisor. The same build with `--no-repack` (no
+#: extra buffer types), or one without AMX (`-mno-amx-*`; AVX-512 and weight repacking kept), serves it; one
+#: without weight repacking alone still crashed. So a native build leaves AMX out where the CPU has it.
+AMX_CPU_FLAG = "amx_int8"
+NO_AMX = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 
 
 def host_cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> frozenset[str]:
@@ -73,8 +74,9 @@ def host_cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> frozenset[str]:
 
 
 def workaround_flags(cpu_flags: frozenset[str]) -> list[str]:
-    """The flags a native CPU build needs on this CPU to steer clear of a known crash (see REPACK_CRASH_CPU_FLAG)."""
-    return ["-DGGML_CPU_REPACK=OFF"] if REPACK_CRASH_CPU_FLAG in cpu_flags else []
+    """The flags a native build needs on this CPU to steer clear of a known crash (see AMX_CPU_FLAG). GCC and
+    Clang let an explicit -mno-* win over what -march=native turns on, wherever it stands on the line."""
+    return [f"-DCMAKE_C_FLAGS={NO_AMX}", f"-DCMAKE_CXX_FLAGS={NO_AMX}"] if AMX_CPU_FLAG in cpu_flags else []
 
 
 def cmake_flags(backend: str, architectures: str | None = None,
@@ -232,7 +234,7 @@ def install_llamacpp(
         return install
     if install.is_complete() and not force:
         reporter.log(f"rebuilding llama-server in {root}: built without {', '.join(install.lacks_workarounds())}, "
-                     "which this CPU needs (see llamacpp_build.REPACK_CRASH_CPU_FLAG)")
+                     "which this CPU needs (see llamacpp_build.AMX_CPU_FLAG)")
     with FileLock(str(root.parent / f".{version}.lock")):
         # Another process may have finished the build while we waited for the lock.
         if install.is_usable() and not force:
