@@ -17,7 +17,14 @@ from ..config.claims import Verification
 from ..config.errors import InputError
 from ..engines.random_models import model_file_name
 from ..util.errors import EngineFailed
-from .verify import launched_claims, read_self_report, read_server_info, select_model, verify_attached, verify_claims
+from .verify import (
+    launched_claims,
+    read_self_report,
+    read_server_info,
+    select_model,
+    verify_attached,
+    verify_claims,
+)
 
 if TYPE_CHECKING:
     import httpx
@@ -41,7 +48,8 @@ class EngineIdentity:
 
     @property
     def version(self) -> str | None:
-        """The release the engine reports (vLLM and SGLang's `version`, llama.cpp's `build_info`)."""
+        """The release the engine reports (vLLM and SGLang's `version`, llama.cpp's
+        `build_info`)."""
         info = self.server_info or {}
         build = info.get("build_info")
         version = info.get("version") or (build if isinstance(build, str) else None)
@@ -59,15 +67,16 @@ class EngineIdentity:
 
     def check(self, candidate: Candidate, reported_version: str | None) -> None:
         """EngineFailed at launch when the engine cannot be measured as the candidate: it does not
-        serve the named model, or it is another release than the one the candidate is pinned to (a gate
-        on "the new version" that measured the old one would pass for the wrong reason). An engine that
-        reports no version is not checked."""
+        serve the named model, or it is another release than the one the candidate is pinned to
+        (a gate on "the new version" that measured the old one would pass for the wrong reason).
+        An engine that reports no version is not checked."""
         if self.not_served is not None:
             raise EngineFailed("model_not_served", self.not_served, stage="launch")
         pinned = candidate.pins.engine_version
         if pinned and reported_version and pinned not in reported_version:
-            raise EngineFailed("version_mismatch", f"pins.engine_version is {pinned!r}, but the engine "
-                                                   f"reports {reported_version!r}", stage="launch")
+            message = (f"pins.engine_version is {pinned!r}, but the engine reports "
+                       f"{reported_version!r}")
+            raise EngineFailed("version_mismatch", message, stage="launch")
 
 
 def identify_launched(candidate: Candidate, adapter: EngineAdapter, base_url: str,
@@ -78,12 +87,14 @@ def identify_launched(candidate: Candidate, adapter: EngineAdapter, base_url: st
     report = read_self_report(adapter, base_url, headers, transport=transport)
     # the file the engine was given: llama.cpp's -m, else the candidate's model as this engine reads
     # it (a vLLM `random:1b` is the Hugging Face directory it resolves to, which the server reports)
-    model_file = adapter.model_file(argv) or model_file_name(candidate.model.path, adapter.model_format)
+    model_file = adapter.model_file(argv) or model_file_name(candidate.model.path,
+                                                             adapter.model_format)
     claims, _ = verify_claims(candidate, report, model_file, adapter=adapter)
-    verification = Verification(claims=launched_claims(claims, adapter, argv), reported=report.record)
+    claims = launched_claims(claims, adapter, argv)
+    verification = Verification(claims=claims, reported=report.record)
     try:
         served = select_model(report, candidate.model.served_name, base_url)
-    except InputError as error:  # a launched engine that does not serve the named model failed to load it
+    except InputError as error:  # a launched engine not serving the named model failed to load it
         return EngineIdentity(None, verification, report.bodies, not_served=str(error))
     info = read_server_info(adapter, base_url, headers, transport=transport)
     return EngineIdentity(served, verification, report.bodies, info)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..config.candidate import Candidate
 from ..config.errors import InputError
-from ..engines import EngineAdapter, get_engine, known_engines
+from ..engines import EngineAdapter, every_engine, get_engine
 from ..engines.flags import SIMULATOR
 from ..engines.model_specs import ModelFormat
 from ..util.progress import Reporter
@@ -136,7 +136,7 @@ def gpu_checks(candidate: Candidate, inventory, disk_path: Path | None = None, s
 def other_engine_processes(proc: Path = Path("/proc")) -> list[tuple[int, str]]:
     """Engines already running on this host (pid, command): on a CPU host they share the cores with the
     candidate, and two spinning ggml thread pools on two cores made decode about 30x slower here."""
-    markers = [m for kind in known_engines() for m in get_engine(kind).process_markers]
+    markers = [m for adapter in every_engine() for m in adapter.process_markers]
     found = []
     me = os.getpid()
     for entry in proc.iterdir() if proc.is_dir() else []:

@@ -20,8 +20,8 @@ from .process import Engine
 if TYPE_CHECKING:
     from ..engines import EngineAdapter
 
-#: holds an engine's process tree to CPUs and says how many threads it held (measure.host.pin_engine;
-#: launch is handed it, it does not reach into measure)
+#: holds an engine's process tree to CPUs and says how many threads it held
+#: (measure.host.pin_engine: launch is handed it, it does not reach into measure)
 Pin = Callable[[int, list[int]], int]
 
 
@@ -31,7 +31,8 @@ class Ready:
 
     #: seconds from start to the first healthy answer
     ready_s: float
-    #: launch.cpus: the CPUs the engine's threads were held to once it served, and how many were held
+    #: launch.cpus: the CPUs the engine's threads were held to once it served, and how many
+    #: threads were held
     pinned: dict[str, Any] | None = None
     #: the model's KV arithmetic against the KV cache the engine logged at load (llama.cpp)
     memory: dict[str, Any] | None = None
@@ -44,7 +45,8 @@ def bring_up(engine: Engine, candidate: Candidate, adapter: EngineAdapter, argv:
     try:
         engine.start()
         with reporter.task(f"start {candidate.engine} and wait for readiness") as task:
-            ready_s = engine.wait_ready(candidate.launch.ready_timeout_s, on_poll=lambda s: task.update(s))
+            ready_s = engine.wait_ready(candidate.launch.ready_timeout_s,
+                                        on_poll=lambda s: task.update(s))
     except EngineFailed as error:
         error.at("launch")
         raise

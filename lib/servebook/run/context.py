@@ -2,8 +2,8 @@
 `launch` (start, wait ready, ask the engine who it is) and `measure`; the engine always stopped.
 
 The engine adapter is looked up once, in `begin`, and handed to every stage. Each stage leaves one
-record on the run (the launch: `Ready` and `EngineIdentity`; the measurement: its log), composed into
-the manifest when the run is sealed (run.sealing).
+record on the run (the launch: `Ready` and `EngineIdentity`; the measurement: its log), composed
+into the manifest when the run is sealed (run.sealing).
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ class RunContext:
 
     candidate: Candidate
     plan: Plan
-    #: the plan as this run measures it: its interleaving round draws its own arrivals, the same for
-    #: the whole round
+    #: the plan as this run measures it: its interleaving round draws its own arrivals, the same
+    #: for the whole round
     measured: Plan
     reporter: Reporter
     adapter: EngineAdapter
@@ -80,7 +80,8 @@ class RunContext:
         target = target_for(candidate, adapter, paths, api_key)
         attached = None
         if candidate.launch.mode == "attach":
-            # Before anything is recorded: a server that is not the one the candidate describes is refused.
+            # Before anything is recorded: a server that is not the one the candidate describes
+            # is refused.
             attached = identify_attached(candidate, adapter, target.base_url, auth_headers(api_key),
                                          paths.model_path, plan.needs_tokenizer)
         turns = turns_for(seat)
@@ -90,16 +91,18 @@ class RunContext:
         write_launch(writer, identity, candidate, adapter, target)
         environment = environment_of(candidate, adapter, paths, lane)
         engine = engine_for(candidate, adapter, target, writer, auth_headers(api_key))
-        reporter.log(f"run {writer.run_id}: {candidate.label} ({candidate.id}) on {target.base_url}")
-        measured = plan_of_round(plan, journal.rounds_done(candidate.id, plan.id, environment.machine_key))
+        reporter.log(f"run {writer.run_id}: {candidate.label} ({candidate.id}) "
+                     f"on {target.base_url}")
+        rounds = journal.rounds_done(candidate.id, plan.id, environment.machine_key)
         log = MeasurementLog()
-        return cls(candidate, plan, measured, reporter, adapter, api_key, target, turns, writer,
-                   environment, engine, log, Sealing(journal, writer, log, reporter, identity),
-                   engine_identity=attached)
+        return cls(candidate, plan, plan_of_round(plan, rounds), reporter, adapter, api_key,
+                   target, turns, writer, environment, engine, log,
+                   Sealing(journal, writer, log, reporter, identity), engine_identity=attached)
 
     def execute(self) -> None:
-        """Start the engine, wait for it, record what it says about itself, measure; always stop it.
-        EngineFailed (with its stage) when the engine did not come up or did not serve the plan."""
+        """Start the engine, wait for it, record what it says about itself, measure; always stop
+        it. EngineFailed (with its stage) when the engine did not come up or did not serve the
+        plan."""
         try:
             self.launch()
             self.measure()
@@ -108,38 +111,41 @@ class RunContext:
             self.engine.stop()
 
     def launch(self) -> None:
-        """The engine started and ready (EngineFailed at stage launch otherwise), pinned, its memory
-        checked; then which model it serves and what it reports of itself, checked against the candidate."""
+        """The engine started and ready (EngineFailed at stage launch otherwise), pinned, its
+        memory checked; then which model it serves and what it reports of itself, checked against
+        the candidate."""
         candidate, adapter, base_url = self.candidate, self.adapter, self.target.base_url
         argv, headers = redact_argv(self.target.argv), auth_headers(self.api_key)
         self.ready = bring_up(self.engine, candidate, adapter, argv, self.writer.engine_log,
                               self.reporter, pin=pin_engine)
-        identity = self.engine_identity or identify_launched(candidate, adapter, base_url, headers, argv)
+        identity = self.engine_identity or identify_launched(candidate, adapter, base_url,
+                                                             headers, argv)
         self.engine_identity = identity
         try:
             for name, body in identity.kept().items():
                 self.writer.write_json(name, body)
-        except DiskFull as full:  # no room to keep what the engine reports of itself: stopped at launch
+        except DiskFull as full:  # no room to keep what the engine says of itself: launch failed
             full.at("launch")
             raise
         identity.check(candidate, self.environment.engine_version or identity.version)
-        # A launched server whose tokenizer servebook cannot know beforehand (a command template) is
-        # asked now; an attached one was asked before anything was recorded.
+        # A launched server whose tokenizer servebook cannot know beforehand (a command template)
+        # is asked now; an attached one was asked before anything was recorded.
         if candidate.launch.mode != "attach":
-            check_tokenizer(adapter, base_url, headers, identity.served_model, self.plan.needs_tokenizer)
+            check_tokenizer(adapter, base_url, headers, identity.served_model,
+                            self.plan.needs_tokenizer)
 
     def measure(self) -> None:
         """Measure the ready engine; EngineFailed when it did not serve the plan."""
-        engine, sealing = self.engine, self.sealing
+        engine, sealing, engine_log = self.engine, self.sealing, self.writer.engine_log
         endpoint = endpoint_for(self.candidate, self.adapter, self.target, self.engine_identity,
-                                api_key=self.api_key, engine_pid=engine.pid, engine_log=self.writer.engine_log)
+                                api_key=self.api_key, engine_pid=engine.pid, engine_log=engine_log)
 
         def alive_check() -> None:
             if engine.wait_exit(2.0):  # a dying engine needs a moment to be reaped
                 engine.check_alive()
 
         drafter = self.candidate.knobs.drafter.kind
-        watch = drafter_watch(drafter, self.adapter, self.log, self.writer.engine_log)
+        watch = drafter_watch(drafter, self.adapter, self.log, engine_log)
 
         def after_cell() -> None:
             sealing.write_raw()
@@ -147,12 +153,13 @@ class RunContext:
 
         started = time.monotonic()
         try:
-            run_blocking(lambda: measure_plan(endpoint, self.measured, self.log, tag=self.writer.run_id,
-                                              alive_check=alive_check, reporter=self.reporter,
-                                              on_cell=after_cell, turns=self.turns))
+            run_blocking(lambda: measure_plan(
+                endpoint, self.measured, self.log, tag=self.writer.run_id, alive_check=alive_check,
+                reporter=self.reporter, on_cell=after_cell, turns=self.turns))
         except TRANSPORT_ERRORS as error:
-            # The engine's death explains a lost connection; its socket can close a moment before it can
-            # be reaped (a vLLM killed mid-cell on an H200 refused the next connection while it still ran)
+            # The engine's death explains a lost connection; its socket can close a moment before
+            # it can be reaped (a vLLM killed mid-cell on an H200 refused the next connection
+            # while it still ran)
             died = engine.wait_exit(2.0) or engine.exit_code() is not None
             mapped = engine_error(error, failure=engine.failure() if died else None)
             if mapped is error:
@@ -161,4 +168,4 @@ class RunContext:
         self.measure_s = round(time.monotonic() - started, 3)
         if engine.exit_code() is not None:
             raise engine.failure().at("measure")
-        inactive_drafter(drafter, self.adapter, self.log, self.writer.engine_log)
+        inactive_drafter(drafter, self.adapter, self.log, engine_log)

@@ -21,9 +21,10 @@ from .context import RunContext
 from .sealing import Ended, ended
 
 
-def run_candidate(candidate: Candidate, plan: Plan, journal: Journal, *, reporter: Reporter | None = None,
-                  extra_manifest: dict[str, Any] | None = None, run_id: str | None = None,
-                  seat: Seat | None = None, lane: str | None = None) -> RunRecord:
+def run_candidate(candidate: Candidate, plan: Plan, journal: Journal, *,
+                  reporter: Reporter | None = None, extra_manifest: dict[str, Any] | None = None,
+                  run_id: str | None = None, seat: Seat | None = None,
+                  lane: str | None = None) -> RunRecord:
     """Launch `candidate`, measure `plan`, seal the run in `journal` and return it as recorded.
 
     `extra_manifest` adds context (the study and the name of the candidate in it);
@@ -34,15 +35,15 @@ def run_candidate(candidate: Candidate, plan: Plan, journal: Journal, *, reporte
     fails, or a disk that fills, yields a sealed `failed` run (DiskFull, before anything is
     recorded, when the disk cannot hold back what a seal needs).
     """
-    run = RunContext.begin(candidate, plan, journal, reporter or Reporter(), extra_manifest=extra_manifest,
-                           run_id=run_id, seat=seat, lane=lane)
+    run = RunContext.begin(candidate, plan, journal, reporter or Reporter(),
+                           extra_manifest=extra_manifest, run_id=run_id, seat=seat, lane=lane)
     try:
         run.execute()
     except EngineFailed as error:
         return run.sealing.seal(_ended(run), error)
     except InputError:
-        if not run.log.outcomes:  # bad input found once the engine answered: nothing measured, nothing kept
-            run.writer.abandon()
+        if not run.log.outcomes:  # bad input found once the engine answered: nothing measured
+            run.writer.abandon()  # and nothing is kept
         raise
     except (KeyboardInterrupt, RoundStopped):  # the engine is stopped already (execute's finally)
         raise run.sealing.seal_interrupted(_ended(run)) from None
@@ -50,4 +51,5 @@ def run_candidate(candidate: Candidate, plan: Plan, journal: Journal, *, reporte
 
 
 def _ended(run: RunContext) -> Ended:
-    return ended(run.environment, run.target, run.engine, run.ready, run.engine_identity, run.measure_s)
+    return ended(run.environment, run.target, run.engine, run.ready, run.engine_identity,
+                 run.measure_s)

@@ -62,25 +62,28 @@ class Sealing:
     identity: RunIdentity
 
     def write_raw(self) -> None:
-        """Every raw table measured so far. Called after each cell too, so a run killed mid-plan keeps
-        its finished cells (each file replaced atomically: whole as of the last cell, never half-written)."""
+        """Every raw table measured so far. Called after each cell too, so a run killed mid-plan
+        keeps its finished cells (each file replaced atomically: whole as of the last cell, never
+        half-written)."""
         writer, log = self.writer, self.log
         writer.write_table("requests", log.request_rows())
         writer.write_table("chunks", log.chunk_rows())
         writer.write_table("scrapes", log.scrape_rows())
-        for name, rows in (("telemetry", log.telemetry), ("gauges", log.gauges), ("outputs", log.outputs)):
+        optional = (("telemetry", log.telemetry), ("gauges", log.gauges), ("outputs", log.outputs))
+        for name, rows in optional:
             if rows:  # a run without them has no such file (journal contract)
                 writer.write_table(name, rows)
         if log.outcomes:
             writer.write_table("cells", [dict(row) for row in log.cell_rows()])
 
     def manifest(self, end: Ended, **fields) -> Manifest:
-        return Manifest(**self.identity.model_dump(), environment=end.environment, engine=end.engine,
-                        finished_at=utc_now(), **fields)
+        return Manifest(**self.identity.model_dump(), environment=end.environment,
+                        engine=end.engine, finished_at=utc_now(), **fields)
 
     def seal(self, end: Ended, failure: EngineFailed | None) -> RunRecord:
-        """The run's manifest, last: failed, or completed with its summary. A disk that fills on the way
-        fails a run that had not failed yet (disk_full), its tables as they were last written whole."""
+        """The run's manifest, last: failed, or completed with its summary. A disk that fills on
+        the way fails a run that had not failed yet (disk_full), its tables as they were last
+        written whole."""
         writer, log = self.writer, self.log
         try:
             self.write_raw()
@@ -95,33 +98,37 @@ class Sealing:
             message = f"{end.died}; {describe_losses(log.cell_rows())}"
             lost = Failure(stage="measure", cause="replica_lost", message=message)
             self.reporter.log(f"run {writer.run_id} DEGRADED: {message}")
-        writer.seal(self.manifest(end, status="completed" if lost is None else "degraded", failure=lost,
-                                  summary=Summary.model_validate(log.summary())))
+        status = "completed" if lost is None else "degraded"
+        summary = Summary.model_validate(log.summary())
+        writer.seal(self.manifest(end, status=status, failure=lost, summary=summary))
         record = self.journal.run(writer.run_id)
         self.journal.index(write=True)
         return record
 
     def seal_failed(self, end: Ended, error: EngineFailed) -> RunRecord:
-        """A failed run yields no figures: its raw rows stay, the cell summaries written on the way do not."""
+        """A failed run yields no figures: its raw rows stay, the cell summaries written on the way
+        do not."""
         writer = self.writer
         writer.discard_table("cells")
         stage = error.stage or "measure"
-        self.reporter.log(f"run {writer.run_id} FAILED during {stage}: {error.cause}: {error.message}")
-        failure = Failure(stage=stage, cause=error.cause, message=error.message, exit_code=error.exit_code,
-                          log_tail=error.log_tail)
+        self.reporter.log(f"run {writer.run_id} FAILED during {stage}: {error.cause}: "
+                          f"{error.message}")
+        failure = Failure(stage=stage, cause=error.cause, message=error.message,
+                          exit_code=error.exit_code, log_tail=error.log_tail)
         writer.seal(self.manifest(end, status="failed", summary=None, failure=failure))
         return self.journal.run(writer.run_id)
 
     def seal_interrupted(self, end: Ended) -> RunInterrupted:
-        """The user stopped the run: it keeps the cells it finished, sealed as `interrupted` (no evidence
-        for a verdict)."""
+        """The user stopped the run: it keeps the cells it finished, sealed as `interrupted` (no
+        evidence for a verdict)."""
         self.write_raw()
         writer, log = self.writer, self.log
         done = len(log.outcomes)
-        message = (f"run {writer.run_id} interrupted after {done} cell{'s' if done != 1 else ''}; the "
-                   "engine was stopped and the run sealed as interrupted, with its finished cells "
-                   "(verdicts leave it out)")
+        cells = f"{done} cell{'s' if done != 1 else ''}"
+        message = (f"run {writer.run_id} interrupted after {cells}; the engine was stopped and the "
+                   "run sealed as interrupted, with its finished cells (verdicts leave it out)")
         summary = Summary.model_validate(log.summary()) if done else None
-        failure = Failure(stage="measure" if done else "launch", cause="interrupted", message=message)
+        failure = Failure(stage="measure" if done else "launch", cause="interrupted",
+                          message=message)
         writer.seal(self.manifest(end, status="interrupted", summary=summary, failure=failure))
         return RunInterrupted(message, writer.run_id)  # said once, by whoever shows the interrupt

@@ -55,8 +55,8 @@ def environment_of(candidate: Candidate, adapter: EngineAdapter, paths: Resolved
     if not candidate.launch.simulator:
         data.update(adapter.build_fingerprint(candidate))
     data.update({"image": candidate.launch.image, "image_digest": candidate.pins.image_digest,
-                 "model_revision": candidate.model.revision, "simulated": candidate.launch.simulator,
-                 "preflight": paths.findings_json()})
+                 "model_revision": candidate.model.revision,
+                 "simulated": candidate.launch.simulator, "preflight": paths.findings_json()})
     return Environment.model_validate(data)
 
 
@@ -72,7 +72,8 @@ def engine_for(candidate: Candidate, adapter: EngineAdapter, target: Target, wri
 
         assert target.compose_plan is not None
         writer.write_json("compose.json", target.compose_plan.document)
-        return ComposeEngine(target.compose_plan, adapter, writer.path("compose.yaml"), writer.engine_log)
+        return ComposeEngine(target.compose_plan, adapter, writer.path("compose.yaml"),
+                             writer.engine_log)
     env = {**adapter.launch_env(candidate), **launch.env}
     if target.replicas is not None:
         return replica_set(target.replicas, candidate, adapter, writer.engine_log.parent, env=env,
