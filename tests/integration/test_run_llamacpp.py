@@ -11,6 +11,7 @@ from servebook.util.errors import RunInterrupted
 from servebook.util.progress import Reporter
 from tests.helpers.candidates import SMALL_PLAN, tiny_candidate
 from tests.helpers.processes import servers_on_port, wait_healthy
+from tests.helpers.registry import count_lookups
 
 pytestmark = pytest.mark.integration
 
@@ -163,3 +164,14 @@ def test_attach_to_a_server_that_needs_a_key(llama_install, tmp_path, monkeypatc
     claims = record.manifest.engine.verification.claims
     assert claims["knobs.max_running_requests"].value == 2 and claims["model"].status == "verified"
     assert claims["knobs.chunk_size"].status == "not_verified"  # llama.cpp does not report its batch size
+
+
+def test_a_launched_run_looks_its_engine_up_once(llama_install, tmp_path, monkeypatch):
+    """Preflight, the GPU checks and the claims check are handed the run's adapter (each looked it up again)."""
+    candidate = tiny_candidate()  # it claims a context, which the engine's own arithmetic checks
+    registry = count_lookups(monkeypatch)
+    plan = SMALL_PLAN.model_copy(update={"prefill": None})
+    record = run_candidate(candidate, plan, Journal(tmp_path), reporter=Reporter(quiet=True))
+    assert record.status == "completed", record.manifest.failure
+    assert record.manifest.engine.verification.claims["knobs.context_length"].status == "verified"
+    assert registry.looked_up == ["llamacpp"]

@@ -5,13 +5,15 @@ refused while the process still showed as running)."""
 import httpx
 import pytest
 
-import servebook.run as run_module
+import servebook.run.context as run_module
 from servebook.engines import Diagnosis
 from servebook.util.errors import EngineFailed
 
 
 class DyingEngine:
     """Reaped only after a moment: exit_code() says running until wait_exit has waited."""
+
+    pid = None
 
     def __init__(self):
         self.reaped = False
@@ -41,11 +43,12 @@ def measure(engine, monkeypatch):
     monkeypatch.setattr(run_module, "run_blocking", lost_connection)
     from types import SimpleNamespace
 
-    monkeypatch.setattr(run_module.RunContext, "endpoint", lambda self: SimpleNamespace(adapter=None))
+    monkeypatch.setattr(run_module, "endpoint_for", lambda *args, **kwargs: None)
     run = object.__new__(run_module.RunContext)
     run.engine, run.writer = engine, SimpleNamespace(run_id="r", engine_log=None)
     run.candidate = SimpleNamespace(knobs=SimpleNamespace(drafter=SimpleNamespace(kind="none")))
-    run.measured = run.log = run.reporter = run.turns = None
+    run.measured = run.log = run.reporter = run.turns = run.adapter = run.sealing = None
+    run.target = run.engine_identity = run.api_key = None
     run.measure()
 
 

@@ -33,7 +33,12 @@ def known_engines() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def every_engine() -> list[EngineAdapter]:
+    """Every registered adapter, by kind (what is true of any engine, e.g. how its process is recognised)."""
+    return [adapter for _, adapter in sorted(_REGISTRY.items())]
+
+
 from . import llamacpp, openai, sglang, vllm  # noqa: E402,F401  (each registers itself)
 
 __all__ = ["Diagnosis", "EngineAdapter", "EngineFailed", "FailureCause", "KvLog", "ServerCounts", "ServerTimings",
-           "get_engine", "known_engines", "register"]
+           "every_engine", "get_engine", "known_engines", "register"]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..config.candidate import Candidate
 from ..config.errors import InputError
-from ..engines import get_engine, known_engines
+from ..engines import EngineAdapter, every_engine, get_engine
 from ..engines.flags import SIMULATOR
 from ..engines.model_specs import ModelFormat
 from ..util.progress import Reporter
@@ -81,10 +81,11 @@ def resolve_model_path(value: str, field_name: str, reporter: Reporter, fmt: Mod
     return str(path.resolve())
 
 
-def gpu_checks(candidate: Candidate, inventory, disk_path: Path | None = None, shared: bool = False) -> list[Finding]:
+def gpu_checks(candidate: Candidate, inventory, disk_path: Path | None = None, shared: bool = False, *,
+               adapter: EngineAdapter | None = None) -> list[Finding]:
     """E_GPU_MISSING, E_GPU_BUSY, E_GPU_MEMORY, E_P2P, W_POWER and E_DISK for one candidate. `shared`: a resident
     round's engines share the GPU by design, so a busy GPU is noted, not refused (each cell still checks that no
-    process outside the round is on it)."""
+    process outside the round is on it). `adapter`: the run's (looked up for a caller without one)."""
     from .compose import gpu_groups
 
     findings: list[Finding] = []
@@ -94,7 +95,7 @@ def gpu_checks(candidate: Candidate, inventory, disk_path: Path | None = None, s
         if free < needs.disk_gib:
             findings.append(Finding("E_DISK", "error", f"{disk_path} has {free:.0f} GiB free, the candidate needs "
                                                        f"{needs.disk_gib:g} GiB (launch.resources.disk_gib)"))
-    if not get_engine(candidate.engine).uses_gpus(candidate):
+    if not (adapter or get_engine(candidate.engine)).uses_gpus(candidate):
         return findings
     if not inventory.gpus:
         return findings + [Finding("N_NO_GPU", "note", inventory.note or "no GPU: GPU checks skipped")]
@@ -135,7 +136,7 @@ def gpu_checks(candidate: Candidate, inventory, disk_path: Path | None = None, s
 def other_engine_processes(proc: Path = Path("/proc")) -> list[tuple[int, str]]:
     """Engines already running on this host (pid, command): on a CPU host they share the cores with the
     candidate, and two spinning ggml thread pools on two cores made decode about 30x slower here."""
-    markers = [m for kind in known_engines() for m in get_engine(kind).process_markers]
+    markers = [m for adapter in every_engine() for m in adapter.process_markers]
     found = []
     me = os.getpid()
     for entry in proc.iterdir() if proc.is_dir() else []:
@@ -184,9 +185,11 @@ def _check_replica_ports_and_router(candidate: Candidate) -> None:
                          f"(pip install {router.kind})")
 
 
-def preflight(candidate: Candidate, reporter: Reporter, *, inventory=None, shared: bool = False) -> ResolvedPaths:
+def preflight(candidate: Candidate, reporter: Reporter, *, inventory=None, shared: bool = False,
+              adapter: EngineAdapter | None = None) -> ResolvedPaths:
     """Check the host for the candidate and resolve its files; `shared`: in a resident round (sweep --resident),
-    where the round's other engines are on this host and GPU by design."""
+    where the round's other engines are on this host and GPU by design. `adapter`: the run's (looked up from the
+    candidate's engine for a caller without one)."""
     from . import gpus
 
     launch = candidate.launch
@@ -201,7 +204,8 @@ def preflight(candidate: Candidate, reporter: Reporter, *, inventory=None, share
     inventory = inventory if inventory is not None else gpus.inventory()
     disk = Path(candidate.model.path).expanduser().parent if candidate.model.path and not \
         candidate.model.path.startswith(GENERATED_PREFIXES) else Path(os.environ.get("HF_HOME", Path.home()))
-    findings = gpu_checks(candidate, inventory, disk if disk.exists() else None, shared)
+    adapter = adapter or get_engine(candidate.engine)
+    findings = gpu_checks(candidate, inventory, disk if disk.exists() else None, shared, adapter=adapter)
     if launch.mode == "local" and not shared:
         findings += host_checks()
     if any(f.level == "error" for f in findings):
@@ -210,7 +214,6 @@ def preflight(candidate: Candidate, reporter: Reporter, *, inventory=None, share
         if finding.level != "error":
             reporter.log(f"preflight {finding.code}: {finding.message}")
 
-    adapter = get_engine(candidate.engine)
     if launch.mode == "compose":
         binary = "docker"
     else:

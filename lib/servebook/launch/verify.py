@@ -113,9 +113,11 @@ def _same_model(claimed: str, reported: str) -> bool:
 REPORTED_KNOBS = ("max_running_requests", "chunk_size", "kv_dtype", "tensor_parallel_size", "prefix_caching")
 
 
-def verify_claims(candidate: Candidate, report: SelfReport,
-                  model_file: str | None) -> tuple[dict[str, Claim], list[str]]:
-    """Per claim, what the check found (verified, contradicted, not verified), and the contradictions in words."""
+def verify_claims(candidate: Candidate, report: SelfReport, model_file: str | None, *,
+                  adapter: LaunchedEngine | None = None) -> tuple[dict[str, Claim], list[str]]:
+    """Per claim, what the check found (verified, contradicted, not verified), and the contradictions in words.
+    `adapter`: the run's own (looked up from the candidate's engine for a caller without one)."""
+    adapter = adapter or get_engine(candidate.engine)
     settings, knobs = report.settings, candidate.knobs
     found: dict[str, Claim] = {}
     wrong: list[str] = []
@@ -155,8 +157,7 @@ def verify_claims(candidate: Candidate, report: SelfReport,
         found["knobs.max_running_requests"] = found.get("knobs.max_running_requests", NOT_VERIFIED).model_copy(
             update={"scheduler_limit": int(effective)})
     if knobs.context_length is not None:
-        matches = get_engine(candidate.engine).context_matches(knobs.context_length, settings,
-                                                               knobs.max_running_requests)
+        matches = adapter.context_matches(knobs.context_length, settings, knobs.max_running_requests)
         reported = settings.get("context_length", settings.get("context_per_slot"))
         judge("knobs.context_length", knobs.context_length, matches,
               reported if "context_length" in settings else f"{reported} per slot")
@@ -221,7 +222,8 @@ def verify_attached(candidate: Candidate, adapter: LaunchedEngine, base_url: str
     wait_until_answering(adapter, base_url, headers, candidate.launch.ready_timeout_s, transport=transport)
     report = read_self_report(adapter, base_url, headers, transport=transport)
     model = select_model(report, candidate.model.served_name, base_url)
-    found, wrong = verify_claims(candidate, report, model_file_name(model_file, adapter.model_format))
+    found, wrong = verify_claims(candidate, report, model_file_name(model_file, adapter.model_format),
+                                 adapter=adapter)
     if wrong:
         raise InputError(f"attach {base_url}: the server is not the candidate it claims to be: " + "; ".join(wrong))
     check_tokenizer(adapter, base_url, headers, model, needs_tokenizer or [], transport=transport)
