@@ -8,6 +8,7 @@ from pathlib import Path
 from ...util.paths import cache_root
 from ...util.render import numeric_text
 from ...verdicts.left_out import LeftOut
+from .html_table import html_table
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -30,5 +31,6 @@ def environment():
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
                              bytecode_cache=bytecode)
     env.tests["numeric_text"] = numeric_text  # figures right-aligned, words left
+    env.globals["html_table"] = html_table
     env.filters["left_out"] = lambda cells: LeftOut.of(cells).text()  # a verdict's cells left out, as one count
     return env
