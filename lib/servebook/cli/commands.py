@@ -233,14 +233,16 @@ def _verdicts_out(study, j: Journal, verdict_format: str, output: Optional[Path]
         err.print(f"not recorded: the journal holds older verdicts for {', '.join(unrecorded)} (the site and `journal "
                   "ls` show those); `servebook judge --record` appends these", highlight=False)
     site_url = site_url or os.environ.get("SERVEBOOK_SITE_URL")
-    report = report_of_judged(study, judged, result)
     view = lambda: VerdictsView(judged, noise_floor(study, j, judged))
+    # the noise floor is measured only for a format that writes it (the terminal's tables, plain)
+    chosen = None if verdict_format == "text" else output_named(verdict_format)
+    report = report_of_judged(study, judged, result, tuple(noise_floor(study, j, judged)) if chosen and chosen.noise
+                              else ())
 
     def text() -> str:
-        # "text": the tables as the terminal shows them, without colour (--output with the default format)
-        if verdict_format == "text":
+        if chosen is None:  # "text": the tables as the terminal shows them, without colour (--output)
             return to_text(view().blocks(), width=120)
-        return output_named(verdict_format).text(report, site_url)
+        return chosen.text(report, site_url)
 
     if output is None and verdict_format == "text":
         out.print(view())

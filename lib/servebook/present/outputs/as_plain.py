@@ -1,11 +1,13 @@
 """Plain text for `grep`, `awk` and CI logs: the verdicts' table, one line per candidate (its runs, its verdict as
-every output labels it, and everything its reader is told), columns two spaces apart, never wrapped."""
+every output labels it, and everything its reader is told), and the baseline's noise floor where it was measured,
+columns two spaces apart, never wrapped: the terminal's tables (present.views.VerdictsView) without their boxes."""
 
 from __future__ import annotations
 
 from ...util.render import Table, to_plain
 from ...verdicts.judge import VERDICT_STYLE
 from ...verdicts.side_effects import line
+from ..views import noise_blocks
 from .registry import VerdictOutput, register_output
 from .report import VerdictReport
 
@@ -23,7 +25,7 @@ def table(report: VerdictReport) -> Table:
 
 
 def write(report: VerdictReport, site_url: str | None = None) -> str:
-    return to_plain([table(report)])
+    return to_plain([table(report), *noise_blocks(list(report.noise))])
 
 
-register_output(VerdictOutput("plain", write, 50))
+register_output(VerdictOutput("plain", write, 50, noise=True))

@@ -15,13 +15,15 @@ Writer = Callable[..., str]
 @dataclass(frozen=True)
 class VerdictOutput:
     """One format: its `--format` name, its writer, where the help and the study page list it (`order`) and, where
-    the site offers it, the file's suffix beside the study page (`studies/SLUG-SUFFIX`) and what the page calls it."""
+    the site offers it, the file's suffix beside the study page (`studies/SLUG-SUFFIX`) and what the page calls it;
+    `noise`: it writes the baseline's noise floor, which the CLI then measures for it (VerdictReport.noise)."""
 
     name: str
     write: Writer
     order: int = 100
     download: str | None = None
     title: str = ""
+    noise: bool = False
 
     def text(self, report: VerdictReport, site_url: str | None = None) -> str:
         return self.write(report, site_url=site_url)

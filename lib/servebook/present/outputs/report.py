@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...config.study import Study
-from ...verdicts import GateResult, Judged, deciding
+from ...verdicts import GateResult, Judged, NoiseFloor, deciding
 from ...verdicts.comparisons import Comparison
 from ...verdicts.labels import outcome_counts, outcome_label
 from ...verdicts.left_out import LeftOut, left_out_cell_from, left_out_reasons, left_out_runs
@@ -98,6 +98,8 @@ class VerdictReport:
     gate: GateResult = NO_GATE
     #: the baseline is recorded runs of the journal (verdict.baseline_from), not one of the study's candidates
     baseline_recorded: bool = False
+    #: the baseline's noise floor per judged cell, where the caller measured it for a format that writes it (the CLI)
+    noise: tuple[NoiseFloor, ...] = ()
 
     @property
     def counts(self) -> dict[str, int]:
@@ -138,8 +140,9 @@ def as_recorded(event: dict[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(event, default=str))
 
 
-def report_of_judged(study: Study, judged: list[Judged], result: GateResult = NO_GATE) -> VerdictReport:
-    """The report of a study as judge() judged it, with the gate's result."""
+def report_of_judged(study: Study, judged: list[Judged], result: GateResult = NO_GATE,
+                     noise: tuple[NoiseFloor, ...] = ()) -> VerdictReport:
+    """The report of a study as judge() judged it, with the gate's result and, where measured, the noise floor."""
     rules = study.verdict
     candidates = []
     for item in judged:
@@ -152,4 +155,5 @@ def report_of_judged(study: Study, judged: list[Judged], result: GateResult = NO
             is_baseline=item.entry.name == rules.baseline_entry, candidate_id=item.entry.candidate.id,
             reasons=tuple(left_out_reasons(item.left_out)), note=item.entry.note, **left_out_runs(item.left_out)))
     return VerdictReport(study.name, rules.baseline, tuple(candidates), study.plan.id, rules.hash, study.description,
-                         result, baseline_recorded=rules.baseline_entry is None and rules.baseline_from is not None)
+                         result, baseline_recorded=rules.baseline_entry is None and rules.baseline_from is not None,
+                         noise=noise)
