@@ -334,12 +334,10 @@ def judge(study: Study, journal: Journal, *, append: bool = True) -> Judgement:
         event = verdict.to_event(study=study.name, candidate=entry.name, candidate_id=entry.candidate.id,
                                  question=study.description, note=entry.note,
                                  rules_hash=rules.hash, rules=rules.model_dump(mode="json"),
-                                 run_ids=[r.run_id for r in records],
+                                 run_ids=[r.run_id for r in records], entry_index=index,  # the study's order
                                  baseline_run_id=baseline_records[-1].run_id if baseline_records else None,
                                  baseline_run_ids=[r.run_id for r in baseline_records],
-                                 **({"outlier_runs": dropped} if dropped else {}),
-                                 # the study's order and the runs left out, typed: what the outputs read back
-                                 entry_index=index, **left_out_runs(left_out[entry.name]))
+                                 **({"outlier_runs": dropped} if dropped else {}), **left_out_runs(left_out[entry.name]))
         out.append(Judged(entry, records, verdict, left_out[entry.name], recorded=_recorded(records, event, append),
                           outlier_runs=dropped, event=event))
     return Judgement(out, rules.baseline_entry)

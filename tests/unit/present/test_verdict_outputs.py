@@ -80,3 +80,25 @@ def test_a_registered_format_is_a_choice_of_judge_and_a_download_of_the_study_pa
     refused = CliRunner().invoke(app, ["judge", str(STUDIES / "h200-1b-llamacpp.yaml"), "--journal", str(root),
                                        "--format", "names"])
     assert refused.exit_code != 0 and "names" in refused.output
+
+
+def test_events_recorded_before_the_report_read_as_unknown_not_as_false_and_keep_the_study_order():
+    """An event written before verdicts kept `undecided`, `settled` and the study's order reads them as unknown (null
+    in the JSON), never as a guess; candidates whose events hold their place come first, in the study's order."""
+    from servebook.present.outputs import as_json
+    from servebook.present.site.study_downloads import study_report
+    from servebook.present.site.summary import RunSummary
+
+    rules = {"baseline": "base"}
+
+    def summary(label, **event):
+        return RunSummary(run_id=f"run-{label}", status="completed", label=label, rules=rules,
+                          verdicts=[{"outcome": "accepted", "reasons": ["fine"], "run_ids": [f"run-{label}"], **event}])
+
+    report = study_report("s", [summary("old"), summary("second", entry_index=2, undecided=False, settled=True),
+                                summary("base", entry_index=0, undecided=False, settled=False)])
+    assert [c.name for c in report.candidates] == ["base", "second", "old"]
+    data = {c["name"]: c for c in as_json.data(report)["candidates"]}
+    assert data["old"]["undecided"] is None and data["old"]["settled"] is None
+    assert data["second"]["settled"] is True and data["base"]["label"] == "baseline"
+    assert as_json.data(report)["counts"] == {"accepted": 2} and as_json.data(report)["gate"]["fail_on"] == []
