@@ -115,18 +115,23 @@ class VerdictReport:
         return answer(self.study, self.question, self.baseline, entrants)
 
 
+def _left_out_run(data: dict[str, Any]) -> LeftOutRun:
+    """From an event's dict (keys a later servebook adds are dropped)."""
+    return LeftOutRun(**{k: v for k, v in data.items() if k in LeftOutRun.__dataclass_fields__})
+
+
 def candidate_of(name: str, event: dict[str, Any] | None, *, is_baseline: bool, unjudged: str = "missing",
                  **given: Any) -> CandidateVerdict:
     """A candidate's verdict from its verdict event (as journal.events reads it back); without one, `unjudged` (its
     outcome) and `given` (the fields known without a verdict: candidate_id, run_ids, reasons, left_out_runs)."""
     if event is None:
-        given["left_out_runs"] = tuple(LeftOutRun(**r) for r in given.get("left_out_runs", ()))
+        given["left_out_runs"] = tuple(map(_left_out_run, given.get("left_out_runs", ())))
         return CandidateVerdict(name, unjudged, is_baseline, **given)
     return CandidateVerdict(
         name, str(event.get("outcome") or unjudged), is_baseline, event.get("candidate_id"),
         tuple(event.get("run_ids") or ()), tuple(event.get("reasons") or ()), event.get("method"),
         event.get("undecided"), event.get("settled"),
-        tuple(LeftOutRun(**r) for r in event.get("left_out_runs") or ()),
+        tuple(map(_left_out_run, event.get("left_out_runs") or ())),
         # events written before intervals existed carry comparisons without a decision: no cell to show
         tuple(comparison_from(c) for c in event.get("comparisons") or () if "decision" in c),
         event.get("evidence"), tuple(caveat_from(c) for c in event.get("caveats") or ()),
