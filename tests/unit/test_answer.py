@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from servebook.config import load_study
 from servebook.config.rules import ComparisonRule
 from servebook.estimates import ALPHA, Contrast
-from servebook.present.ci import verdicts_markdown
+from servebook.present.outputs import as_markdown, report_of_judged
 from servebook.present.report import StudyReport, answer_markdown
 from servebook.present.site.answer import covering_verdicts, study_answer_of
 from servebook.present.site.summary import RunSummary
@@ -150,7 +150,7 @@ def test_report_ci_markdown_and_site_carry_the_same_answer(judged):
     text = str(report)
     assert "Question: Which slot count?" in text and "a smaller chunk" in text and "Recommended: quick" in text
     assert "text/html" in report._repr_mimebundle_() and "Recommended: quick" in report._repr_html_()
-    ci = verdicts_markdown(study, items, gate(items, parse_fail_on(None)))
+    ci = as_markdown.write(report_of_judged(study, items, gate(items, parse_fail_on(None))))
     assert answer_markdown(found) in ci
     # the site rebuilds the answer from the recorded events: the same headline, reasons and ranking
     summaries = [RunSummary(label=i.entry.name, status="completed", run_id=f"run-{i.entry.name}",

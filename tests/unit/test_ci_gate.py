@@ -16,7 +16,7 @@ from servebook.config.slices import JournalSlice, parse_slice
 from servebook.estimates.changes import find_steps
 from servebook.journal import Journal
 from servebook.journal.synthetic import write_synthetic_run
-from servebook.present.ci import verdicts_json, verdicts_junit, verdicts_markdown
+from servebook.present.outputs import as_json, as_junit, as_markdown, report_of_judged
 from servebook.verdicts import (
     GATE_EXIT_CODES,
     Comparison,
@@ -104,7 +104,7 @@ def test_the_deciding_cell_is_the_one_furthest_beyond_or_nearest_to_failing(judg
 
 def test_markdown_json_and_junit_carry_the_deciding_cell_and_the_gate(study, judged):
     result = gate(judged, parse_fail_on("rejected,failed"))
-    markdown = verdicts_markdown(study, judged, result, site_url="https://perf.example.org/")
+    markdown = as_markdown.write(report_of_judged(study, judged, result), site_url="https://perf.example.org/")
     assert "gate failed (exit 10): rejected: slower; failed: broken" in markdown
     # the answer's ranking is the one table of verdicts: the candidate linked, the outcome the gate fails on bold
     assert "| 2 | [slower](https://perf.example.org/runs/run-slower.html) | **rejected** | 1 | -5.8% | aggregate " \
@@ -113,11 +113,11 @@ def test_markdown_json_and_junit_carry_the_deciding_cell_and_the_gate(study, jud
         "invalid argument |" in markdown and "| 4 | never | missing | 0 | - | never run |" in markdown
     assert "#### Verdicts" not in markdown
     assert "](https://perf.example.org/studies/gate-study.html)" in markdown
-    data = json.loads(json.dumps(verdicts_json(study, judged, result), default=str))
+    data = json.loads(json.dumps(as_json.data(report_of_judged(study, judged, result)), default=str))
     by_name = {c["name"]: c for c in data["candidates"]}
     assert data["gate"]["exit_code"] == 10 and by_name["never"]["outcome"] == "missing"
     assert by_name["slower"]["deciding_cell"]["change_high_pct"] == -7.1
-    xml = JUnitXml.fromstring(verdicts_junit(study, judged, result))
+    xml = JUnitXml.fromstring(as_junit.write(report_of_judged(study, judged, result)))
     cases = {(case.classname, case.name): case for suite in xml for case in suite}
     assert cases[("gate-study.slower", "aggregate_tok_s prose at 4 requests")].result[0].type == "beyond_limit"
     assert not cases[("gate-study.slower", "aggregate_tok_s prose at 1 request")].result

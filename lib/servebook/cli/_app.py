@@ -55,9 +55,10 @@ JournalOption = typer.Option(
 FailOnOption = typer.Option(
     None, "--fail-on", help="outcomes that fail the command: rejected,failed,inconclusive,missing (comma-separated); "
                             "exit 10 rejected, 11 failed, 12 inconclusive, 13 missing (the first that applies)")
-FormatOption = typer.Option("text", "--format", help="text (tables), plain (aligned columns, one line per row), "
-                                                     "csv (the tables), json, markdown (a pull-request summary) or "
-                                                     "junit")
+FormatOption = typer.Option("text", "--format", help="text (tables), or a verdict output (servebook.present.outputs): "
+                                                     "json, csv (one row per judged cell), junit, markdown (a "
+                                                     "pull-request summary) or plain (aligned columns, one line per "
+                                                     "candidate)")
 OutputOption = typer.Option(None, "--output", "-o", help="write the --format output to this file instead of stdout")
 StudySetOption = typer.Option([], "--set", help="change a field of the study's base candidate, and so of every "
                                                "candidate, e.g. pins.engine_version=b4600 (repeatable)")
@@ -67,8 +68,6 @@ SiteUrlOption = typer.Option(None, "--site-url", help="where the journal's site 
 
 #: the formats of every command that lists (journal ls, history, compare)
 LISTING_FORMATS = ("text", "plain", "csv", "json")
-#: the verdicts' and noise floor's tables (judge, sweep) as `journal ls --format` prints them
-TABLE_FORMATS = ("plain", "csv")
 
 
 def listing_format_option(json_is: str) -> Any:

@@ -14,7 +14,6 @@ from ..util.frames import frame_records
 from ..util.progress import Reporter
 from ..util.terminal import markup_safe
 from ._app import (
-    TABLE_FORMATS,
     FailOnOption,
     FormatOption,
     JournalOption,
@@ -211,22 +210,21 @@ def judge_cmd(
 
 def _check_fail_on(fail_on: Optional[str], verdict_format: str) -> None:
     """Refuse a misspelled outcome or format before anything runs."""
-    from ..present.ci import FORMATS
+    from ..present.outputs import output_names
     from ..verdicts import parse_fail_on
 
     parse_fail_on(fail_on)
-    check_format(verdict_format, (*FORMATS, *TABLE_FORMATS))
+    check_format(verdict_format, ("text", *output_names()))
 
 
 def _verdicts_out(study, j: Journal, verdict_format: str, output: Optional[Path], fail_on: Optional[str],
                   site_url: Optional[str], record: bool) -> None:
     """The verdicts in the chosen format (to stdout or --output), the Markdown summary appended to
     $GITHUB_STEP_SUMMARY when it is set, and the gate's exit status; `record`: changed verdicts appended."""
-    import json
-
     from ..present import VerdictsView
-    from ..present.ci import verdicts_json, verdicts_junit, verdicts_markdown, write_step_summary
-    from ..util.render import to_csv, to_plain, to_text
+    from ..present.outputs import output_named, report_of_judged
+    from ..present.outputs.as_markdown import write_step_summary
+    from ..util.render import to_text
     from ..verdicts import gate, judge, noise_floor, parse_fail_on
 
     judged = judge(study, j, append=record)
@@ -235,34 +233,35 @@ def _verdicts_out(study, j: Journal, verdict_format: str, output: Optional[Path]
         err.print(f"not recorded: the journal holds older verdicts for {', '.join(unrecorded)} (the site and `journal "
                   "ls` show those); `servebook judge --record` appends these", highlight=False)
     site_url = site_url or os.environ.get("SERVEBOOK_SITE_URL")
-
-    def markdown() -> str:
-        return verdicts_markdown(study, judged, result, site_url)
-
     view = lambda: VerdictsView(judged, noise_floor(study, j, judged))
-    text = {"json": lambda: json.dumps(verdicts_json(study, judged, result), indent=2, default=str),
-            "markdown": markdown, "junit": lambda: verdicts_junit(study, judged, result),
-            "plain": lambda: to_plain(view().blocks()), "csv": lambda: to_csv(view().blocks()),
-            # the tables as the terminal shows them, without colour: --output with the default format writes them
-            "text": lambda: to_text(view().blocks(), width=120)}
+    # the noise floor is measured only for a format that writes it (the terminal's tables, plain)
+    chosen = None if verdict_format == "text" else output_named(verdict_format)
+    report = report_of_judged(study, judged, result, tuple(noise_floor(study, j, judged)) if chosen and chosen.noise
+                              else ())
+
+    def text() -> str:
+        if chosen is None:  # "text": the tables as the terminal shows them, without colour (--output)
+            return to_text(view().blocks(), width=120)
+        return chosen.text(report, site_url)
+
     if output is None and verdict_format == "text":
         out.print(view())
     elif output is None:
-        print(text[verdict_format](), end="" if verdict_format in TABLE_FORMATS else "\n")
+        print(text(), end="")
     # An output that cannot be written is said, and the gate's exit code still decides: a job must not read
     # "servebook crashed" (exit 1) where the study was rejected (exit 10).
     lost = False
     if output is not None:
         try:
-            output.write_text(text[verdict_format](), encoding="utf-8")
+            output.write_text(text(), encoding="utf-8")
             err.print(f"{verdict_format} verdicts written to {output}")
         except OSError as error:
             lost = True
             err.print(f"[bold red]error:[/] --output {markup_safe(output)}: cannot write it "
                       f"({markup_safe(error.strerror or error)})", markup=True, highlight=False)
     try:
-        summary = write_step_summary(markdown)
-        if summary is not None:
+        if os.environ.get("GITHUB_STEP_SUMMARY"):
+            summary = write_step_summary(output_named("markdown").text(report, site_url))
             err.print(f"summary appended to {summary}")
     except OSError as error:  # a courtesy to the reader of the job, not what the job decides on
         err.print(f"[yellow]warning:[/] $GITHUB_STEP_SUMMARY: cannot append to "

@@ -5,8 +5,9 @@ from .comparisons import Comparison, compare_rule, comparison_of, describe, figu
 from .evidence import baseline_evidence, cell_codes, undisturbed, valid_cells
 from .gate import GATE_EXIT_CODES, GATE_OUTCOMES, GateResult, deciding, gate, gate_outcome, parse_fail_on
 from .history import CellSeries, History, SliceComparison, compare_slices, default_rules, history
-from .judge import Judged, Outcome, Verdict, judge, judge_run, judge_runs, settle, study_runs
+from .judge import Judged, judge, judge_run, judge_runs, settle, study_runs
 from .noise import DeltaFloor, NoiseFloor, change_pct, delta_floors, noise_floor, noise_rows
+from .verdict import Outcome, Verdict
 
 __all__ = ["CellSeries", "History", "SliceComparison", "compare_slices", "default_rules", "history",
            "GATE_EXIT_CODES", "GATE_OUTCOMES", "GateResult", "deciding", "gate", "gate_outcome", "parse_fail_on",

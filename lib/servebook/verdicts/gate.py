@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from ..util.errors import InputError
 from .comparisons import UNDECIDED, Comparison
-from .judge import Judged, Verdict
+from .judge import Judged
+from .verdict import Verdict
 
 #: outcome -> exit status, in order of precedence when a study has several (a proven regression first)
 GATE_EXIT_CODES: dict[str, int] = {"rejected": 10, "failed": 11, "inconclusive": 12, "missing": 13}

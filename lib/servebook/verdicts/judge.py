@@ -10,8 +10,7 @@ rules at any time; each computation is appended to the newest run as a new event
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Literal
+from dataclasses import dataclass, field
 
 import pandas as pd
 
@@ -25,61 +24,14 @@ from ..util.errors import InputError
 from ..util.render import Block, Renderable, Style, Table
 from .comparisons import Comparison, compare_rule, describe, select_cells, settle
 from .evidence import all_disturbed, baseline_evidence, run_cells, undisturbed
-from .left_out import LeftOut, LeftOutCell, disturbed_cells, left_out_reasons
+from .left_out import LeftOutCell, disturbed_cells, left_out_reasons, left_out_runs
 from .outliers import mark_outliers, outliers_of
-from .output import Caveat, read_output
+from .output import read_output
 from .problems import run_problems
 from .recorded import ChosenBaseline, recorded_baseline
 from .scaling import ScalingComparison, scaling_comparisons
-from .side_effects import SideEffect, line, side_effects
-
-Outcome = Literal["accepted", "rejected", "inconclusive", "failed"]
-
-
-@dataclass
-class Verdict:
-    outcome: Outcome
-    reasons: list[str]
-    comparisons: list[Comparison] = field(default_factory=list)
-    #: rejected for something more runs cannot change (a failed gate or load, an invalid cell, a rule with no cells)
-    settled: bool = False
-    #: what decided it, for the reader: the test, its level and where the variance came from (None: no interval)
-    method: str | None = None
-    #: inconclusive only because a cell passes on one machine and fails on another (verdicts.machines), or because a
-    #: judged percentile rests on too few samples (measure.tails): more runs on these machines will not decide it
-    host_dependent: bool = False
-    #: gains that may not hold on real output (verdicts.realism): each with its code and the cell's realism
-    caveats: list[Caveat] = field(default_factory=list)
-    #: the candidate's drafter evidence and output realism over its runs (verdicts.realism.output_evidence)
-    evidence: dict | None = None
-    #: changes beyond the noise in figures no rule judges, worse first (verdicts.side_effects)
-    side_effects: list[SideEffect] = field(default_factory=list)
-    #: cells left out of the statistics as disturbed, said as one count (verdicts.left_out)
-    left_out_cells: list[LeftOutCell] = field(default_factory=list)
-
-    @property
-    def undecided(self) -> bool:
-        """Whether more runs could change the outcome: an interval straddles a limit, or a comparison rests on
-        one run per side, and nothing else (a failed load, an invalid cell, a failed gate) already decided it."""
-        if self.outcome == "inconclusive":
-            return not self.host_dependent
-        if self.outcome == "failed" or self.settled or any(c.decision == "fail" for c in self.comparisons):
-            return False
-        return any(c.decision == "single" for c in self.comparisons)
-
-    def lines(self) -> list[str]:
-        """The reasons, the cells left out as one count and, last, the method: everything a reader is told."""
-        left_out = LeftOut.of(self.left_out_cells).text()
-        return self.reasons + ([left_out] if left_out else []) + ([f"method: {self.method}"] if self.method else [])
-
-    def to_event(self, **context) -> dict:
-        return {"outcome": self.outcome, "reasons": self.reasons, "method": self.method,
-                "comparisons": [c.to_dict() for c in self.comparisons],
-                **({"caveats": [asdict(c) for c in self.caveats]} if self.caveats else {}),
-                **({"evidence": self.evidence} if self.evidence else {}),
-                **({"side_effects": [e.to_dict() for e in self.side_effects]} if self.side_effects else {}),
-                **({"left_out_cells": [c.to_dict() for c in self.left_out_cells]} if self.left_out_cells else {}),
-                **context}
+from .side_effects import line, side_effects
+from .verdict import Outcome, Verdict
 
 
 def judge_runs(runs: list[tuple[Manifest | None, pd.DataFrame | None]], baseline_runs: list[pd.DataFrame],
@@ -255,6 +207,8 @@ class Judged:
     recorded: bool = True
     #: the candidate's runs left out as disturbed outliers (verdicts.outliers), by id
     outlier_runs: list[str] = field(default_factory=list)
+    #: the event judge() made of the verdict, recorded or not: what every output reads (present/outputs)
+    event: dict | None = None
 
     @property
     def record(self) -> RunRecord | None:
@@ -356,7 +310,7 @@ def judge(study: Study, journal: Journal, *, append: bool = True) -> Judgement:
     baseline_cells = baseline_evidence(baseline_frames)
     baseline_disturbed = [undisturbed(cells)[1] for cells in baseline_frames if cells is not None and not cells.empty]
     out = []
-    for entry in entries:
+    for index, entry in enumerate(entries):
         records = runs[entry.name]
         if not records:
             out.append(Judged(entry, [], None, left_out[entry.name]))
@@ -380,12 +334,12 @@ def judge(study: Study, journal: Journal, *, append: bool = True) -> Judgement:
         event = verdict.to_event(study=study.name, candidate=entry.name, candidate_id=entry.candidate.id,
                                  question=study.description, note=entry.note,
                                  rules_hash=rules.hash, rules=rules.model_dump(mode="json"),
-                                 run_ids=[r.run_id for r in records],
+                                 run_ids=[r.run_id for r in records], entry_index=index,  # the study's order
                                  baseline_run_id=baseline_records[-1].run_id if baseline_records else None,
                                  baseline_run_ids=[r.run_id for r in baseline_records],
-                                 **({"outlier_runs": dropped} if dropped else {}))
+                                 **({"outlier_runs": dropped} if dropped else {}), **left_out_runs(left_out[entry.name]))
         out.append(Judged(entry, records, verdict, left_out[entry.name], recorded=_recorded(records, event, append),
-                          outlier_runs=dropped))
+                          outlier_runs=dropped, event=event))
     return Judgement(out, rules.baseline_entry)
 
 

@@ -87,6 +87,14 @@ def left_out_reasons(records: list[RunRecord]) -> list[str]:
     return [f"left out: run {r.run_id} {_why_left_out(r)}" for r in records]
 
 
+def left_out_runs(records: list[RunRecord]) -> dict[str, Any]:
+    """The damaged and archived runs left out, typed as outputs carry them (a job reads the code, not the words):
+    {"left_out_runs": [...]} where there are any, else {} (a verdict event keeps its shape)."""
+    typed = [{"run_id": r.run_id, "status": r.status, "code": r.damage.code if r.damage else None,
+              "file": r.damage.file if r.damage else None} for r in records]
+    return {"left_out_runs": typed} if typed else {}
+
+
 def _why_left_out(record: RunRecord) -> str:
     if record.damage:
         return record.damage.text

@@ -14,19 +14,25 @@ from ..config.metrics import LOWER_IS_BETTER
 from ..config.study import Study
 from .comparisons import UNDECIDED, Comparison
 from .gate import deciding
-from .judge import Judged, Verdict
+from .judge import Judged
 from .labels import OUTCOME_ORDER, counts_text, outcome_counts, outcome_label
 from .left_out import LeftOut, LeftOutCell, left_out_reasons
 from .output import Caveat, evidence_words
+from .scaling import ScalingComparison
 from .side_effects import SideEffect, line
+from .verdict import Verdict
 
 #: cells named per candidate at most, beyond the gains (the rest are in the verdict's reasons)
 SHOWN_CELLS = 3
 _FIELDS = {f.name for f in fields(Comparison)}
+_SCALING_FIELDS = {f.name for f in fields(ScalingComparison)}
 
 
 def comparison_from(data: dict) -> Comparison:
-    """A Comparison from a verdict event's dict, written by this or an older servebook (unknown keys dropped)."""
+    """A Comparison from a verdict event's dict, written by this or an older servebook (unknown keys dropped); a
+    scaling rule's cell (it carries `min_efficiency`) as the ScalingComparison it was, which says it in its words."""
+    if "min_efficiency" in data:
+        return ScalingComparison(**{k: v for k, v in data.items() if k in _SCALING_FIELDS})
     return Comparison(**{k: v for k, v in data.items() if k in _FIELDS})
 
 

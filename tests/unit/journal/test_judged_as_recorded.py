@@ -11,7 +11,9 @@ field as it was; and again when (issue 55, words once) a cell's words left Holm'
 ("(limit -7%; beyond it, Holm over 4 cells)" became "(limit -7%)") and the cells left out as disturbed became a typed
 `left_out_cells` instead of a reason each, both applied to the recorded files with every other field as it was;
 and reordered (2026-12-07) where two side effects tie (a prefill cell's TTFT and E2E p50, equal to 1e-13, whose
-last bits differed between numpy builds: ties now read in the figures' order), every value as it was.
+last bits differed between numpy builds: ties now read in the figures' order), every value as it was; and
+(issue 54, one report for every output) each candidate with `left_out_cells` gained the line every output says of
+them (`left_out_line`), added to the recorded files with every other field as it was.
 
 `kinds-sim-journal` is a fresh study on the simulator (two candidates, two launches each) whose plan measures every
 cell kind and whose rules judge every metric; its engine logs, chunks, scrapes, telemetry and notebooks are left

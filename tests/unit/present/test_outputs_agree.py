@@ -18,7 +18,7 @@ from junitparser import JUnitXml
 from servebook.config import load_study
 from servebook.journal import Journal
 from servebook.present import build_site
-from servebook.present.ci import verdicts_json, verdicts_junit, verdicts_markdown
+from servebook.present.outputs import as_json, as_junit, as_markdown, report_of_judged
 from servebook.present.report import StudyReport
 from servebook.util.render import to_plain
 from servebook.verdicts import gate, judge, parse_fail_on
@@ -68,7 +68,7 @@ def junit_labels(xml: str) -> tuple[dict[str, str], dict[str, int], list]:
 def test_every_output_says_the_same_counts_and_labels(built):
     study, judged, site, _ = built
     result = gate(judged, parse_fail_on(None))
-    data = json.loads(json.dumps(verdicts_json(study, judged, result), default=str))
+    data = json.loads(json.dumps(as_json.data(report_of_judged(study, judged, result)), default=str))
     labels = {c["name"]: c["label"] for c in data["candidates"]}
     counts = data["counts"]
     # the demo's study: the baseline, two candidates undecided and three rejected
@@ -77,14 +77,14 @@ def test_every_output_says_the_same_counts_and_labels(built):
     assert counts == {"inconclusive": 2, "rejected": 3}
     tally = counts_text(counts)
 
-    markdown = verdicts_markdown(study, judged, result)
+    markdown = as_markdown.write(report_of_judged(study, judged, result))
     assert markdown.splitlines()[0].endswith(f": {tally} (baseline: baseline)")
     ranked = dict(re.findall(r"^\| (?:\d+|-) \| \**([\w-]+)\** \| (\w+) \|", markdown, flags=re.M))
     assert ranked == labels  # the answer's ranking is the Markdown's one table of verdicts
     report = str(StudyReport(study_answer(study, judged)))
     assert tally in report and "candidates ranked" in report
 
-    junit, junit_counts, cases = junit_labels(verdicts_junit(study, judged, result))
+    junit, junit_counts, cases = junit_labels(as_junit.write(report_of_judged(study, judged, result)))
     assert junit == labels and junit_counts == counts
     # no --fail-on: a cell beyond its limit is still a failure, never skipped
     beyond = [c for c in cases if c.name != "verdict" and c.result and c.result[0]._tag == "failure"]
@@ -96,7 +96,7 @@ def test_every_output_says_the_same_counts_and_labels(built):
     assert tally in page and "verdict-baseline" in page and ">baseline</span>" in page
     downloaded = json.loads((site / "studies" / f"{slug}-verdicts.json").read_text())
     assert downloaded["counts"] == counts
-    assert {c["candidate"]: c["label"] for c in downloaded["candidates"]} == labels
+    assert {c["name"]: c["label"] for c in downloaded["candidates"]} == labels
     site_junit, site_counts, _ = junit_labels((site / "studies" / f"{slug}-verdicts.junit.xml").read_text())
     assert site_junit == labels and site_counts == counts
     rows_csv = list(csv.DictReader(io.StringIO((site / "studies" / f"{slug}-verdicts.csv").read_text())))
@@ -164,9 +164,9 @@ def test_each_candidate_is_one_line_that_report_markdown_and_site_say_alike(buil
         study, judged = capacity
     answer = study_answer(study, judged)
     report = to_plain(StudyReport(answer).blocks())
-    markdown = verdicts_markdown(study, judged, gate(judged, parse_fail_on(None)))
+    markdown = as_markdown.write(report_of_judged(study, judged, gate(judged, parse_fail_on(None))))
     page = (site / "studies" / f"{study.name}.html").read_text()
-    data = {c["name"]: c for c in verdicts_json(study, judged, gate(judged, parse_fail_on(None)))["candidates"]}
+    data = {c["name"]: c for c in as_json.data(report_of_judged(study, judged, gate(judged, parse_fail_on(None))))["candidates"]}
     tables = {"markdown": markdown_ranking(markdown), "site": site_ranking(page)}
     for s in answer.standings:
         said = {"verdict": s.outcome, "deciding cell": s.deciding_text(), "best gain": s.best_gain_text(),

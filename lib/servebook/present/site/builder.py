@@ -56,7 +56,7 @@ from .pages import (
     summarize_run,
 )
 from .planning import memory_overview, planning_table
-from .study_downloads import STUDY_DOWNLOADS, study_files
+from .study_downloads import study_downloads, study_files
 from .summary import RunSummary, key_variable
 from .summary_cache import SummaryCache
 from .verdict_rows import verdict_rows
@@ -265,8 +265,8 @@ class SiteBuilder:
                 "planning": planning_table(groups),
                 "memory": memory_overview(chosen),
                 "definitions": STUDY_DEFINITIONS,
-                "downloads": [{"href": f"{page_slug(name)}-{suffix}", "label": label}
-                              for suffix, label in STUDY_DOWNLOADS.items()],
+                "downloads": [{"href": f"{page_slug(name)}-{d['suffix']}", "label": d["label"]}
+                              for d in study_downloads()],
             }
             forest = forest_spec(comparisons_of(chosen))
             return self._render("study.html.j2", "../", title=f"study {name}", study=study,
