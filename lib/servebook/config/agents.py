@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from .load import Lengths
+from .strict import StrictModel
 
 #: the most text tokens the sessions may hold of their own (about 4 bytes a token as Python text: under a GiB)
 MAX_TEXT_TOKENS = 200_000_000
@@ -24,11 +25,7 @@ MAX_REQUESTS = 100_000
 MAX_CELL_S = 4 * 3600.0
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-
-class ThinkTime(_Strict):
+class ThinkTime(StrictModel):
     """The pause between a reply and the next turn: the tool running or the user reading. `exponential` with the
     mean (seeded), or `fixed`."""
 
@@ -37,7 +34,7 @@ class ThinkTime(_Strict):
     max_s: float = Field(30.0, gt=0, le=3600, description="a drawn pause is cut to this")
 
 
-class SubAgents(_Strict):
+class SubAgents(StrictModel):
     """Sub-agent branches: after a parent's turn, with `probability`, a child session starts from a copy of the
     parent's history (its system prompt, tools and turns so far, the reply included), is handed a brief of
     `brief_tokens`, runs `turns` turns, and its last reply comes back to the parent as that turn's tool result. The
@@ -48,7 +45,7 @@ class SubAgents(_Strict):
     brief_tokens: int = Field(120, ge=8, le=65_536)
 
 
-class AgentsPlan(_Strict):
+class AgentsPlan(StrictModel):
     """Agent sessions measured as one cell. Token sizes are approximate where they are text (the system prompt, the
     tool schemas, the repo map, tool results): the engine's own count of each prompt is what the figures use."""
 

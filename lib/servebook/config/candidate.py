@@ -13,21 +13,18 @@ import json
 from typing import Any, Callable, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationInfo, field_validator, model_validator
+from pydantic import Field, SerializeAsAny, ValidationInfo, field_validator, model_validator
 
 from .knobs import DRAFTERS_WITH_MODEL, Drafter, DrafterKind, Knobs, knobs_for
 from .replicas import ReplicaKill, Router
 from .secrets import SECRET_FLAGS, looks_secret
 from .shown import ShownAsYaml
+from .strict import StrictModel
 
 __all__ = ["DRAFTERS_WITH_MODEL", "Candidate", "Drafter", "DrafterKind", "Knobs", "Launch", "ModelRef", "Pins"]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ModelRef(_Strict):
+class ModelRef(StrictModel):
     """What the engine serves: a local file (or `tiny:NAME` for a built-in tiny model) or a hub id."""
 
     path: str | None = None
@@ -46,7 +43,7 @@ class ModelRef(_Strict):
         return self.path or f"{self.id}@{self.revision or 'unpinned'}"
 
 
-class Resources(_Strict):
+class Resources(StrictModel):
     """What the candidate needs from the host, for preflight. Never changes anything on the host."""
 
     gpu_memory_gib: float | None = Field(None, gt=0, description="free memory needed on every selected GPU")
@@ -54,7 +51,7 @@ class Resources(_Strict):
     disk_gib: float | None = Field(None, gt=0, description="free disk needed where the model and caches live")
 
 
-class Launch(_Strict):
+class Launch(StrictModel):
     """How the engine is brought up. Only `mode` and `simulator` belong to the candidate's identity."""
 
     mode: Literal["local", "compose", "attach"] = "local"
@@ -143,7 +140,7 @@ def _check_replicas(launch: Launch) -> None:
                          f"set a port of at most {65536 - launch.replicas}, or none (free ports are picked)")
 
 
-class Pins(_Strict):
+class Pins(StrictModel):
     engine_version: str | None = None
     image_digest: str | None = None
 
@@ -163,7 +160,7 @@ IDENTITY_LAUNCH_FIELDS = ("env", "image", "gpus", "replicas", "volumes", "compil
 ENGINE_CHECKS: dict[str, Callable[["Candidate"], None]] = {}
 
 
-class Candidate(ShownAsYaml, _Strict):
+class Candidate(ShownAsYaml, StrictModel):
     name: str | None = Field(None, description="display label; not part of the identity")
     engine: str = Field("llamacpp", description="an engine kind registered by servebook.engines")
     model: ModelRef

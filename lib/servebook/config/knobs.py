@@ -12,23 +12,23 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, GetJsonSchemaHandler, model_validator
+from pydantic import BaseModel, Field, GetJsonSchemaHandler, model_validator
 from pydantic.json_schema import JsonSchemaValue
 
 from ..util.suggest import close_names
+from .strict import StrictModel
 
 DrafterKind = Literal["none", "draft_model", "eagle", "eagle3", "mtp", "dflash", "ngram"]
 DRAFTERS_WITH_MODEL = {"draft_model", "eagle", "eagle3", "dflash"}
 
 
-class EngineOwned(BaseModel):
+class EngineOwned(StrictModel):
     """A settings model an engine may extend: fields it does not know are refused in its own words.
 
     A foreign field set to null is dropped: that is how a recorded candidate of an earlier servebook (one model for
     every engine's knobs) wrote the knobs it left unset, and null means "the engine's default" anyway.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     #: the engine's name in messages ("llama.cpp"); the base speaks for no engine
     engine_title: ClassVar[str] = "this engine"

@@ -9,14 +9,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-
-class _Strict(BaseModel):
-    # Finite numbers only: YAML reads `.nan` and `.inf` as floats, and a NaN rate passes every comparison check
-    # (it is neither above nor below anything), so it failed only after the engine had started.
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
+from .strict import StrictModel
 
 #: the highest request rate a plan may ask for: 64 sending processes (the most `client_processes` allows) at the
 #: 150 requests/s one process keeps up with at best (measure/senders.py) offer 9,600 requests/s; a higher rate
@@ -28,7 +23,7 @@ MAX_RATE_RPS = 10_000.0
 MAX_PROBE_WINDOW_S = 3600.0
 
 
-class Lengths(_Strict):
+class Lengths(StrictModel):
     """Token lengths drawn per request: `fixed` (the mean), `uniform` on [low, high], or `lognormal` with a mean and a
     coefficient of variation (long-tailed, as chat and agent traffic is), clipped to [low, high]."""
 
@@ -57,7 +52,7 @@ def _lengths(value: object) -> object:
     return {"mean": value} if isinstance(value, int) and not isinstance(value, bool) else value
 
 
-class LoadPlan(_Strict):
+class LoadPlan(StrictModel):
     """Open-loop cells, one per request rate: arrivals on a seeded schedule (Poisson, or gamma with a burstiness
     above 1), a warm-up whose requests are sent but not counted, then the measured window."""
 
@@ -108,7 +103,7 @@ class LoadPlan(_Strict):
         return self
 
 
-class ServiceObjectives(_Strict):
+class ServiceObjectives(StrictModel):
     """What a user must get, per request: a first token within `ttft_s`, then tokens at most `tpot_s` apart on
     average, and the whole answer within `e2e_s` (each optional); `attainment`: the share of requests that must
     meet all of them (0.9: a P90 objective)."""
@@ -130,7 +125,7 @@ class ServiceObjectives(_Strict):
         return f"{', '.join(p for p in parts if p)} for {100 * self.attainment:g}% of requests"
 
 
-class CapacitySearch(_Strict):
+class CapacitySearch(StrictModel):
     """The highest request rate at which the plan's objectives hold: open-loop probes (the load section's arrivals
     and lengths, each probe a cell of `probe_s`), in steps of x4 from `low_rps` until the objectives fail, then
     bisecting until the bracket is within `precision_pct`, at most `max_probes` probes in all."""
@@ -162,7 +157,7 @@ class CapacitySearch(_Strict):
         return self
 
 
-class ReplayPlan(_Strict):
+class ReplayPlan(StrictModel):
     """A request trace replayed at its own arrivals (scaled by `time_scale`), its prefix structure honoured: in a
     Mooncake trace every hash id stands for one block of `block_tokens` prompt tokens, the same tokens wherever it
     occurs in the run (config.traces, measure.replay). One cell, every request of it measured."""

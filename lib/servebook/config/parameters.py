@@ -15,6 +15,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
+from .strict import StrictModel
+
 
 def as_list(value: Any) -> Any:
     """A list parameter as users pass it: a list or tuple (the notebook's own value, `-y` YAML), a string of
@@ -60,11 +62,10 @@ TextList = Annotated[list[str] | None, BeforeValidator(_as_text_list)]
 IndexList = Annotated[list[int] | None, BeforeValidator(as_list)]
 
 
-class Seat(BaseModel):
+class Seat(StrictModel):
     """A run's place in a resident round (`sweep --resident`): the round's runs are launched at once on one machine
     and measured in turn, cell by cell (measure.turns). Recorded in the run; the round is the verdict's block."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     round_id: str = Field(description="the round's name, the same in each of its runs")
     directory: str = Field(description="where the round's state file lives (the journal's .sweeps folder)")

@@ -6,21 +6,18 @@ import hashlib
 import json
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from .agents import AgentsPlan
 from .load import CapacitySearch, LoadPlan, ReplayPlan, ServiceObjectives
 from .metrics import METRICS
 from .shown import ShownAsYaml
+from .strict import StrictModel
 
 #: prompt categories of decode cells: each a corpus of lib/servebook/data/corpora/ but structured (JSON notes under a
 #: schema); copy asks for a given text back, unchanged or lightly edited: the workload prompt lookup is for
 Category = Literal["prose", "code", "copy", "structured"]
 Gate = Literal["json_schema", "nullable_argument", "agent_protocol", "needle"]
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 def _ascending_unique(values: list[int], field: str) -> list[int]:
@@ -29,7 +26,7 @@ def _ascending_unique(values: list[int], field: str) -> list[int]:
     return values
 
 
-class DecodePlan(_Strict):
+class DecodePlan(StrictModel):
     """Decode at several concurrencies with a forced output length."""
 
     concurrency: list[int] = Field(default_factory=lambda: [1, 2, 4])
@@ -72,7 +69,7 @@ class DecodePlan(_Strict):
         return _ascending_unique(v, "concurrency")
 
 
-class ProbePlan(_Strict):
+class ProbePlan(StrictModel):
     """Interference probes: short decode requests sent while each long prefill runs, so the decode stall a prefill
     chunk causes shows in their TTFT and chunk gaps (reported apart: they never count in the prefill figure)."""
 
@@ -86,7 +83,7 @@ class ProbePlan(_Strict):
                                                             "beyond the engine's slots do not measure its queue)")
 
 
-class PrefillPlan(_Strict):
+class PrefillPlan(StrictModel):
     """Cold prefill: exact prompt sizes, a unique prefix per request so nothing is cached."""
 
     prompt_tokens: list[int] = Field(default_factory=lambda: [512, 2048])
@@ -103,7 +100,7 @@ class PrefillPlan(_Strict):
         return _ascending_unique(v, "prompt_tokens")
 
 
-class ReusePlan(_Strict):
+class ReusePlan(StrictModel):
     """Agent-style turns: each turn resends the whole conversation so far and appends to it."""
 
     conversations: int = Field(2, ge=1, le=64, description="independent conversations, one after another")
@@ -113,7 +110,7 @@ class ReusePlan(_Strict):
     output_tokens: int = Field(16, ge=1)
 
 
-class WavePlan(_Strict):
+class WavePlan(StrictModel):
     """Bursts of requests sent at once, typically more than the candidate has slots: those beyond the
     slots queue, and the wait shows in TTFT (p50, p90) and in aggregate throughput."""
 
@@ -130,7 +127,7 @@ class WavePlan(_Strict):
         return _ascending_unique(v, "waves.concurrency")
 
 
-class EquivalencePlan(_Strict):
+class EquivalencePlan(StrictModel):
     """Greedy output with a fixed seed, each prompt alone and then all at once: batching must not change it,
     and a drafter must not change it against the baseline (compared across runs)."""
 
@@ -139,7 +136,7 @@ class EquivalencePlan(_Strict):
     prompt_tokens: int = Field(128, ge=32)
 
 
-class SteadyWarmup(_Strict):
+class SteadyWarmup(StrictModel):
     """After the fixed warm-up requests, bursts at the decode plan's highest concurrency until two bursts in a
     row agree on their aggregate decode rate: a fixed count is too few on one engine and wasted on another."""
 
@@ -171,7 +168,7 @@ _ADDED_AT_DEFAULT: dict[tuple[str, ...], object] = {
 }
 
 
-class Plan(ShownAsYaml, _Strict):
+class Plan(ShownAsYaml, StrictModel):
     name: str | None = None
     decode: DecodePlan | None = DecodePlan()
     prefill: PrefillPlan | None = PrefillPlan()

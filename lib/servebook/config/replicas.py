@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
+
+from .strict import StrictModel
 
 #: routers servebook starts and measures through: maintained Rust routers installed from PyPI
 #: (`pip install sglang-router`, or vLLM's fork `vllm-router`); both take the same command line
@@ -24,11 +26,7 @@ ROUTER_FLAGS_SET = {"--host": "the router listens on 127.0.0.1", "--port": "its 
                     "--prometheus-port": "its exporter's port is picked free"}
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Router(_Strict):
+class Router(StrictModel):
     """A real router started in front of the replicas; every measured request goes through it."""
 
     # Both required, so the identity names them whatever the defaults become.
@@ -53,7 +51,7 @@ class Router(_Strict):
         return args
 
 
-class ReplicaKill(_Strict):
+class ReplicaKill(StrictModel):
     """A fault plan: replica `replica` is killed (SIGKILL, its whole process group) `after_s` seconds after every
     replica answered, so that it dies mid-plan; the run records which replica died, when, and what was lost."""
 

@@ -4,19 +4,16 @@ from __future__ import annotations
 
 import hashlib
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from .metrics import LOWER_IS_BETTER, METRIC_WORDS, METRICS, Metric, selector_problem
 from .scaling import ScalingRule
+from .strict import StrictModel
 
 __all__ = ["LOWER_IS_BETTER", "METRIC_WORDS", "ComparisonRule", "Metric", "RecordedBaseline", "VerdictRules"]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ComparisonRule(_Strict):
+class ComparisonRule(StrictModel):
     """`metric` at the selected cells must not regress more than `max_regression_pct` vs the baseline.
 
     A regression is a drop for rates and a rise for TTFT.
@@ -41,7 +38,7 @@ class ComparisonRule(_Strict):
         return METRICS[self.metric].kind
 
 
-class RecordedBaseline(_Strict):
+class RecordedBaseline(StrictModel):
     """A baseline taken from the journal instead of being run again: the runs a verdict accepted of `candidate`
     under the study's plan, on the machine the study's candidates ran on, at most `max_age_days` old."""
 
@@ -54,7 +51,7 @@ class RecordedBaseline(_Strict):
     max_runs: int | None = Field(None, ge=2, description="the newest N runs at most")
 
 
-class VerdictRules(_Strict):
+class VerdictRules(StrictModel):
     baseline: str = Field("baseline", description="name of the study candidate others are compared with")
     baseline_from: RecordedBaseline | None = Field(
         None, description="compare every candidate of the study with recorded runs instead of a study candidate")

@@ -3,16 +3,16 @@ least 1.8 times one" is `min_efficiency: 0.9` between a 2-replica candidate and 
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from .metrics import METRICS, Metric, selector_problem
+from .strict import StrictModel
 
 
-class ScalingRule(BaseModel):
+class ScalingRule(StrictModel):
     """A candidate with N replicas against a baseline with M: its figure over the baseline's must reach
     `min_efficiency` times N / M, judged over runs like any rule (one-sided bounds, Holm across cells)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     metric: Metric = Field(..., description="a figure replicas multiply (config.metrics: scales)")
     min_efficiency: float = Field(..., gt=0, le=1.5, description="the share of the ideal N/M multiple to hold")

@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from .candidate import IDENTITY_LAUNCH_FIELDS
 from .metrics import LOWER_IS_BETTER, METRIC_WORDS, Metric
 from .rules import ComparisonRule
+from .strict import StrictModel
 
 
 def _in_identity(field: str) -> bool:
@@ -23,11 +24,7 @@ def _in_identity(field: str) -> bool:
                                                           "api_key_env")
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Objective(_Strict):
+class Objective(StrictModel):
     """The figure the search maximises (or minimises, for times), selected like a verdict rule's cells. Where it
     selects several cells (both categories at a concurrency), a run's figure is their geometric mean."""
 
@@ -52,7 +49,7 @@ class Objective(_Strict):
         return " ".join([METRIC_WORDS[self.metric]] + [w for w in where if w])
 
 
-class MemoryBudget(_Strict):
+class MemoryBudget(StrictModel):
     """What each configuration must fit in before it is launched (engines/sizing.py): the weights split over its
     tensor-parallel GPUs, and a full-context KV cache for every running request it allows."""
 
@@ -67,19 +64,19 @@ class MemoryBudget(_Strict):
     overhead_gib: float = Field(1.0, ge=0, description="per GPU: activations and graphs")
 
 
-class Screening(_Strict):
+class Screening(StrictModel):
     plan: dict[str, Any] = Field(default_factory=dict, description="dotted overrides of the study's plan for the "
                                  "screening launches (e.g. decode.duration_s: 1); the objective's cell must stay")
     initial: int | None = Field(None, ge=2, description="configurations of the first, space-filling design "
                                                         "(default: twice the number of knobs, at least 4)")
 
 
-class Confirmation(_Strict):
+class Confirmation(StrictModel):
     top: int = Field(3, ge=2, le=8, description="the best screened configurations that are confirmed")
     repeats: int = Field(3, ge=2, le=20, description="interleaved launches of each under the full plan")
 
 
-class SearchSpec(_Strict):
+class SearchSpec(StrictModel):
     space: dict[str, list[Any]] = Field(..., description="dotted candidate fields (knobs.chunk_size) and the values "
                                         "to try; numbers are a numeric knob, anything else a categorical one")
     objective: Objective

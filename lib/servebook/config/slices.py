@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
 
 from .errors import InputError, format_validation_error
+from .strict import StrictModel
 
 
 def iso_instant(value: str) -> str:
@@ -24,9 +25,7 @@ def iso_instant(value: str) -> str:
     return utc.strftime("%Y-%m-%dT%H:%M:%S.%fZ" if utc.microsecond else "%Y-%m-%dT%H:%M:%SZ")
 
 
-class JournalSlice(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class JournalSlice(StrictModel):
     candidate: str | None = Field(None, description="the candidate's name (label), or a prefix of its id")
     study: str | None = None
     plan_id: str | None = None

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from .candidate import Candidate
 from .errors import InputError, format_validation_error
@@ -22,13 +22,10 @@ from .plan import Plan
 from .rules import VerdictRules
 from .search import SearchSpec
 from .shown import ShownAsYaml
+from .strict import StrictModel
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Axes(_Strict):
+class Axes(StrictModel):
     """`grid`: every combination of the listed values. `zip`: the i-th values go together."""
 
     grid: dict[str, list[Any]] = Field(default_factory=dict)
@@ -58,7 +55,7 @@ class Axes(_Strict):
         return [{**g, **z} for g in grid for z in zipped]
 
 
-class Variant(_Strict):
+class Variant(StrictModel):
     """A named candidate stated by hand: the base with these overrides."""
 
     name: str = Field(..., min_length=1)
@@ -71,7 +68,7 @@ class Variant(_Strict):
         return check_safe_name(name, "variant name")
 
 
-class Study(ShownAsYaml, _Strict):
+class Study(ShownAsYaml, StrictModel):
     name: str = Field(..., pattern=SAFE_NAME)
     description: str | None = None
     base: Candidate
