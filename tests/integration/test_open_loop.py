@@ -45,7 +45,8 @@ def test_open_loop_cells_keep_their_schedule_and_report_attainment_and_goodput(t
     assert (load["completion_tokens"] == load["expected_completion_tokens"]).all()
     assert load["expected_completion_tokens"].nunique() > 3
     # the peers' percentiles as sealed are those computed again from the raw requests and chunks (measure.latency)
-    from servebook.measure.latency import LATENCY_COLUMNS, with_latency
+    from servebook.measure.latency import LATENCY_COLUMNS
+    from servebook.measure.latency_tables import with_latency
 
     recomputed = with_latency(cells.reset_index().drop(columns=LATENCY_COLUMNS), requests, record.table("chunks"))
     for column in LATENCY_COLUMNS:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from types import TracebackType
+from typing import cast
 
 from ..config.plan import Plan
 from ..engines import EngineFailed
@@ -29,6 +30,7 @@ from .cells import (
     with_validity,
 )
 from .client import RequestRecord, StreamRequest, measuring_clients, stream_request
+from .contract import OnDone, Requests
 from .endpoint import Endpoint
 from .equivalence import SEED, compare_outputs, describe
 from .gates import run_gate, run_needles
@@ -65,9 +67,14 @@ from .stats import slice_windows
 from .turns import NoTurns, Turns
 from .validity import cell_faults, codes_of, only_disturbed
 from .warmup import Burst, warm_until_steady
-from .workloads import OnDone, Workloads
+from .workloads import Workloads
 
 AliveCheck = Callable[[], None]
+
+
+async def send_cell(workloads: Requests, spec: CellSpec, on_done: OnDone = lambda: None) -> list[RequestRecord]:
+    """A cell's requests, sent as its kind sends them: the loop dispatches, and the kinds never import it."""
+    return await kind_of(spec.kind).send(workloads, spec, on_done)
 
 
 class Measurement:
@@ -230,7 +237,7 @@ class Measurement:
         with GpuSampler(self.gpus) as gpu:
             async with self._gauge_sampler() as gauges:
                 try:
-                    records = await self.workloads.run(spec, on_done)
+                    records = await send_cell(self.workloads, spec, on_done)
                 finally:
                     contention.pause()
                     self._contention = None
@@ -356,7 +363,8 @@ async def _measure_steps(endpoint: Endpoint, plan: Plan, log: MeasurementLog, ta
                 reporter.log(f"  {label(spec)}: {cell_line(spec, outcome.summary)}")
         for kind in kinds():
             if kind.derives(plan):
-                await kind.derive(m, plan, log, reporter, on_cell, turns)
+                rows = await kind.derive(m, plan, reporter, on_cell, turns)
+                log.derived.extend(cast("list[CellSummary]", rows))
         if plan.equivalence:
             with reporter.task("output equivalence: greedy, alone and batched"):
                 async with turns.step():

@@ -27,15 +27,14 @@ from .prompts import exact_length_prompt
 from .stats import ttfts_of
 
 if TYPE_CHECKING:
-    from .kinds import CellSpec
-    from .workloads import Workloads
+    from .contract import CellSpec, Requests
 
 #: the probe columns a cell row gets where the plan sends probes
 PROBE_COLUMNS = ("probe_requests", "probe_ttft_p50_s", "probe_ttft_p95_s", "probe_itl_p50_s", "probe_itl_p95_s",
                  "probe_itl_p99_s", "probe_itl_max_s", "probe_ttft_n", "probe_itl_n")
 
 
-async def beside(workloads: "Workloads", spec: "CellSpec", plan: ProbePlan, main: Awaitable[Any],
+async def beside(workloads: "Requests", spec: "CellSpec", plan: ProbePlan, main: Awaitable[Any],
                  probes: list[RequestRecord], batch: int) -> None:
     """Await `main` (one prefill request) with probes beside it, appending their records to `probes`: the first
     leaves before it, and `main` is sent once that probe is decoding (a decode in flight when the prefill starts,

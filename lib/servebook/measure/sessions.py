@@ -34,8 +34,7 @@ from .direct import stream_direct
 from .prompts import filler_text
 
 if TYPE_CHECKING:
-    from .kinds import CellSpec, OnDone
-    from .workloads import Workloads
+    from .contract import CellSpec, OnDone, Requests
 
 #: between building every session's first prompt and the first arrival
 LEAD_S = 0.25
@@ -125,7 +124,7 @@ class Texts:
 class SessionDriver:
     """One agents cell: every session of the plan's agenda, each a task on one event loop."""
 
-    def __init__(self, workloads: "Workloads", spec: "CellSpec", plan: AgentsPlan, on_done: "OnDone", salt: str):
+    def __init__(self, workloads: "Requests", spec: "CellSpec", plan: AgentsPlan, on_done: "OnDone", salt: str):
         self.workloads, self.spec, self.plan, self.on_done = workloads, spec, plan, on_done
         self.salt = salt
         self.sessions = agenda(plan)
@@ -265,7 +264,7 @@ def overflowed(record: RequestRecord, floor: int | None, context: int) -> bool:
     return prompt is not None and prompt + record.expected_completion_tokens > context
 
 
-async def send_sessions(workloads: "Workloads", spec: "CellSpec", on_done: "OnDone") -> list[RequestRecord]:
+async def send_sessions(workloads: "Requests", spec: "CellSpec", on_done: "OnDone") -> list[RequestRecord]:
     plan = workloads.plan.agents
     assert plan is not None  # an agents cell exists only with an agents section
     # a salt per attempt: a cell measured again (remeasure_disturbed) must not find the first attempt's prompts

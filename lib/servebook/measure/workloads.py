@@ -16,9 +16,9 @@ from openai import AsyncOpenAI
 from ..config.plan import Plan
 from ..util.errors import InputError
 from .client import RequestRecord, StreamRequest
+from .contract import CellSpec, OnDone
 from .direct import Streams, stream_direct
 from .endpoint import Endpoint
-from .kinds import CellSpec, OnDone, kind_of
 from .prompts import corpus, exact_length_prompt, filler_text
 from .senders import Senders
 from .sse import SseClient
@@ -68,9 +68,6 @@ class Workloads:
 
     def close(self) -> None:
         self.senders.close()
-
-    async def run(self, spec: CellSpec, on_done: OnDone) -> list[RequestRecord]:
-        return await kind_of(spec.kind).send(self, spec, on_done)
 
     async def tokenize(self, text: str) -> list[int]:
         adapter = self.endpoint.adapter

@@ -5,7 +5,8 @@ import pytest
 
 from servebook.measure.cells import CellSpec, summarize_cell
 from servebook.measure.client import RequestRecord
-from servebook.measure.latency import LATENCY_COLUMNS, figures, quantile, with_latency
+from servebook.measure.latency import LATENCY_COLUMNS, figures, quantile
+from servebook.measure.latency_tables import with_latency
 from servebook.measure.reconcile import Check, Reconciliation
 
 OK = Reconciliation("ok", [Check("generated tokens", 10, 10)])
@@ -191,7 +192,7 @@ def _recorded_runs():
 
 def test_figures_from_stored_tables_equal_the_per_request_computation_exactly_on_recorded_journals():
     from servebook.measure.kinds import traits_of
-    from servebook.measure.latency import table_figures
+    from servebook.measure.latency_tables import table_figures
 
     runs = _recorded_runs()
     assert len(runs) >= 3

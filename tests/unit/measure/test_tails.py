@@ -8,7 +8,8 @@ import pytest
 
 from servebook.measure.cells import CellSpec, summarize_cell
 from servebook.measure.client import RequestRecord
-from servebook.measure.latency import COUNT_COLUMNS, LATENCY_COLUMNS, with_latency
+from servebook.measure.latency import COUNT_COLUMNS, LATENCY_COLUMNS
+from servebook.measure.latency_tables import with_latency
 from servebook.measure.reconcile import Check, Reconciliation
 from servebook.measure.tails import CONFIDENCE, percentile_of, samples_needed, sufficient, tail_of
 

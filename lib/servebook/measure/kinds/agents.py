@@ -4,20 +4,18 @@ engine's replies, tool schemas in every request, tool results after a think time
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...config.agents import AgentsPlan
 from ...config.plan import Plan
 from ..agenda import SessionAgenda, agenda, turn_count
 from ..client import RequestRecord
+from ..contract import CellSpec, OnDone, Requests
 from ..session_figures import agents_figures
 from ..sessions import send_sessions
 from ..validity import CellChecks
-from .base import CellSpec, KindBase, OnDone
+from .base import KindBase
 from .registry import register
-
-if TYPE_CHECKING:
-    from ..workloads import Workloads
 
 
 @lru_cache(maxsize=4)
@@ -40,7 +38,7 @@ class Agents(KindBase):
                          section.output_tokens.longest, section.system_tokens + section.tool_schema_tokens
                          + section.repo_map_tokens, rate=section.arrival_rate_per_s)]
 
-    async def send(self, workloads: "Workloads", spec: CellSpec, on_done: OnDone) -> list[RequestRecord]:
+    async def send(self, workloads: Requests, spec: CellSpec, on_done: OnDone) -> list[RequestRecord]:
         return await send_sessions(workloads, spec, on_done)
 
     def figures(self, spec: CellSpec, records: list[RequestRecord], slots: int | None) -> dict[str, Any]:

@@ -9,18 +9,15 @@ from typing import TYPE_CHECKING, Any, cast
 from ...config.load import ServiceObjectives
 from ...config.plan import Plan
 from ..capacity import Probe, capacity_row, describe_capacity, search
+from ..contract import CellRunner, CellSpec, Steps
 from ..openloop import attainment, probe_window, schedule
 from ..validity import stalled_requests
-from .base import CellSpec, KindBase
+from .base import KindBase
 from .registry import cell_line, label, register
 
 if TYPE_CHECKING:
     from ...util.progress import Reporter
-    from ..cells import CellSummary
     from ..client import RequestRecord
-    from ..log import MeasurementLog
-    from ..loop import Measurement
-    from ..turns import NoTurns, Turns
 
 
 class Capacity(KindBase):
@@ -31,8 +28,8 @@ class Capacity(KindBase):
     def derives(self, plan: Plan) -> bool:
         return plan.capacity is not None
 
-    async def derive(self, measurement: "Measurement", plan: Plan, log: "MeasurementLog", reporter: "Reporter",
-                     on_cell: Callable[[], None], turns: "Turns | NoTurns") -> None:
+    async def derive(self, runner: CellRunner, plan: Plan, reporter: Reporter, on_cell: Callable[[], None],
+                     turns: Steps) -> list[dict[str, Any]]:
         """Open-loop probes chosen one after another (measure.capacity), each a recorded cell; then the row."""
         assert plan.capacity is not None and plan.load is not None and plan.slo is not None  # the plan checked it
         search_spec, slo, load = plan.capacity, plan.slo, plan.load
@@ -46,7 +43,7 @@ class Capacity(KindBase):
                             load.prompt_tokens.mean, rate=rate, window_s=window)
             with reporter.task(f"capacity probe at {rate:.4g} requests/s", total=n, unit="requests") as task:
                 async with turns.step():
-                    outcome = await measurement.run_cell(spec, on_done=task.advance)
+                    outcome = await runner.run_cell(spec, on_done=task.advance)
                     on_cell()
             s = outcome.summary
             found = probe_of(rate, cast("dict[str, Any]", s), [r for r in outcome.records if r.measured], slo,
@@ -57,9 +54,9 @@ class Capacity(KindBase):
 
         probes = await search(probe, search_spec, slo.attainment)
         row = capacity_row(probes, rows, slo.attainment, search_spec.precision_pct)
-        log.derived.append(cast("CellSummary", row))
         reporter.log(f"  capacity: {describe_capacity(row, slo.describe())}")
         on_cell()
+        return [row]
 
 
 def probe_of(rate: float, row: dict[str, Any], measured: list["RequestRecord"], slo: ServiceObjectives,

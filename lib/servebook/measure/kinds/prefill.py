@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...config.plan import Plan
 from ..client import RequestRecord
+from ..contract import CellSpec, OnDone, Requests
 from ..probes import beside
 from ..stats import median_of, prefill_rates_of, se_pct
 from ..validity import CellChecks
-from .base import CellSpec, KindBase, OnDone
+from .base import KindBase
 from .registry import register
-
-if TYPE_CHECKING:
-    from ..workloads import Workloads
 
 
 class Prefill(KindBase):
@@ -30,7 +28,7 @@ class Prefill(KindBase):
         return [CellSpec(f"prefill-{n}", "prefill", "prose", 1, prefill.requests, 1, n, min_s=prefill.min_cell_s)
                 for n in prefill.prompt_tokens]
 
-    async def send(self, workloads: "Workloads", spec: CellSpec, on_done: OnDone) -> list[RequestRecord]:
+    async def send(self, workloads: Requests, spec: CellSpec, on_done: OnDone) -> list[RequestRecord]:
         """One request after another; with plan.prefill.probes, short decodes beside each (measure.probes),
         recorded after the cell's own requests."""
         extras = workloads.endpoint.extras(1)

@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import time
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...config.load import ReplayPlan
 from ...config.plan import Plan
 from ...config.traces import TraceRow, ideal_cached, read_rows, replayed
 from ..client import RequestRecord
+from ..contract import CellSpec, OnDone, Requests, Window
 from ..replay import make_blocks, replay_figures, run_salt
 from ..senders import EngineWatch, Send, send_on_schedule
 from ..validity import CellChecks
-from .base import CellSpec, KindBase, OnDone, Window
+from .base import KindBase
 from .registry import register
-
-if TYPE_CHECKING:
-    from ..workloads import Workloads
 
 
 @lru_cache(maxsize=4)
@@ -45,7 +43,7 @@ class Replay(KindBase):
         return [CellSpec("replay", "replay", "prose", 0, len(rows), max(r.output_tokens for r in rows),
                          max(r.input_tokens for r in rows))]
 
-    async def send(self, workloads: "Workloads", spec: CellSpec, on_done: OnDone) -> list[RequestRecord]:
+    async def send(self, workloads: Requests, spec: CellSpec, on_done: OnDone) -> list[RequestRecord]:
         """Every request at its due time, whatever the engine's pace; prompts are built first (from the run's
         blocks, measure.replay), so that sending is all the cell does."""
         plan = workloads.plan.replay

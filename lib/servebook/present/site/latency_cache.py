@@ -63,7 +63,7 @@ def _key(record: RunRecord) -> str:
 def _computed(record: RunRecord, rows: list[dict]) -> dict[str, list] | None:
     import pandas as pd
 
-    from ...measure.latency import missing_figures
+    from ...measure.latency_tables import missing_figures
 
     return missing_figures(pd.DataFrame(rows), record.table("requests"), record.table("chunks"))
 
