@@ -8,6 +8,7 @@ import pytest
 LIB = Path(__file__).resolve().parents[2] / "lib" / "servebook"
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
+MAX_FOLDER_MODULES = 15
 
 
 def modules():
@@ -22,6 +23,14 @@ def module_name(path: Path) -> str:
 def test_no_module_is_over_the_limit():
     long = {str(p.relative_to(LIB)): n for p in modules() if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
     assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"
+
+
+def test_no_folder_of_measure_holds_more_than_its_share_of_modules():
+    """measure/ in rooms (transport, observers, figures, kinds), so a reader finds a module by what it does: no folder
+    of it holds more than MAX_FOLDER_MODULES modules, its `__init__` counted."""
+    folders = {p.parent for p in (LIB / "measure").rglob("*.py") if "__pycache__" not in p.parts}
+    crowded = {str(f.relative_to(LIB)): n for f in folders if (n := len(list(f.glob("*.py")))) > MAX_FOLDER_MODULES}
+    assert not crowded, f"folders of measure/ over {MAX_FOLDER_MODULES} modules: {crowded}"
 
 
 def test_no_function_is_over_the_limit():

@@ -13,16 +13,16 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .client import RequestRecord, StreamRequest
+from .transport.client import RequestRecord, StreamRequest
 
 if TYPE_CHECKING:
     import httpx
     from openai import AsyncOpenAI
 
     from ..config.plan import Plan
-    from .direct import Streams
-    from .endpoint import Endpoint
-    from .senders import Senders
+    from .transport.direct import Streams
+    from .transport.endpoint import Endpoint
+    from .transport.senders import Senders
 
 OnDone = Callable[[], None]
 

@@ -29,14 +29,18 @@ from .cells import (
     with_engine_split,
     with_validity,
 )
-from .client import RequestRecord, StreamRequest, measuring_clients, stream_request
 from .contract import OnDone, Requests
-from .endpoint import Endpoint
 from .equivalence import SEED, compare_outputs, describe
+from .figures.realism import cell_realism
+from .figures.reasoning import client_split
+from .figures.stats import slice_windows
 from .gates import run_gate, run_needles
-from .gauges import GaugeSampler, gauge_client, gauge_figures
-from .gpu import GpuSampler, NvmlReader, summarize_gpu
-from .host import (
+from .kinds import cell_line, kind_of, kinds, label
+from .kinds.prefill.probes import probe_figures
+from .log import CellOutcome, MeasurementLog
+from .observers.gauges import GaugeSampler, gauge_client, gauge_figures
+from .observers.gpu import GpuSampler, NvmlReader, summarize_gpu
+from .observers.host import (
     ForeignLimit,
     SeatContention,
     busiest_thread_cpus,
@@ -53,17 +57,13 @@ from .host import (
     telemetry_rows,
     thread_ticks,
 )
-from .kinds import cell_line, kind_of, kinds, label
-from .log import CellOutcome, MeasurementLog
-from .probes import probe_figures
+from .observers.reconcile import ClientCounts, reconcile
+from .observers.replicas import replica_figures, scrape_replicas
 from .prompts import decode_prompt, filler_text
-from .realism import cell_realism
-from .reasoning import client_split
-from .reconcile import ClientCounts, reconcile
-from .replicas import replica_figures, scrape_replicas
 from .roles import MeasuredEngine
-from .scrape import scrape
-from .stats import slice_windows
+from .transport.client import RequestRecord, StreamRequest, measuring_clients, stream_request
+from .transport.endpoint import Endpoint
+from .transport.scrape import scrape
 from .turns import NoTurns, Turns
 from .validity import cell_faults, codes_of, only_disturbed
 from .warmup import Burst, warm_until_steady

@@ -11,10 +11,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from servebook.config import Plan
 from servebook.measure.cells import objective_figures, summarize_cell
-from servebook.measure.client import RequestRecord
 from servebook.measure.kinds import CellSpec, KindBase, cell_line, kind_of, label, plan_cells, register, unregister
 from servebook.measure.loop import send_cell
-from servebook.measure.reconcile import Check, Reconciliation
+from servebook.measure.observers.reconcile import Check, Reconciliation
+from servebook.measure.transport.client import RequestRecord
 from servebook.measure.workloads import Workloads
 from servebook.present.figures import figure_specs
 from servebook.present.kinds import (

@@ -8,12 +8,12 @@ import json
 from openai.types.chat import ChatCompletionChunk
 
 from servebook.config import Plan
-from servebook.measure.agenda import TextCutter, agenda, run_salt
-from servebook.measure.endpoint import Endpoint
 from servebook.measure.kinds import plan_cells
+from servebook.measure.kinds.agents.agenda import TextCutter, agenda, run_salt
+from servebook.measure.kinds.agents.sessions import Texts
 from servebook.measure.loop import send_cell
 from servebook.measure.prompts import filler_text
-from servebook.measure.sessions import Texts
+from servebook.measure.transport.endpoint import Endpoint
 from servebook.measure.workloads import Workloads
 
 PLAN = Plan.model_validate({"decode": None, "prefill": None, "agents": {
@@ -29,7 +29,7 @@ def _chunk(**fields):
 
 
 class _Engine:
-    """Answers every chat request (its events, as measure.sse's client gives them) with `max_tokens` words naming the
+    """Answers every chat request (its events, as measure.transport.sse's client gives them) with `max_tokens` words naming the
     request, and counts a prompt as its words; renders a first prompt as the words of its messages."""
 
     kind, reconciles, usage_omits_zero_cached = "fake", False, False

@@ -11,8 +11,8 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ...config.plan import Plan
-from ..client import RequestRecord
 from ..contract import CellRunner, CellSpec, OnDone, Requests, Steps, Window
+from ..transport.client import RequestRecord
 from ..validity import CellChecks
 
 if TYPE_CHECKING:

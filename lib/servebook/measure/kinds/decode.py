@@ -7,11 +7,11 @@ import time
 from typing import Any
 
 from ...config.plan import Plan
-from ..client import RequestRecord, StreamRequest
 from ..contract import CellSpec, OnDone, Requests
-from ..itl import itl_figures
+from ..figures.itl import itl_figures
+from ..figures.stats import completion_of, decode_rates_of, se_pct, steady_state, wall_of
 from ..prompts import completion_prompt, decode_prompt, structured_format, structured_prompt
-from ..stats import completion_of, decode_rates_of, se_pct, steady_state, wall_of
+from ..transport.client import RequestRecord, StreamRequest
 from ..validity import CellChecks
 from .base import KindBase
 from .registry import register

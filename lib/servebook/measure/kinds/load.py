@@ -6,11 +6,11 @@ import time
 from typing import Any
 
 from ...config.plan import Plan
-from ..client import RequestRecord
 from ..contract import CellSpec, OnDone, Requests, Window
-from ..latency import of_records
+from ..figures.latency import of_records
 from ..openloop import load_figures, load_for, read_trace, schedule
-from ..senders import Connection, EngineWatch, Send, processes_for, send_on_schedule
+from ..transport.client import RequestRecord
+from ..transport.senders import Connection, EngineWatch, Send, processes_for, send_on_schedule
 from ..validity import CellChecks
 from .base import KindBase
 from .registry import register

@@ -7,9 +7,9 @@ from types import MappingProxyType
 from typing import Any
 
 from ...config.plan import Plan
-from ..client import RequestRecord
 from ..contract import CellSpec, OnDone, Requests
-from ..stats import ok_records, reuse_summary
+from ..figures.stats import ok_records, reuse_summary
+from ..transport.client import RequestRecord
 from .base import KindBase
 from .registry import register
 

@@ -7,9 +7,9 @@ import asyncio
 from typing import Any
 
 from ...config.plan import Plan
-from ..client import RequestRecord
 from ..contract import CellSpec, OnDone, Requests
-from ..stats import completion_of, wall_of
+from ..figures.stats import completion_of, wall_of
+from ..transport.client import RequestRecord
 from ..validity import CellChecks
 from .base import KindBase
 from .registry import register
