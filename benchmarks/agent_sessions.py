@@ -10,7 +10,7 @@ plan's max_lag_ms), and the CPU the client's process used and the processes it s
 is 256 sessions with a p99 send lag under 20 ms on a 2-core machine. Measured on one, defaults, beside other work
 (load average 0.7 to 2): p50 0.8 to 1.0 ms, p99 4.9, 5.3, 6.2, 9.2, 14.0, 13.9 ms over six runs (the higher ones with
 the host busier), the client's process 17 to 19 s of CPU in 98 s, the simulator 24 to 28 s. Through httpx
-(before measure.sse) the same runs gave p50 1.3 to 2.2 ms, p99 42, 51, 53 and 111 ms, the client 32 to 39 s of CPU.
+(before measure.transport.sse) the same runs gave p50 1.3 to 2.2 ms, p99 42, 51, 53 and 111 ms, the client 32 to 39 s of CPU.
 
     .venv/bin/python benchmarks/agent_sessions.py [--sessions 256] [--turns 6] [--think 2] [--output-tokens 32]
                                                   [--slowdown 1] [--arrival 32]

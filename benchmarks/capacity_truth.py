@@ -37,7 +37,7 @@ from servebook.config.load import (  # noqa: E402
 from servebook.engines.simulator.config import TimingModel  # noqa: E402
 from servebook.engines.simulator.truth import open_loop_latencies  # noqa: E402
 from servebook.journal import Journal  # noqa: E402
-from servebook.measure.capacity import Probe, capacity_of, search  # noqa: E402
+from servebook.measure.kinds.capacity.search import Probe, capacity_of, search  # noqa: E402
 from servebook.measure.openloop import attainment_interval, probe_window, schedule  # noqa: E402
 from servebook.verdicts import judge  # noqa: E402
 
@@ -117,7 +117,7 @@ verdict:
 
 
 def des_search(timing: TimingModel, seed: int, min_requests: int, narrowing: int, speed: float | None = None) -> dict:
-    """One capacity search (measure.capacity, unchanged) whose probes are the simulator's scheduling replayed in
+    """One capacity search (measure.kinds.capacity.search, unchanged) whose probes are the simulator's scheduling replayed in
     virtual time on seeded schedules: the search's own precision, without the clock of a real launch."""
     import asyncio
 

@@ -1,6 +1,6 @@
 """What does sampling the engine's gauges during a cell cost the measurement?
 
-The sampler (measure.gauges) polls /metrics on the measuring client's event loop. Against the real llama-server
+The sampler (measure.observers.gauges) polls /metrics on the measuring client's event loop. Against the real llama-server
 (tiny model) this prints:
 
 1. the client CPU the sampler alone takes (process CPU over wall time, idle server), per poll and in cores;
@@ -31,10 +31,10 @@ from servebook.engines.contracts import recorded_contracts  # noqa: E402
 from servebook.engines.counters import gauge_names, parse_metrics, parse_only  # noqa: E402
 from servebook.launch.preflight import preflight  # noqa: E402
 from servebook.launch.process import EngineProcess, free_port  # noqa: E402
-from servebook.measure.client import RequestRecord, StreamRequest, measuring_clients, stream_request  # noqa: E402
-from servebook.measure.gauges import GaugeSampler, gauge_client  # noqa: E402
-from servebook.measure.itl import itl_figures  # noqa: E402
+from servebook.measure.figures.itl import itl_figures  # noqa: E402
+from servebook.measure.observers.gauges import GaugeSampler, gauge_client  # noqa: E402
 from servebook.measure.prompts import decode_prompt  # noqa: E402
+from servebook.measure.transport.client import RequestRecord, StreamRequest, measuring_clients, stream_request  # noqa: E402
 from servebook.util.progress import Reporter  # noqa: E402
 
 sys.path.insert(0, str(ROOT))

@@ -33,8 +33,8 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from servebook.measure.client import RequestRecord, StreamRequest, measuring_clients, stream_request
-from servebook.measure.host import busiest_thread
+from servebook.measure.observers.host import busiest_thread
+from servebook.measure.transport.client import RequestRecord, StreamRequest, measuring_clients, stream_request
 
 PROC = Path("/proc")
 

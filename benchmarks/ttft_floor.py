@@ -4,7 +4,7 @@ A server in another process reads each request whole and writes its first token 
 instants on the same monotonic clock the client stamps with (CLOCK_MONOTONIC, one per host). Whatever TTFT the
 client then measures is the client's and the loopback's: sending the body after `t_send`, and reading and parsing
 the first chunk. Two paths send the same 8K-token completion: the SDK on httpx (what decode, prefill and reuse cells
-use) and the asyncio stream of measure/sse.py (what the agents cell uses). On the slow lent H200, 12-19 ms of an 8K
+use) and the asyncio stream of measure/transport/sse.py (what the agents cell uses). On the slow lent H200, 12-19 ms of an 8K
 prefill's client TTFT lay outside vLLM's own TTFT histogram; this measures how much of that a client can own.
 
     .venv/bin/python benchmarks/ttft_floor.py [--prompt-tokens 8192] [--requests 40]
@@ -26,9 +26,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
 
 from servebook.launch.process import free_port  # noqa: E402
-from servebook.measure.client import RequestRecord, StreamRequest, measuring_clients, stream_request  # noqa: E402
-from servebook.measure.direct import stream_direct  # noqa: E402
-from servebook.measure.sse import SseClient  # noqa: E402
+from servebook.measure.transport.client import RequestRecord, StreamRequest, measuring_clients, stream_request  # noqa: E402
+from servebook.measure.transport.direct import stream_direct  # noqa: E402
+from servebook.measure.transport.sse import SseClient  # noqa: E402
 
 FIRST = {"id": "c", "object": "text_completion", "model": "m", "choices": [{"index": 0, "text": "a", "finish_reason": None}]}
 LAST = {"id": "c", "object": "text_completion", "model": "m",

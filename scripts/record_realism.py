@@ -20,8 +20,8 @@ from servebook.config.candidate import Candidate
 from servebook.engines import get_engine
 from servebook.launch.preflight import preflight
 from servebook.launch.process import EngineProcess, free_port
+from servebook.measure.figures.realism import Realism, realism_codes, realism_of, sample_text
 from servebook.measure.prompts import completion_prompt, decode_prompt
-from servebook.measure.realism import Realism, realism_codes, realism_of, sample_text
 from servebook.util.progress import Reporter
 
 

@@ -145,7 +145,7 @@ def test_journal_show_prints_the_peers_percentiles_of_an_old_journal(tmp_path):
     ttft_p99 = np.percentile(mine["t_first"] - mine["t_send"], 99) * 1000
     tpot_p90 = np.percentile((mine["t_last"] - mine["t_first"]) / (mine["completion_tokens"] - 1), 90) * 1000
     row = next(line for line in shown.splitlines() if "decode-prose-c1" in line and "TTFT" in line)
-    # a p99 of 14 requests and a p90 of as many are printed, and marked for the samples they lack (measure.tails)
+    # a p99 of 14 requests and a p90 of as many are printed, and marked for the samples they lack (measure.figures.tails)
     assert row.split("│")[-2].strip() == f"{ttft_p99:.1f} insufficient (n={len(mine)})"
     tpot = shown.splitlines()[shown.splitlines().index(row) + 1]
     assert "TPOT" in tpot and tpot.split("│")[-3].strip() == f"{tpot_p90:.2f} insufficient (n={len(mine)})"

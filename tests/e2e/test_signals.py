@@ -1,4 +1,4 @@
-"""Ctrl-C, SIGTERM and kill -9 of the real command while several processes send an open-loop load (measure.senders):
+"""Ctrl-C, SIGTERM and kill -9 of the real command while several processes send an open-loop load (measure.transport.senders):
 a capacity search, a configuration search and a sweep, each against the simulator over loopback. Every signal leaves
 no process behind (/proc), no traceback on the terminal, and the run sealed interrupted or left incomplete; a re-run
 completes the study."""

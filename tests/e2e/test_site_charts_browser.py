@@ -101,7 +101,7 @@ def sample_site(tmp_path_factory):
             has = studies.setdefault(run.manifest.study, {}).setdefault(run.candidate_label, set())
             cells = run.table("cells")
             has.update(cells["kind"])
-            if "itl_p99_s" in cells and cells["itl_p99_s"].notna().any():  # runs before measure/itl.py have none
+            if "itl_p99_s" in cells and cells["itl_p99_s"].notna().any():  # runs before measure/figures/itl.py have none
                 has.add("itl")
             if run.table_path("chunks").is_file():
                 has.add("chunks")

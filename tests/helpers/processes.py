@@ -96,7 +96,7 @@ def command_line(pid: int) -> str:
 
 
 def senders_of(pid: int) -> set[int]:
-    """The sending processes (measure.senders) below `pid`: multiprocessing's spawned children."""
+    """The sending processes (measure.transport.senders) below `pid`: multiprocessing's spawned children."""
     return {p for p in alive(descendants(pid)) if "spawn_main" in command_line(p)}
 
 

@@ -1,6 +1,6 @@
 """Request records as the client would have written them, for the measurement's pure functions."""
 
-from servebook.measure.client import RequestRecord
+from servebook.measure.transport.client import RequestRecord
 
 
 def request_record(i: object = 0, *, request_id: str | None = None, cell_id: str = "cell", concurrency: int = 1, category: str = "prose",

@@ -1,12 +1,12 @@
-"""A process that sends an open-loop schedule from two sending processes (measure.senders), for tests to signal:
+"""A process that sends an open-loop schedule from two sending processes (measure.transport.senders), for tests to signal:
 `python -m tests.integration.senders_driver BASE_URL SECONDS`. It prints one JSON line when the send returns."""
 
 import asyncio
 import json
 import sys
 
-from servebook.measure.client import RequestRecord, StreamRequest
-from servebook.measure.senders import Connection, Send, Senders
+from servebook.measure.transport.client import RequestRecord, StreamRequest
+from servebook.measure.transport.senders import Connection, Send, Senders
 
 RATE = 4.0
 

@@ -1,13 +1,13 @@
 """A run that measures every cell kind (decode, prefill, reuse, wave, load, and the capacity search's probes and row)
 records the cells.parquet it recorded before the kinds got a home each (issue 31): the same columns in the same
 order and types, the same cells, and in each row the same figures present. Recorded on main at 2f63741; since then
-the reasoning columns (measure/reasoning.py) were added after the peers' throughputs, the chat decode cells have an
-answer TTFT, the ITL, probe and gauge columns (measure/itl.py, probes.py, gauges.py) follow them, and draft_tokens
+the reasoning columns (measure/figures/reasoning.py) were added after the peers' throughputs, the chat decode cells have an
+answer TTFT, the ITL, probe and gauge columns (measure/figures/itl.py, probes.py, gauges.py) follow them, and draft_tokens
 stands before draft_acceptance, engine_cpu_probe_ms follows cpu_probe_ms, and next_turn_within_se_pct (a reuse
 cell's next-turn error, from its conversations) follows next_turn_ttft_s; the drafter's evidence (draft_accepted_tokens, tokens_per_step, draft_source) follows
-draft_acceptance, and the output's realism (measure/realism.py: n-gram, loop and forced-tail shares, the requests
+draft_acceptance, and the output's realism (measure/figures/realism.py: n-gram, loop and forced-tail shares, the requests
 they were read from, a sample) follows invalid_reasons, present in decode cells; the samples behind each latency
-(ttft_n, tpot_n, itl_n, e2e_n: measure.tails) follow the peers' throughputs, in every cell that sends; nothing else
+(ttft_n, tpot_n, itl_n, e2e_n: measure.figures.tails) follow the peers' throughputs, in every cell that sends; nothing else
 changed."""
 
 import json

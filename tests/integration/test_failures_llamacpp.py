@@ -171,7 +171,7 @@ def test_a_run_next_to_a_busy_engine_has_disturbed_cells_left_out_of_the_verdict
 
 
 def test_every_cell_records_others_cpu_and_is_marked_exactly_when_over_the_limit(llama_install, tmp_path):
-    from servebook.measure.host import DEFAULT_MAX_FOREIGN_CORES, MIN_FOREIGN_CORES
+    from servebook.measure.observers.host import DEFAULT_MAX_FOREIGN_CORES, MIN_FOREIGN_CORES
     from tests.helpers.candidates import SMALL_PLAN as plan
 
     default = plan.model_copy(update={"prefill": None, "max_foreign_cpu_cores": None})
@@ -179,7 +179,7 @@ def test_every_cell_records_others_cpu_and_is_marked_exactly_when_over_the_limit
     cells = record.table("cells")
     assert cells["foreign_cpu_cores"].notna().all() and (cells["foreign_cpu_cores"] >= 0).all()
     busy = cells["invalid_reasons"].str.contains("host busy")
-    # the limit each cell was held to is relative to the cores the run left idle (measure.host.ForeignLimit)
+    # the limit each cell was held to is relative to the cores the run left idle (measure.observers.host.ForeignLimit)
     limits = cells["foreign_cpu_limit"]
     assert limits.between(MIN_FOREIGN_CORES, DEFAULT_MAX_FOREIGN_CORES).all() and cells["own_cpu_cores"].gt(0).all()
     assert (busy == (cells["foreign_cpu_cores"] > limits)).all()

@@ -44,8 +44,9 @@ def test_open_loop_cells_keep_their_schedule_and_report_attainment_and_goodput(t
     # each request was forced to its own drawn length, and got it
     assert (load["completion_tokens"] == load["expected_completion_tokens"]).all()
     assert load["expected_completion_tokens"].nunique() > 3
-    # the peers' percentiles as sealed are those computed again from the raw requests and chunks (measure.latency)
-    from servebook.measure.latency import LATENCY_COLUMNS, with_latency
+    # the peers' percentiles as sealed are those computed again from the raw requests and chunks (measure.figures.latency)
+    from servebook.measure.figures.latency import LATENCY_COLUMNS
+    from servebook.measure.figures.latency_tables import with_latency
 
     recomputed = with_latency(cells.reset_index().drop(columns=LATENCY_COLUMNS), requests, record.table("chunks"))
     for column in LATENCY_COLUMNS:
@@ -55,7 +56,7 @@ def test_open_loop_cells_keep_their_schedule_and_report_attainment_and_goodput(t
 
 
 def test_a_slowed_client_falls_behind_and_its_cell_is_disturbed_with_the_lag(tmp_path, monkeypatch):
-    import servebook.measure.senders as senders  # where open-loop requests are sent from
+    import servebook.measure.transport.senders as senders  # where open-loop requests are sent from
 
     original = senders.stream_request
 
@@ -159,7 +160,7 @@ def test_a_probe_into_an_engine_that_died_stops_sending_and_fails_the_run_with_t
 def test_senders_into_an_engine_that_died_are_stopped(tmp_path):
     """The same probe sent from two processes: their parent hears nothing of their requests, so it checks the
     engine while they send, and stops them once it is dead; their shares come back failed, saying so."""
-    from servebook.measure.senders import ENGINE_DIED
+    from servebook.measure.transport.senders import ENGINE_DIED
 
     _, record = _probe_into_a_crash(tmp_path, client_processes=2)
     sent = record.table("requests")

@@ -1,4 +1,4 @@
-"""Sending processes (measure.senders) under signals, against the simulator over loopback: Ctrl-C stops every sender
+"""Sending processes (measure.transport.senders) under signals, against the simulator over loopback: Ctrl-C stops every sender
 at once and the parent returns; senders die with their parent, kill -9 included; a sender killed in the middle of
 its share is recorded, its requests as failed, not waited for. Each case proves by /proc that nothing is left."""
 

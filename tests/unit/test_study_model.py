@@ -214,7 +214,7 @@ def test_a_reuse_cells_next_turn_error_comes_from_its_conversations_not_from_tur
     next one's at 38-40 ms, 2026-12-06). The next turn's within-run error is its conversations' means' spread; the
     reuse cell records it beside the all-turns TTFT error, and the noise floor reads it for the rule that judges it,
     from the cell where recorded, else from the requests."""
-    from servebook.measure.stats import conversations_se_pct, se_pct
+    from servebook.measure.figures.stats import conversations_se_pct, se_pct
     from servebook.verdicts import noise_rows
 
     turns = [(0, 0.025), (0, 0.026), (0, 0.027), (1, 0.039), (1, 0.040), (1, 0.038), (2, 0.031), (2, 0.032), (2, 0.030)]

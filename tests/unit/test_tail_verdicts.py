@@ -1,5 +1,5 @@
 """Verdicts never rest on an insufficient tail (issue 55): a rule whose figure is a percentile read from fewer samples
-than its confidence needs (measure.tails) leaves the verdict inconclusive, with the code `insufficient` and a reason
+than its confidence needs (measure.figures.tails) leaves the verdict inconclusive, with the code `insufficient` and a reason
 that names the cell and the samples; JSON, JUnit and the ranking read the code."""
 
 import json

@@ -4,7 +4,7 @@ import pytest
 from pydantic import ValidationError
 
 from servebook.config import Plan
-from servebook.measure.client import RequestRecord
+from servebook.measure.transport.client import RequestRecord
 from servebook.measure.warmup import burst_rate, is_steady, warm_until_steady
 from tests.helpers.records import request_record
 

@@ -108,8 +108,8 @@ def capacity_cmd(
     the objectives hold at no probed rate."""
     from ..config import validate
     from ..config.metrics import measured_by
-    from ..measure.capacity import describe_capacity
-    from ..measure.capacity import figure as capacity_figure
+    from ..measure.kinds.capacity.search import describe_capacity
+    from ..measure.kinds.capacity.search import figure as capacity_figure
     from ..run import run_candidate
 
     objectives = parse_overrides([part for part in slo.split(",") if part.strip()], "--slo")

@@ -4,8 +4,9 @@ Sessions arrive open-loop (Poisson, at `arrival_rate_per_s`), each a sequence of
 the engine's real replies: the request carries the tool schemas, the answer is followed by a think time (the tool
 running, or the user reading), then the tool's result (or a user's follow-up) is appended and the next turn sent.
 Now and then a turn spawns a sub-agent: a short child session that starts from a copy of the parent's history. Every
-size and time is drawn from the plan's seed before the cell starts (measure.agenda), so two runs of one plan send the
-same sessions. The defaults are shaped like a coding agent (`data/plans/coding-agent.yaml` spells them out).
+size and time is drawn from the plan's seed before the cell starts (measure.kinds.agents.agenda), so two runs of
+one plan send the same sessions. The defaults are shaped like a coding agent (`data/plans/coding-agent.yaml` spells
+them out).
 """
 
 from __future__ import annotations

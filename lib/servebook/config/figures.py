@@ -29,7 +29,7 @@ class Figure:
 
 #: how a judged metric reads as a side effect, where its reason's words do not say which percentile it is
 _SHORTER = {"ttft_s": "TTFT p50", "aggregate_tok_s": "decode", "prefill_tok_s": "prefill"}
-#: the latency percentiles measure.latency writes (milliseconds) and the load and ITL kinds' own (seconds)
+#: the latency percentiles measure.figures.latency writes (milliseconds) and the load and ITL kinds' own (seconds)
 _PERCENTILES = [f"{name}_{stat}_ms" for name in ("ttft", "tpot", "itl", "e2e") for stat in ("p50", "p90", "p99")]
 _PERCENTILES += ["ttft_p50_s", "tpot_p50_s", "tpot_p90_s", "e2e_p90_s", "itl_p50_s", "itl_p95_s"]
 _OTHERS: tuple[tuple[str, Literal["lower", "higher"]], ...] = (

@@ -14,7 +14,7 @@ from pydantic import Field, field_validator, model_validator
 from .strict import StrictModel
 
 #: the highest request rate a plan may ask for: 64 sending processes (the most `client_processes` allows) at the
-#: 150 requests/s one process keeps up with at best (measure/senders.py) offer 9,600 requests/s; a higher rate
+#: 150 requests/s one process keeps up with at best (measure/transport/senders.py) offer 9,600 requests/s; a higher rate
 #: measures only the client falling behind (client_lag), after building its whole schedule of arrivals in memory
 #: (1e9 requests/s never got past that)
 MAX_RATE_RPS = 10_000.0
@@ -75,7 +75,7 @@ class LoadPlan(StrictModel):
     client_processes: int | None = Field(None, ge=1, le=64, description="processes sending the load; unset: one "
                                                                          "per 40 requests/s or 1,500 "
                                                                          "streamed chunks/s, on at most half the "
-                                                                         "cores (measure.senders)")
+                                                                         "cores (measure.transport.senders)")
 
     # json_schema_input_type: the JSON Schema (config.schemas) accepts the number too
     @field_validator("prompt_tokens", "output_tokens", mode="before", json_schema_input_type=Lengths | int)
@@ -160,7 +160,7 @@ class CapacitySearch(StrictModel):
 class ReplayPlan(StrictModel):
     """A request trace replayed at its own arrivals (scaled by `time_scale`), its prefix structure honoured: in a
     Mooncake trace every hash id stands for one block of `block_tokens` prompt tokens, the same tokens wherever it
-    occurs in the run (config.traces, measure.replay). One cell, every request of it measured."""
+    occurs in the run (config.traces, measure.kinds.replay.blocks). One cell, every request of it measured."""
 
     trace: str = Field(description="a JSONL trace: a path, shipped:NAME (data/traces/) or an fsspec URL; Mooncake "
                                    "lines (timestamp in ms, input_length, output_length, hash_ids) or the plain "

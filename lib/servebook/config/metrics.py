@@ -75,16 +75,16 @@ METRICS: dict[str, JudgedMetric] = {m.name: m for m in (
                  no_selectors="a run replays one trace (plan.replay)"),
     JudgedMetric("measured_hit_rate", "replay", "higher", selects=(),
                  where="trace replay", no_selectors="a run replays one trace (plan.replay)"),
-    # a reasoning model's (measure/reasoning.py): the median wait for the first answer token, thinking included (the
+    # a reasoning model's (measure/figures/reasoning.py): the median wait for the first answer token, thinking included (the
     # TTFT where nothing reasons, so a candidate that thinks less is judged against one that thinks more), and each
     # phase's median per-request decode rate; chat decode cells only (a completion of a token prompt has no answer)
     JudgedMetric("answer_ttft_s", "decode", "lower"),
     JudgedMetric("reasoning_tok_s", "decode", "higher"),
     JudgedMetric("answer_tok_s", "decode", "higher"),
-    # the 99th percentile of a decode cell's chunk gaps (measure.itl): the stalls a user reading the stream feels
+    # the 99th percentile of a decode cell's chunk gaps (measure.figures.itl): the stalls a user reading the stream feels
     JudgedMetric("itl_p99_s", "decode", "lower"),
-    # interference probes beside each prefill (measure.probes): the decode stall a prefill chunk causes, and how
-    # long a short request waits behind it
+    # interference probes beside each prefill (measure.kinds.prefill.probes): the decode stall a prefill chunk
+    # causes, and how long a short request waits behind it
     JudgedMetric("probe_itl_p99_s", "prefill", "lower",
                  selects=("prompt_tokens",), needs="probes"),
     JudgedMetric("probe_ttft_p95_s", "prefill", "lower",

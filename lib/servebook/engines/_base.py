@@ -155,7 +155,7 @@ class EngineAdapter(ABC):
     #: the engine's own time-to-first-token histogram (vLLM's clock starts when its front end has the request)
     ttft_histogram: str | None = None
     #: the load gauges the engine exports (KV usage, running, waiting, preemptions), sampled while a cell runs
-    #: (measure.gauges); what it does not export is absent
+    #: (measure.observers.gauges); what it does not export is absent
     gauges: ClassVar[tuple[Gauge, ...]] = ()
     #: whether a response's usage leaves prompt_tokens_details out when no prompt token came from the cache, so
     #: that its absence means 0 (SGLang under --enable-cache-report); otherwise an absent count is "not reported"

@@ -14,10 +14,10 @@ from pydantic import Field, model_validator
 
 from ..config.knobs import Drafter, Knobs, Reasoning
 from ..util.errors import FailureCause
-from . import register
 from ._base import Diagnosis, EngineAdapter, KvLog, ServerCounts, ServerTimings, classify_by_patterns
 from .counters import Gauge, counter_delta
 from .flags import Flag, Resolved
+from .registry import register
 
 if TYPE_CHECKING:
     import httpx

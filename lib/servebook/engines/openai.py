@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, ClassVar
 from pydantic import model_validator
 
 from ..config.knobs import Drafter, Knobs
-from . import _gpu, register
+from . import _gpu
 from ._base import Diagnosis, EngineAdapter, ServerCounts
+from .registry import register
 
 if TYPE_CHECKING:
     import httpx

@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field, model_validator
 
-from . import _gpu, register
+from . import _gpu
 from ._base import ServerCounts
 from .counters import Gauge, lazy_counter_delta
 from .flags import Flag, Resolved
+from .registry import register
 
 if TYPE_CHECKING:
     from ..config.candidate import Candidate

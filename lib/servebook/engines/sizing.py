@@ -305,7 +305,7 @@ def does_not_fit(candidate: "Candidate", budget: "MemoryBudget") -> str | None:
     gpus = tp * candidate.launch.replicas
     if gpus > budget.gpus:
         return f"needs {gpus} GPUs (TP {tp} x {candidate.launch.replicas} replicas); the host has {budget.gpus}"
-    from . import get_engine
+    from .registry import get_engine
 
     shape = ModelShape.from_file(_shape_source(budget.model or candidate.model.path,
                                                get_engine(candidate.engine).model_format))

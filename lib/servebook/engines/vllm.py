@@ -12,10 +12,11 @@ import json
 import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from . import _gpu, register
+from . import _gpu
 from ._base import ServerCounts
 from .counters import Gauge, counter_delta
 from .flags import Flag, Resolved
+from .registry import register
 
 if TYPE_CHECKING:
     from ..config.candidate import Candidate

@@ -19,7 +19,7 @@ from typing import Literal, Sequence
 
 CONFIDENCE = 0.95
 #: host: within the limit on one machine's runs and beyond it on another's (verdicts.machines); insufficient: the
-#: figure is a percentile read from too few samples in some run (measure.tails), which no verdict rests on
+#: figure is a percentile read from too few samples in some run (measure.figures.tails), which no verdict rests on
 Decision = Literal["pass", "fail", "straddle", "single", "missing", "host", "insufficient"]
 
 

@@ -185,7 +185,8 @@ class RunWriter:
         """Cells written without the latency figures pages show (a synthetic run, an importer's) get them here, once,
         from the run's requests and chunks: a sealed run's requests never change, so no reader computes them again.
         Only the missing columns are added; every other column is written back as it was read."""
-        from ..measure.latency import LATENCY_COLUMNS, missing_figures  # the journal sits above measure
+        from ..measure.figures.latency import LATENCY_COLUMNS
+        from ..measure.figures.latency_tables import missing_figures  # the journal sits above measure
 
         path, requests, chunks = (self.dir / table_file(name) for name in ("cells", "requests", "chunks"))
         if not path.is_file() or not requests.is_file():

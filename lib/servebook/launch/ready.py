@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ..engines import EngineAdapter
 
 #: holds an engine's process tree to CPUs and says how many threads it held
-#: (measure.host.pin_engine: launch is handed it, it does not reach into measure)
+#: (measure.observers.host.pin_engine: launch is handed it, it does not reach into measure)
 Pin = Callable[[int, list[int]], int]
 
 

@@ -1,7 +1,7 @@
 """Several local replicas of one engine, each on its own port, optionally behind a router servebook starts.
 
 The set is measured as one endpoint: requests go to the router, or are spread by servebook over every replica's
-URL (measure.replicas), and every replica's /metrics is scraped. A replica that dies while the others serve (a
+URL (measure.observers.replicas), and every replica's /metrics is scraped. A replica that dies while the others serve (a
 fault plan's kill, or a crash) does not end the run: the set keeps serving on the rest and remembers which replica
 died and when, so the run is sealed degraded with that record. The run fails only when the router or every replica
 is gone. Every process gets its own process group and dies with servebook (launch.process), so none outlives it.

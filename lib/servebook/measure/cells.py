@@ -12,13 +12,13 @@ from typing import Any, TypedDict, cast
 
 from ..config.plan import Plan
 from ..engines import ServerCounts
-from .client import RequestRecord
+from .figures.latency import of_records
+from .figures.reasoning import reasoning_figures
+from .figures.stats import median_of, reuse_summary, se_pct, steady_state, total_reported, ttfts_of, wall_of
 from .kinds import CellSpec, kind_of, plan_cells
-from .latency import of_records
+from .observers.reconcile import Reconciliation
 from .openloop import attainment, percentile
-from .reasoning import reasoning_figures
-from .reconcile import Reconciliation
-from .stats import median_of, reuse_summary, se_pct, steady_state, total_reported, ttfts_of, wall_of
+from .transport.client import RequestRecord
 from .validity import CellEvidence, InvalidReason, cell_faults, join_codes, join_texts
 
 __all__ = ["CellSpec", "CellSummary", "cell_figures", "drafter_figures", "evidence", "objective_figures",
@@ -75,7 +75,7 @@ class CellSummary(TypedDict, total=False):
     #: tokens the target model emitted per forward pass: completion over (completion - accepted); 1 without a
     #: drafter, the drafter's whole possible gain with one (vLLM's "mean acceptance length" over every step)
     tokens_per_step: float | None
-    # output realism of decode cells (measure.realism; docs/metrics.md): what the drafter's gain was earned on
+    # output realism of decode cells (measure.figures.realism; docs/metrics.md): what the drafter's gain was earned on
     ngram_share: float | None
     loop_share: float | None
     forced_tail_share: float | None
@@ -119,7 +119,7 @@ class CellSummary(TypedDict, total=False):
     slo_dropped_requests: int | None
     # host and GPU telemetry, added by the measurement loop (None: not checked)
     foreign_cpu_cores: float | None
-    #: the limit foreign_cpu_cores was held to (measure.host.ForeignLimit: relative to the cores the run left idle)
+    #: the limit foreign_cpu_cores was held to (measure.observers.host.ForeignLimit: relative to the cores the run left idle)
     foreign_cpu_limit: float | None
     #: CPU cores the run's own processes (client, engine, a round's other seats) kept busy during the cell
     own_cpu_cores: float | None
@@ -139,7 +139,7 @@ class CellSummary(TypedDict, total=False):
     tok_s_per_w: float | None
     gpu_throttle: str | None
     gpu_foreign_pids: str | None
-    # several replicas (measure.replicas): JSON lists, one entry per replica, and the balance of their work
+    # several replicas (measure.observers.replicas): JSON lists, one entry per replica, and the balance of their work
     replicas_serving: int | None
     replica_requests: str | None
     replica_lost_requests: str | None
@@ -151,7 +151,7 @@ class CellSummary(TypedDict, total=False):
     cache_kept: float | None
     replica_reconciliation: str | None
     replica_balance: float | None
-    # the peers' latency percentiles (ms) and throughputs (measure.latency.LATENCY_COLUMNS)
+    # the peers' latency percentiles (ms) and throughputs (measure.figures.latency.LATENCY_COLUMNS)
     ttft_mean_ms: float | None
     ttft_p50_ms: float | None
     ttft_p90_ms: float | None
@@ -171,12 +171,12 @@ class CellSummary(TypedDict, total=False):
     request_rps: float | None
     output_tok_s: float | None
     total_tok_s: float | None
-    #: the samples behind each latency's statistics: requests, or chunk gaps for ITL (measure.tails)
+    #: the samples behind each latency's statistics: requests, or chunk gaps for ITL (measure.figures.tails)
     ttft_n: int | None
     tpot_n: int | None
     itl_n: int | None
     e2e_n: int | None
-    # reasoning models (measure.reasoning; docs/reasoning.md): medians over requests, sums of tokens
+    # reasoning models (measure.figures.reasoning; docs/reasoning.md): medians over requests, sums of tokens
     reasoning_ttft_s: float | None
     answer_ttft_s: float | None
     reasoning_tokens: int | None
@@ -186,7 +186,7 @@ class CellSummary(TypedDict, total=False):
     #: "split": every stream's reasoning and answer told apart; "total_only": reconciled on their total; None: no
     #: stream reasoned
     reasoning_split: str | None
-    # inter-token latency of closed-loop decode cells (measure.itl): chunk gaps in seconds, and per token
+    # inter-token latency of closed-loop decode cells (measure.figures.itl): chunk gaps in seconds, and per token
     itl_p50_s: float | None
     itl_p95_s: float | None
     itl_p99_s: float | None
@@ -194,7 +194,7 @@ class CellSummary(TypedDict, total=False):
     itl_tokens_per_chunk: float | None
     itl_token_p50_s: float | None
     itl_token_p99_s: float | None
-    # interference probes beside prefill requests (measure.probes; plan.prefill.probes)
+    # interference probes beside prefill requests (measure.kinds.prefill.probes; plan.prefill.probes)
     probe_requests: int | None
     probe_ttft_p50_s: float | None
     probe_ttft_p95_s: float | None
@@ -204,7 +204,7 @@ class CellSummary(TypedDict, total=False):
     probe_itl_max_s: float | None
     probe_ttft_n: int | None
     probe_itl_n: int | None
-    # the engine's load during the cell (measure.gauges; plan.gauge_interval_ms)
+    # the engine's load during the cell (measure.observers.gauges; plan.gauge_interval_ms)
     kv_usage_peak: float | None
     running_peak: float | None
     waiting_peak: float | None
@@ -268,7 +268,7 @@ def cell_figures(spec: CellSpec, records: list[RequestRecord], slots: int | None
             **{key: value for key, value in own.items() if key not in every},  # the kind's figures no other has
             **_drafted(sum(drafted) if drafted else None, sum(accepted) if accepted else None,
                        sum(r.completion_tokens or 0 for r in ok)),
-            # the peers' percentiles and throughputs (measure.latency); an open-loop cell's are its window's
+            # the peers' percentiles and throughputs (measure.figures.latency); an open-loop cell's are its window's
             **of_records(records, wall), **reasoning_figures(records)}
 
 

@@ -6,9 +6,37 @@ Scored as the share of identical tokens, position by position, and the first pos
 
 from __future__ import annotations
 
-from typing import Iterable
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Iterable
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+    from ..config.plan import EquivalencePlan
 
 SEED = 1234
+
+
+async def greedy_outputs(openai: AsyncOpenAI, model: str, plan: EquivalencePlan, filler: list[int],
+                         extras: dict[str, Any], tokenize: Callable[[str], Awaitable[list[int]]], *,
+                         into: list[dict]) -> None:
+    """Each prompt alone, then all at once, greedy with `extras` (the fixed seed among them), each output added to
+    `into` as it comes (the log, which survives an engine's death); the prompts are the same in every run, cut from
+    `filler`, so runs can be compared with each other (a drafter against the baseline)."""
+    span = max(1, len(filler) - plan.prompt_tokens)
+    prompts = [filler[(i * 331) % span:][:plan.prompt_tokens] for i in range(plan.prompts)]
+
+    async def one(i: int, prompt: list[int], mode: str) -> None:
+        response = await openai.completions.create(model=model, prompt=prompt, max_tokens=plan.output_tokens,
+                                                   temperature=0, extra_body=extras)
+        text = response.choices[0].text or ""
+        into.append({"prompt": i, "mode": mode, "text": text, "tokens": await tokenize(text),
+                     "completion_tokens": response.usage.completion_tokens if response.usage else None})
+
+    for i, prompt in enumerate(prompts):
+        await one(i, prompt, "solo")
+    await asyncio.gather(*(one(i, prompt, "concurrent") for i, prompt in enumerate(prompts)))
 
 
 def identical_share(a: list[int], b: list[int]) -> tuple[float, int | None]:

@@ -9,9 +9,9 @@ from typing import Any, Literal
 from ..config.metrics import measured_by
 from ..engines.counters import Scrape
 from .cells import CellSpec, CellSummary
-from .client import RequestRecord
 from .equivalence import compare_outputs
 from .gates import GateResult, gate_summary
+from .transport.client import RequestRecord
 from .warmup import WarmupTrace
 
 
@@ -37,7 +37,7 @@ class MeasurementLog:
     partial_records: list[RequestRecord] = field(default_factory=list)
     gate_results: list[GateResult] = field(default_factory=list)
     telemetry: list[dict[str, Any]] = field(default_factory=list)
-    #: the engine's load gauges sampled during each cell (measure.gauges): gauges.parquet
+    #: the engine's load gauges sampled during each cell (measure.observers.gauges): gauges.parquet
     gauges: list[dict[str, Any]] = field(default_factory=list)
     #: the equivalence requests' greedy outputs
     outputs: list[dict[str, Any]] = field(default_factory=list)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from contextlib import AsyncExitStack
 from types import TracebackType
+from typing import cast
 
 from ..config.plan import Plan
 from ..engines import EngineFailed
@@ -28,13 +30,19 @@ from .cells import (
     with_engine_split,
     with_validity,
 )
-from .client import RequestRecord, StreamRequest, measuring_clients, stream_request
-from .endpoint import Endpoint
-from .equivalence import SEED, compare_outputs, describe
+from .contract import OnDone, Requests
+from .equivalence import SEED, compare_outputs, describe, greedy_outputs
+from .figures.realism import cell_realism
+from .figures.reasoning import client_split
+from .figures.stats import slice_windows
 from .gates import run_gate, run_needles
-from .gauges import GaugeSampler, gauge_client, gauge_figures
-from .gpu import GpuSampler, NvmlReader, summarize_gpu
-from .host import (
+from .kinds import cell_line, kind_of, kinds, label
+from .kinds.prefill.probes import probe_figures
+from .log import CellOutcome, MeasurementLog
+from .observers.cell import CellObserver, Watched, cell_observers
+from .observers.gauges import GaugeSampler, gauge_client, gauge_figures
+from .observers.gpu import GpuSampler, NvmlReader, summarize_gpu
+from .observers.host import (
     ForeignLimit,
     SeatContention,
     busiest_thread_cpus,
@@ -51,23 +59,24 @@ from .host import (
     telemetry_rows,
     thread_ticks,
 )
-from .kinds import cell_line, kind_of, kinds, label
-from .log import CellOutcome, MeasurementLog
-from .probes import probe_figures
+from .observers.reconcile import ClientCounts, reconcile
+from .observers.replicas import replica_figures, scrape_replicas
 from .prompts import decode_prompt, filler_text
-from .realism import cell_realism
-from .reasoning import client_split
-from .reconcile import ClientCounts, reconcile
-from .replicas import replica_figures, scrape_replicas
 from .roles import MeasuredEngine
-from .scrape import scrape
-from .stats import slice_windows
+from .transport.client import RequestRecord, StreamRequest, measuring_clients, stream_request
+from .transport.endpoint import Endpoint
+from .transport.scrape import scrape
 from .turns import NoTurns, Turns
 from .validity import cell_faults, codes_of, only_disturbed
 from .warmup import Burst, warm_until_steady
-from .workloads import OnDone, Workloads
+from .workloads import Workloads
 
 AliveCheck = Callable[[], None]
+
+
+async def send_cell(workloads: Requests, spec: CellSpec, on_done: OnDone = lambda: None) -> list[RequestRecord]:
+    """A cell's requests, sent as its kind sends them: the loop dispatches, and the kinds never import it."""
+    return await kind_of(spec.kind).send(workloads, spec, on_done)
 
 
 class Measurement:
@@ -149,26 +158,11 @@ class Measurement:
         return burst
 
     async def run_equivalence(self) -> None:
-        """Each prompt alone, then all at once, greedy with a fixed seed; the prompts are the same in every run,
-        so runs can be compared with each other (a drafter against the baseline)."""
         plan = self.plan.equivalence
         assert plan is not None
-        filler = await self.workloads.filler("prose")
-        span = max(1, len(filler) - plan.prompt_tokens)
-        prompts = [filler[(i * 331) % span:][:plan.prompt_tokens] for i in range(plan.prompts)]
         extras = {**self.endpoint.extras(plan.output_tokens), "seed": SEED}
-
-        async def one(i: int, prompt: list[int], mode: str) -> None:
-            response = await self.openai.completions.create(model=self.model_name, prompt=prompt,
-                                                            max_tokens=plan.output_tokens, temperature=0,
-                                                            extra_body=extras)
-            text = response.choices[0].text or ""
-            self.log.outputs.append({"prompt": i, "mode": mode, "text": text, "tokens": await self.tokenize(text),
-                                     "completion_tokens": response.usage.completion_tokens if response.usage else None})
-
-        for i, prompt in enumerate(prompts):
-            await one(i, prompt, "solo")
-        await asyncio.gather(*(one(i, prompt, "concurrent") for i, prompt in enumerate(prompts)))
+        filler = await self.workloads.filler("prose")
+        await greedy_outputs(self.openai, self.model_name, plan, filler, extras, self.tokenize, into=self.log.outputs)
 
     async def run_gates(self) -> None:
         for gate in self.plan.gates:
@@ -183,25 +177,6 @@ class Measurement:
                 continue
             self.log.gate_results.extend(await run_gate(self.openai, self.model_name, gate, self.plan.gate_cases))
 
-    def _log_size(self) -> int:
-        try:
-            return self.endpoint.engine_log.stat().st_size if self.endpoint.engine_log else 0
-        except OSError:
-            return 0
-
-    def _compilations_since(self, offset: int) -> list[str]:
-        """Compile lines the engine logged inside the measured interval (they make a cell invalid)."""
-        pattern, path = self.adapter.compile_pattern, self.endpoint.engine_log
-        if pattern is None or path is None:
-            return []
-        try:
-            with open(path, "rb") as log:
-                log.seek(offset)
-                text = log.read().decode("utf-8", "replace")
-        except OSError:
-            return []
-        return [line.strip() for line in text.splitlines() if pattern.search(line)]
-
     async def _handover(self, slice_index: int) -> None:
         """A sliced cell's pause: the other seats measure on their turns, which takes nothing from this engine's."""
         contention = self._contention
@@ -214,7 +189,17 @@ class Measurement:
                 contention.resume()
 
     async def run_cell(self, spec: CellSpec, on_done: OnDone = lambda: None) -> CellOutcome:
-        log_offset = self._log_size()
+        """One cell measured and recorded, every registered cell observer (measure.observers.cell) started before
+        its first scrape and stopped after its last, however it ends."""
+        observers = [make(Watched(self.endpoint, self.plan)) for make in cell_observers()]
+        async with AsyncExitStack() as stops:
+            for observer in observers:
+                await observer.start()
+                stops.push_async_callback(observer.stop)
+            return await self._run_cell(spec, on_done, observers, stops)
+
+    async def _run_cell(self, spec: CellSpec, on_done: OnDone, observers: list[CellObserver],
+                        stops: AsyncExitStack) -> CellOutcome:
         pid = self.endpoint.engine_pid
         before = await self._scrape()
         probe_ms, engine_probe_ms = cpu_probe_ms(), engine_cpu_probe_ms(pid)
@@ -230,7 +215,7 @@ class Measurement:
         with GpuSampler(self.gpus) as gpu:
             async with self._gauge_sampler() as gauges:
                 try:
-                    records = await self.workloads.run(spec, on_done)
+                    records = await send_cell(self.workloads, spec, on_done)
                 finally:
                     contention.pause()
                     self._contention = None
@@ -243,9 +228,11 @@ class Measurement:
                 raise
         cpu_after = cpu_sample(pid, also_own=seated)
         after = await self._scrape()
+        await stops.aclose()
+        observed = {key: value for observer in observers for key, value in observer.evidence().items()}
         used = own_cores(cpu_before, cpu_after) if pid else None
         limit = ForeignLimit.of(self.plan.max_foreign_cpu_cores, used, host_cpus())
-        summary = self._summarize(spec, records, before, after, log_offset,
+        summary = self._summarize(spec, records, before, after, observed,
                                   foreign_cores(cpu_before, cpu_after) if pid else None, gpu.samples,
                                   contending=contention.cores(), limit=limit)
         summary["own_cpu_cores"] = used
@@ -263,12 +250,20 @@ class Measurement:
         summary["seated_cpu_cores"] = seated_cores(cpu_before, cpu_after)
         summary["engine_cpus"] = busiest_thread_cpus(pid, since=threads_before)
         summary.update(gauge_figures(gauges, before, after))
+        self._keep_observed(spec, summary, observers)
         outcome = CellOutcome(spec, records, before, after, summary)
         self.log.outcomes.append(outcome)
         self.log.telemetry.extend(telemetry_rows(spec.cell_id, cpu_before, cpu_after))
         self.log.telemetry.extend(sample.row(spec.cell_id) for sample in gpu.samples)
         self.log.gauges.extend(gauges.rows(spec.cell_id))
         return outcome
+
+    def _keep_observed(self, spec: CellSpec, summary: CellSummary, observers: list[CellObserver]) -> None:
+        """Each cell observer's columns in the cell's row, in its order (None where it saw nothing), and its raw rows."""
+        for observer in observers:
+            figures = observer.figures()
+            summary.update({column: figures.get(column) for column in observer.columns})  # type: ignore[typeddict-item]
+            self.log.telemetry.extend(observer.rows(spec.cell_id))
 
     def _gauge_sampler(self) -> GaugeSampler:
         """The engine's load gauges, read while the cell runs (plan.gauge_interval_ms; 0: not read)."""
@@ -281,7 +276,7 @@ class Measurement:
             return await scrape_replicas(self.http, self.endpoint.replica_urls)
         return await scrape(self.http, self.endpoint.base_url)
 
-    def _summarize(self, spec: CellSpec, records: list[RequestRecord], before, after, log_offset: int,
+    def _summarize(self, spec: CellSpec, records: list[RequestRecord], before, after, observed: dict,
                    foreign: float | None, gpu_samples: list, contending: float | None = None,
                    limit: ForeignLimit | None = None) -> CellSummary:
         ok = [r for r in records if r.ok]
@@ -309,7 +304,7 @@ class Measurement:
         gpu = summarize_gpu(gpu_samples, own, figures["completion_tokens"], figures["wall_s"],
                             windows=slice_windows(counted) if spec.slices > 1 else None)
         faults = cell_faults(evidence(
-            spec, records, reconciliation, compilations=self._compilations_since(log_offset),
+            spec, records, reconciliation, **observed,  # what the cell observers saw (compile lines)
             # Not checked (None) where servebook does not know the engine's processes (attach, compose).
             foreign_cpu_cores=foreign, foreign_cpu_limit=limit.cores, foreign_limit_basis=limit.basis,
             contending_cpu_cores=contending, gpu_foreign_pids=gpu["gpu_foreign_pids"] if pid else None,
@@ -356,7 +351,8 @@ async def _measure_steps(endpoint: Endpoint, plan: Plan, log: MeasurementLog, ta
                 reporter.log(f"  {label(spec)}: {cell_line(spec, outcome.summary)}")
         for kind in kinds():
             if kind.derives(plan):
-                await kind.derive(m, plan, log, reporter, on_cell, turns)
+                rows = await kind.derive(m, plan, reporter, on_cell, turns)
+                log.derived.extend(cast("list[CellSummary]", rows))
         if plan.equivalence:
             with reporter.task("output equivalence: greedy, alone and batched"):
                 async with turns.step():

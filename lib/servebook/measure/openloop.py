@@ -15,7 +15,7 @@ from typing import Any
 from ..config.load import Lengths, LoadPlan, ServiceObjectives
 from ..config.plan import Plan
 from ..config.traces import read_rows
-from .client import RequestRecord
+from .transport.client import RequestRecord
 
 
 @dataclass(frozen=True)

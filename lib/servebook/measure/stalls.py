@@ -29,11 +29,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .itl import chunk_gaps
-from .latency import quantile
+from .figures.itl import chunk_gaps
+from .figures.latency import quantile
 
 if TYPE_CHECKING:
-    from .records import RequestRecord
+    from .transport.records import RequestRecord
 
 #: nothing at all for this long while a request is mid-stream is a stall, however slow the cell is otherwise ...
 STALL_FLOOR_S = 3.0

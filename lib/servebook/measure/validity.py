@@ -13,9 +13,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from .client import RequestRecord
-from .reconcile import Reconciliation, server_cached_tokens
+from .observers.reconcile import Reconciliation, server_cached_tokens
 from .stalls import longest_stall, stall_limit
+from .transport.client import RequestRecord
 
 InvalidCode = Literal[
     "requests_failed",      # some requests of the cell errored
@@ -128,9 +128,9 @@ class CellChecks:
     cold_exact_prompts: bool = False
     #: with an exact prompt length, the prompts share no prefix: a cache hit means they did
     unshared_prompts: bool = False
-    #: agent turns (measure.sessions): a turn that overflowed the context is counted apart from failures and lengths,
-    #: a turn that asked for a tool call has its length capped, not forced, and more than TURN_FAULT_SHARE of turns
-    #: overflowing, or of asked calls not parsing, make the cell invalid
+    #: agent turns (measure.kinds.agents.sessions): a turn that overflowed the context is counted apart from
+    #: failures and lengths, a turn that asked for a tool call has its length capped, not forced, and more than
+    #: TURN_FAULT_SHARE of turns overflowing, or of asked calls not parsing, make the cell invalid
     session_turns: bool = False
 
 
@@ -148,7 +148,7 @@ class CellEvidence:
     #: CPU cores other processes used during the cell (None: not checked, e.g. attached engines)
     foreign_cpu_cores: float | None = None
     foreign_cpu_limit: float = 0.5
-    #: why the limit is what it is (measure.host.ForeignLimit), for the reason's text
+    #: why the limit is what it is (measure.observers.host.ForeignLimit), for the reason's text
     foreign_limit_basis: str = "the default"
     #: CPU cores a resident round's other engines used on the CPUs this engine is held to, while it measured (None:
     #: no other seats); held to the foreign limit
@@ -160,7 +160,7 @@ class CellEvidence:
     max_lag_ms: float | None = None
     #: the checks the cell's kind asks for
     checks: CellChecks = CellChecks()
-    #: agent turns: the engine's context per request, when known (measure.sessions decides overflows with it)
+    #: agent turns: the engine's context per request, when known (measure.kinds.agents.sessions decides overflows with it)
     context_tokens: int | None = None
 
 

@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from .client import RequestRecord
+from .transport.client import RequestRecord
 
 Burst = Callable[[int], Awaitable[list[RequestRecord]]]
 

@@ -15,13 +15,13 @@ from openai import AsyncOpenAI
 
 from ..config.plan import Plan
 from ..util.errors import InputError
-from .client import RequestRecord, StreamRequest
-from .direct import Streams, stream_direct
-from .endpoint import Endpoint
-from .kinds import CellSpec, OnDone, kind_of
+from .contract import CellSpec, OnDone
 from .prompts import corpus, exact_length_prompt, filler_text
-from .senders import Senders
-from .sse import SseClient
+from .transport.client import RequestRecord, StreamRequest
+from .transport.direct import Streams, stream_direct
+from .transport.endpoint import Endpoint
+from .transport.senders import Senders
+from .transport.sse import SseClient
 
 __all__ = ["OnDone", "Workloads"]
 
@@ -52,25 +52,23 @@ class Workloads:
 
     @property
     def streams(self) -> Streams:
-        """The agents cell's streams, sent without the SDK or httpx (measure.direct); made on first use, so a
+        """The agents cell's streams, sent without the SDK or httpx (measure.transport.direct); made on first use, so a
         plan without that cell needs no endpoint for them."""
         if self._streams is None:
             self._streams = SseClient(self.plan.request_timeout_s, self.endpoint.route)
         return self._streams
 
     async def stream(self, record: RequestRecord, request: StreamRequest) -> RequestRecord:
-        """One measured stream, without the SDK or httpx (measure.direct), as the agents cell's: through them an 8K-token
-        prompt's first token came 1.8 ms later on a quiet 2-core host than through asyncio's transports (2.4 ms against
-        0.5-0.6 ms from a server that answers at once, benchmarks/ttft_floor.py): time that counted as the engine's."""
+        """One measured stream, without the SDK or httpx (measure.transport.direct), as the agents cell's: through
+        them an 8K-token prompt's first token came 1.8 ms later on a quiet 2-core host than through asyncio's
+        transports (2.4 ms against 0.5-0.6 ms from a server that answers at once, benchmarks/ttft_floor.py): time
+        that counted as the engine's."""
         if request.keep_text:
             self.sent[record.request_id] = request
         return await stream_direct(self.streams, self.endpoint.base_url, self.endpoint.auth, record, request)
 
     def close(self) -> None:
         self.senders.close()
-
-    async def run(self, spec: CellSpec, on_done: OnDone) -> list[RequestRecord]:
-        return await kind_of(spec.kind).send(self, spec, on_done)
 
     async def tokenize(self, text: str) -> list[int]:
         adapter = self.endpoint.adapter

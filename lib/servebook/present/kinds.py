@@ -126,7 +126,8 @@ def defined(name: str) -> str:
     return f"{entry.title}: {entry.definition}"
 
 
-#: the cells.parquet column that says a cell's streams reasoned (measure/reasoning.py): its figures show where it is set
+#: the cells.parquet column that says a cell's streams reasoned (measure/figures/reasoning.py): its figures
+#: show where it is set
 REASONED = "reasoning_split"
 REASONING_DEFINITIONS = (
     (REASONED, "Reasoning models: a chat stream's thinking arrives in reasoning_content or reasoning deltas, its answer "
@@ -151,7 +152,7 @@ DRAFT_DEFINITION = ("draft_tokens", "Drafted tokens: the tokens the engine's dra
                     "emitted (1 without a drafter). A drafter that proposed nothing (an n-gram drafter on text that "
                     "never repeats its prompt) costs its overhead and gains nothing. Acceptance 'synthetic': "
                     "llama.cpp was told how often to accept (drafter.synthetic_*), so the rate is set, not earned.")
-#: what the output of a decode cell was like (measure.realism): shown where it was measured
+#: what the output of a decode cell was like (measure.figures.realism): shown where it was measured
 REALISM_COLUMNS = tuple(shown(name, shown_with="ngram_share")
                         for name in ("ngram_share", "loop_share", "forced_tail_share"))
 REALISM_DEFINITION = (

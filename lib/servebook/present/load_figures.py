@@ -1,5 +1,6 @@
-"""Figures of latency under load: the chunk gaps of the interference probes beside each prefill (measure.probes),
-and the engine's own gauges (measure.gauges) on the run's time axis, each cell a band of it.
+"""Figures of latency under load: the chunk gaps of the interference probes beside each prefill
+(measure.kinds.prefill.probes), and the engine's own gauges (measure.observers.gauges) on the run's time axis, each
+cell a band of it.
 
 As in figures.py, each figure is a plain dict (`*_spec`) the site embeds, from data a run yields once (`*_data`),
 which the site's summary caches as JSON.

@@ -46,7 +46,7 @@ def _ms(value: Any) -> str:
 def latency_table(cells, label: str | None = None) -> Table | None:
     """Per measured cell, a row per latency (TTFT, TPOT, ITL, end to end): the samples behind it, mean, p50, p90 and
     p99 in ms, as `vllm bench serve` prints them; a percentile from too few samples reads 'insufficient (n=40)'
-    beside its figure (measure.tails)."""
+    beside its figure (measure.figures.tails)."""
     rows = [c for c in records(cells) if not traits_of(c.get("kind")).derived
             and any(number(c.get(f"{n}_p50_ms")) is not None for n in ("ttft", "e2e"))]
     if not rows:
@@ -112,9 +112,10 @@ def load_table(cells, label: str | None = None) -> Table | None:
 
 
 def _held(cell: dict) -> str:
-    """Whether the objectives held, said only of a cell that counted (measure.capacity.probe_counted): a probe thrown
-    out held nothing; one whose stalled reads were dropped says how many."""
-    from ..measure.capacity import probe_counted
+    """Whether the objectives held, said only of a cell that counted
+    (measure.kinds.capacity.search.probe_counted): a probe thrown out held nothing; one whose stalled reads were
+    dropped says how many."""
+    from ..measure.kinds.capacity.search import probe_counted
 
     met = cell.get("slo_met")
     if met is None or met != met:
@@ -128,7 +129,7 @@ def _held(cell: dict) -> str:
 
 def capacity_text(cell: dict) -> str:
     """'holds 11.8 requests/s [11.1, 12.4] at TTFT <= 2 s for 90% of requests (9 probes)'."""
-    from ..measure.capacity import describe_capacity
+    from ..measure.kinds.capacity.search import describe_capacity
 
     return describe_capacity(cell, objectives_text(cell))
 

@@ -1,5 +1,6 @@
-"""The replicas of one candidate, side by side per cell (measure.replicas): each one's share of the requests and the
-tokens, its own prefix hit rate, the balance of their work and how much of the ideal prefix cache the routing kept."""
+"""The replicas of one candidate, side by side per cell (measure.observers.replicas): each one's share of the
+requests and the tokens, its own prefix hit rate, the balance of their work and how much of the ideal prefix cache
+the routing kept."""
 
 from __future__ import annotations
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..journal.store import RunRecord
+from ..measure.figures.tails import CONFIDENCE, insufficient_tail
 from ..measure.kinds import traits_of
-from ..measure.tails import CONFIDENCE, insufficient_tail
 from ..util.render import Block, Renderable, Style, Table, Text
 from .load_tables import _ms
 from .tables import fmt, number

@@ -7,7 +7,7 @@ from typing import Any
 import pandas as pd
 
 from ..config.claims import Verification
-from ..measure.tails import Tail, insufficient_tail, percentile_of
+from ..measure.figures.tails import Tail, insufficient_tail, percentile_of
 from ..util.frames import frame_records
 from ..util.render import Style, Table
 from .claims import claim_text
@@ -101,7 +101,7 @@ def section_definitions(section: Section, cells, kind: str) -> list[str]:
 
 def tail_marked(text: str, cell: dict, column: str) -> str:
     """A figure as shown, with 'insufficient (n=40)' beside it where it is a percentile read from fewer samples than
-    its confidence needs (measure.tails: 662 for a p99 at 99%)."""
+    its confidence needs (measure.figures.tails: 662 for a p99 at 99%)."""
     tail = insufficient_tail(cell, column)
     return text if tail is None or text == "-" else f"{text} {tail.words()}"
 

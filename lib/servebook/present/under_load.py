@@ -1,6 +1,6 @@
-"""Tables of latency under load as users feel it: each decode cell's inter-token latency (measure.itl), the
-interference probes beside each prefill (measure.probes) and the engine's own load during every cell
-(measure.gauges). Each table takes the cells that carry its figures, whatever their kind."""
+"""Tables of latency under load as users feel it: each decode cell's inter-token latency (measure.figures.itl), the
+interference probes beside each prefill (measure.kinds.prefill.probes) and the engine's own load during every cell
+(measure.observers.gauges). Each table takes the cells that carry its figures, whatever their kind."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def _ms(value) -> str:
 
 
 def _tail(cell: dict, column: str) -> str:
-    """A percentile in ms, 'insufficient (n=...)' beside it where it rests on too few samples (measure.tails)."""
+    """A percentile in ms, 'insufficient (n=...)' beside it where it rests on too few samples (measure.figures.tails)."""
     return tail_marked(_ms(cell.get(column)), cell, column)
 
 

@@ -33,7 +33,7 @@ class RunReport(Renderable):
         # a degraded run keeps every cell it measured (one of its replicas died while the others served)
         if self.run.status not in ("completed", "incomplete", "interrupted", "degraded"):
             return []
-        from ..measure.latency import with_latency
+        from ..measure.figures.latency_tables import with_latency
         from .frontier import frontier_context
 
         cells = self.run.table("cells")

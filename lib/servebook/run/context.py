@@ -26,10 +26,10 @@ from ..launch.process import Engine
 from ..launch.ready import Ready, bring_up
 from ..launch.target import Target, api_key_of, target_for
 from ..launch.verify import check_tokenizer
-from ..measure.drafter_watch import drafter_watch, inactive_drafter
-from ..measure.host import pin_engine
 from ..measure.log import MeasurementLog
 from ..measure.loop import measure_plan
+from ..measure.observers.drafter_watch import drafter_watch, inactive_drafter
+from ..measure.observers.host import pin_engine
 from ..measure.openloop import plan_of_round
 from ..measure.turns import NoTurns, Turns, turns_for
 from ..util.aio import run_blocking

@@ -11,7 +11,7 @@ from ..config.candidate import Candidate
 from ..engines import EngineAdapter
 from ..launch.identity import EngineIdentity
 from ..launch.target import Target
-from ..measure.endpoint import Endpoint
+from ..measure.transport.endpoint import Endpoint
 
 
 def slots(candidate: Candidate, settings: dict[str, Any]) -> int | None:

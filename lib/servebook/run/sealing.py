@@ -18,7 +18,7 @@ from ..launch.ready import Ready
 from ..launch.replicas import replica_record
 from ..launch.target import Target
 from ..measure.log import MeasurementLog
-from ..measure.replicas import describe_losses
+from ..measure.observers.replicas import describe_losses
 from ..util.errors import DiskFull, EngineFailed, RunInterrupted
 from ..util.progress import Reporter
 

@@ -12,7 +12,7 @@ import pandas as pd
 from ..config.metrics import LOWER_IS_BETTER, METRIC_WORDS, METRICS
 from ..config.rules import ComparisonRule
 from ..estimates import ALPHA, Block, Contrast, Decision, Spread, fit_contrasts, holm
-from ..measure.tails import Tail, insufficient_tail
+from ..measure.figures.tails import Tail, insufficient_tail
 from ..util.frames import frame_records
 from .machines import MachineChange, cpu_probes, host_dependent, machine_changes
 
@@ -64,7 +64,7 @@ class Comparison:
     #: the change on each machine alone, where the runs come from two or more (verdicts.machines)
     machines: list[MachineChange] = field(default_factory=list)
     #: decision `insufficient`: the fewest samples behind the percentile in a run of either side, the samples its
-    #: confidence needs, and the quantile (measure.tails)
+    #: confidence needs, and the quantile (measure.figures.tails)
     tail_samples: int | None = None
     tail_needed: int | None = None
     tail_p: float | None = None

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pandas as pd
 
 from ..journal import RunRecord
-from ..measure.latency import COUNT_COLUMNS, with_latency
+from ..measure.figures.latency import COUNT_COLUMNS
+from ..measure.figures.latency_tables import with_latency
 from ..measure.validity import codes_of, only_disturbed
 
 

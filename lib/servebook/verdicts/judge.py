@@ -277,7 +277,7 @@ def _scale(entry: StudyEntry, entries: list[StudyEntry], rules: VerdictRules) ->
 
 def _cells(records: list[RunRecord]) -> list[pd.DataFrame | None]:
     """Each run's cells with the samples behind every percentile (runs sealed before they were counted get them from
-    their requests, measure.tails): no verdict rests on a tail too thin to say it, no side effect is left unmarked."""
+    their requests, measure.figures.tails): no verdict rests on a tail too thin to say it, no side effect unmarked."""
     return run_cells(records, counted=True)
 
 

@@ -17,8 +17,8 @@ from ..config.rules import VerdictRules
 from ..config.study import Study
 from ..estimates import Allocation, Block, Estimate, allocate, detectable_change, runs_needed_for
 from ..journal import Journal
+from ..measure.figures.stats import conversations_se_pct, se_pct
 from ..measure.kinds import kind_of
-from ..measure.stats import conversations_se_pct, se_pct
 from ..util.frames import frame_records
 from .comparisons import blocked_figures
 from .evidence import valid_cells
@@ -170,7 +170,8 @@ def _decode_rates(rows: pd.DataFrame) -> pd.Series:
 
 
 def _reasoning_per_request(rows: pd.DataFrame, metric: str) -> pd.Series:
-    """A reasoning figure per request (measure.client.RequestRecord); empty for requests recorded before its columns."""
+    """A reasoning figure per request (measure.transport.client.RequestRecord); empty for requests recorded before
+    its columns."""
     needed = {"answer_ttft_s": ("t_first_answer",), "reasoning_tok_s": ("reasoning_tokens", "t_first_reasoning"),
               "answer_tok_s": ("reasoning_tokens", "t_first_answer")}[metric]
     if not set(needed) <= set(rows.columns):

@@ -1,5 +1,5 @@
 """A candidate's output as its verdict reads it: what a drafter's gain was earned on (its acceptance, and the output
-realism of the cells it gained in: measure.realism), and whether its greedy output equals the baseline's.
+realism of the cells it gained in: measure.figures.realism), and whether its greedy output equals the baseline's.
 
 A gain measured on output that loops, or that lies mostly past the model's own end, is a fact of the benchmark more
 than of the drafter: the verdict carries it as a caveat with a code, and the answer does not recommend a candidate
@@ -16,7 +16,7 @@ import pandas as pd
 from ..config.metrics import METRIC_WORDS
 from ..measure.equivalence import compare_outputs
 from ..measure.equivalence import describe as describe_equivalence
-from ..measure.realism import echo_share, realism_codes
+from ..measure.figures.realism import echo_share, realism_codes
 from ..util.frames import frame_records
 from .comparisons import Comparison
 

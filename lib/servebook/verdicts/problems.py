@@ -8,7 +8,7 @@ import pandas as pd
 from ..config.metrics import measured_by
 from ..config.rules import VerdictRules
 from ..journal.manifest import Manifest
-from ..measure.capacity import figure as capacity_figure
+from ..measure.kinds.capacity.search import figure as capacity_figure
 from ..util.frames import frame_records
 
 

@@ -36,7 +36,7 @@ def comparison_from(data: dict) -> Comparison:
     return Comparison(**{k: v for k, v in data.items() if k in _FIELDS})
 
 
-#: what each realism code (measure/realism.py) says of a cell's output, in the words a verdict's reader gets
+#: what each realism code (measure/figures/realism.py) says of a cell's output, in the words a verdict's reader gets
 OUTPUT_WORDS = {"output_loops": "the output loops", "prompt_echo": "the output repeats the prompt",
                 "forced_tail": "most of the output was forced past the model's end"}
 

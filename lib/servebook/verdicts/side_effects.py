@@ -6,7 +6,7 @@ study's model of the cell, the other candidates' runs pooling the noise, rounds 
 when its interval (one-sided bounds at the verdict's alpha each) excludes no change. Where the model gives no
 interval (no variance: one run per side and no peers), it is listed only when every run's figure of the candidate
 lies beyond every run's figure of the baseline, and says so. A percentile read from too few samples in a run of
-either side (measure.tails) is listed marked insufficient, never as a plain finding. docs/metrics.md states the rule.
+either side (measure.figures.tails) is listed marked insufficient, never as a plain finding. docs/metrics.md states the rule.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from ..config.figures import FIGURES, Figure
 from ..config.metrics import measured_by
 from ..config.rules import VerdictRules
 from ..estimates import ALPHA, Block, fit_contrasts
+from ..measure.figures.tails import Tail, insufficient_tail
 from ..measure.kinds import traits_of
-from ..measure.tails import Tail, insufficient_tail
 from ..util.frames import frame_records
 from .comparisons import run_block, select_cells
 

@@ -25,7 +25,7 @@ class Verdict:
     #: what decided it, for the reader: the test, its level and where the variance came from (None: no interval)
     method: str | None = None
     #: inconclusive only because a cell passes on one machine and fails on another (verdicts.machines), or because a
-    #: judged percentile rests on too few samples (measure.tails): more runs on these machines will not decide it
+    #: judged percentile rests on too few samples (measure.figures.tails): more runs on these machines will not decide it
     host_dependent: bool = False
     #: gains that may not hold on real output (verdicts.realism): each with its code and the cell's realism
     caveats: list[Caveat] = field(default_factory=list)

@@ -14,12 +14,12 @@ import pyarrow.parquet as pq
 from servebook.config.columns import CATALOGUE, COLUMNS, OBSERVERS, column
 from servebook.config.figures import FIGURES
 from servebook.config.metrics import METRICS
-from servebook.measure.capacity import capacity_of
 from servebook.measure.cells import CellSummary, summarize_cell
 from servebook.measure.kinds import CellSpec, kinds
-from servebook.measure.reconcile import Reconciliation
-from servebook.measure.replay import replay_figures
-from servebook.measure.session_figures import agents_figures
+from servebook.measure.kinds.agents.session_figures import agents_figures
+from servebook.measure.kinds.capacity.search import capacity_of
+from servebook.measure.kinds.replay.blocks import replay_figures
+from servebook.measure.observers.reconcile import Reconciliation
 from servebook.present.kinds import PRESENT
 from tests.helpers.records import request_record
 

@@ -11,7 +11,7 @@ from servebook.engines import get_engine
 from servebook.engines.http_client import TRANSPORT_ERRORS, EngineClient, engine_error
 from servebook.launch.process import EngineProcess
 from servebook.launch.verify import has_tokenizer, read_server_info, verify_attached
-from servebook.measure.client import RequestRecord, StreamRequest, _record_chunk
+from servebook.measure.transport.client import RequestRecord, StreamRequest, _record_chunk
 from servebook.present.claims import claim_text
 from servebook.util.errors import EngineFailed
 

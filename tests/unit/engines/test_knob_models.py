@@ -118,7 +118,7 @@ class ThreadedAdapter(LlamaCppAdapter):
 @pytest.fixture
 def threaded(monkeypatch):
     adapter = ThreadedAdapter()
-    monkeypatch.setitem(engines._REGISTRY, adapter.kind, adapter)
+    monkeypatch.setitem(engines.registry._REGISTRY, adapter.kind, adapter)
     monkeypatch.setitem(knobs_module.KNOB_MODELS, adapter.kind, ThreadedKnobs)
     monkeypatch.setitem(candidate_module.ENGINE_CHECKS, adapter.kind, adapter.check)
     return adapter

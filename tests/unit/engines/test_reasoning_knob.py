@@ -8,7 +8,7 @@ from pydantic import ValidationError
 from servebook.config.candidate import Candidate
 from servebook.engines import get_engine
 from servebook.engines.flags import on_command_line
-from servebook.measure.endpoint import Endpoint
+from servebook.measure.transport.endpoint import Endpoint
 
 
 def candidate(engine="vllm", **fields):

@@ -15,7 +15,7 @@ from servebook.engines.contracts import recorded_contracts
 from servebook.engines.counters import Scrape
 from servebook.engines.random_models import model_file_name
 from servebook.launch.verify import SelfReport, verify_claims
-from servebook.measure.reconcile import ClientCounts, reconcile
+from servebook.measure.observers.reconcile import ClientCounts, reconcile
 from servebook.util.paths import repo_data_dir
 from tests.helpers.recorded_logs import failure_from_log
 from tests.helpers.scrapes import recorded_scrapes

@@ -4,7 +4,7 @@ the study model's feasible weighted least squares ran to convergence and took ea
 of the block effects fitted from its runs (2026-12-05: intervals changed, no outcome did); and again when (issue 55)
 the JSON gained the tally (`counts`) and each candidate's `label` (the baseline's "baseline"), each side's figure
 (`value`, `baseline`, a machine's baseline) became the geometric mean the tables show, and kinds-sim's TTFT p50 and
-p90 rules, read from 1-2 requests per cell, became `insufficient` (measure.tails), which leaves them out of Holm's
+p90 rules, read from 1-2 requests per cell, became `insufficient` (measure.figures.tails), which leaves them out of Holm's
 family (13 cells to 9, so the other cells' levels and bounds moved); no outcome changed; and again when (issue 55)
 each candidate gained its `side_effects` (verdicts.side_effects), added to the recorded files with every other
 field as it was; and again when (issue 55, words once) a cell's words left Holm's rule to the verdict's method

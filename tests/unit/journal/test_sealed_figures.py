@@ -7,7 +7,8 @@ import pyarrow.parquet as pq
 
 from servebook.journal import Journal
 from servebook.journal.manifest import Manifest
-from servebook.measure.latency import LATENCY_COLUMNS, with_latency
+from servebook.measure.figures.latency import LATENCY_COLUMNS
+from servebook.measure.figures.latency_tables import with_latency
 
 CELLS = [{"cell_id": "decode-prose-c1", "kind": "decode", "wall_s": 2.0, "valid": True, "decode_extra": 3,
           "note": "first"},

@@ -5,13 +5,21 @@ import pytest
 
 from servebook.config import Plan
 from servebook.config.agents import AgentsPlan
-from servebook.measure.agenda import CALLED_TOOLS, TASK_TOOL, TextCutter, agenda, served_prefixes, tools, turn_count
 from servebook.measure.cells import summarize_cell
-from servebook.measure.client import RequestRecord
 from servebook.measure.kinds import plan_cells
-from servebook.measure.reconcile import Check, Reconciliation
-from servebook.measure.session_figures import agents_figures, hit_rates, session_row
-from servebook.measure.sessions import Reply, ideal_after, overflowed
+from servebook.measure.kinds.agents.agenda import (
+    CALLED_TOOLS,
+    TASK_TOOL,
+    TextCutter,
+    agenda,
+    served_prefixes,
+    tools,
+    turn_count,
+)
+from servebook.measure.kinds.agents.session_figures import agents_figures, hit_rates, session_row
+from servebook.measure.kinds.agents.sessions import Reply, ideal_after, overflowed
+from servebook.measure.observers.reconcile import Check, Reconciliation
+from servebook.measure.transport.client import RequestRecord
 
 BRANCHY = AgentsPlan.model_validate({"sessions": 12, "subagents": {"probability": 0.3, "turns": 2}})
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from servebook.config.load import CapacitySearch
-from servebook.measure.capacity import Probe, capacity_of, capacity_row, describe_capacity, search
+from servebook.measure.kinds.capacity.search import Probe, capacity_of, capacity_row, describe_capacity, search
 
 
 def engine(capacity: float, rng: np.random.Generator, requests: int = 200, width: float = 0.03):

@@ -8,7 +8,7 @@ import pandas as pd
 
 from servebook.config import VerdictRules
 from servebook.journal import Manifest
-from servebook.measure.capacity import describe_capacity
+from servebook.measure.kinds.capacity.search import describe_capacity
 from servebook.verdicts import judge_runs
 
 RULES = VerdictRules(rules=[{"metric": "capacity_rps", "max_regression_pct": 10}])

@@ -2,7 +2,7 @@ import pytest
 
 from servebook.config import Plan
 from servebook.measure.cells import CellSpec, plan_cells, summarize_cell
-from servebook.measure.reconcile import Check, Reconciliation
+from servebook.measure.observers.reconcile import Check, Reconciliation
 from tests.helpers.records import request_record
 
 OK = Reconciliation("ok", [Check("generated tokens", 10, 10)])

@@ -1,6 +1,6 @@
 from servebook.engines import get_engine
 from servebook.engines.counters import parse_metrics
-from servebook.measure.reconcile import ClientCounts, reconcile
+from servebook.measure.observers.reconcile import ClientCounts, reconcile
 
 # A /metrics body as llama-server (0c1e570) prints it.
 LLAMACPP_BEFORE = """\
@@ -103,7 +103,7 @@ def test_a_missing_counter_or_usage_field_is_not_available_never_ok():
 def test_usage_without_cached_tokens_is_recorded_as_unknown_not_zero():
     from types import SimpleNamespace
 
-    from servebook.measure.client import RequestRecord, _usage_fields
+    from servebook.measure.transport.client import RequestRecord, _usage_fields
 
     record = RequestRecord("r", "cell", 1, "prose", 8, t_send=0.0)
     _usage_fields(record, SimpleNamespace(prompt_tokens=10, completion_tokens=8, prompt_tokens_details=None))
@@ -117,7 +117,7 @@ def _finished_stream(absent_cached_is_zero: bool, details):
     import asyncio
     from types import SimpleNamespace
 
-    from servebook.measure.client import RequestRecord, StreamRequest, _streamed
+    from servebook.measure.transport.client import RequestRecord, StreamRequest, _streamed
 
     async def chunks():
         yield SimpleNamespace(usage=None, model_extra={},
@@ -148,7 +148,7 @@ def test_a_stream_that_ended_without_usage_is_not_zero_cached_either():
     import asyncio
     from types import SimpleNamespace
 
-    from servebook.measure.client import RequestRecord, StreamRequest, _streamed
+    from servebook.measure.transport.client import RequestRecord, StreamRequest, _streamed
 
     async def chunks():
         yield SimpleNamespace(usage=None, model_extra={},

@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from servebook.measure.drafter_watch import drafter_watch
 from servebook.measure.log import CellOutcome, MeasurementLog
+from servebook.measure.observers.drafter_watch import drafter_watch
 from servebook.util.errors import EngineFailed
 
 

@@ -11,9 +11,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from servebook.config import Plan
 from servebook.measure.cells import objective_figures, summarize_cell
-from servebook.measure.client import RequestRecord
 from servebook.measure.kinds import CellSpec, KindBase, cell_line, kind_of, label, plan_cells, register, unregister
-from servebook.measure.reconcile import Check, Reconciliation
+from servebook.measure.loop import send_cell
+from servebook.measure.observers.reconcile import Check, Reconciliation
+from servebook.measure.transport.client import RequestRecord
 from servebook.measure.workloads import Workloads
 from servebook.present.figures import figure_specs
 from servebook.present.kinds import (
@@ -103,7 +104,7 @@ def test_a_kind_is_its_plan_section_its_module_and_its_present_entry(echo_kind):
 
     done: list[int] = []
     workloads = Workloads(None, plan, "test", None, None, "model")  # the kind sends without the network
-    records: list[RequestRecord] = asyncio.run(workloads.run(spec, lambda: done.append(1)))
+    records: list[RequestRecord] = asyncio.run(send_cell(workloads, spec, lambda: done.append(1)))
     assert len(records) == len(done) == 3
 
     reconciled = Reconciliation("ok", [Check("generated tokens", 12, 12)])

@@ -1,4 +1,4 @@
-"""The gauge sampler (measure.gauges): each poll one sample of the engine's gauges, over replicas as over labels;
+"""The gauge sampler (measure.observers.gauges): each poll one sample of the engine's gauges, over replicas as over labels;
 failed polls counted, not fatal; a long cell's samples thinned, never unbounded; the cell row's summary."""
 
 import asyncio
@@ -8,7 +8,7 @@ import pytest
 
 from servebook.engines import get_engine
 from servebook.engines.counters import parse_metrics
-from servebook.measure.gauges import GAUGE_COLUMNS, GaugeSampler, gauge_figures
+from servebook.measure.observers.gauges import GAUGE_COLUMNS, GaugeSampler, gauge_figures
 
 VLLM_PAGE = """\
 # TYPE vllm:kv_cache_usage_perc gauge

@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
-from servebook.measure.gpu import GpuSampler, NvmlReader, summarize_gpu
+from servebook.measure.observers.gpu import GpuSampler, NvmlReader, summarize_gpu
 
 RECORDED = json.loads((Path(__file__).parents[2] / "fixtures" / "nvml_h200_samples.json").read_text())
 

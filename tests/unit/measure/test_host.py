@@ -2,7 +2,7 @@
 
 import os
 
-from servebook.measure.host import CpuSample, cpu_sample, foreign_cores
+from servebook.measure.observers.host import CpuSample, cpu_sample, foreign_cores
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -35,7 +35,7 @@ def test_no_proc_stat_means_not_checked(tmp_path):
 
 
 def test_the_hypervisors_steal_is_read_apart_as_a_covariate(tmp_path):
-    from servebook.measure.host import cpu_probe_ms, steal_cores
+    from servebook.measure.observers.host import cpu_probe_ms, steal_cores
 
     def stat(root, steal_ticks):
         root.mkdir(parents=True, exist_ok=True)
@@ -51,7 +51,7 @@ def test_the_hypervisors_steal_is_read_apart_as_a_covariate(tmp_path):
 
 
 def test_the_cpu_of_each_engine_processs_busiest_thread_is_recorded(tmp_path):
-    from servebook.measure.host import busiest_thread_cpus
+    from servebook.measure.observers.host import busiest_thread_cpus
 
     proc = fake_proc(tmp_path, 1000, {100: (1, 0), 101: (100, 0)})
 
@@ -68,7 +68,7 @@ def test_the_cpu_of_each_engine_processs_busiest_thread_is_recorded(tmp_path):
     assert busiest_thread_cpus(100, proc) == "3,11"
     assert busiest_thread_cpus(None, proc) is None
     # during a cell: a process whose threads did not run is left out (its last CPU predates the cell)
-    from servebook.measure.host import thread_ticks
+    from servebook.measure.observers.host import thread_ticks
 
     start = thread_ticks(100, proc)
     thread(101, 101, 950, 5)     # the engine core stepped, now on CPU 5
@@ -78,7 +78,7 @@ def test_the_cpu_of_each_engine_processs_busiest_thread_is_recorded(tmp_path):
 
 
 def test_a_resident_rounds_other_seats_are_the_rounds_own_load_and_kept_apart(tmp_path):
-    from servebook.measure.host import seated_cores
+    from servebook.measure.observers.host import seated_cores
 
     me = os.getpid()
     # 100: the measured engine; 400 and its engine 401: another seat, idle but polling (an SGLang scheduler)
@@ -98,7 +98,7 @@ def test_a_resident_rounds_other_seats_are_the_rounds_own_load_and_kept_apart(tm
 
 
 def test_an_idle_seat_is_zero_cores_not_unchecked(tmp_path):
-    from servebook.measure.host import seated_cores
+    from servebook.measure.observers.host import seated_cores
 
     tree = {os.getpid(): (1, 100), 100: (1, 200), 400: (1, 30)}
     before = cpu_sample(100, fake_proc(tmp_path / "a", 1000, tree), also_own={400})
@@ -117,7 +117,7 @@ def seats_proc(root, cpus: int, processes: dict[int, tuple[int, str]]):
 
 
 def test_seats_held_to_the_engines_cpus_contend_only_while_it_measures(tmp_path):
-    from servebook.measure.host import SeatContention
+    from servebook.measure.observers.host import SeatContention
 
     clock = iter([0.0, 2.0, 10.0, 12.0]).__next__
     # 100: the measured engine, held to CPUs 5-7 of 16; 400 polls on the same three; 500 may run on 4-7 (three
@@ -138,7 +138,7 @@ def test_seats_held_to_the_engines_cpus_contend_only_while_it_measures(tmp_path)
 
 
 def test_an_engine_that_may_run_anywhere_has_no_contending_seats(tmp_path):
-    from servebook.measure.host import SeatContention
+    from servebook.measure.observers.host import SeatContention
 
     proc = seats_proc(tmp_path / "p", 4, {100: (0, "0-3"), 400: (0, "0-1")})
     meter = SeatContention(100, {400}, proc, iter([0.0, 1.0]).__next__)
@@ -157,7 +157,7 @@ def test_the_probe_runs_on_the_cpus_the_engine_is_held_to_and_the_client_is_free
 
     import pytest
 
-    from servebook.measure.host import engine_cpu_probe_ms
+    from servebook.measure.observers.host import engine_cpu_probe_ms
 
     mine = os.sched_getaffinity(0)
     if len(mine) < 2:
@@ -176,7 +176,7 @@ def test_the_probe_runs_on_the_cpus_the_engine_is_held_to_and_the_client_is_free
 
 
 def test_the_foreign_limit_is_half_the_cores_the_run_left_idle_within_its_bounds():
-    from servebook.measure.host import DEFAULT_MAX_FOREIGN_CORES, MIN_FOREIGN_CORES, ForeignLimit
+    from servebook.measure.observers.host import DEFAULT_MAX_FOREIGN_CORES, MIN_FOREIGN_CORES, ForeignLimit
 
     # the 2-core machine, llama.cpp and the client using 1.3 cores: 0.7 idle, so 0.35 may be others'
     assert abs(ForeignLimit.of(None, 1.3, 2).cores - 0.35) < 1e-9
@@ -190,7 +190,7 @@ def test_the_foreign_limit_is_half_the_cores_the_run_left_idle_within_its_bounds
 
 
 def test_own_cores_are_the_runs_cpu_over_the_wall_time():
-    from servebook.measure.host import own_cores
+    from servebook.measure.observers.host import own_cores
 
     before, after = CpuSample(10.0, 100.0, 50.0), CpuSample(12.0, 104.0, 53.4)
     assert abs(own_cores(before, after) - 1.7) < 1e-9

@@ -1,12 +1,12 @@
-"""Inter-token latency per decode cell (measure.itl): chunk gaps pooled over requests, their p50/p95/p99 and the
+"""Inter-token latency per decode cell (measure.figures.itl): chunk gaps pooled over requests, their p50/p95/p99 and the
 longest, tokens per chunk, and the per-token figure where a drafter's accepted run arrives as one chunk."""
 
 import pytest
 
 from servebook.measure.cells import CellSpec, summarize_cell
-from servebook.measure.client import RequestRecord
-from servebook.measure.itl import chunk_token_counts, itl_figures, per_token_gaps
-from servebook.measure.reconcile import Check, Reconciliation
+from servebook.measure.figures.itl import chunk_token_counts, itl_figures, per_token_gaps
+from servebook.measure.observers.reconcile import Check, Reconciliation
+from servebook.measure.transport.client import RequestRecord
 
 OK = Reconciliation("ok", [Check("generated tokens", 10, 10)])
 

@@ -1,12 +1,13 @@
-"""The peers' latency percentiles and throughputs (measure.latency), each against a small example worked by hand."""
+"""The peers' latency percentiles and throughputs (measure.figures.latency), each against a small example worked by hand."""
 
 import pandas as pd
 import pytest
 
 from servebook.measure.cells import CellSpec, summarize_cell
-from servebook.measure.client import RequestRecord
-from servebook.measure.latency import LATENCY_COLUMNS, figures, quantile, with_latency
-from servebook.measure.reconcile import Check, Reconciliation
+from servebook.measure.figures.latency import LATENCY_COLUMNS, figures, quantile
+from servebook.measure.figures.latency_tables import with_latency
+from servebook.measure.observers.reconcile import Check, Reconciliation
+from servebook.measure.transport.client import RequestRecord
 
 OK = Reconciliation("ok", [Check("generated tokens", 10, 10)])
 
@@ -152,7 +153,7 @@ def _reference_figures(requests, gaps, duration_s=None):
             **_reference_statistics("e2e", [last - send for send, _, last, _, _ in done]),
             "request_rps": per_second(len(done)), "output_tok_s": per_second(output),
             "total_tok_s": per_second(prompt + output),
-            # the samples behind each latency (measure.tails judges whether a percentile has enough)
+            # the samples behind each latency (measure.figures.tails judges whether a percentile has enough)
             "ttft_n": len(done), "tpot_n": len(tpots), "itl_n": len(gaps), "e2e_n": len(done)}
 
 
@@ -190,8 +191,8 @@ def _recorded_runs():
 
 
 def test_figures_from_stored_tables_equal_the_per_request_computation_exactly_on_recorded_journals():
+    from servebook.measure.figures.latency_tables import table_figures
     from servebook.measure.kinds import traits_of
-    from servebook.measure.latency import table_figures
 
     runs = _recorded_runs()
     assert len(runs) >= 3

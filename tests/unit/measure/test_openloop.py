@@ -8,10 +8,10 @@ from pydantic import ValidationError
 from servebook.config import Plan
 from servebook.config.load import LoadPlan, ServiceObjectives
 from servebook.measure.cells import objective_figures, plan_cells
-from servebook.measure.client import RequestRecord
 from servebook.measure.kinds import kind_of
+from servebook.measure.observers.reconcile import Reconciliation
 from servebook.measure.openloop import attainment, probe_window, read_trace, schedule
-from servebook.measure.reconcile import Reconciliation
+from servebook.measure.transport.client import RequestRecord
 from servebook.measure.validity import CellEvidence, cell_faults
 from tests.helpers.records import request_record
 
@@ -158,7 +158,7 @@ def test_outcomes_that_miss_together_are_worth_fewer_requests_and_get_a_wider_in
 
 
 def test_a_load_beyond_one_process_pace_is_sent_from_several_on_half_the_cores():
-    from servebook.measure.senders import processes_for
+    from servebook.measure.transport.senders import processes_for
 
     assert processes_for(30, None, cores=16) == 1
     assert processes_for(100, None, cores=16) == 3  # 40 requests/s each

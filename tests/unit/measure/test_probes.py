@@ -1,4 +1,4 @@
-"""Interference probes beside a prefill (measure.probes): when they leave, how many at once, how they are recorded,
+"""Interference probes beside a prefill (measure.kinds.prefill.probes): when they leave, how many at once, how they are recorded,
 and that they never count in the prefill cell's figures while its validity and reconciliation still see them."""
 
 import asyncio
@@ -9,10 +9,10 @@ import pytest
 
 from servebook.config.plan import Plan, ProbePlan
 from servebook.measure.cells import CellSpec
-from servebook.measure.client import RequestRecord, StreamRequest
 from servebook.measure.kinds import kind_of
-from servebook.measure.probes import beside, probe_figures
-from servebook.measure.reconcile import Check, Reconciliation
+from servebook.measure.kinds.prefill.probes import beside, probe_figures
+from servebook.measure.observers.reconcile import Check, Reconciliation
+from servebook.measure.transport.client import RequestRecord, StreamRequest
 from servebook.measure.validity import CellChecks, CellEvidence, cell_faults
 from tests.helpers.journals import REPO
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from servebook.measure.realism import (
+from servebook.measure.figures.realism import (
     Realism,
     lookup_hits,
     realism_codes,

@@ -14,11 +14,11 @@ from openai.types import Completion
 from openai.types.chat import ChatCompletionChunk
 
 from servebook.engines import ServerCounts
-from servebook.measure.client import RequestRecord, StreamRequest, _record_chunk, settle_reasoning, stream_request
+from servebook.measure.figures.reasoning import REASONING_COLUMNS, client_split, reasoning_figures
 from servebook.measure.kinds import CellSpec
 from servebook.measure.log import CellOutcome, MeasurementLog
-from servebook.measure.reasoning import REASONING_COLUMNS, client_split, reasoning_figures
-from servebook.measure.reconcile import ClientCounts, reconcile
+from servebook.measure.observers.reconcile import ClientCounts, reconcile
+from servebook.measure.transport.client import RequestRecord, StreamRequest, _record_chunk, settle_reasoning, stream_request
 
 PROMPT = 20
 

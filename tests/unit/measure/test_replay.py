@@ -7,10 +7,10 @@ import pytest
 from servebook.config import Plan
 from servebook.config.load import ReplayPlan
 from servebook.config.traces import TraceRow, block_lengths, ideal_cached, ideal_hit_rate, read_rows, replayed
-from servebook.measure.client import RequestRecord
 from servebook.measure.kinds import plan_cells
+from servebook.measure.kinds.replay.blocks import make_blocks, replay_figures, run_salt
 from servebook.measure.openloop import read_trace
-from servebook.measure.replay import make_blocks, replay_figures, run_salt
+from servebook.measure.transport.client import RequestRecord
 from servebook.util.errors import InputError
 
 FILLER = list(range(1000, 1400)) * 3

@@ -8,9 +8,9 @@ import pytest
 
 from servebook.engines import get_engine
 from servebook.engines.counters import parse_metrics
-from servebook.measure.client import RequestRecord, StreamRequest, measuring_clients, stream_request
-from servebook.measure.replicas import balance, cache_kept, replica_figures, scrape_replicas
-from servebook.measure.routing import Route
+from servebook.measure.observers.replicas import balance, cache_kept, replica_figures, scrape_replicas
+from servebook.measure.transport.client import RequestRecord, StreamRequest, measuring_clients, stream_request
+from servebook.measure.transport.routing import Route
 
 URLS = ["http://127.0.0.1:9001", "http://127.0.0.1:9002", "http://127.0.0.1:9003"]
 

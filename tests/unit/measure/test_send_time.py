@@ -9,8 +9,8 @@ import types
 import httpx
 from openai import AsyncOpenAI
 
-from servebook.measure import client as client_module
-from servebook.measure.client import RequestRecord, StreamRequest, sending_client, stream_request
+from servebook.measure.transport import client as client_module
+from servebook.measure.transport.client import RequestRecord, StreamRequest, sending_client, stream_request
 
 PROMPT = list(range(1000, 1000 + 131072))  # 128K token ids
 

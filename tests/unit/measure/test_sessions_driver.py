@@ -8,11 +8,12 @@ import json
 from openai.types.chat import ChatCompletionChunk
 
 from servebook.config import Plan
-from servebook.measure.agenda import TextCutter, agenda, run_salt
-from servebook.measure.endpoint import Endpoint
 from servebook.measure.kinds import plan_cells
+from servebook.measure.kinds.agents.agenda import TextCutter, agenda, run_salt
+from servebook.measure.kinds.agents.sessions import Texts
+from servebook.measure.loop import send_cell
 from servebook.measure.prompts import filler_text
-from servebook.measure.sessions import Texts
+from servebook.measure.transport.endpoint import Endpoint
 from servebook.measure.workloads import Workloads
 
 PLAN = Plan.model_validate({"decode": None, "prefill": None, "agents": {
@@ -28,7 +29,7 @@ def _chunk(**fields):
 
 
 class _Engine:
-    """Answers every chat request (its events, as measure.sse's client gives them) with `max_tokens` words naming the
+    """Answers every chat request (its events, as measure.transport.sse's client gives them) with `max_tokens` words naming the
     request, and counts a prompt as its words; renders a first prompt as the words of its messages."""
 
     kind, reconciles, usage_omits_zero_cached = "fake", False, False
@@ -83,7 +84,7 @@ def _run():
     endpoint = Endpoint("http://engine", engine, context_tokens=100_000)  # type: ignore[arg-type]
     workloads = Workloads(endpoint, PLAN, "run-1", engine, None, "m", engine)  # type: ignore[arg-type]
     spec = plan_cells(PLAN)[0]
-    records = asyncio.run(workloads.run(spec, lambda: None))
+    records = asyncio.run(send_cell(workloads, spec, lambda: None))
     return engine, records
 
 
@@ -178,7 +179,7 @@ def test_asked_for_calls_the_engine_makes_them_and_those_that_do_not_parse_are_c
                                                                             "user_turn_share": 0.0})})
     engine = _CallingEngine()
     workloads = Workloads(Endpoint("http://engine", engine), plan, "run-1", engine, None, "m", engine)  # type: ignore[arg-type]
-    records = asyncio.run(workloads.run(plan_cells(plan)[0], lambda: None))
+    records = asyncio.run(send_cell(workloads, plan_cells(plan)[0], lambda: None))
     asked = [r for r in records if r.tool_call_parsed is not None]
     assert len(asked) == 9 and {r.tool_call_parsed for r in asked} == {True, False}  # 3 sessions of 3 tool turns
     for body in engine.bodies:
@@ -194,7 +195,7 @@ def test_sessions_with_their_own_system_prompts_share_only_the_opening():
     plan = PLAN.model_copy(update={"agents": PLAN.agents.model_copy(update={"shared_system_prompt": False})})
     engine = _Engine()
     workloads = Workloads(Endpoint("http://engine", engine), plan, "run-1", engine, None, "m", engine)  # type: ignore[arg-type]
-    records = asyncio.run(workloads.run(plan_cells(plan)[0], lambda: None))
+    records = asyncio.run(send_cell(workloads, plan_cells(plan)[0], lambda: None))
     systems = {b["messages"][0]["content"] for b in engine.bodies}
     assert len(systems) == 3 and all(s.startswith("Session ") for s in systems)
     firsts = [r for r in records if r.turn == 1 and r.parent_conversation is None]

@@ -9,10 +9,10 @@ import pytest
 from pydantic import ValidationError
 
 from servebook.config.plan import DecodePlan, Plan
-from servebook.measure.gpu import GpuSample, summarize_gpu
+from servebook.measure.figures.stats import slice_windows, steady_state, wall_of
 from servebook.measure.kinds import decode as decode_kind
 from servebook.measure.kinds import kind_of
-from servebook.measure.stats import slice_windows, steady_state, wall_of
+from servebook.measure.observers.gpu import GpuSample, summarize_gpu
 from tests.helpers.records import request_record
 
 

@@ -2,7 +2,7 @@
 `stalled` code; a cell that is merely slow to its first tokens (cold prefill of long prompts) does not."""
 
 from servebook.measure.cells import CellSpec, evidence
-from servebook.measure.reconcile import Check, Reconciliation
+from servebook.measure.observers.reconcile import Check, Reconciliation
 from servebook.measure.stalls import STALL_FLOOR_S, longest_stall
 from servebook.measure.validity import cell_faults, only_disturbed
 from tests.helpers.records import request_record

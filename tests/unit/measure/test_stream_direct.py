@@ -1,4 +1,4 @@
-"""A request sent without the SDK (direct.stream_direct on measure.sse, the agents cell's) sends the body the SDK
+"""A request sent without the SDK (direct.stream_direct on measure.transport.sse, the agents cell's) sends the body the SDK
 sends and fills its record as the SDK's stream does: usage, cached tokens, the engine's own timings, chunk times, the
 reply's deltas; a refusal is the record's error. Both are sent to a server on this machine's loopback that answers
 in pieces cut across the HTTP chunks, the events and the lines."""
@@ -10,10 +10,10 @@ import pytest
 from openai import AsyncOpenAI
 
 from servebook.engines.llamacpp import LlamaCppAdapter
-from servebook.measure.client import RequestRecord, StreamRequest, sending_client, stream_request
-from servebook.measure.direct import stream_direct
-from servebook.measure.routing import Route
-from servebook.measure.sse import SseClient
+from servebook.measure.transport.client import RequestRecord, StreamRequest, sending_client, stream_request
+from servebook.measure.transport.direct import stream_direct
+from servebook.measure.transport.routing import Route
+from servebook.measure.transport.sse import SseClient
 
 CHUNKS = [
     {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]},

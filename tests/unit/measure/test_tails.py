@@ -1,5 +1,5 @@
 """Tail sufficiency (issue 55): every percentile carries the samples behind it, and one read from fewer than its
-confidence needs is insufficient, by one rule (measure.tails) that reproduces the MLCommons figure of 662."""
+confidence needs is insufficient, by one rule (measure.figures.tails) that reproduces the MLCommons figure of 662."""
 
 import math
 
@@ -7,10 +7,11 @@ import pandas as pd
 import pytest
 
 from servebook.measure.cells import CellSpec, summarize_cell
-from servebook.measure.client import RequestRecord
-from servebook.measure.latency import COUNT_COLUMNS, LATENCY_COLUMNS, with_latency
-from servebook.measure.reconcile import Check, Reconciliation
-from servebook.measure.tails import CONFIDENCE, percentile_of, samples_needed, sufficient, tail_of
+from servebook.measure.figures.latency import COUNT_COLUMNS, LATENCY_COLUMNS
+from servebook.measure.figures.latency_tables import with_latency
+from servebook.measure.figures.tails import CONFIDENCE, percentile_of, samples_needed, sufficient, tail_of
+from servebook.measure.observers.reconcile import Check, Reconciliation
+from servebook.measure.transport.client import RequestRecord
 
 OK = Reconciliation("ok", [Check("generated tokens", 10, 10)])
 

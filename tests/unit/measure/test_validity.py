@@ -7,8 +7,8 @@ from servebook.config import ComparisonRule, VerdictRules
 from servebook.journal import Manifest
 from servebook.measure import validity
 from servebook.measure.cells import CellSpec, cell_figures, evidence, summarize_cell, with_validity
-from servebook.measure.client import RequestRecord
-from servebook.measure.reconcile import Check, Reconciliation
+from servebook.measure.observers.reconcile import Check, Reconciliation
+from servebook.measure.transport.client import RequestRecord
 from servebook.measure.validity import INVALID_CODES, MESSAGES, cell_faults, codes_of, only_disturbed
 from servebook.verdicts import judge_runs
 from tests.helpers.records import request_record
@@ -234,7 +234,7 @@ def test_the_demos_disturbed_baseline_run_is_flagged_against_what_it_needed():
     sibling's at 262-269, while other processes used 0.39-0.47 cores, under the fixed 0.5 that passed them. The
     engine and client used about 1.7 of the machine's 2 cores, so the run could spare 0.3: the relative limit
     (half of that, at least 0.2) marks every one of those cells disturbed, and a quiet cell of the same run stays valid."""
-    from servebook.measure.host import ForeignLimit
+    from servebook.measure.observers.host import ForeignLimit
 
     records = [record(i) for i in range(4)]
     limit = ForeignLimit.of(None, 1.7, 2)

@@ -10,8 +10,8 @@ from servebook.config.load import ServiceObjectives
 from servebook.estimates import Spread
 from servebook.journal import Journal
 from servebook.journal.synthetic import write_capacity_run
-from servebook.measure.client import RequestRecord
 from servebook.measure.kinds.capacity import probe_of
+from servebook.measure.transport.client import RequestRecord
 from servebook.present.figures import aggregate_vs_concurrency_spec
 from servebook.present.load_tables import capacity_estimates, load_table
 from servebook.present.site.pages import cell_records, summarize_run

@@ -7,7 +7,7 @@ import pytest
 from servebook.journal import Journal
 from servebook.journal.record import RunRecord
 from servebook.journal.synthetic import write_synthetic_run
-from servebook.measure.latency import LATENCY_COLUMNS
+from servebook.measure.figures.latency import LATENCY_COLUMNS
 from servebook.present import build_site
 
 

@@ -1,4 +1,4 @@
-"""Every table that shows a percentile marks one read from too few samples (measure.tails): a run's decode table, its
+"""Every table that shows a percentile marks one read from too few samples (measure.figures.tails): a run's decode table, its
 ITL and probe tables, runs side by side and the study's figures over runs, text and HTML alike."""
 
 import pandas as pd

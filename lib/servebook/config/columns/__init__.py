@@ -20,18 +20,18 @@ __all__ = ["CATALOGUE", "COLUMNS", "OBSERVERS", "CellColumn", "Dtype", "column"]
 #: the writers of columns that are not cell kinds: every cell's figures and the observers beside them
 OBSERVERS: dict[str, str] = {
     "cells": "every cell's figures from its requests (measure.cells)",
-    "validity": "the cell's reconciliation and faults (measure.validity, measure.reconcile)",
-    "latency": "the peers' latency percentiles and throughputs (measure.latency, measure.tails)",
-    "itl": "a decode cell's chunk gaps (measure.itl)",
-    "probes": "interference probes beside prefill requests (measure.probes)",
-    "reasoning": "a reasoning model's thinking and answer phases (measure.reasoning)",
+    "validity": "the cell's reconciliation and faults (measure.validity, measure.observers.reconcile)",
+    "latency": "the peers' latency percentiles and throughputs (measure.figures.latency, measure.figures.tails)",
+    "itl": "a decode cell's chunk gaps (measure.figures.itl)",
+    "probes": "interference probes beside prefill requests (measure.kinds.prefill.probes)",
+    "reasoning": "a reasoning model's thinking and answer phases (measure.figures.reasoning)",
     "objectives": "attainment of the plan's service objectives (measure.openloop)",
     "drafter": "a speculative drafter's evidence (measure.cells)",
-    "realism": "what a decode cell's output was like (measure.realism)",
-    "host": "the host's CPUs beside the cell (measure.host)",
-    "gpu": "the engine's GPUs beside the cell (measure.gpu)",
-    "replicas": "several replicas' own counters (measure.replicas)",
-    "gauges": "the engine's load gauges during the cell (measure.gauges)",
+    "realism": "what a decode cell's output was like (measure.figures.realism)",
+    "host": "the host's CPUs beside the cell (measure.observers.host)",
+    "gpu": "the engine's GPUs beside the cell (measure.observers.gpu)",
+    "replicas": "several replicas' own counters (measure.observers.replicas)",
+    "gauges": "the engine's load gauges during the cell (measure.observers.gauges)",
 }
 
 #: every column, in the order of the groups above

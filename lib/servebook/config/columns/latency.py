@@ -1,6 +1,6 @@
-"""The latency columns: the peers' percentiles and throughputs (measure.latency, docs/metrics.md), a decode cell's
-chunk gaps (measure.itl), the probes beside a prefill (measure.probes), and a reasoning model's phases
-(measure.reasoning)."""
+"""The latency columns: the peers' percentiles and throughputs (measure.figures.latency, docs/metrics.md), a decode cell's
+chunk gaps (measure.figures.itl), the probes beside a prefill (measure.kinds.prefill.probes), and a reasoning model's phases
+(measure.figures.reasoning)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """The columns of the open-loop kinds: load at a rate (measure.openloop) with the plan's objectives, trace replay
-(measure.replay), agent sessions (measure.session_figures) and the capacity row (measure.capacity)."""
+(measure.kinds.replay.blocks), agent sessions (measure.kinds.agents.session_figures) and the capacity row
+(measure.kinds.capacity.search)."""
 
 from __future__ import annotations
 

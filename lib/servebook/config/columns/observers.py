@@ -1,6 +1,7 @@
 """The columns the observers of a cell write beside its figures: the drafter's evidence and the output's realism
-(measure.cells, measure.realism), the host and GPU beside the cell (measure.host, measure.gpu), several replicas
-(measure.replicas) and the engine's gauges (measure.gauges)."""
+(measure.cells, measure.figures.realism), the host and GPU beside the cell (measure.observers.host,
+measure.observers.gpu), several replicas (measure.observers.replicas) and the engine's gauges
+(measure.observers.gauges)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 
 def timing_for(candidate: "Candidate") -> TimingModel:
-    from .. import get_engine
+    from ..registry import get_engine
 
     argv = get_engine(candidate.engine).argv(candidate, port=1, model_path=candidate.model.path or "model",
                                              draft_path=candidate.knobs.drafter.model)

@@ -1,6 +1,7 @@
 """One home per cell kind: decode, prefill, reuse, wave, load, replay, and capacity (derived from load probes).
 
-Every module of this package but `base` and `registry` is a kind that registers itself on import.
+Every module of this package but `base` and `registry` is a kind that registers itself on import; a kind with
+machinery of its own is a package (agents, replay, capacity, prefill) whose `__init__` is the kind.
 """
 
 import importlib

@@ -7,54 +7,18 @@ registry by the kind's name (`CellSpec.kind`, the `kind` column of cells.parquet
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ...config.plan import Plan
-from ..client import RequestRecord
+from ..contract import CellRunner, CellSpec, OnDone, Requests, Steps, Window
+from ..transport.client import RequestRecord
 from ..validity import CellChecks
 
 if TYPE_CHECKING:
     from ...util.progress import Reporter
-    from ..log import MeasurementLog
-    from ..loop import Measurement
-    from ..turns import NoTurns, Turns
-    from ..workloads import Workloads
 
-OnDone = Callable[[], None]
-
-
-@dataclass(frozen=True)
-class CellSpec:
-    cell_id: str
-    #: the cell's kind: a name in the registry (measure/kinds/)
-    kind: str
-    category: str
-    concurrency: int
-    n_requests: int
-    output_tokens: int
-    prompt_tokens: int | None = None
-    min_s: float | None = None  # keep sending (at the same concurrency) until the cell lasted this long
-    rate: float | None = None  # open-loop cells: requests per second
-    window_s: float | None = None  # open-loop cells: the measured window, when not the load section's (probes)
-    #: closed-loop decode in a resident round: measured in this many slices, the turn handed on between them
-    slices: int = 1
-
-    @property
-    def max_requests(self) -> int:
-        """A bound on a cell extended by `min_s`, so a very slow engine cannot keep it going forever."""
-        return self.n_requests if self.min_s is None else max(self.n_requests, 64 * self.concurrency)
-
-
-@dataclass(frozen=True)
-class Window:
-    """An open-loop cell's measured window: its figures, the requests counted in it, and its length."""
-
-    figures: dict[str, Any]
-    measured: list[RequestRecord]
-    seconds: float | None
-
+__all__ = ["CellKind", "CellSpec", "KindBase", "OnDone", "Window"]
 
 class CellKind(Protocol):
     """One kind of cell. `KindBase` gives every hook a default, so a kind writes only what it does differently."""
@@ -85,7 +49,7 @@ class CellKind(Protocol):
         """The cells `plan` measures of this kind, in order (none where the plan has no section for it)."""
         ...
 
-    async def send(self, workloads: "Workloads", spec: CellSpec, on_done: OnDone) -> list[RequestRecord]:
+    async def send(self, workloads: Requests, spec: CellSpec, on_done: OnDone) -> list[RequestRecord]:
         """Send the cell's requests and record them, calling `on_done` after each (progress)."""
         ...
 
@@ -113,9 +77,9 @@ class CellKind(Protocol):
         """Whether this kind's rows are derived from other cells the run measures (a capacity search)."""
         ...
 
-    async def derive(self, measurement: "Measurement", plan: Plan, log: "MeasurementLog", reporter: "Reporter",
-                     on_cell: Callable[[], None], turns: "Turns | NoTurns") -> None:
-        """Measure what the derived rows need and add them to `log.derived`."""
+    async def derive(self, runner: CellRunner, plan: Plan, reporter: Reporter, on_cell: Callable[[], None],
+                     turns: Steps) -> list[dict[str, Any]]:
+        """Measure what the derived rows need (each cell through `runner`, in a step of `turns`) and return them."""
         ...
 
 
@@ -135,7 +99,7 @@ class KindBase:
     def cells(self, plan: Plan) -> list[CellSpec]:
         return []
 
-    async def send(self, workloads: "Workloads", spec: CellSpec, on_done: OnDone) -> list[RequestRecord]:
+    async def send(self, workloads: Requests, spec: CellSpec, on_done: OnDone) -> list[RequestRecord]:
         raise TypeError(f"{self.name} cells are derived from other cells, not sent")
 
     def figures(self, spec: CellSpec, records: list[RequestRecord], slots: int | None) -> dict[str, Any]:
@@ -156,6 +120,6 @@ class KindBase:
     def derives(self, plan: Plan) -> bool:
         return False
 
-    async def derive(self, measurement: "Measurement", plan: Plan, log: "MeasurementLog", reporter: "Reporter",
-                     on_cell: Callable[[], None], turns: "Turns | NoTurns") -> None:
-        return None
+    async def derive(self, runner: CellRunner, plan: Plan, reporter: Reporter, on_cell: Callable[[], None],
+                     turns: Steps) -> list[dict[str, Any]]:
+        return []

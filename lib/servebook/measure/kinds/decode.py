@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...config.plan import Plan
-from ..client import RequestRecord, StreamRequest
-from ..itl import itl_figures
+from ..contract import CellSpec, OnDone, Requests
+from ..figures.itl import itl_figures
+from ..figures.stats import completion_of, decode_rates_of, se_pct, steady_state, wall_of
 from ..prompts import completion_prompt, decode_prompt, structured_format, structured_prompt
-from ..stats import completion_of, decode_rates_of, se_pct, steady_state, wall_of
+from ..transport.client import RequestRecord, StreamRequest
 from ..validity import CellChecks
-from .base import CellSpec, KindBase, OnDone
+from .base import KindBase
 from .registry import register
-
-if TYPE_CHECKING:
-    from ..workloads import Workloads
 
 
 class Decode(KindBase):
@@ -35,7 +33,7 @@ class Decode(KindBase):
                          prompt_tokens=decode.prompt_tokens, min_s=decode.min_cell_s, slices=decode.slices)
                 for category in decode.categories for c in decode.concurrency]
 
-    async def send(self, workloads: "Workloads", spec: CellSpec, on_done: OnDone) -> list[RequestRecord]:
+    async def send(self, workloads: Requests, spec: CellSpec, on_done: OnDone) -> list[RequestRecord]:
         """`concurrency` streams, each sending its next request when the last one finished, until the cell
         has its requests (and, with `min_s`, has lasted that long). A sliced cell does that in `slices` equal
         shares of requests and time, handing the round's turn on between them (workloads.handover)."""
@@ -63,7 +61,7 @@ class Decode(KindBase):
         return f"{aggregate:.1f} tok/s aggregate" if aggregate else None
 
 
-async def _closed_loop(workloads: "Workloads", spec: CellSpec, records: list[RequestRecord], extras: dict[str, Any],
+async def _closed_loop(workloads: Requests, spec: CellSpec, records: list[RequestRecord], extras: dict[str, Any],
                        on_done: OnDone, *, slice_index: int, until: int, longest: int) -> None:
     """One slice: `concurrency` streams until `records` holds `until` requests and the slice has lasted its share
     of min_s (never beyond `longest` requests)."""
@@ -86,7 +84,7 @@ async def _closed_loop(workloads: "Workloads", spec: CellSpec, records: list[Req
     await asyncio.gather(*(stream() for _ in range(spec.concurrency)))
 
 
-async def _request(workloads: "Workloads", spec: CellSpec, i: int, extras: dict[str, Any],
+async def _request(workloads: Requests, spec: CellSpec, i: int, extras: dict[str, Any],
                    record: RequestRecord) -> StreamRequest:
     """Chat prompts from the category's corpus, or, when the plan sets prompt_tokens, token prompts of exactly
     that length that share no prefix; `structured` asks for JSON under a json_schema."""

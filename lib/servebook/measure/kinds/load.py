@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...config.plan import Plan
-from ..client import RequestRecord
-from ..latency import of_records
+from ..contract import CellSpec, OnDone, Requests, Window
+from ..figures.latency import of_records
 from ..openloop import load_figures, load_for, read_trace, schedule
-from ..senders import Connection, EngineWatch, Send, processes_for, send_on_schedule
+from ..transport.client import RequestRecord
+from ..transport.senders import Connection, EngineWatch, Send, processes_for, send_on_schedule
 from ..validity import CellChecks
-from .base import CellSpec, KindBase, OnDone, Window
+from .base import KindBase
 from .registry import register
-
-if TYPE_CHECKING:
-    from ..workloads import Workloads
 
 
 class Load(KindBase):
@@ -33,7 +31,7 @@ class Load(KindBase):
         return [CellSpec(f"load-{rate:g}rps", "load", "prose", 0, len(schedule(load, rate, trace)),
                          load.output_tokens.mean, load.prompt_tokens.mean, rate=rate) for rate in load.rates_rps]
 
-    async def send(self, workloads: "Workloads", spec: CellSpec, on_done: OnDone) -> list[RequestRecord]:
+    async def send(self, workloads: Requests, spec: CellSpec, on_done: OnDone) -> list[RequestRecord]:
         """Requests sent on the plan's schedule at `spec.rate`, whatever the engine's pace: each waits for its due
         time, not for other requests. Prompts are built first, so that sending is all the cell does."""
         assert workloads.plan.load is not None and spec.rate is not None  # a load cell exists only with a section

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...config.plan import Plan
-from ..client import RequestRecord
-from ..stats import ok_records, reuse_summary
-from .base import CellSpec, KindBase, OnDone
+from ..contract import CellSpec, OnDone, Requests
+from ..figures.stats import ok_records, reuse_summary
+from ..transport.client import RequestRecord
+from .base import KindBase
 from .registry import register
-
-if TYPE_CHECKING:
-    from ..workloads import Workloads
 
 
 class Reuse(KindBase):
@@ -28,7 +26,7 @@ class Reuse(KindBase):
         return [CellSpec("reuse", "reuse", "prose", 1, reuse.conversations * reuse.turns, reuse.output_tokens,
                          reuse.first_prompt_tokens)]
 
-    async def send(self, workloads: "Workloads", spec: CellSpec, on_done: OnDone) -> list[RequestRecord]:
+    async def send(self, workloads: Requests, spec: CellSpec, on_done: OnDone) -> list[RequestRecord]:
         """Conversations one after another; each turn resends the conversation so far plus `turn_tokens`."""
         reuse = workloads.plan.reuse
         assert reuse is not None  # a reuse cell exists only when the plan has a reuse section

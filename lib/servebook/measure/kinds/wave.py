@@ -4,17 +4,15 @@ TTFT and in aggregate throughput."""
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...config.plan import Plan
-from ..client import RequestRecord
-from ..stats import completion_of, wall_of
+from ..contract import CellSpec, OnDone, Requests
+from ..figures.stats import completion_of, wall_of
+from ..transport.client import RequestRecord
 from ..validity import CellChecks
-from .base import CellSpec, KindBase, OnDone
+from .base import KindBase
 from .registry import register
-
-if TYPE_CHECKING:
-    from ..workloads import Workloads
 
 
 class Wave(KindBase):
@@ -31,7 +29,7 @@ class Wave(KindBase):
         return [CellSpec(f"wave-c{c}", "wave", "prose", c, c * waves.waves, waves.output_tokens, waves.prompt_tokens)
                 for c in waves.concurrency]
 
-    async def send(self, workloads: "Workloads", spec: CellSpec, on_done: OnDone) -> list[RequestRecord]:
+    async def send(self, workloads: Requests, spec: CellSpec, on_done: OnDone) -> list[RequestRecord]:
         """Bursts of `concurrency` requests sent at once; the next burst when the last one finished."""
         extras = workloads.endpoint.extras(spec.output_tokens)
         records: list[RequestRecord] = []

@@ -89,7 +89,8 @@ class SiteBuilder:
         code = sorted(package.joinpath("present").rglob("*.py")) + sorted(package.joinpath("verdicts").rglob("*.py")) \
             + [package / "util" / "render.py", package / "journal" / "events.py"] \
             + sorted(package.joinpath("estimates").rglob("*.py")) \
-            + [package / "measure" / name for name in ("latency.py", "tails.py", "validity.py")]
+            + [package / "measure" / name for name in ("figures/latency.py", "figures/latency_tables.py",
+                                                        "figures/tails.py", "validity.py")]
         sources = [p for folder in (TEMPLATES, ASSETS) for p in sorted(folder.iterdir())] + code
         parts = [(str(p.relative_to(package)) if p.is_relative_to(package) else p.name, p.read_bytes()) for p in sources]
         return hashlib.sha256(repr(parts).encode() + __version__.encode()).hexdigest()[:16]

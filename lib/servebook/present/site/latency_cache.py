@@ -44,9 +44,10 @@ def cell_rows(path: Path) -> list[dict]:
 @cache
 def _code() -> str:
     """The figures' definitions as code: a change to them computes every cached run's figures again."""
-    from ...measure import latency
+    from ...measure.figures import latency, latency_tables
 
-    return hashlib.sha256(Path(latency.__file__).read_bytes()).hexdigest()[:16]
+    code = b"".join(Path(str(module.__file__)).read_bytes() for module in (latency, latency_tables))
+    return hashlib.sha256(code).hexdigest()[:16]
 
 
 def _key(record: RunRecord) -> str:
@@ -63,7 +64,7 @@ def _key(record: RunRecord) -> str:
 def _computed(record: RunRecord, rows: list[dict]) -> dict[str, list] | None:
     import pandas as pd
 
-    from ...measure.latency import missing_figures
+    from ...measure.figures.latency_tables import missing_figures
 
     return missing_figures(pd.DataFrame(rows), record.table("requests"), record.table("chunks"))
 
@@ -75,7 +76,7 @@ class LatencyCache:
         self.folder = folder
 
     def rows(self, record: RunRecord) -> list[dict]:
-        from ...measure.latency import LATENCY_COLUMNS
+        from ...measure.figures.latency import LATENCY_COLUMNS
 
         rows = cell_rows(record.table_path("cells"))
         if not rows or all(set(LATENCY_COLUMNS) <= set(row) for row in rows):
