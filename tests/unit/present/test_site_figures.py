@@ -23,6 +23,13 @@ def site_files(out) -> dict[str, bytes]:
             if p.is_file() and not str(p.relative_to(out)).startswith((".servebook-site.json", ".cache"))}
 
 
+def forget_summaries(out):
+    """The site's state and its kept summaries gone: the next build summarises every run again."""
+    (out / ".servebook-site.json").unlink()
+    for path in (out / ".cache").glob("summaries*.pickle"):
+        path.unlink()
+
+
 def test_an_old_runs_figures_are_computed_once_and_no_later_build_reads_its_requests(tmp_path, monkeypatch):
     journal = Journal(tmp_path / "journal")
     old = write_synthetic_run(journal, index=1, label="baseline", verdict="accepted", requests=40)
@@ -43,12 +50,10 @@ def test_an_old_runs_figures_are_computed_once_and_no_later_build_reads_its_requ
         return original(self, name)
 
     monkeypatch.setattr(RunRecord, "table", table)
-    (out / ".servebook-site.json").unlink()  # every run summarised again, as after an update of servebook
-    for path in (out / ".cache").glob("*.json"):
-        path.unlink()
+    forget_summaries(out)  # every run summarised again, as after an update of servebook
     build_site(journal, out)
     assert site_files(out) == first
     (out / ".cache" / "latency" / f"{old.run_id}.json").unlink()
-    (out / ".servebook-site.json").unlink()
+    forget_summaries(out)
     with pytest.raises(AssertionError, match="requests read again"):
         build_site(journal, out)  # the test can fail: without the kept figures, the rows are read

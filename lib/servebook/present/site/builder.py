@@ -35,6 +35,7 @@ from .downloads import Converter, listing
 from .environment import TEMPLATES, environment
 from .files import write_page
 from .identities import history_pages
+from .latency_cache import cells_table
 from .notebook_html import render_notebook
 from .pages import (
     LOG_LINES,
@@ -169,13 +170,15 @@ class SiteBuilder:
                 directory = self.journal.runs_dir / run_id
                 # The summary's shape follows this code, so a new servebook re-reads every run once.
                 fingerprint = content_hash([sealed.get(run_id) or run_fingerprint(directory), self.template_version])
-                cached = cache / f"{run_id}.json"
-                if self.state["runs"].get(run_id) == fingerprint and cached.is_file():
-                    summary = kept.get(run_id, fingerprint) or RunSummary.model_validate_json(cached.read_text())
-                else:
-                    summary = summarize_run(self.journal.run(run_id), figures=cache / "latency", scrubber=self.scrubber)
-                    write_page(cached, summary.model_dump_json(fallback=str))
-                    self.state["runs"][run_id] = fingerprint
+                summary = kept.get(run_id, fingerprint)
+                tables: dict[str, Any] = {}
+                if summary is None:  # the one place a run's files are read; its cells go to the converter too
+                    record = self.journal.run(run_id)
+                    # only a completed run's: the summary reads no other's, and a damaged run's may not read
+                    cells = cells_table(record.table_path("cells")) if record.status == "completed" else None
+                    if cells is not None:
+                        tables["cells.parquet"] = cells
+                    summary = summarize_run(record, figures=cache / "latency", scrubber=self.scrubber, cells=cells)
                 kept.put(run_id, fingerprint, summary)
                 summary.study_slug = page_slug(summary.study) if summary.study else None
                 summary.fingerprint = fingerprint
@@ -184,7 +187,7 @@ class SiteBuilder:
                 target = self.out / "runs" / run_id / "data"  # its files converted from here on, beside the reading
                 if self.state["pages"].get(f"runs/{run_id}/data") != fingerprint or not target.is_dir():
                     self.converter.submit(run_id, fingerprint, summary.files, directory, target, self.scrubber,
-                                          csv=summary.status != "damaged")
+                                          csv=summary.status != "damaged", tables=tables)
                 task.advance()
         kept.save(keep=set(run_ids))
         return summaries

@@ -12,6 +12,7 @@ import json
 import os
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from ...journal.store import RunRecord
 from .files import write_page
@@ -20,17 +21,27 @@ from .files import write_page
 _SOURCES = ("cells", "requests", "chunks")
 
 
-def cell_rows(path: Path) -> list[dict]:
-    """A run's cells as JSON-ready dicts (NaN as None), read with pyarrow: a pandas frame per run was the slowest
-    part of a site build."""
+def cells_table(path: Path) -> Any:
+    """A run's cells.parquet as a pyarrow table, or None where there is none. Read once a build: the summary reads
+    its rows and the converter writes its CSV from the same table (a second read was 0.85 ms a run)."""
     if not path.is_file():
-        return []
+        return None
     import pyarrow.parquet
 
     # one file: read_table's dataset layer took half the time; and no threads, whose pool the CSV conversion of
     # other runs keeps busy during a build (a read of a few cells waited 3 ms for it)
     with pyarrow.parquet.ParquetFile(path) as file:
-        table = file.read(use_threads=False)
+        return file.read(use_threads=False)
+
+
+def cell_rows(path: Path, table: Any = None) -> list[dict]:
+    """A run's cells as JSON-ready dicts (NaN as None), read with pyarrow (a pandas frame per run was the slowest
+    part of a site build); `table`: the file already read."""
+    table = cells_table(path) if table is None else table
+    if table is None:
+        return []
+    import pyarrow
+
     rows = table.to_pylist()
     # NaN only where the schema says float: a test of every value of every row was a twentieth of a full build
     floats = [field.name for field in table.schema if pyarrow.types.is_floating(field.type)]
@@ -75,10 +86,11 @@ class LatencyCache:
     def __init__(self, folder: Path | None):
         self.folder = folder
 
-    def rows(self, record: RunRecord) -> list[dict]:
+    def rows(self, record: RunRecord, table: Any = None) -> list[dict]:
+        """`table`: its cells.parquet already read (cells_table)."""
         from ...measure.figures.latency import LATENCY_COLUMNS
 
-        rows = cell_rows(record.table_path("cells"))
+        rows = cell_rows(record.table_path("cells"), table)
         if not rows or all(set(LATENCY_COLUMNS) <= set(row) for row in rows):
             return rows  # stored at seal, or measured with them
         found = self._found(record, rows)

@@ -89,13 +89,15 @@ def run_fingerprint(directory: Path) -> str:
     return content_hash(sorted(parts))
 
 
-def summarize_run(record: RunRecord, figures: Path | None = None, scrubber: Scrubber | None = None) -> RunSummary:
-    """Everything the pages need from one run, so unchanged runs are never re-read (the build caches it as JSON);
-    `figures`: where the latency figures of runs sealed without them are kept (None: nowhere; latency_cache.py);
-    `scrubber`: secrets to hide besides the run's own key (a run killed unsealed keeps it in its log)."""
+def summarize_run(record: RunRecord, figures: Path | None = None, scrubber: Scrubber | None = None,
+                  cells: Any = None) -> RunSummary:
+    """Everything the pages need from one run, so unchanged runs are never re-read (the build keeps it,
+    summary_cache.py); `figures`: where the latency figures of runs sealed without them are kept (None: nowhere;
+    latency_cache.py); `scrubber`: secrets to hide besides the run's own key (a run killed unsealed keeps it in its
+    log); `cells`: its cells.parquet already read (latency_cache.cells_table)."""
     identity, manifest = record.identity, record.manifest
     scrubber = (scrubber or Scrubber.from_environment()).adding(key_variable(identity.candidate))
-    cell_rows = LatencyCache(figures).rows(record) if record.status == "completed" else []
+    cell_rows = LatencyCache(figures).rows(record, cells) if record.status == "completed" else []
     latest = verdicts[-1] if (verdicts := record.verdicts()) else {}
     decode = [c for c in cell_rows if c.get("kind") == measured_by("aggregate_tok_s") and c.get("valid")]
     prefill = [c for c in cell_rows if c.get("kind") == measured_by("prefill_tok_s") and c.get("valid")]
