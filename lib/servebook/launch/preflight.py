@@ -10,8 +10,10 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..config.candidate import Candidate
 from ..config.errors import InputError
@@ -106,31 +108,37 @@ def gpu_checks(candidate: Candidate, inventory, disk_path: Path | None = None, s
             if gpu is None:
                 findings.append(Finding("E_GPU_MISSING", "error", f"GPU {index} does not exist on this host "
                                         f"(it has {', '.join(str(i) for i in by_index)}); fix launch.gpus"))
-                continue
-            if gpu.processes or (gpu.utilization_pct or 0) > BUSY_UTILIZATION_PCT:
-                holders = ", ".join(f"pid {p['pid']} {p.get('name', '')} ({(p['used_memory_mib'] or 0) / 1024:.1f} GiB)"
-                                    for p in gpu.processes) or f"{gpu.utilization_pct:.0f}% busy"
-                findings.append(Finding("N_GPU_SHARED", "note", f"GPU {index} ({gpu.name}) is shared with the "
-                                        f"resident round: {holders}") if shared else
-                                Finding("E_GPU_BUSY", "error", f"GPU {index} ({gpu.name}) is in use: {holders}"))
-            if needs.gpu_memory_gib and gpu.memory_free_mib / 1024 < needs.gpu_memory_gib:
-                findings.append(Finding("E_GPU_MEMORY", "error",
-                                        f"GPU {index} has {gpu.memory_free_mib / 1024:.1f} GiB free, the candidate "
-                                        f"needs {needs.gpu_memory_gib:g} GiB (launch.resources.gpu_memory_gib)"))
-            if needs.power_limit_w and gpu.power_limit_w and abs(gpu.power_limit_w - needs.power_limit_w) > 1:
-                findings.append(Finding("W_POWER", "warning",
-                                        f"GPU {index} power limit is {gpu.power_limit_w:g} W, the candidate assumes "
-                                        f"{needs.power_limit_w:g} W; servebook does not change it, figures may differ"))
-        if len(group) > 1:
-            for a in group:
-                for b in group:
-                    if a < b and inventory.p2p.get((a, b), "OK") != "OK":
-                        findings.append(Finding("E_P2P", "error", f"GPUs {a} and {b} have no peer-to-peer access "
-                                                f"({inventory.p2p[(a, b)]}); tensor parallel {len(group)} would be "
-                                                "slow or fail: pick GPUs on one switch in launch.gpus"))
+            else:
+                findings += _gpu_findings(index, gpu, needs, shared)
+        findings += _p2p_findings(group, inventory)
     return findings
 
 
+def _gpu_findings(index: int, gpu: Any, needs: Any, shared: bool) -> list[Finding]:
+    """One GPU of the candidate's: busy (or shared with a resident round), short of memory, another power limit."""
+    findings = []
+    if gpu.processes or (gpu.utilization_pct or 0) > BUSY_UTILIZATION_PCT:
+        holders = ", ".join(f"pid {p['pid']} {p.get('name', '')} ({(p['used_memory_mib'] or 0) / 1024:.1f} GiB)"
+                            for p in gpu.processes) or f"{gpu.utilization_pct:.0f}% busy"
+        findings.append(Finding("N_GPU_SHARED", "note", f"GPU {index} ({gpu.name}) is shared with the "
+                                f"resident round: {holders}") if shared else
+                        Finding("E_GPU_BUSY", "error", f"GPU {index} ({gpu.name}) is in use: {holders}"))
+    if needs.gpu_memory_gib and gpu.memory_free_mib / 1024 < needs.gpu_memory_gib:
+        findings.append(Finding("E_GPU_MEMORY", "error",
+                                f"GPU {index} has {gpu.memory_free_mib / 1024:.1f} GiB free, the candidate "
+                                f"needs {needs.gpu_memory_gib:g} GiB (launch.resources.gpu_memory_gib)"))
+    if needs.power_limit_w and gpu.power_limit_w and abs(gpu.power_limit_w - needs.power_limit_w) > 1:
+        findings.append(Finding("W_POWER", "warning",
+                                f"GPU {index} power limit is {gpu.power_limit_w:g} W, the candidate assumes "
+                                f"{needs.power_limit_w:g} W; servebook does not change it, figures may differ"))
+    return findings
+
+
+def _p2p_findings(group: Sequence[int], inventory: Any) -> list[Finding]:
+    """Each pair of one tensor-parallel group's GPUs without peer-to-peer access."""
+    return [Finding("E_P2P", "error", f"GPUs {a} and {b} have no peer-to-peer access ({inventory.p2p[(a, b)]}); "
+                    f"tensor parallel {len(group)} would be slow or fail: pick GPUs on one switch in launch.gpus")
+            for a in group for b in group if a < b and inventory.p2p.get((a, b), "OK") != "OK"]
 
 
 def other_engine_processes(proc: Path = Path("/proc")) -> list[tuple[int, str]]:

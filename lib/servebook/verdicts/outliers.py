@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 
@@ -96,33 +97,50 @@ def _distances(values: list[tuple[int, float]]) -> list[tuple[int, float]]:
     return [(i, x - statistics.median(y for j, y in logs if j != i)) for i, x in logs]
 
 
-def outlier_runs(cells_by_name: dict[str, list[pd.DataFrame | None]], run_ids: dict[str, list[str]],
-                 rules: VerdictRules) -> list[OutlierRun]:
-    """The study's outlier runs under the rule above, candidate by candidate (`run_ids` aligned with the frames)."""
-    frames = {name: _frames(found) for name, found in cells_by_name.items()}
-    # (name, position) -> the z-score and log distance of each of its cells; and the machine it ran on
-    scores: dict[tuple[str, int], list[tuple[float, float]]] = {}
-    machines: dict[tuple[str, int], str] = {}
+#: (candidate, run position) -> one (z-score, log distance) per judged cell; and the machine each run ran on
+Scores = dict[tuple[str, int], list[tuple[float, float]]]
+Machines = dict[tuple[str, int], str]
+
+
+def _rule_distances(frames: dict[str, list[pd.DataFrame | None]], rule: Any,
+                    machines: Machines) -> dict[str, list[tuple[str, int, float]]]:
+    """cell id -> (candidate, run position, log distance from the median of its siblings on its machine) of every
+    run measured at least MIN_RUNS times there, under one rule's cells."""
+    per_cell: dict[str, list[tuple[str, int, float]]] = {}
+    for name, runs in frames.items():
+        by_machine: dict[tuple[str, str], list[tuple[int, float]]] = {}
+        for position, cells in enumerate(runs):
+            if cells is None:
+                continue
+            for cell_id, blocked in blocked_figures([cells], rule).items():
+                for block, value in blocked:
+                    machines[(name, position)] = machine_of(block)
+                    by_machine.setdefault((cell_id, machine_of(block)), []).append((position, value))
+        for (cell_id, _), values in by_machine.items():
+            if len(values) >= MIN_RUNS:
+                per_cell.setdefault(cell_id, []).extend((name, i, d) for i, d in _distances(values))
+    return per_cell
+
+
+def _scores(frames: dict[str, list[pd.DataFrame | None]], rules: VerdictRules) -> tuple[Scores, Machines]:
+    """Each run's modified z-score at every judged cell: its distance over the cell's median absolute distance."""
+    scores: Scores = {}
+    machines: Machines = {}
     for rule in [*rules.rules, *rules.guards]:
-        per_cell: dict[str, list[tuple[str, int, float]]] = {}
-        for name, runs in frames.items():
-            by_machine: dict[tuple[str, str], list[tuple[int, float]]] = {}
-            for position, cells in enumerate(runs):
-                if cells is None:
-                    continue
-                for cell_id, blocked in blocked_figures([cells], rule).items():
-                    for block, value in blocked:
-                        machines[(name, position)] = machine_of(block)
-                        by_machine.setdefault((cell_id, machine_of(block)), []).append((position, value))
-            for (cell_id, _), values in by_machine.items():
-                if len(values) >= MIN_RUNS:
-                    per_cell.setdefault(cell_id, []).extend((name, i, d) for i, d in _distances(values))
-        for distances in per_cell.values():
+        for distances in _rule_distances(frames, rule, machines).values():
             if len(distances) < MIN_DISTANCES:
                 continue
             mad = max(statistics.median(abs(d) for _, _, d in distances), MIN_SCALE)
             for name, position, d in distances:
                 scores.setdefault((name, position), []).append((0.6745 * d / mad, d))
+    return scores, machines
+
+
+def outlier_runs(cells_by_name: dict[str, list[pd.DataFrame | None]], run_ids: dict[str, list[str]],
+                 rules: VerdictRules) -> list[OutlierRun]:
+    """The study's outlier runs under the rule above, candidate by candidate (`run_ids` aligned with the frames):
+    of each candidate's runs on one machine, the farthest by its median z-score, where that passes OUTLIER_Z."""
+    scores, machines = _scores({name: _frames(found) for name, found in cells_by_name.items()}, rules)
     farthest: dict[tuple[str, str], tuple[float, int, list[tuple[float, float]]]] = {}
     for (name, position), found in sorted(scores.items()):
         z = statistics.median(s for s, _ in found)
