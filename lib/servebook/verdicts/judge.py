@@ -82,6 +82,37 @@ def judge_runs(runs: list[tuple[Manifest | None, pd.DataFrame | None]], baseline
     verdict.side_effects = side_effects([cells for _, cells in kept], baseline_runs, rules, peers, alpha)
     return verdict
 
+
+def _sort_decision(c: Comparison, tested: int, failing: list[str], straddling: list[str],
+                   not_by_runs: list[str]) -> None:
+    """Add one settled comparison's reason to the list its decision belongs to: it rejects, more runs may decide
+    it (`straddling`), or more runs will not (`not_by_runs`); a passing one adds nothing here."""
+    if c.decision == "insufficient":  # more requests per cell decide it, not more runs
+        not_by_runs.append(f"inconclusive: {c.text()}; a verdict never rests on it: measure more requests per cell")
+    elif c.decision == "straddle":
+        straddling.append(f"inconclusive: {c.text()}{_hint(c, tested)}")
+    elif c.decision == "host":
+        not_by_runs.append(f"inconclusive: {c.text()}; more runs on these machines will not decide it, "
+                           "each machine's figure is the answer for its kind of host")
+    elif c.decision == "missing" and c.runs and c.baseline_runs:
+        straddling.append(f"inconclusive: {METRIC_WORDS[c.metric]}, {c.where}: no comparison, as runs are judged "
+                          "within machines and no run of the baseline or another candidate shares a machine "
+                          "with this candidate's (or a figure was not positive)")
+    elif not c.ok:
+        failing.append(c.text())
+
+
+def _passing(rules: VerdictRules, comparisons: list[Comparison]) -> list[str]:
+    """Each rule (and guard) every one of whose comparisons passed, and each scaling comparison that passed."""
+    passing = []
+    for guard, rule in _judged(rules):
+        mine = [c for c in comparisons if c.metric == rule.metric and c.limit_pct == rule.max_regression_pct
+                and c.guard == guard]
+        if mine and all(c.ok for c in mine):
+            passing.append(f"{'guard ' if guard else ''}{METRIC_WORDS[rule.metric]}: {describe(rule, mine)}")
+    return passing + [c.text() for c in comparisons if isinstance(c, ScalingComparison) and c.ok]
+
+
 def _compare(completed: list[tuple[Manifest, pd.DataFrame]], baseline_runs: list[pd.DataFrame], rules: VerdictRules,
              reasons: list[str], peers: dict[str, list[pd.DataFrame]] | None = None, alpha: float = ALPHA,
              look: str = "", scale: tuple[int, int] | None = None,
@@ -92,7 +123,10 @@ def _compare(completed: list[tuple[Manifest, pd.DataFrame]], baseline_runs: list
     left out) is not compared, and leaves the verdict undecided: never accepted without it, never rejected for it."""
     runs = [cells for _, cells in completed]
     comparisons: list[Comparison] = []
-    failing, straddling, passing, not_by_runs = [], [], [], []
+    failing: list[str] = []
+    straddling: list[str] = []
+    passing: list[str] = []
+    not_by_runs: list[str] = []
     settled = bool(reasons)
     for guard, rule in _judged(rules):
         found = compare_rule(runs, baseline_runs, rule, alpha, peers)
@@ -109,25 +143,8 @@ def _compare(completed: list[tuple[Manifest, pd.DataFrame]], baseline_runs: list
     comparisons.extend(scaling_comparisons(runs, baseline_runs, rules.scaling, scale, alpha, peers))
     tested = settle(comparisons, alpha)
     for c in comparisons:
-        if c.decision == "insufficient":  # more requests per cell decide it, not more runs
-            not_by_runs.append(f"inconclusive: {c.text()}; a verdict never rests on it: measure more requests per cell")
-        elif c.decision == "straddle":
-            straddling.append(f"inconclusive: {c.text()}{_hint(c, len(tested))}")
-        elif c.decision == "host":
-            not_by_runs.append(f"inconclusive: {c.text()}; more runs on these machines will not decide it, "
-                               "each machine's figure is the answer for its kind of host")
-        elif c.decision == "missing" and c.runs and c.baseline_runs:
-            straddling.append(f"inconclusive: {METRIC_WORDS[c.metric]}, {c.where}: no comparison, as runs are judged "
-                              "within machines and no run of the baseline or another candidate shares a machine "
-                              "with this candidate's (or a figure was not positive)")
-        elif not c.ok:
-            failing.append(c.text())
-    for guard, rule in _judged(rules):
-        mine = [c for c in comparisons if c.metric == rule.metric and c.limit_pct == rule.max_regression_pct
-                and c.guard == guard]
-        if mine and all(c.ok for c in mine):
-            passing.append(f"{'guard ' if guard else ''}{METRIC_WORDS[rule.metric]}: {describe(rule, mine)}")
-    passing += [c.text() for c in comparisons if isinstance(c, ScalingComparison) and c.ok]
+        _sort_decision(c, len(tested), failing, straddling, not_by_runs)
+    passing += _passing(rules, comparisons)
     # A gain is named whatever the outcome: a drafter rejected at four requests may still be far faster at one.
     gains = [f"better beyond the noise: {c.text()}" for c in comparisons if c.better]
     method = _method(comparisons, alpha, look)

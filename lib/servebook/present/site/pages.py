@@ -91,10 +91,8 @@ def run_fingerprint(directory: Path) -> str:
 
 def summarize_run(record: RunRecord, figures: Path | None = None, scrubber: Scrubber | None = None,
                   cells: Any = None) -> RunSummary:
-    """Everything the pages need from one run, so unchanged runs are never re-read (the build keeps it,
-    summary_cache.py); `figures`: where the latency figures of runs sealed without them are kept (None: nowhere;
-    latency_cache.py); `scrubber`: secrets to hide besides the run's own key (a run killed unsealed keeps it in its
-    log); `cells`: its cells.parquet already read (latency_cache.cells_table)."""
+    """Everything the pages need from one run, kept by the build (summary_cache.py); `figures` and `cells` as
+    latency_cache.py says; `scrubber`: secrets to hide besides the run's own key."""
     identity, manifest = record.identity, record.manifest
     scrubber = (scrubber or Scrubber.from_environment()).adding(key_variable(identity.candidate))
     cell_rows = LatencyCache(figures).rows(record, cells) if record.status == "completed" else []

@@ -61,60 +61,79 @@ def probe_counted(row: dict[str, Any]) -> bool:
 STEP = 4.0
 
 
+class _Search:
+    """One search's state: every probe so far, the highest rate the objectives held at and the lowest they failed."""
+
+    def __init__(self, probe: Callable[[float, int], Awaitable[Probe]], spec: CapacitySearch, target: float):
+        self.probe, self.spec, self.target = probe, spec, target
+        self.probes: list[Probe] = []
+        self.good: float | None = None
+        self.bad: float | None = None
+
+    async def holds(self, rate: float) -> bool | None:
+        """Whether the objectives hold at `rate`; None when the client could not offer it (nothing is learnt, and
+        nothing above it can be told). A probe invalid for another reason (a failed reconciliation, a busy host)
+        says nothing either way: it is probed once more, and if that fails too the search ends there. Taking it as a
+        failure sent a one-slot search on the tiny model down to 0.5 requests/s from a 2 requests/s probe whose
+        requests had all met the objectives."""
+        spec = self.spec
+        narrowing = self.good is not None and self.bad is not None
+        for _ in range(2):
+            found = await self.probe(rate, spec.narrowing_requests if narrowing else spec.min_requests)
+            self.probes.append(found)
+            if found.client_limited and not found.tells(self.target):
+                return None
+            if found.valid or found.stalls_dropped or found.client_limited or len(self.probes) >= spec.max_probes:
+                break
+        if not found.tells(self.target):
+            return None
+        return found.holds(self.target)
+
+    async def bracket(self) -> bool:
+        """Steps of x4 from `low_rps`, up while the objectives hold and down while they fail; False where a probe
+        could tell nothing, which ends the search."""
+        spec, rate = self.spec, self.spec.low_rps
+        while len(self.probes) < spec.max_probes:
+            verdict = await self.holds(rate)
+            if verdict is None:
+                return False
+            if verdict:
+                self.good = rate
+                if self.bad is not None or rate >= spec.high_rps:
+                    break
+                rate = min(rate * STEP, spec.high_rps)
+            else:
+                self.bad = rate
+                if self.good is not None or rate <= spec.low_rps / STEP ** 3:
+                    break
+                rate = rate / STEP
+        return True
+
+    async def narrow(self) -> None:
+        """Geometric bisection of the bracket until it is within the precision or the probes are spent."""
+        spec = self.spec
+        while self.good is not None and self.bad is not None and len(self.probes) < spec.max_probes \
+                and (self.bad / self.good - 1) * 100 > spec.precision_pct:
+            middle = math.sqrt(self.good * self.bad)
+            verdict = await self.holds(middle)
+            if verdict is None:
+                return
+            if verdict:
+                self.good = middle
+            else:
+                self.bad = middle
+
+
 async def search(probe: Callable[[float, int], Awaitable[Probe]], spec: CapacitySearch, target: float) -> list[Probe]:
     """Probe rates until the bracket [holds, fails] is within the precision or the probes are spent: steps of x4
     from `low_rps` (up while the objectives hold, down while they fail), then geometric bisection. `probe(rate,
     requests)` measures a window holding at least `requests` arrivals: `min_requests` while bracketing, where the
     objectives hold or fail by far, and `narrowing_requests` inside the bracket, where they are decided by the
     rare bursts a short window may not catch."""
-    probes: list[Probe] = []
-    good: float | None = None
-    bad: float | None = None
-
-    async def holds(rate: float) -> bool | None:
-        """Whether the objectives hold at `rate`; None when the client could not offer it (nothing is learnt, and
-        nothing above it can be told). A probe invalid for another reason (a failed reconciliation, a busy host)
-        says nothing either way: it is probed once more, and if that fails too the search ends there. Taking it as a
-        failure sent a one-slot search on the tiny model down to 0.5 requests/s from a 2 requests/s probe whose
-        requests had all met the objectives."""
-        narrowing = good is not None and bad is not None
-        for _ in range(2):
-            found = await probe(rate, spec.narrowing_requests if narrowing else spec.min_requests)
-            probes.append(found)
-            if found.client_limited and not found.tells(target):
-                return None
-            if found.valid or found.stalls_dropped or found.client_limited or len(probes) >= spec.max_probes:
-                break
-        if not found.tells(target):
-            return None
-        return found.holds(target)
-
-    rate = spec.low_rps
-    while len(probes) < spec.max_probes:  # bracket
-        verdict = await holds(rate)
-        if verdict is None:
-            return probes
-        if verdict:
-            good = rate
-            if bad is not None or rate >= spec.high_rps:
-                break
-            rate = min(rate * STEP, spec.high_rps)
-        else:
-            bad = rate
-            if good is not None or rate <= spec.low_rps / STEP ** 3:
-                break
-            rate = rate / STEP
-    while good is not None and bad is not None and len(probes) < spec.max_probes \
-            and (bad / good - 1) * 100 > spec.precision_pct:
-        middle = math.sqrt(good * bad)
-        verdict = await holds(middle)
-        if verdict is None:
-            return probes
-        if verdict:
-            good = middle
-        else:
-            bad = middle
-    return probes
+    found = _Search(probe, spec, target)
+    if await found.bracket():
+        await found.narrow()
+    return found.probes
 
 
 def capacity_of(probes: list[Probe], target: float, precision_pct: float = 5.0) -> dict[str, Any]:
