@@ -1,7 +1,7 @@
 """Does a capacity search find the capacity the simulator truly has, and does a verdict catch a planted 10% loss?
 
 The truth: the simulator's own scheduling (slots first come first served, a prefill per prompt, a step per token
-whose length depends on the sequences running) replayed in virtual time (engines/simulator/truth.py), on the same
+whose length depends on the sequences running) replayed in virtual time (simulator/truth.py), on the same
 seeded Poisson schedules and probe windows the client sends, averaged over 150 seeds per rate. The capacity is the
 rate at which that expected attainment crosses the target. The measured side: real simulator launches (vLLM flavour,
 16 slots, every duration doubled so that the client's own few milliseconds stay small beside 30-60 ms steps), each
@@ -34,11 +34,11 @@ from servebook.config.load import (  # noqa: E402
     LoadPlan,
     ServiceObjectives,
 )
-from servebook.engines.simulator.config import TimingModel  # noqa: E402
-from servebook.engines.simulator.truth import open_loop_latencies  # noqa: E402
 from servebook.journal import Journal  # noqa: E402
 from servebook.measure.kinds.capacity.search import Probe, capacity_of, search  # noqa: E402
 from servebook.measure.openloop import attainment_interval, probe_window, schedule  # noqa: E402
+from servebook.simulator.config import TimingModel  # noqa: E402
+from servebook.simulator.truth import open_loop_latencies  # noqa: E402
 from servebook.verdicts import judge  # noqa: E402
 
 SLOTS, SLOWDOWN, PROMPT, OUTPUT = 16, 2.0, 256, 32

@@ -2,7 +2,7 @@
 
 The study is data/studies/search-sim.yaml: 108 configurations of slots x drafter x KV dtype for the simulator's
 SGLang flavour, 12 of them pruned by the memory arithmetic. Its truth is the simulator's timing model, read from
-each candidate's own engine command line (engines/simulator/truth.py): the best configuration is known exactly.
+each candidate's own engine command line (simulator/truth.py): the best configuration is known exactly.
 Each search runs the real search code (pruning, screening, confirmation, judgement) on a runner that seals each
 launch at once with the truth times log-normal launch-to-launch noise (sweeps.runner.ModelledRunner), because 50
 searches of 30 real simulator launches would take hours. tests/integration/test_search.py runs a small search
@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "lib"))
 
 from servebook.config import load_study  # noqa: E402
-from servebook.engines.simulator.truth import timing_for  # noqa: E402
 from servebook.journal import Journal  # noqa: E402
+from servebook.simulator.truth import timing_for  # noqa: E402
 from servebook.sweeps import search  # noqa: E402
 from servebook.sweeps.runner import ModelledRunner  # noqa: E402
 from servebook.sweeps.space import Space  # noqa: E402

@@ -17,7 +17,7 @@ os.environ["SERVEBOOK_CACHE"] = "/servebook-cache"
 
 from servebook.config.loading import load_study  # noqa: E402
 from servebook.engines import get_engine  # noqa: E402
-from servebook.engines.random_models import model_file_name  # noqa: E402
+from servebook.models.random_models import model_file_name  # noqa: E402
 
 
 def command_lines(paths: list[str]) -> dict:

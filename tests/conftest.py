@@ -17,7 +17,7 @@ os.environ.setdefault("SERVEBOOK_PLAIN_PROGRESS", "1")
 def llama_install():
     """The real llama-server build (built once and cached; `make test` builds it before pytest)."""
     from servebook.engines.llamacpp_build import find_llamacpp, install_llamacpp
-    from servebook.engines.tiny_models import ensure_tiny_models
+    from servebook.models.tiny_models import ensure_tiny_models
 
     install = find_llamacpp() or install_llamacpp()
     ensure_tiny_models(install)

@@ -39,7 +39,7 @@ def test_every_command_of_getting_started_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)  # the page's paths are the checkout's
     journal = tmp_path / "journal"
     port = free_port()
-    simulator = [sys.executable, "-m", "servebook.engines.simulator", "--flavor", "vllm", "--", *SIMULATOR,
+    simulator = [sys.executable, "-m", "servebook.simulator", "--flavor", "vllm", "--", *SIMULATOR,
                  "--port", str(port)]
     candidate = yaml.safe_load((REPO / "data" / "candidates" / "attach-vllm.yaml").read_text())
     candidate["launch"]["url"] = f"http://127.0.0.1:{port}"  # the page's 8000, wherever a free port is

@@ -54,7 +54,7 @@ def check_summary(summary: str, journal, engine: str) -> None:
 ])
 def test_a_simulated_gpu_engine_is_detected_measured_and_verified(tmp_path, flavor, argv):
     port = free_port()
-    simulator = [sys.executable, "-m", "servebook.engines.simulator", "--flavor", flavor, "--", *argv,
+    simulator = [sys.executable, "-m", "servebook.simulator", "--flavor", flavor, "--", *argv,
                  "--port", str(port)]
     journal = tmp_path / "journal"
     with started(simulator, port, 30) as url:
@@ -66,7 +66,7 @@ def test_a_simulated_gpu_engine_is_detected_measured_and_verified(tmp_path, flav
 
 
 def test_a_llama_server_started_by_hand(llama_install, tmp_path):
-    from servebook.engines.tiny_models import tiny_model_path
+    from servebook.models.tiny_models import tiny_model_path
 
     port = free_port()
     argv = [str(llama_install.server), "-m", str(tiny_model_path("target")), "--port", str(port), "--host",

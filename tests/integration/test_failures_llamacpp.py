@@ -106,9 +106,9 @@ def test_a_run_next_to_a_busy_engine_has_disturbed_cells_left_out_of_the_verdict
     import threading
 
     from servebook.config import VerdictRules
-    from servebook.engines.tiny_models import tiny_model_path
     from servebook.launch.process import free_port
     from servebook.measure.validity import only_disturbed
+    from servebook.models.tiny_models import tiny_model_path
     from servebook.verdicts import judge_run
     from tests.helpers.candidates import SMALL_PLAN as plan
 

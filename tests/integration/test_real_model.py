@@ -15,9 +15,9 @@ import time
 import httpx
 import pytest
 
-from servebook.engines.real_models import ensure_real_model
 from servebook.launch.process import free_port
 from servebook.measure.equivalence import compare_outputs, describe
+from servebook.models.real_models import ensure_real_model
 
 pytestmark = pytest.mark.integration
 
@@ -66,7 +66,7 @@ def test_the_checkpoint_continues_a_prompt_greedily_as_llama_cpp_does(llama_inst
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     pytest.importorskip("accelerate")
-    from servebook.engines.real_checkpoints import ensure_real_hf_checkpoint
+    from servebook.models.real_checkpoints import ensure_real_hf_checkpoint
 
     folder = ensure_real_hf_checkpoint("real:gemma3-270m")
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder)

@@ -128,8 +128,8 @@ def test_attach_to_a_server_that_needs_a_key(llama_install, tmp_path, monkeypatc
 
     import httpx
 
-    from servebook.engines.tiny_models import tiny_model_path
     from servebook.launch.process import free_port
+    from servebook.models.tiny_models import tiny_model_path
 
     key = "sk-attach-test-77"
     monkeypatch.setenv("ATTACH_KEY", key)

@@ -5,9 +5,9 @@ and a second search resumes without launching anything."""
 import pytest
 
 from servebook.config.loading import study_from_data
-from servebook.engines.simulator.truth import timing_for
 from servebook.journal import Journal
 from servebook.present.site.builder import build_site
+from servebook.simulator.truth import timing_for
 from servebook.sweeps import search
 from servebook.sweeps.space import Space
 from servebook.util.paths import project_root

@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def engine():
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "servebook.engines.simulator", "--flavor", "vllm", "--port",
+    server = subprocess.Popen([sys.executable, "-m", "servebook.simulator", "--flavor", "vllm", "--port",
                                str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         assert wait_healthy(port, 30), "the simulator never answered"

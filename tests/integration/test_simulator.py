@@ -100,7 +100,7 @@ def test_nullable_argument_as_string_is_a_rejected_run(tmp_path):
 
 def test_openai_engine_attaches_and_does_not_fake_reconciliation(tmp_path):
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "servebook.engines.simulator", "--flavor", "vllm", "--port", str(port)],
+    server = subprocess.Popen([sys.executable, "-m", "servebook.simulator", "--flavor", "vllm", "--port", str(port)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_healthy(port, 20)
@@ -126,7 +126,7 @@ def test_request_extras_let_an_unknown_server_force_the_length(tmp_path):
     candidate = Candidate.model_validate({
         "name": "templated", "engine": "openai", "model": {"id": "model"}, "request_extras": {"ignore_eos": True},
         # as on a real vLLM: without --enable-prompt-tokens-details, usage has no cached tokens to verify a cold cell
-        "launch": {"command": [sys.executable, "-m", "servebook.engines.simulator", "--flavor", "vllm", "--",
+        "launch": {"command": [sys.executable, "-m", "servebook.simulator", "--flavor", "vllm", "--",
                                "--port", "{port}", "--enable-prompt-tokens-details"],
                    "ready_timeout_s": 20}})
     record = run_candidate(candidate, PLAN, Journal(tmp_path), reporter=QUIET)
@@ -139,12 +139,12 @@ def test_openai_engine_launches_a_command_template(tmp_path):
     candidate = Candidate.model_validate({
         "name": "templated", "engine": "openai", "model": {"id": "model"},
         # as on a real vLLM: without --enable-prompt-tokens-details, usage has no cached tokens to verify a cold cell
-        "launch": {"command": [sys.executable, "-m", "servebook.engines.simulator", "--flavor", "vllm", "--",
+        "launch": {"command": [sys.executable, "-m", "servebook.simulator", "--flavor", "vllm", "--",
                                "--port", "{port}", "--enable-prompt-tokens-details"],
                    "ready_timeout_s": 20}})
     record = run_candidate(candidate, PLAN.model_copy(update={"prefill": None}), Journal(tmp_path), reporter=QUIET)
     assert record.status == "completed", record.manifest.failure
-    assert record.manifest.engine.argv[:3] == [sys.executable, "-m", "servebook.engines.simulator"]
+    assert record.manifest.engine.argv[:3] == [sys.executable, "-m", "servebook.simulator"]
 
 
 def test_multi_token_chunks_are_counted_where_the_engine_reports_usage_per_chunk(tmp_path):
@@ -178,7 +178,7 @@ def test_attach_refuses_a_server_that_contradicts_the_candidate(tmp_path):
     from servebook.config.errors import InputError
 
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "servebook.engines.simulator", "--flavor", "sglang", "--",
+    server = subprocess.Popen([sys.executable, "-m", "servebook.simulator", "--flavor", "sglang", "--",
                                "sglang", "serve", "--model-path", "org/model", "--port",
                                str(port), "--max-running-requests", "8", "--chunked-prefill-size", "4096",
                                "--enable-metrics"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -246,7 +246,7 @@ def test_a_plan_that_needs_a_tokenizer_is_refused_before_anything_is_recorded(tm
     from servebook.util.errors import InputError
 
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "servebook.engines.simulator", "--flavor", "vllm",
+    server = subprocess.Popen([sys.executable, "-m", "servebook.simulator", "--flavor", "vllm",
                                "--fault=no_tokenizer", "--port", str(port)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     journal = Journal(tmp_path)

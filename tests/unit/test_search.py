@@ -7,10 +7,10 @@ import pytest
 from servebook.config import InputError, load_study
 from servebook.config.candidate import Candidate
 from servebook.config.search import MemoryBudget
-from servebook.engines.simulator.truth import timing_for
-from servebook.engines.sizing import does_not_fit
 from servebook.journal import Journal
+from servebook.simulator.truth import timing_for
 from servebook.sweeps import search
+from servebook.sweeps.memory_fit import does_not_fit
 from servebook.sweeps.runner import ModelledRunner
 from servebook.sweeps.space import Space
 from servebook.sweeps.surrogate import Prediction, expected_improvement, next_batch, space_filling

@@ -241,7 +241,7 @@ PY
   placement)
     # where launch noise comes from (benchmarks/gpu_placement.py): the study's baseline flags, one launch per
     # LAUNCHES, the engine's processes moved from CPU to CPU inside each
-    model=$("$PYTHON" -c 'from servebook.engines.model_specs import RANDOM_MODELS; from servebook.engines.hf_checkpoints import hf_checkpoint_path; print(hf_checkpoint_path(RANDOM_MODELS["1b"]))')
+    model=$("$PYTHON" -c 'from servebook.models.model_specs import RANDOM_MODELS; from servebook.models.hf_checkpoints import hf_checkpoint_path; print(hf_checkpoint_path(RANDOM_MODELS["1b"]))')
     "$PYTHON" benchmarks/gpu_placement.py --port 8123 --launches "${LAUNCHES:-1}" --out "${OUT:-/tmp}/placement.json" "$@" -- \
       env VLLM_SERVER_DEV_MODE=1 vllm serve "$model" --port 8123 --host 127.0.0.1 --max-num-seqs 32 \
       --max-num-batched-tokens 8192 --max-model-len 40960 --enable-prompt-tokens-details
@@ -250,7 +250,7 @@ PY
     out=${1:?reasoning OUT_DIR}
     phase=${2:-both}
     mkdir -p "$out"
-    model=$("$PYTHON" -c 'from servebook.engines.model_specs import RANDOM_MODELS; from servebook.engines.hf_checkpoints import ensure_hf_checkpoint; from servebook.engines.hf_thinking import write_thinking_checkpoint; print(write_thinking_checkpoint(ensure_hf_checkpoint(RANDOM_MODELS["1b"])))')
+    model=$("$PYTHON" -c 'from servebook.models.model_specs import RANDOM_MODELS; from servebook.models.hf_checkpoints import ensure_hf_checkpoint; from servebook.models.hf_thinking import write_thinking_checkpoint; print(write_thinking_checkpoint(ensure_hf_checkpoint(RANDOM_MODELS["1b"])))')
     if [ "$phase" != run ]; then
       VLLM_SERVER_DEV_MODE=1 vllm serve "$model" --port 8124 --host 127.0.0.1 --max-model-len 4096 --max-num-seqs 8 \
         --reasoning-parser deepseek_r1 --enable-prompt-tokens-details > "$out/vllm-serve.log" 2>&1 &

@@ -12,14 +12,14 @@ cd "$(dirname "$0")/../.."
 model=${1:?a real model, as real:NAME}
 out=${2:-.realparts}
 mib=${3:-$(( $(python3 tools/gpu-host/gpu_bundle.py size --quiet | cut -d. -f1) - 4 ))}
-file=$(${PYTHON:-.venv/bin/python} -c "import sys; from servebook.engines.real_models import ensure_real_model
+file=$(${PYTHON:-.venv/bin/python} -c "import sys; from servebook.models.real_models import ensure_real_model
 print(ensure_real_model(sys.argv[1]))" "$model")
 rm -rf "$out" && mkdir -p "$out"
 split -b "${mib}M" -d -a 2 "$file" "$out/$(basename "$file").part-"
-# the tokenizer converted here and checked against the GGUF's own ids (engines/real_checkpoints.py): a host whose
+# the tokenizer converted here and checked against the GGUF's own ids (models/real_checkpoints.py): a host whose
 # transformers converts it wrongly (5.17, the lent GPU image's) uses this one; it travels with the last part
 tokenizer=$(${PYTHON:-.venv/bin/python} -c "import sys; from pathlib import Path
-from servebook.engines.real_checkpoints import write_real_tokenizer
+from servebook.models.real_checkpoints import write_real_tokenizer
 print(write_real_tokenizer(sys.argv[1], Path(sys.argv[2])))" "$model" "$out")
 tar -C "$out" -cJf "$tokenizer.tar.xz" "$(basename "$tokenizer")" && rm -rf "$tokenizer"
 (cd "$out" && sha256sum -- *.part-* *-tokenizer.tar.xz > SHA256SUMS)

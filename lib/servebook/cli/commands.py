@@ -298,11 +298,11 @@ def sim_cmd(
     flavor: str = typer.Option(..., help="llamacpp, sglang or vllm: whose API, readiness and counters to mimic"),
     fault: list[str] = typer.Option([], help="inject a fault: never_ready, crash_mid_stream, oom_warmup, "
                                              "wrong_usage, null_string_argument, compile_in_cell, idle_poll "
-                                             "(and the gates' faults: servebook.engines.simulator.FAULTS)"),
+                                             "(and the gates' faults: servebook.simulator.FAULTS)"),
     port: Optional[int] = typer.Option(None, help="port, when no engine argv follows --"),
 ):
     """Serve a simulated engine (a test double: timing model, no model). Engine flags may follow --."""
-    from ..engines.simulator import main as simulator_main
+    from ..simulator import main as simulator_main
 
     argv = ["--flavor", flavor, *[f"--fault={f}" for f in fault]]
     if port is not None:

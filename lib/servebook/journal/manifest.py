@@ -89,7 +89,7 @@ class Environment(_Record):
     servebook: str | None = None
     engine_version: str | None = None
     model_digest: str | None = None
-    #: a `real:` model's provenance (engines.real_models.real_source): registry package, version, upstream digest,
+    #: a `real:` model's provenance (models.real_models.real_source): registry package, version, upstream digest,
     #: licence; None for any other model
     model_source: dict[str, Any] | None = None
     image: str | None = None

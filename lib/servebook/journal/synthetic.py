@@ -116,9 +116,9 @@ def write_synthetic_run(journal: Journal, *, index: int, study: str | None = "sy
 def write_modelled_run(journal: Journal, candidate: Candidate, plan: Plan, *, study: str, entry: str,
                        rng: np.random.Generator, launch_cv: float = 0.03, cell_cv: float = 0.01) -> RunRecord:
     """A completed run whose decode figures are the simulator's timing model for `candidate` (its truth, see
-    engines/simulator/truth.py) times a log-normal launch-to-launch draw shared by every cell and a smaller one per
+    simulator/truth.py) times a log-normal launch-to-launch draw shared by every cell and a smaller one per
     cell: what a search or a sweep would record if launches cost nothing. Synthetic: never publish it."""
-    from ..engines.simulator.truth import timing_for
+    from ..simulator.truth import timing_for
 
     timing = timing_for(candidate)
     launch = rng.lognormal(0.0, launch_cv)

@@ -97,7 +97,7 @@ def fingerprint(*, engine_binary: str | None = None, model_path: str | None = No
     placed the run on; it travels with the run, so a kept kernel's next run never inherits it. `reference`: the
     candidate's model as written (a `real:` one's package, version, digest and licence go with the run)."""
     from .._version import __version__
-    from ..engines.real_models import real_source
+    from ..models.real_models import real_source
 
     engine_env = {k: v for k, v in os.environ.items() if k.startswith(("LLAMA_ARG_", "GGML_", "CUDA_VISIBLE"))}
     return {

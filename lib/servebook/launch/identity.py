@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ..config.candidate import Candidate
 from ..config.claims import Verification
 from ..config.errors import InputError
-from ..engines.random_models import model_file_name
+from ..models.random_models import model_file_name
 from ..util.errors import EngineFailed
 from .verify import (
     launched_claims,

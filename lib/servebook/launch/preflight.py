@@ -17,9 +17,8 @@ from typing import Any
 
 from ..config.candidate import Candidate
 from ..config.errors import InputError
-from ..engines import EngineAdapter, every_engine, get_engine
-from ..engines.flags import SIMULATOR
-from ..engines.model_specs import ModelFormat
+from ..engines import EngineAdapter, ModelFormat, every_engine, get_engine
+from ..engines.flags import RECORDED_SIMULATORS
 from ..util.progress import Reporter
 from .process import PortInUse, ensure_port_free
 
@@ -58,9 +57,9 @@ class PreflightFailed(InputError):
 def resolve_model_path(value: str, field_name: str, reporter: Reporter, fmt: ModelFormat = "gguf") -> str:
     """A model reference as a file (`fmt` "gguf") or a Hugging Face directory ("hf"): `tiny:NAME` and `random:NAME`
     are written once (cached), `real:NAME` assembled once from its registry package, a path must exist."""
-    from ..engines.random_models import ensure_generated
-    from ..engines.real_checkpoints import ensure_real_hf_checkpoint
-    from ..engines.real_models import REAL_PREFIX, ensure_real_model
+    from ..models.random_models import ensure_generated
+    from ..models.real_checkpoints import ensure_real_hf_checkpoint
+    from ..models.real_models import REAL_PREFIX, ensure_real_model
 
     if value.startswith(REAL_PREFIX):
         try:
@@ -158,7 +157,8 @@ def other_engine_processes(proc: Path = Path("/proc")) -> list[tuple[int, str]]:
         if state == "Z" or not argv or not argv[0]:
             continue
         head = b" ".join(argv[:4])
-        if any(marker in head for marker in markers) and SIMULATOR.encode() not in head:
+        simulated = any(name.encode() in head for name in RECORDED_SIMULATORS)
+        if any(marker in head for marker in markers) and not simulated:
             found.append((int(entry.name), b" ".join(argv).decode(errors="replace")[:160]))
     return found
 

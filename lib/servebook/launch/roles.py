@@ -13,9 +13,9 @@ if TYPE_CHECKING:
     import httpx
 
     from ..config.candidate import Candidate
+    from ..engines import ModelFormat
     from ..engines._base import Diagnosis
     from ..engines.flags import Flag
-    from ..engines.model_specs import ModelFormat
 
 
 class LaunchedEngine(Protocol):

@@ -22,7 +22,7 @@ from ..config.errors import InputError
 from ..engines import get_engine
 from ..engines.flags import on_command_line
 from ..engines.http_client import EngineClient
-from ..engines.random_models import model_file_name
+from ..models.random_models import model_file_name
 from ..util.aio import run_blocking
 from .roles import LaunchedEngine
 

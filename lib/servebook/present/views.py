@@ -225,8 +225,8 @@ def size_model(model: str, *, gpu_gib: float = 141.0, gpus: int = 8, context_len
     from pathlib import Path
 
     from ..config.errors import InputError
-    from ..engines.random_models import generated_path
     from ..engines.sizing import ModelShape, replica_table
+    from ..models.random_models import generated_path
 
     try:
         path = generated_path(model) or Path(model)

@@ -70,9 +70,9 @@ def planned(study: Study, journal: Journal | None) -> DryRunPlan:
 def dry_run(study: Study) -> list[DryRunEntry]:
     """The same lines whatever this host has built or cached: argv is pure, and the engine binary is named, not
     looked up (a CUDA build of llama.cpp adds -ngl 999 when nothing else sets gpu_layers)."""
-    from ..engines.random_models import model_file_name
     from ..launch.compose import render
     from ..launch.preflight import describe
+    from ..models.random_models import model_file_name
 
     out = []
     for entry in study.expand():

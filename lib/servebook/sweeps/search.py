@@ -18,7 +18,6 @@ from pydantic import ValidationError
 
 from ..config.errors import InputError, format_validation_error
 from ..config.study import Study, StudyEntry
-from ..engines.sizing import does_not_fit
 from ..estimates import ALPHA, fit_contrasts
 from ..journal import Journal, RunRecord
 from ..measure.validity import only_disturbed
@@ -26,6 +25,7 @@ from ..util.progress import Reporter
 from ..util.render import Block, Renderable, Table, Text
 from ..verdicts.comparisons import select_cells
 from ..verdicts.evidence import cell_codes, run_cells
+from .memory_fit import does_not_fit
 from .options import SweepOptions
 from .orchestrate import Orchestration, orchestration
 from .pending import counted_statuses

@@ -10,8 +10,8 @@ from servebook.engines import get_engine
 from servebook.engines.contracts import recorded_contracts
 from servebook.engines.counters import parse_metrics
 from servebook.engines.sglang import REPORTED_FIELDS
-from servebook.engines.simulator.config import parse_engine_argv
-from servebook.engines.simulator.engine import Engine
+from servebook.simulator.config import parse_engine_argv
+from servebook.simulator.engine import Engine
 from servebook.util.paths import repo_data_dir
 
 PINNED = {"sglang": "0.5.23", "vllm": "0.33.0"}

@@ -6,7 +6,7 @@ import pytest
 
 from servebook.engines import get_engine, llamacpp_build
 from servebook.engines.llamacpp_build import EngineInstallError, LlamaCppInstall, cmake_flags, cuda_architectures
-from servebook.engines.random_models import RANDOM_MODELS, custom_spec, generated_spec
+from servebook.models.random_models import RANDOM_MODELS, custom_spec, generated_spec
 from tests.helpers.candidates import make_candidate
 
 H200_COMPUTE_CAP = "9.0\n"  # nvidia-smi --query-gpu=compute_cap --format=csv,noheader on an H200

@@ -155,9 +155,9 @@ def test_14_vllm_has_no_dead_metric_renames():
 def simulated(flavor, *argv):
     from starlette.testclient import TestClient
 
-    from servebook.engines.simulator.app import build_app
-    from servebook.engines.simulator.config import parse_engine_argv
-    from servebook.engines.simulator.engine import Engine
+    from servebook.simulator.app import build_app
+    from servebook.simulator.config import parse_engine_argv
+    from servebook.simulator.engine import Engine
 
     engine = Engine(parse_engine_argv(flavor, ["--port", "1", *argv], set()))
     engine.ready = True

@@ -13,9 +13,9 @@ from servebook.config import load_study
 from servebook.engines import get_engine
 from servebook.engines.contracts import recorded_contracts
 from servebook.engines.counters import Scrape
-from servebook.engines.random_models import model_file_name
 from servebook.launch.verify import SelfReport, verify_claims
 from servebook.measure.observers.reconcile import ClientCounts, reconcile
+from servebook.models.random_models import model_file_name
 from servebook.util.paths import repo_data_dir
 from tests.helpers.recorded_logs import failure_from_log
 from tests.helpers.scrapes import recorded_scrapes

@@ -9,9 +9,9 @@ import pytest
 
 from servebook.config import load_study
 from servebook.engines import get_engine
-from servebook.engines.random_models import model_file_name
 from servebook.journal import samples
 from servebook.launch.verify import SelfReport, verify_claims
+from servebook.models.random_models import model_file_name
 from servebook.util.paths import repo_data_dir
 from tests.helpers.recorded_logs import failure_from_log
 

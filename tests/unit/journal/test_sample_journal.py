@@ -357,7 +357,7 @@ def test_vllm_on_gemma_with_a_tokenizer_converted_wrongly_loops_and_its_ngram_ga
     93-96% in every decode cell), and the judge, though n-gram drafting is accepted at +44 to +91% with 97-100% of its
     drafts accepted by vLLM's own counters, recommends no drafter on that output. The self-draft does not load:
     vLLM's draft-model proposer asks all drafting layers to share one KV cache group, and Gemma 3's sliding and full
-    attention layers form two. The tokenizer is checked since (engines/real_checkpoints.py). Trimmed: notebooks,
+    attention layers form two. The tokenizer is checked since (models/real_checkpoints.py). Trimmed: notebooks,
     chunks and the completed runs' engine logs left out."""
     sample_journal(tmp_path, "sample-journal-vllm-real-h100")
     journal = Journal(tmp_path / "journal")

@@ -1,5 +1,6 @@
 """Attach mode checks claims against the engine's self-report (recorded shapes of llama.cpp and SGLang)."""
 
+import sys
 import time
 from types import SimpleNamespace
 
@@ -88,7 +89,7 @@ def test_a_launched_engine_s_unreported_setting_shows_the_flag_servebook_passed(
 
 
 def test_the_simulator_standing_in_for_llamacpp_is_given_the_model_the_candidate_names():
-    """The simulator runs as `python -m servebook.engines.simulator ... -- llama-server -m MODEL`: python's own -m
+    """The simulator runs as `python -m servebook.simulator ... -- llama-server -m MODEL`: python's own -m
     is not the model (read as one, the simulator's model was reported contradicted by its own name)."""
     from servebook.launch.target import local_argv
     from servebook.launch.verify import launched_claims
@@ -97,7 +98,7 @@ def test_the_simulator_standing_in_for_llamacpp_is_given_the_model_the_candidate
     candidate, adapter = simulated("llamacpp"), get_engine("llamacpp")
     paths = SimpleNamespace(model_path="tiny:target", draft_path=None, backend=None, engine_binary=None)
     argv = local_argv(candidate, adapter, paths, None, 8080)
-    assert argv[1:3] == ["-m", "servebook.engines.simulator"]
+    assert argv[1:3] == ["-m", "servebook.simulator"]
     assert adapter.model_file(argv) == "tiny:target"
     # what the simulator reports in llama.cpp's /props shape: the -m it was given
     props = {"total_slots": 4, "model_path": "tiny:target", "model_alias": "tiny:target"}
@@ -106,3 +107,11 @@ def test_the_simulator_standing_in_for_llamacpp_is_given_the_model_the_candidate
     assert wrong == [] and found["model"] == Claim(status="verified", value="tiny:target", source="self_report")
     shown = launched_claims(found, adapter, argv)
     assert shown["knobs.max_running_requests"].status == "verified"
+
+
+def test_a_run_recorded_before_the_simulator_left_engines_still_reads_its_engines_model():
+    """Journals recorded before the move name `servebook.engines.simulator` in their argv: the engine's model is
+    still read after the `--` (not python's own -m), so those runs are judged as they were."""
+    argv = [sys.executable, "-m", "servebook.engines.simulator", "--flavor", "llamacpp", "--",
+            "llama-server", "-m", "tiny:target", "--port", "8080"]
+    assert get_engine("llamacpp").model_file(argv) == "tiny:target"

@@ -7,7 +7,7 @@ with it carry `simulator` in their candidate identity and are never the demo.
 
 Usage (the engine's own argv after `--`, which configures the timing model):
 
-    python -m servebook.engines.simulator --flavor sglang [--fault crash_mid_stream] -- \\
+    python -m servebook.simulator --flavor sglang [--fault crash_mid_stream] -- \\
         sglang serve --port 30000 --max-running-requests 4 --enable-metrics ...
 """
 

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 from .config import TimingModel, parse_engine_argv
 
 if TYPE_CHECKING:
-    from ...config.candidate import Candidate
+    from ..config.candidate import Candidate
 
 
 def timing_for(candidate: "Candidate") -> TimingModel:
-    from ..registry import get_engine
+    from ..engines.registry import get_engine
 
     argv = get_engine(candidate.engine).argv(candidate, port=1, model_path=candidate.model.path or "model",
                                              draft_path=candidate.knobs.drafter.model)

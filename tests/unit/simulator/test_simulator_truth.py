@@ -1,7 +1,7 @@
 """The simulator's scheduling replayed in virtual time: the truth capacity benchmarks are scored against."""
 
-from servebook.engines.simulator.config import TimingModel
-from servebook.engines.simulator.truth import open_loop_latencies
+from servebook.simulator.config import TimingModel
+from servebook.simulator.truth import open_loop_latencies
 
 
 def test_a_lone_request_waits_for_its_prefill_and_then_one_step_per_token():

@@ -1,5 +1,5 @@
 """A real model's weights for vLLM and SGLang: a Hugging Face checkpoint written from the same GGUF llama.cpp serves
-(engines.real_models), so every engine answers the drafter question with the same weights.
+(models.real_models), so every engine answers the drafter question with the same weights.
 
 transformers reads the GGUF (its tokenizer converted from the file's vocabulary, its Q4_K and Q6_K tensors
 dequantized); the checkpoint is saved in bfloat16, the dtype Gemma 3 is trained and served in (float16 overflows

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from servebook.engines import real_models
-from servebook.engines.random_models import generated_path
-from servebook.engines.real_models import REAL_MODELS, ensure_real_model, real_model, real_source
 from servebook.launch.environment import fingerprint
+from servebook.models import real_models
+from servebook.models.random_models import generated_path
+from servebook.models.real_models import REAL_MODELS, ensure_real_model, real_model, real_source
 from servebook.util.errors import InputError
 
 PIECES = [b"GGUF" + b"a" * 1000, b"b" * 700, b"c" * 3]
@@ -109,7 +109,7 @@ def _tokenizers(monkeypatch, converted, carried):
 
 
 def test_a_tokenizer_converted_right_is_used_and_a_wrong_one_replaced_by_the_carried_one(stand_in, monkeypatch):
-    from servebook.engines.real_checkpoints import _checked_tokenizer, real_tokenizer_path
+    from servebook.models.real_checkpoints import _checked_tokenizer, real_tokenizer_path
 
     right = list(stand_in.tokenizer_probe[1])
     fragments = [818, 534, 617, 933]  # transformers 5.17's Gemma 3: no BOS, words in pieces

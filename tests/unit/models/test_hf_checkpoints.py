@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from servebook.engines import get_engine, hf_checkpoints
-from servebook.engines.hf_checkpoints import (
+from servebook.engines import get_engine
+from servebook.launch.preflight import resolve_model_path
+from servebook.models import hf_checkpoints
+from servebook.models.hf_checkpoints import (
     SPECIAL_TOKENS,
     bf16_bits,
     build_tokenizer,
@@ -22,8 +24,8 @@ from servebook.engines.hf_checkpoints import (
     is_current,
     write_hf_checkpoint,
 )
-from servebook.engines.model_specs import RANDOM_MODELS, TINY_HF_MODELS, models_dir
-from servebook.engines.random_models import (
+from servebook.models.model_specs import RANDOM_MODELS, TINY_HF_MODELS, models_dir
+from servebook.models.random_models import (
     custom_spec,
     ensure_generated,
     generated_path,
@@ -31,7 +33,6 @@ from servebook.engines.random_models import (
     model_file_name,
     random_model_path,
 )
-from servebook.launch.preflight import resolve_model_path
 from servebook.util.paths import repo_data_dir
 from tests.helpers.candidates import QUIET, make_candidate
 
@@ -245,7 +246,7 @@ def test_preflight_writes_a_gpu_engine_s_tiny_model_as_a_checkpoint(cache):
 
 def test_models_tiny_writes_checkpoints_without_the_llamacpp_build(cache, monkeypatch):
     from servebook.cli import app
-    from servebook.engines import random_models
+    from servebook.models import random_models
 
     def no_build(*args, **kwargs):
         raise AssertionError("a Hugging Face checkpoint must not need the llama.cpp build")

@@ -5,14 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
 
+from ..engines import MODEL_FORMATS, ModelFormat
 from ..util.errors import InputError
 from ..util.paths import cache_root
-
-#: how an engine reads a model: one GGUF file (llama.cpp) or a Hugging Face checkpoint directory (vLLM, SGLang)
-ModelFormat = Literal["gguf", "hf"]
-MODEL_FORMATS: tuple[ModelFormat, ...] = ("gguf", "hf")
 
 #: values in the seeded noise pool every tensor of a large model is cut from
 NOISE_POOL = 1 << 24

@@ -8,9 +8,9 @@ import jinja2
 import pytest
 from tokenizers import Tokenizer
 
-from servebook.engines.hf_checkpoints import ensure_hf_checkpoint
-from servebook.engines.hf_thinking import THINK_END, THINK_START, write_thinking_checkpoint
-from servebook.engines.model_specs import TINY_HF_MODELS
+from servebook.models.hf_checkpoints import ensure_hf_checkpoint
+from servebook.models.hf_thinking import THINK_END, THINK_START, write_thinking_checkpoint
+from servebook.models.model_specs import TINY_HF_MODELS
 
 SPEC = TINY_HF_MODELS["target"]
 

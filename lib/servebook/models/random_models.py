@@ -18,17 +18,17 @@ from pathlib import Path
 
 import numpy as np
 
+from ..engines import ModelFormat
+from ..engines.llamacpp_build import LlamaCppInstall, find_llamacpp, install_llamacpp
 from ..util.files import temp_beside
 from ..util.progress import Reporter
 from .hf_checkpoints import HF_SUFFIX, ensure_hf_checkpoint, hf_checkpoint_path
-from .llamacpp_build import LlamaCppInstall, find_llamacpp, install_llamacpp
 from .model_specs import (
     EVERY_WEIGHT_DRAWN_BELOW,
     NOISE_POOL,
     RANDOM_MODELS,
     TINY_HF_MODELS,
     TINY_MODELS,
-    ModelFormat,
     ModelSpec,
     models_dir,
 )

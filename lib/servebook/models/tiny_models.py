@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..engines.llamacpp_build import LlamaCppInstall
 from ..util.progress import Reporter
 from .hf_checkpoints import ensure_hf_checkpoint
-from .llamacpp_build import LlamaCppInstall
 from .model_specs import TINY_HF_MODELS
 from .random_models import TINY_MODELS, ensure_model, models_dir
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..contracts import Contract, recorded_contracts
+from ..engines.contracts import Contract, recorded_contracts
 from .config import SimConfig
 
 PREFIX = {"llamacpp": "llamacpp:", "sglang": "sglang:", "vllm": "vllm:"}
