@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, ClassVar
 from pydantic import model_validator
 
 from ..config.knobs import Drafter, Knobs
-from . import _gpu
+from . import _python_server
 from ._base import Diagnosis, EngineAdapter, ServerCounts
 from .registry import register
 
@@ -80,13 +80,13 @@ class OpenAIAdapter(EngineAdapter):
     async def tokenize(self, http: "httpx.AsyncClient", base_url: str, text: str, model: str,
                        headers: dict[str, str]) -> list[int] | None:
         try:
-            return await _gpu.tokenize_via(http, f"{base_url}/tokenize",
+            return await _python_server.tokenize_via(http, f"{base_url}/tokenize",
                                            {"prompt": text, "model": model, "add_special_tokens": False}, headers)
         except Exception:  # noqa: BLE001 - an unknown server may answer anything here
             return None
 
     def classify_failure(self, log_tail: str, exit_code: int | None) -> Diagnosis:
-        return _gpu.classify(log_tail, exit_code)
+        return _python_server.classify(log_tail, exit_code)
 
     def health_path(self) -> str:
         return "/v1/models"

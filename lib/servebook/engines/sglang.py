@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field, model_validator
 
-from . import _gpu
+from . import _python_server
 from ._base import ServerCounts
 from .counters import Gauge, lazy_counter_delta
 from .flags import Flag, Resolved
@@ -37,7 +37,7 @@ REPORTED_FIELDS = {"model_path": "model_file", "served_model_name": "served_name
                    "chunked_prefill_size": "chunk_size", "tp_size": "tensor_parallel_size", "kv_cache_dtype": "kv_dtype"}
 
 
-class SGLangDrafter(_gpu.PythonServerDrafter):
+class SGLangDrafter(_python_server.PythonServerDrafter):
     engine_title: ClassVar[str] = "SGLang"
 
     num_steps: int | None = Field(None, ge=1, le=16, description="SGLang: speculative steps (EAGLE tree depth)")
@@ -61,11 +61,11 @@ class SGLangDrafter(_gpu.PythonServerDrafter):
         return self
 
 
-class SGLangReasoning(_gpu.PythonServerReasoning):
+class SGLangReasoning(_python_server.PythonServerReasoning):
     engine_title: ClassVar[str] = "SGLang"
 
 
-class SGLangKnobs(_gpu.PythonServerKnobs):
+class SGLangKnobs(_python_server.PythonServerKnobs):
     engine_title: ClassVar[str] = "SGLang"
     kv_types: ClassVar[tuple[str, ...]] = KV_TYPES
 
@@ -97,16 +97,16 @@ FLAGS = {
     "knobs.context_length": Flag(("--context-length",)),
     "knobs.kv_dtype": Flag(("--kv-cache-dtype",)),
     # the radix cache is on unless turned off
-    "knobs.prefix_caching": Flag(("--disable-radix-cache",), render=_gpu.switch(None, "--disable-radix-cache")),
+    "knobs.prefix_caching": Flag(("--disable-radix-cache",), render=_python_server.switch(None, "--disable-radix-cache")),
     "knobs.drafter": Flag(("--speculative-algorithm", "--speculative-draft-model-path"),
                           also=("--speculative-draft-model", "--speculative-num-steps", "--speculative-eagle-topk",
                                 "--speculative-num-draft-tokens", "--speculative-dflash-block-size"),
                           render=_speculative),
-    "knobs.reasoning": Flag(("--reasoning-parser",), render=_gpu.reasoning_parser, yields=True),
+    "knobs.reasoning": Flag(("--reasoning-parser",), render=_python_server.reasoning_parser, yields=True),
 }
 
 
-class SGLangAdapter(_gpu.PythonServerAdapter):
+class SGLangAdapter(_python_server.PythonServerAdapter):
     container_port = 30000
     compile_cache_env = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
     process_markers = (b"sglang serve", b"sglang.launch_server")
@@ -163,7 +163,7 @@ class SGLangAdapter(_gpu.PythonServerAdapter):
         return out
 
     def fixed_args(self, candidate: "Candidate", *, port: int, model_path: str, binary: str | None) -> list[str]:
-        return ["sglang", "serve", "--model-path", model_path, "--host", _gpu.listen_host(candidate), "--port",
+        return ["sglang", "serve", "--model-path", model_path, "--host", _python_server.listen_host(candidate), "--port",
                 str(port), "--enable-metrics", "--enable-cache-report"]
 
     def server_counts(self, before: "Scrape", after: "Scrape") -> ServerCounts | None:

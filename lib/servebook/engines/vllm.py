@@ -12,7 +12,7 @@ import json
 import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from . import _gpu
+from . import _python_server
 from ._base import ServerCounts
 from .counters import Gauge, counter_delta
 from .flags import Flag, Resolved
@@ -34,18 +34,18 @@ METHODS = {"eagle": "eagle", "eagle3": "eagle3", "mtp": "mtp", "ngram": "ngram",
            "dflash": "dflash"}
 
 
-class VLLMDrafter(_gpu.PythonServerDrafter):
+class VLLMDrafter(_python_server.PythonServerDrafter):
     engine_title: ClassVar[str] = "vLLM"
     refusals: ClassVar[dict[str, str]] = {
         key: "knobs.drafter.num_steps/topk are SGLang settings; vLLM takes max_draft_tokens"
         for key in ("num_steps", "topk")}
 
 
-class VLLMReasoning(_gpu.PythonServerReasoning):
+class VLLMReasoning(_python_server.PythonServerReasoning):
     engine_title: ClassVar[str] = "vLLM"
 
 
-class VLLMKnobs(_gpu.PythonServerKnobs):
+class VLLMKnobs(_python_server.PythonServerKnobs):
     engine_title: ClassVar[str] = "vLLM"
     kv_types: ClassVar[tuple[str, ...]] = KV_TYPES
 
@@ -78,13 +78,13 @@ FLAGS = {
     "knobs.kv_dtype": Flag(("--kv-cache-dtype",)),
     "knobs.prefix_caching": Flag(("--enable-prefix-caching", "--no-enable-prefix-caching"),
                                  also=("--disable-prefix-caching",),
-                                 render=_gpu.switch("--enable-prefix-caching", "--no-enable-prefix-caching")),
+                                 render=_python_server.switch("--enable-prefix-caching", "--no-enable-prefix-caching")),
     "knobs.drafter": Flag(("--speculative-config",), also=("-sc",), render=_speculative_config),
-    "knobs.reasoning": Flag(("--reasoning-parser",), render=_gpu.reasoning_parser, yields=True),
+    "knobs.reasoning": Flag(("--reasoning-parser",), render=_python_server.reasoning_parser, yields=True),
 }
 
 
-class VLLMAdapter(_gpu.PythonServerAdapter):
+class VLLMAdapter(_python_server.PythonServerAdapter):
     container_port = 8000
     # from arrival to scheduling, and from scheduling to the first token (vllm/v1/metrics/loggers.py)
     queue_histogram = "vllm:request_queue_time_seconds"
@@ -145,7 +145,7 @@ class VLLMAdapter(_gpu.PythonServerAdapter):
         return {"include_usage": True, "continuous_usage_stats": True}
 
     def fixed_args(self, candidate: "Candidate", *, port: int, model_path: str, binary: str | None) -> list[str]:
-        return ["vllm", "serve", model_path, "--host", _gpu.listen_host(candidate), "--port", str(port),
+        return ["vllm", "serve", model_path, "--host", _python_server.listen_host(candidate), "--port", str(port),
                 "--enable-prompt-tokens-details"]
 
     def server_counts(self, before: "Scrape", after: "Scrape") -> ServerCounts | None:

@@ -198,7 +198,7 @@ def preflight(candidate: Candidate, reporter: Reporter, *, inventory=None, share
     """Check the host for the candidate and resolve its files; `shared`: in a resident round (sweep --resident),
     where the round's other engines are on this host and GPU by design. `adapter`: the run's (looked up from the
     candidate's engine for a caller without one)."""
-    from . import gpus
+    from . import gpu_inventory
 
     launch = candidate.launch
     if launch.mode == "local":
@@ -209,7 +209,7 @@ def preflight(candidate: Candidate, reporter: Reporter, *, inventory=None, share
     if launch.simulator or launch.mode == "attach":
         return ResolvedPaths(sys.executable, model, draft)
 
-    inventory = inventory if inventory is not None else gpus.inventory()
+    inventory = inventory if inventory is not None else gpu_inventory.inventory()
     disk = Path(candidate.model.path).expanduser().parent if candidate.model.path and not \
         candidate.model.path.startswith(GENERATED_PREFIXES) else Path(os.environ.get("HF_HOME", Path.home()))
     adapter = adapter or get_engine(candidate.engine)

@@ -10,7 +10,7 @@ shadows `servebook.sweep`, the function.
 """
 
 from .dryrun import DryRunEntry, dry_run
-from .gpus import gpu_lanes_for, gpus_needed
+from .gpu_lanes import gpu_lanes_for, gpus_needed
 from .options import Capabilities, Placement, SweepOptions
 from .orchestrate import Orchestration, check_study_fits, orchestration, run_pending, sweep, until_decided
 from .pending import SweepResult, counted_statuses, interleaved, recorded

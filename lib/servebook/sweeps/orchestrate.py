@@ -21,7 +21,7 @@ from ..journal import Journal
 from ..util.errors import InputError
 from ..util.progress import Reporter
 from .budget import OutOfTime, TimeBudget
-from .gpus import gpu_lanes_for
+from .gpu_lanes import gpu_lanes_for
 from .options import Placement, PlacesItself, SweepOptions, capabilities_of, refuse_unsupported
 from .pending import SweepResult, interleaved, recorded
 from .placement import Lane, lane_for, place

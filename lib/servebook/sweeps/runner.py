@@ -19,7 +19,7 @@ from ..journal import Failure, Journal, RunRecord
 from ..util.errors import RunInterrupted
 from ..util.progress import Reporter
 from ..util.resources import shipped_file
-from .gpus import gpus_needed
+from .gpu_lanes import gpus_needed
 from .kernels import KEPT_KERNEL_ENGINE, KernelDied, exit_code, register_kept_kernel_engine, settle_left_tasks, shutdown
 from .parameters import check_declared, qualify_parameters
 from .pending import SweepResult

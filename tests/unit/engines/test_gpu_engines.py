@@ -9,7 +9,7 @@ from servebook.config import InputError
 from servebook.engines import get_engine
 from servebook.engines.counters import parse_metrics
 from servebook.launch.compose import render
-from servebook.launch.gpus import Inventory, interconnect, parse_cuda, parse_gpus, parse_p2p, parse_processes
+from servebook.launch.gpu_inventory import Inventory, interconnect, parse_cuda, parse_gpus, parse_p2p, parse_processes
 from servebook.launch.preflight import gpu_checks
 from tests.helpers.candidates import make_candidate
 

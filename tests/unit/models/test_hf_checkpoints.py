@@ -262,7 +262,7 @@ def test_models_tiny_writes_checkpoints_without_the_llamacpp_build(cache, monkey
 
 
 def test_preflight_gives_a_vllm_candidate_checkpoints_for_its_model_and_its_draft(cache):
-    from servebook.launch.gpus import Inventory
+    from servebook.launch.gpu_inventory import Inventory
     from servebook.launch.preflight import preflight
 
     candidate = make_candidate("vllm", model={"path": "tiny:target"}, launch={"command": ["vllm"]},

@@ -22,7 +22,7 @@ def gpu_lanes_for(entries: list[StudyEntry], parallel: str | int | None, gpus: l
     if parallel != "auto" and (not str(parallel).isdigit() or int(parallel) < 1):
         raise InputError(f"--parallel {parallel!r}: auto, or a number of candidates at once")
     if gpus is None:
-        from ..launch.gpus import inventory
+        from ..launch.gpu_inventory import inventory
 
         gpus = [g.index for g in inventory().gpus]
     if not gpus:
