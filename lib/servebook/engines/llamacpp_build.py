@@ -11,6 +11,7 @@ each other instead of building twice or half-writing.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -63,8 +64,11 @@ AMX_CPU_FLAG = "amx_int8"
 NO_AMX = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 
 
+@functools.cache
 def host_cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> frozenset[str]:
-    """The CPU's feature flags as Linux lists them (empty where there is no /proc/cpuinfo)."""
+    """The CPU's feature flags as Linux lists them (empty where there is no /proc/cpuinfo). Read once a process:
+    every look-up of the cached build asks, several a run, and /proc/cpuinfo is slow to read on a host of many
+    cores."""
     try:
         text = cpuinfo.read_text()
     except OSError:
